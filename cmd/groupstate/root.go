@@ -1,0 +1,18 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+)
+
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "groupstate",
+		Short: "Stateful stream processing with handlers compiled to WebAssembly",
+		Long: `groupstate runs custom stateful stream processing (Spark's flatMapGroupsWithState)
+with the per-key function compiled to WebAssembly from Go, Rust, C or AssemblyScript.`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(newTestCommand())
+	return root
+}

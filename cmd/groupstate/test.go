@@ -1,0 +1,69 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/scenario"
+)
+
+func newTestCommand() *cobra.Command {
+	var specPath, scenarioPath, modulePath string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "test --spec SPEC --scenario FILE [--module WASM]",
+		Short: "Run a scenario file against a handler, with no NATS and no wall clock",
+		Long: `Runs the steps of a scenario file (JSON Lines) against the deployment's module and
+prints every emitted row to standard output as one compact JSON line, in emission order.
+Exits 0 when every expect step holds, non-zero with a readable diff otherwise.
+
+Steps:
+  {"at": 12000, "rows": [{...}]}   a micro-batch at processing time 12000 ms
+  {"restart": true}                 close everything and reopen from the same state
+  {"expect": [{...}]}               rows emitted since the previous expect (any order)`,
+		Example: `  groupstate test --spec samples/logincount/logincount.yaml \
+    --scenario samples/logincount/logincount.jsonl`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			spec, specModule, err := runtime.LoadSpec(specPath)
+			if err != nil {
+				return err
+			}
+			if modulePath == "" {
+				modulePath = specModule
+			}
+			if modulePath == "" {
+				return errors.New("no module: the spec has no module and --module is not set")
+			}
+			wasm, err := os.ReadFile(modulePath)
+			if err != nil {
+				return fmt.Errorf("reading module: %w", err)
+			}
+			f, err := os.Open(scenarioPath)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			opts := scenario.Options{Spec: spec, Wasm: wasm, Out: cmd.OutOrStdout()}
+			if verbose {
+				opts.Log = cmd.ErrOrStderr()
+			}
+			err = scenario.Run(cmd.Context(), opts, f)
+			if errors.Is(err, scenario.ErrExpectation) {
+				return &exitError{code: 1, msg: err.Error()}
+			}
+			return err
+		},
+	}
+	cmd.Flags().StringVar(&specPath, "spec", "", "deployment spec (YAML)")
+	cmd.Flags().StringVar(&scenarioPath, "scenario", "", "scenario file (JSON Lines)")
+	cmd.Flags().StringVar(&modulePath, "module", "", "module to run instead of the spec's module")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print dead letters and late rows to standard error")
+	_ = cmd.MarkFlagRequired("spec")
+	_ = cmd.MarkFlagRequired("scenario")
+	return cmd
+}

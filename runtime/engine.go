@@ -1,0 +1,249 @@
+package runtime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/groupstate/groupstate/abi"
+	"github.com/groupstate/groupstate/runtime/internal/handler"
+	"github.com/groupstate/groupstate/runtime/internal/host"
+	"github.com/groupstate/groupstate/runtime/internal/rowjson"
+	"github.com/groupstate/groupstate/state"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+// Errors of the engine.
+var (
+	// ErrInvalidModule: the module is not a usable ABI v1 module (wrapped with what is wrong).
+	ErrInvalidModule = host.ErrInvalidModule
+	// ErrABIVersion: the module was built for an ABI version this runtime does not support.
+	ErrABIVersion = host.ErrABIVersion
+	// ErrModuleInit: the module's initialization failed (its message is wrapped).
+	ErrModuleInit = host.ErrInit
+	// ErrKeyFailed: under on_error: fail, a call for one key failed; the batch did not commit.
+	ErrKeyFailed = errors.New("runtime: handler failed for a key")
+	// ErrEngineClosed: the engine was closed.
+	ErrEngineClosed = errors.New("runtime: engine closed")
+)
+
+// BufferModule is a handler running in-process that speaks the ABI's buffers; the Go SDK's
+// *groupstate.Module built natively is one. It exists so benchmarks and tests can compare the
+// WASM build of a handler with the same code compiled natively, in the same engine.
+type BufferModule interface {
+	Init(in []byte) []byte
+	Process(in []byte) []byte
+}
+
+// EngineConfig configures an [Engine].
+type EngineConfig struct {
+	// Spec is the deployment spec (required, validated).
+	Spec *Spec
+	// Wasm is the handler module. Exactly one of Wasm and Native is set.
+	Wasm []byte
+	// Native is an in-process handler (see [BufferModule]).
+	Native BufferModule
+	// Store holds state; the engine uses the keyspace of Spec.Name (required; not closed by
+	// the engine).
+	Store *state.Store
+	// Sink receives outputs and dead letters after each commit (required).
+	Sink Sink
+	// Logger defaults to the runtime's logger, with the deployment name attached.
+	Logger *slog.Logger
+}
+
+// Row is one input message.
+type Row struct {
+	// Data is the JSON message. The engine does not modify it and does not keep it after
+	// RunBatch returns, except as copies.
+	Data []byte
+	// Subject is the subject it arrived on (for dead-letter headers; may be empty).
+	Subject string
+	// Sequence is its input stream sequence (for dead-letter headers; may be 0).
+	Sequence uint64
+}
+
+// BatchInput is one micro-batch.
+type BatchInput struct {
+	// ProcessingTimeMs is the batch's processing time T (wall clock at batch start).
+	ProcessingTimeMs int64
+	// Rows in arrival order; none for a no-data batch.
+	Rows []Row
+	// Position is the input position after this batch (committed with it); 0 keeps the
+	// previous position.
+	Position uint64
+}
+
+// BatchReport describes a committed batch.
+type BatchReport struct {
+	// BatchID is the committed batch's id (1, 2, ...).
+	BatchID uint64
+	// RowsIn counts input rows, LateRows those dropped as late, DeadLetters rows sent to the
+	// dead-letter sink (bad rows and the rows of failed keys).
+	RowsIn, LateRows, DeadLetters int
+	// DataCalls and TimeoutCalls count handler calls; FailedKeys those that failed.
+	DataCalls, TimeoutCalls, FailedKeys int
+	// Emitted counts emitted rows.
+	Emitted int
+	// WatermarkMs is the watermark the next batch gets; WatermarkAdvanced tells whether this
+	// batch moved it.
+	WatermarkMs       int64
+	WatermarkAdvanced bool
+	// NeedsNoDataBatch is set when DESIGN section 3 rule 7 asks for a no-data batch right
+	// now: under event-time timeouts, after a batch that advanced the watermark.
+	NeedsNoDataBatch bool
+	// Duration is how long the batch took.
+	Duration time.Duration
+}
+
+// KeyError is the error of a key whose call failed.
+type KeyError struct {
+	// Key is the canonical JSON scalar of the key.
+	Key string
+	// Err is the failure.
+	Err error
+}
+
+func (e *KeyError) Error() string { return fmt.Sprintf("key %s: %v", e.Key, e.Err) }
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// Engine runs one deployment's micro-batches. It is not safe for concurrent use: one goroutine
+// drives it.
+type Engine struct {
+	spec     *Spec
+	rules    timeouts.Rules
+	keyPath  rowjson.Path
+	timePath rowjson.Path
+	delayMs  int64
+	h        handler.Handler
+	ks       *state.Deployment
+	sink     Sink
+	logger   *slog.Logger
+	wm       *timeouts.Watermark
+	progress state.Progress
+	pending  bool // the outbox may hold undelivered entries
+	closed   bool
+}
+
+// NewEngine starts a deployment's engine: it validates the module, starts its instances, reads
+// the deployment's progress, and delivers outbox entries left by an earlier run.
+func (r *Runtime) NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, error) {
+	if cfg.Spec == nil || cfg.Store == nil || cfg.Sink == nil {
+		return nil, errors.New("runtime: EngineConfig needs Spec, Store and Sink")
+	}
+	if (cfg.Wasm == nil) == (cfg.Native == nil) {
+		return nil, errors.New("runtime: EngineConfig needs exactly one of Wasm and Native")
+	}
+	spec := cfg.Spec
+	if err := spec.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = r.logger
+	}
+	logger = logger.With("deployment", spec.Name)
+	e := &Engine{spec: spec, ks: cfg.Store.Deployment(spec.Name), sink: cfg.Sink, logger: logger, pending: true}
+	e.rules = timeouts.Rules{Mode: spec.Mode(), HasWatermark: spec.EventTime != nil}
+	e.keyPath = mustPath(spec.Key.Field)
+	if spec.EventTime != nil {
+		e.timePath = mustPath(spec.EventTime.Field)
+		e.delayMs = spec.EventTime.WatermarkDelay.Std().Milliseconds()
+	}
+	p, err := e.ks.Progress()
+	if err != nil {
+		return nil, err
+	}
+	e.progress = p
+	e.wm = timeouts.NewWatermark(e.delayMs, p.WatermarkMs)
+
+	init := abi.Init{ABIVersion: abi.Version, Mode: abi.TimeoutMode(e.rules.Mode), Name: []byte(spec.Name), Config: spec.ConfigJSON()}
+	if e.rules.HasWatermark {
+		init.Flags |= abi.InitHasWatermark
+	}
+	if cfg.Native != nil {
+		st, msg, err := abi.ParseInitResult(cfg.Native.Init(abi.AppendInit(nil, init)))
+		if err != nil || st != abi.StatusOK {
+			return nil, fmt.Errorf("%w: %s", ErrModuleInit, msg)
+		}
+		e.h = handler.NewNative(cfg.Native)
+	} else {
+		h, err := host.New(ctx, host.Config{
+			Wasm:   cfg.Wasm,
+			Cache:  r.cache,
+			Init:   init,
+			Logger: logger,
+			Limits: host.Limits{
+				MemoryBytes:    uint64(spec.Limits.Memory),
+				CallTimeout:    spec.Limits.CallTimeout.Std(),
+				MaxResultBytes: uint32(min(uint64(spec.Limits.MaxOutputBytes), 1<<31)),
+				Instances:      spec.Limits.Instances,
+			},
+		})
+		if err != nil {
+			return nil, err
+		}
+		e.h = h
+	}
+	if err := e.deliverPending(ctx); err != nil {
+		logger.Warn("delivering outbox left by an earlier run failed; will retry", "err", err)
+	}
+	return e, nil
+}
+
+func mustPath(s string) rowjson.Path {
+	p, err := rowjson.ParsePath(s)
+	if err != nil {
+		panic(err) // Validate checked it
+	}
+	return p
+}
+
+// Progress returns the last committed progress.
+func (e *Engine) Progress() state.Progress { return e.progress }
+
+// Spec returns the engine's spec.
+func (e *Engine) Spec() *Spec { return e.spec }
+
+// Close stops the engine's module instances. It does not close the store.
+func (e *Engine) Close(ctx context.Context) error {
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	return e.h.Close(ctx)
+}
+
+// deliverPending hands the outbox to the sink and acknowledges what it took.
+func (e *Engine) deliverPending(ctx context.Context) error {
+	if !e.pending {
+		return nil
+	}
+	var entries []state.OutboxEntry
+	if err := e.ks.Outbox(func(en state.OutboxEntry) error {
+		entries = append(entries, en)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := e.deliver(ctx, entries); err != nil {
+		return err
+	}
+	e.pending = false
+	return nil
+}
+
+func (e *Engine) deliver(ctx context.Context, entries []state.OutboxEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	if err := e.sink.Deliver(ctx, e.spec.Name, entries); err != nil {
+		return fmt.Errorf("runtime: delivering %d outbox entries: %w", len(entries), err)
+	}
+	return e.ks.AckOutbox(entries[len(entries)-1].ID)
+}
+
+func itoa(v uint64) string { return strconv.FormatUint(v, 10) }

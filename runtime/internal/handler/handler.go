@@ -1,0 +1,160 @@
+// Package handler defines what the engine asks of a handler, whatever it runs on: a batch of
+// groups in, one result per group out. The WASM host and the in-process native handler both
+// implement [Handler] and share the buffer encoding here.
+package handler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/groupstate/groupstate/abi"
+)
+
+// Group is one key's call: its rows (data call) or none (timeout call).
+type Group struct {
+	// Flags holds abi.GroupTimedOut and abi.GroupStateExists.
+	Flags uint32
+	// Key is the canonical JSON scalar of the key.
+	Key []byte
+	// State is the current state value (with abi.GroupStateExists).
+	State []byte
+	// Rows are the key's rows of this batch in arrival order.
+	Rows [][]byte
+}
+
+// Result is one group's outcome, copied out of the handler's memory: the caller owns it.
+type Result struct {
+	// Err is set when the call for this group failed (handler error, misuse, trap, time or
+	// memory limit). The other fields are then meaningless.
+	Err error
+	// Action is what the call did to the state value.
+	Action abi.Action
+	// TimeoutMs is the timeout the call left, or abi.NoTimeout.
+	TimeoutMs int64
+	// State is the new value with abi.ActionUpdate.
+	State []byte
+	// Emits are the emitted rows in emission order.
+	Emits [][]byte
+}
+
+// Call is one batch of groups with the batch's times.
+type Call struct {
+	ProcessingTimeMs int64
+	WatermarkMs      int64
+	Groups           []Group
+}
+
+// Handler runs calls. Process fills results (len(results) == len(call.Groups)) and returns an
+// error only when the handler as a whole is unusable (closed, cannot instantiate); a failure of
+// one group is reported in that group's Result.Err.
+type Handler interface {
+	Process(ctx context.Context, call *Call, results []Result) error
+	Close(ctx context.Context) error
+}
+
+// GroupError is a failure reported for one group.
+type GroupError struct {
+	// Message is the handler's message.
+	Message string
+}
+
+func (e *GroupError) Error() string { return e.Message }
+
+// ErrClosed is returned by a closed handler.
+var ErrClosed = errors.New("handler: closed")
+
+// EncodedSize returns the size of the process buffer for call.
+func EncodedSize(call *Call) int {
+	n := abi.ProcessHeaderSize
+	for i := range call.Groups {
+		g := &call.Groups[i]
+		n += abi.GroupSize(g.Key, g.State, g.Rows)
+	}
+	return n
+}
+
+// Encode appends the process buffer for call to dst.
+func Encode(dst []byte, call *Call) []byte {
+	dst = abi.AppendProcessHeader(dst, abi.ProcessHeader{
+		GroupCount:       uint32(len(call.Groups)),
+		ProcessingTimeMs: call.ProcessingTimeMs,
+		WatermarkMs:      call.WatermarkMs,
+	})
+	for i := range call.Groups {
+		g := &call.Groups[i]
+		dst = abi.AppendGroup(dst, g.Flags, g.Key, g.State, g.Rows)
+	}
+	return dst
+}
+
+// Decode reads a result buffer into results, copying everything it keeps. It fails when the
+// buffer is malformed or holds a different number of groups; the error then applies to every
+// group of the call.
+func Decode(buf []byte, results []Result) error {
+	rr, err := abi.NewResultReader(buf)
+	if err != nil {
+		return err
+	}
+	if int(rr.Count()) != len(results) {
+		return fmt.Errorf("%w: %d results for %d groups", abi.ErrMalformed, rr.Count(), len(results))
+	}
+	// One arena per call for everything copied out, instead of one allocation per value.
+	var g abi.GroupResult
+	for i := range results {
+		ok, err := rr.Next(&g)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return abi.ErrMalformed
+		}
+		results[i] = decodeOne(&g)
+	}
+	if ok, err := rr.Next(&g); ok || err != nil {
+		if err == nil {
+			err = abi.ErrMalformed
+		}
+		return err
+	}
+	return nil
+}
+
+func decodeOne(g *abi.GroupResult) Result {
+	if g.Status != abi.StatusOK {
+		msg := string(g.Error)
+		if msg == "" {
+			msg = "handler reported an error without a message"
+		}
+		return Result{Err: &GroupError{Message: msg}}
+	}
+	size := len(g.State)
+	for e := range g.Emits() {
+		size += len(e)
+	}
+	arena := make([]byte, 0, size)
+	r := Result{Action: g.Action, TimeoutMs: abi.NoTimeout}
+	if g.Flags&abi.ResultTimeoutSet != 0 {
+		r.TimeoutMs = g.TimeoutMs
+	}
+	if g.Action == abi.ActionUpdate {
+		arena = append(arena, g.State...)
+		r.State = arena[:len(g.State):len(g.State)]
+	}
+	if g.EmitCount > 0 {
+		r.Emits = make([][]byte, 0, g.EmitCount)
+		for e := range g.Emits() {
+			start := len(arena)
+			arena = append(arena, e...)
+			r.Emits = append(r.Emits, arena[start:len(arena):len(arena)])
+		}
+	}
+	return r
+}
+
+// FailAll sets err on every result.
+func FailAll(results []Result, err error) {
+	for i := range results {
+		results[i] = Result{Err: err}
+	}
+}

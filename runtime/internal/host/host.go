@@ -1,0 +1,299 @@
+// Package host runs handler modules on wazero: it compiles a module once per digest (through
+// an on-disk compilation cache), validates it against the ABI, keeps a pool of initialized
+// instances, and turns a batch of groups into one guest call per chunk of groups.
+package host
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
+
+	"github.com/groupstate/groupstate/abi"
+	"github.com/groupstate/groupstate/runtime/internal/handler"
+)
+
+// Errors. Each is wrapped with detail.
+var (
+	// ErrInvalidModule: the bytes are not a usable ABI v1 module.
+	ErrInvalidModule = errors.New("invalid module")
+	// ErrABIVersion: the module implements an ABI version this host does not support.
+	ErrABIVersion = errors.New("unsupported ABI version")
+	// ErrInit: the module's gs_init failed.
+	ErrInit = errors.New("module init failed")
+)
+
+// Limits bound what one deployment's module may use.
+type Limits struct {
+	// MemoryBytes caps each instance's linear memory.
+	MemoryBytes uint64
+	// CallTimeout bounds one guest call (one chunk of groups).
+	CallTimeout time.Duration
+	// MaxResultBytes caps the result buffer of one guest call.
+	MaxResultBytes uint32
+	// Instances is the pool size: how many guest calls may run at once.
+	Instances int
+	// MaxGroupsPerCall and MaxBytesPerCall cut a batch into chunks.
+	MaxGroupsPerCall int
+	MaxBytesPerCall  int
+}
+
+// Config is everything needed to start a module for one deployment.
+type Config struct {
+	// Wasm is the module's bytes.
+	Wasm []byte
+	// Cache is the compilation cache shared by all deployments (may be nil).
+	Cache wazero.CompilationCache
+	// Init is handed to gs_init in every instance.
+	Init abi.Init
+	// Limits bound the module.
+	Limits Limits
+	// Logger receives the module's stdout, stderr and log calls.
+	Logger *slog.Logger
+}
+
+// Digest returns the hex SHA-256 of wasm, the module's identity.
+func Digest(wasm []byte) string {
+	sum := sha256.Sum256(wasm)
+	return hex.EncodeToString(sum[:])
+}
+
+// Host is one deployment's running module: a wazero runtime with the module compiled and a
+// pool of instances. It implements handler.Handler. Safe for concurrent use.
+type Host struct {
+	cfg      Config
+	rt       wazero.Runtime
+	compiled wazero.CompiledModule
+	initBuf  []byte
+
+	pool chan *instance // idle instances
+	sem  chan struct{}  // one token per instance that may exist
+
+	mu     sync.Mutex
+	closed bool
+}
+
+// New compiles and validates the module and starts one instance (so a module whose
+// initialization fails is refused here, not at the first batch).
+func New(ctx context.Context, cfg Config) (*Host, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	lim := &cfg.Limits
+	if lim.Instances <= 0 {
+		lim.Instances = runtime.GOMAXPROCS(0)
+	}
+	if lim.MaxGroupsPerCall <= 0 {
+		lim.MaxGroupsPerCall = 4096
+	}
+	if lim.MaxBytesPerCall <= 0 {
+		lim.MaxBytesPerCall = 8 << 20
+	}
+	if lim.MaxResultBytes == 0 {
+		lim.MaxResultBytes = 64 << 20
+	}
+	if lim.CallTimeout <= 0 {
+		lim.CallTimeout = 5 * time.Second
+	}
+	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true)
+	if cfg.Cache != nil {
+		rc = rc.WithCompilationCache(cfg.Cache)
+	}
+	if lim.MemoryBytes > 0 {
+		pages := lim.MemoryBytes / 65536
+		if pages == 0 {
+			pages = 1
+		}
+		if pages > 65536 {
+			pages = 65536
+		}
+		rc = rc.WithMemoryLimitPages(uint32(pages))
+	}
+	rt := wazero.NewRuntimeWithConfig(ctx, rc)
+	h := &Host{cfg: cfg, rt: rt, initBuf: abi.AppendInit(nil, cfg.Init)}
+	if err := h.setup(ctx); err != nil {
+		_ = rt.Close(ctx)
+		return nil, err
+	}
+	h.pool = make(chan *instance, lim.Instances)
+	h.sem = make(chan struct{}, lim.Instances)
+	in, err := h.newInstance(ctx)
+	if err != nil {
+		_ = rt.Close(ctx)
+		return nil, err
+	}
+	h.sem <- struct{}{}
+	h.pool <- in
+	return h, nil
+}
+
+func (h *Host) setup(ctx context.Context) error {
+	if len(h.cfg.Wasm) < 8 || string(h.cfg.Wasm[:4]) != "\x00asm" {
+		return fmt.Errorf("%w: not a WebAssembly binary (it does not start with \\0asm)", ErrInvalidModule)
+	}
+	compiled, err := h.rt.CompileModule(ctx, h.cfg.Wasm)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidModule, err)
+	}
+	if err := validate(compiled); err != nil {
+		return err
+	}
+	h.compiled = compiled
+	if _, err := wasi_snapshot_preview1.Instantiate(ctx, h.rt); err != nil {
+		return err
+	}
+	_, err = h.rt.NewHostModuleBuilder(abi.ImportModule).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(groupBegin), []api.ValueType{i32}, nil).
+		Export(abi.ImportGroupBegin).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(h.guestLog), []api.ValueType{i32, i32, i32}, nil).
+		Export(abi.ImportLog).
+		Instantiate(ctx)
+	return err
+}
+
+// Process implements handler.Handler: it cuts the call into chunks and runs them on pooled
+// instances in parallel.
+func (h *Host) Process(ctx context.Context, call *handler.Call, results []handler.Result) error {
+	chunks := h.chunks(call)
+	if len(chunks) == 1 {
+		return h.runChunk(ctx, call, chunks[0], results)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(chunks))
+	for i, c := range chunks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = h.runChunk(ctx, call, c, results)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+type span struct{ lo, hi int }
+
+// chunks cuts the groups into runs of at most MaxGroupsPerCall groups and MaxBytesPerCall
+// bytes, and into at least as many runs as there are instances when the call is big enough to
+// be worth spreading.
+func (h *Host) chunks(call *handler.Call) []span {
+	lim := h.cfg.Limits
+	n := len(call.Groups)
+	per := lim.MaxGroupsPerCall
+	if spread := (n + lim.Instances - 1) / lim.Instances; lim.Instances > 1 && n >= 256 && spread < per {
+		per = spread
+	}
+	var out []span
+	lo, bytes := 0, 0
+	for i := range call.Groups {
+		g := &call.Groups[i]
+		sz := abi.GroupSize(g.Key, g.State, g.Rows)
+		if i > lo && (i-lo >= per || bytes+sz > lim.MaxBytesPerCall) {
+			out = append(out, span{lo, i})
+			lo, bytes = i, 0
+		}
+		bytes += sz
+	}
+	if lo < n || n == 0 {
+		out = append(out, span{lo, n})
+	}
+	return out
+}
+
+// runChunk runs one chunk on one instance. When the guest call fails as a whole (trap, time
+// limit, memory limit, malformed result), the instance is replaced and each group is retried
+// alone, so the failure is pinned on the groups that cause it and the others proceed.
+func (h *Host) runChunk(ctx context.Context, call *handler.Call, s span, results []handler.Result) error {
+	sub := &handler.Call{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: call.Groups[s.lo:s.hi]}
+	res := results[s.lo:s.hi]
+	err := h.callOnce(ctx, sub, res)
+	if err == nil || s.hi-s.lo == 1 {
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			handler.FailAll(res, err)
+		}
+		return nil
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	for i := range sub.Groups {
+		one := &handler.Call{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: sub.Groups[i : i+1]}
+		if err := h.callOnce(ctx, one, res[i:i+1]); err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			res[i] = handler.Result{Err: err}
+		}
+	}
+	return nil
+}
+
+// callOnce runs sub on a pooled instance. An error means the whole call failed and the
+// instance was discarded.
+func (h *Host) callOnce(ctx context.Context, sub *handler.Call, res []handler.Result) error {
+	in, err := h.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	err = in.process(ctx, sub, res, h.cfg.Limits)
+	if err != nil {
+		in.close(context.Background())
+		<-h.sem // the instance's slot is free; a new one is made on demand
+		return err
+	}
+	h.pool <- in
+	return nil
+}
+
+func (h *Host) acquire(ctx context.Context) (*instance, error) {
+	h.mu.Lock()
+	closed := h.closed
+	h.mu.Unlock()
+	if closed {
+		return nil, handler.ErrClosed
+	}
+	select {
+	case in := <-h.pool:
+		return in, nil
+	default:
+	}
+	select {
+	case in := <-h.pool:
+		return in, nil
+	case h.sem <- struct{}{}:
+		in, err := h.newInstance(ctx)
+		if err != nil {
+			<-h.sem
+			return nil, err
+		}
+		return in, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Close closes every instance and the wazero runtime. Compiled code stays in the cache.
+func (h *Host) Close(ctx context.Context) error {
+	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil
+	}
+	h.closed = true
+	h.mu.Unlock()
+	return h.rt.Close(ctx)
+}

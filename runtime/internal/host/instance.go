@@ -1,0 +1,182 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/sys"
+
+	"github.com/groupstate/groupstate/abi"
+	"github.com/groupstate/groupstate/runtime/internal/handler"
+)
+
+// instance is one instantiated, initialized module. It runs one call at a time.
+type instance struct {
+	mod       api.Module
+	mem       api.Memory
+	allocFn   api.Function
+	processFn api.Function
+	stack     []uint64
+	logger    *slog.Logger
+	current   atomic.Pointer[callState] // the call in progress, for the module's log output
+	out       *logWriter
+	errOut    *logWriter
+}
+
+// callState is what host functions and the log writers see of the call in progress.
+type callState struct {
+	groups []handler.Group
+	group  atomic.Int32 // index of the group the guest said it is running, -1 before any
+}
+
+// key returns the key of the group in progress, or "" when unknown.
+func (c *callState) key() string {
+	if c == nil {
+		return ""
+	}
+	i := int(c.group.Load())
+	if i < 0 || i >= len(c.groups) {
+		return ""
+	}
+	return string(c.groups[i].Key)
+}
+
+type callStateKey struct{}
+
+func (h *Host) newInstance(ctx context.Context) (*instance, error) {
+	in := &instance{logger: h.cfg.Logger, stack: make([]uint64, 2)}
+	in.out = &logWriter{in: in, stream: "stdout"}
+	in.errOut = &logWriter{in: in, stream: "stderr"}
+	mc := wazero.NewModuleConfig().
+		WithName("").
+		WithStartFunctions(abi.ExportInitialize).
+		WithStdout(in.out).
+		WithStderr(in.errOut)
+	ictx, cancel := context.WithTimeout(ctx, h.cfg.Limits.CallTimeout)
+	defer cancel()
+	mod, err := h.rt.InstantiateModule(ictx, h.compiled, mc)
+	if err != nil {
+		return nil, fmt.Errorf("%w: instantiating: %v", ErrInit, describeTrap(ictx, err))
+	}
+	in.mod = mod
+	in.mem = mod.Memory()
+	in.allocFn = mod.ExportedFunction(abi.ExportAlloc)
+	in.processFn = mod.ExportedFunction(abi.ExportProcess)
+	if err := in.handshake(ictx, h.initBuf); err != nil {
+		in.close(context.Background())
+		return nil, err
+	}
+	return in, nil
+}
+
+// handshake checks the module's ABI version and runs gs_init.
+func (in *instance) handshake(ctx context.Context, initBuf []byte) error {
+	if err := in.mod.ExportedFunction(abi.ExportABIVersion).CallWithStack(ctx, in.stack); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInit, abi.ExportABIVersion, describeTrap(ctx, err))
+	}
+	if v := uint32(in.stack[0]); v != abi.Version {
+		return fmt.Errorf("%w: the module implements ABI version %d; this runtime supports version %d (rebuild it with a matching SDK)", ErrABIVersion, v, abi.Version)
+	}
+	res, err := in.call(ctx, in.mod.ExportedFunction(abi.ExportInit), len(initBuf), 1<<20, func(dst []byte) []byte {
+		return append(dst, initBuf...)
+	})
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrInit, err)
+	}
+	st, msg, err := abi.ParseInitResult(res)
+	if err != nil {
+		return fmt.Errorf("%w: %s returned a malformed result", ErrInit, abi.ExportInit)
+	}
+	if st != abi.StatusOK {
+		return fmt.Errorf("%w: %s", ErrInit, msg)
+	}
+	return nil
+}
+
+// call asks the guest for size bytes (gs_alloc), lets write append the input directly into
+// that guest memory, calls fn(ptr, size), and returns a view of the result buffer in guest
+// memory, valid until the next call into the instance.
+func (in *instance) call(ctx context.Context, fn api.Function, size int, maxResult uint32, write func(dst []byte) []byte) ([]byte, error) {
+	if uint64(size) > 1<<31 {
+		return nil, fmt.Errorf("input of %d bytes is too large for one call", size)
+	}
+	in.stack[0] = uint64(size)
+	if err := in.allocFn.CallWithStack(ctx, in.stack); err != nil {
+		return nil, fmt.Errorf("%s: %w", abi.ExportAlloc, describeTrap(ctx, err))
+	}
+	ptr := uint32(in.stack[0])
+	view, ok := in.mem.Read(ptr, uint32(size))
+	if ptr == 0 || !ok {
+		return nil, fmt.Errorf("%s(%d) returned %#x, outside the module's memory (out of memory?)", abi.ExportAlloc, size, ptr)
+	}
+	if got := write(view[:0]); len(got) != size || (size > 0 && &got[0] != &view[0]) {
+		return nil, errors.New("host: encoded input does not match its computed size")
+	}
+	in.stack[0], in.stack[1] = uint64(ptr), uint64(size)
+	if err := fn.CallWithStack(ctx, in.stack); err != nil {
+		return nil, describeTrap(ctx, err)
+	}
+	rptr, rlen := abi.UnpackResult(in.stack[0])
+	if rlen > maxResult {
+		return nil, fmt.Errorf("result of %d bytes exceeds the limit of %d bytes per call", rlen, maxResult)
+	}
+	res, ok := in.mem.Read(rptr, rlen)
+	if !ok {
+		return nil, fmt.Errorf("result buffer %#x+%d is outside the module's memory", rptr, rlen)
+	}
+	return res, nil
+}
+
+// process runs one guest call for sub. An error means the instance is no longer usable.
+func (in *instance) process(ctx context.Context, sub *handler.Call, res []handler.Result, lim Limits) error {
+	cs := &callState{groups: sub.Groups}
+	cs.group.Store(-1)
+	in.current.Store(cs)
+	defer in.current.Store(nil)
+	cctx, cancel := context.WithTimeout(context.WithValue(ctx, callStateKey{}, cs), lim.CallTimeout)
+	defer cancel()
+	out, err := in.call(cctx, in.processFn, handler.EncodedSize(sub), lim.MaxResultBytes, func(dst []byte) []byte {
+		return handler.Encode(dst, sub)
+	})
+	if err != nil {
+		return err
+	}
+	var callErr *abi.CallError
+	if err := handler.Decode(out, res); errors.As(err, &callErr) {
+		// The module refused the whole call but is still usable.
+		handler.FailAll(res, &handler.GroupError{Message: callErr.Message})
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("module returned a malformed result: %w", err)
+	}
+	return nil
+}
+
+func (in *instance) close(ctx context.Context) {
+	in.out.flush()
+	in.errOut.flush()
+	_ = in.mod.Close(ctx)
+}
+
+// describeTrap turns wazero's errors into messages that say what happened.
+func describeTrap(ctx context.Context, err error) error {
+	var exit *sys.ExitError
+	if errors.As(err, &exit) {
+		switch exit.ExitCode() {
+		case sys.ExitCodeDeadlineExceeded:
+			return ErrTimeLimit
+		case sys.ExitCodeContextCanceled:
+			return context.Canceled
+		}
+		return fmt.Errorf("module exited with code %d", exit.ExitCode())
+	}
+	return fmt.Errorf("module trapped: %v", err)
+}
+
+// ErrTimeLimit is the error of a guest call that overran its time limit.
+var ErrTimeLimit = errors.New("module exceeded the per-call time limit")

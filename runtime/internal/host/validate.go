@@ -1,0 +1,104 @@
+package host
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+
+	"github.com/groupstate/groupstate/abi"
+)
+
+var (
+	i32 = api.ValueTypeI32
+	i64 = api.ValueTypeI64
+)
+
+// requiredExports are the functions every module exports, with their signatures.
+var requiredExports = []struct {
+	name            string
+	params, results []api.ValueType
+}{
+	{abi.ExportABIVersion, nil, []api.ValueType{i32}},
+	{abi.ExportAlloc, []api.ValueType{i32}, []api.ValueType{i32}},
+	{abi.ExportInit, []api.ValueType{i32, i32}, []api.ValueType{i64}},
+	{abi.ExportProcess, []api.ValueType{i32, i32}, []api.ValueType{i64}},
+}
+
+// hostImports are the functions of the groupstate import module.
+var hostImports = map[string][]api.ValueType{
+	abi.ImportGroupBegin: {i32},
+	abi.ImportLog:        {i32, i32, i32},
+}
+
+// validate checks a compiled module's exports and imports against ABI v1. It returns every
+// problem found, so a user fixes them in one round.
+func validate(cm wazero.CompiledModule) error {
+	var problems []string
+	exports := cm.ExportedFunctions()
+	for _, want := range requiredExports {
+		def, ok := exports[want.name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("missing export %q (%s)", want.name, signature(want.params, want.results)))
+			continue
+		}
+		if !sameTypes(def.ParamTypes(), want.params) || !sameTypes(def.ResultTypes(), want.results) {
+			problems = append(problems, fmt.Sprintf("export %q has signature %s, want %s", want.name,
+				signature(def.ParamTypes(), def.ResultTypes()), signature(want.params, want.results)))
+		}
+	}
+	if _, ok := cm.ExportedMemories()[abi.ExportMemory]; !ok {
+		problems = append(problems, fmt.Sprintf("missing export %q (the module's linear memory)", abi.ExportMemory))
+	}
+	if len(cm.ImportedMemories()) > 0 {
+		problems = append(problems, "imports a memory; a module must define and export its own")
+	}
+	for _, def := range cm.ImportedFunctions() {
+		mod, name, _ := def.Import()
+		switch mod {
+		case abi.WASIModule:
+			// wazero implements all of WASI preview 1; the sandbox (no files, env, network)
+			// is enforced by the module configuration, not by refusing imports.
+		case abi.ImportModule:
+			params, ok := hostImports[name]
+			if !ok {
+				problems = append(problems, fmt.Sprintf("imports unknown host function %s.%s", mod, name))
+			} else if !sameTypes(def.ParamTypes(), params) || len(def.ResultTypes()) != 0 {
+				problems = append(problems, fmt.Sprintf("imports %s.%s with signature %s, want %s", mod, name,
+					signature(def.ParamTypes(), def.ResultTypes()), signature(params, nil)))
+			}
+		default:
+			problems = append(problems, fmt.Sprintf("imports %s.%s: only %q and %q imports are allowed", mod, name, abi.WASIModule, abi.ImportModule))
+		}
+	}
+	if len(problems) == 0 {
+		return nil
+	}
+	sort.Strings(problems)
+	return fmt.Errorf("%w: %s", ErrInvalidModule, strings.Join(problems, "; "))
+}
+
+func sameTypes(a, b []api.ValueType) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func signature(params, results []api.ValueType) string {
+	name := func(ts []api.ValueType) string {
+		s := make([]string, len(ts))
+		for i, t := range ts {
+			s[i] = api.ValueTypeName(t)
+		}
+		return "(" + strings.Join(s, ", ") + ")"
+	}
+	return name(params) + " -> " + name(results)
+}

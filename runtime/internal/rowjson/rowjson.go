@@ -1,0 +1,232 @@
+// Package rowjson finds fields in JSON rows without decoding them: the grouping key and the
+// event time are located by scanning, so the hot path does not build maps or allocate per row.
+package rowjson
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// Errors returned by Extract. They are wrapped with the field path.
+var (
+	// ErrInvalidJSON: the row is not a single valid JSON value.
+	ErrInvalidJSON = errors.New("rowjson: invalid JSON")
+	// ErrNotObject: the row is valid JSON but not an object.
+	ErrNotObject = errors.New("rowjson: row is not a JSON object")
+	// ErrMissing: the field is absent (or null).
+	ErrMissing = errors.New("rowjson: field missing")
+	// ErrNotScalar: the key field is not a string or a number.
+	ErrNotScalar = errors.New("rowjson: key is not a string or number")
+	// ErrNotUTF8: the row holds bytes that are not valid UTF-8.
+	ErrNotUTF8 = errors.New("rowjson: row is not valid UTF-8")
+)
+
+// Path is a parsed field path: "a.b.c" selects field c of object b of object a.
+type Path []string
+
+// ParsePath splits a dotted field path. Empty segments are an error.
+func ParsePath(s string) (Path, error) {
+	if s == "" {
+		return nil, errors.New("rowjson: empty field path")
+	}
+	p := Path(strings.Split(s, "."))
+	for _, seg := range p {
+		if seg == "" {
+			return nil, errors.New("rowjson: field path " + strconv.Quote(s) + " has an empty segment")
+		}
+	}
+	return p, nil
+}
+
+// String returns the dotted form of p.
+func (p Path) String() string { return strings.Join(p, ".") }
+
+// Validate reports whether row is one valid UTF-8 JSON object.
+func Validate(row []byte) error {
+	if !utf8.Valid(row) {
+		return ErrNotUTF8
+	}
+	if !json.Valid(row) {
+		return ErrInvalidJSON
+	}
+	i := skipSpace(row, 0)
+	if i >= len(row) || row[i] != '{' {
+		return ErrNotObject
+	}
+	return nil
+}
+
+// Lookup returns the raw JSON token of the field at p in row, which must already have passed
+// [Validate]. A field whose value is null counts as missing. The token aliases row.
+func Lookup(row []byte, p Path) ([]byte, error) {
+	v := row[skipSpace(row, 0):]
+	for _, seg := range p {
+		tok, ok := field(v, seg)
+		if !ok {
+			return nil, ErrMissing
+		}
+		v = tok
+	}
+	if len(v) == 4 && string(v) == "null" {
+		return nil, ErrMissing
+	}
+	return v, nil
+}
+
+// AppendCanonicalKey appends the canonical form of a key token to dst: a JSON string is
+// re-encoded in Go's canonical JSON form (so "\u0061" and "a" are the same key); a JSON number
+// is written as an integer when it is one (1.0, 1e3) and in shortest float form otherwise. Any
+// other token is [ErrNotScalar].
+func AppendCanonicalKey(dst, tok []byte) ([]byte, error) {
+	if len(tok) == 0 {
+		return dst, ErrMissing
+	}
+	switch c := tok[0]; {
+	case c == '"':
+		if bytes.IndexByte(tok, '\\') < 0 {
+			return append(dst, tok...), nil
+		}
+		var s string
+		if err := json.Unmarshal(tok, &s); err != nil {
+			return dst, ErrInvalidJSON
+		}
+		b, _ := json.Marshal(s)
+		return append(dst, b...), nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		return appendCanonicalNumber(dst, tok)
+	}
+	return dst, ErrNotScalar
+}
+
+func appendCanonicalNumber(dst, tok []byte) ([]byte, error) {
+	if isIntLiteral(tok) {
+		if string(tok) == "-0" {
+			return append(dst, '0'), nil
+		}
+		return append(dst, tok...), nil
+	}
+	f, err := strconv.ParseFloat(string(tok), 64)
+	if err != nil {
+		return dst, ErrNotScalar
+	}
+	if f == float64(int64(f)) && f > -(1<<53) && f < 1<<53 {
+		return strconv.AppendInt(dst, int64(f), 10), nil
+	}
+	return strconv.AppendFloat(dst, f, 'g', -1, 64), nil
+}
+
+func isIntLiteral(tok []byte) bool {
+	i := 0
+	if tok[0] == '-' {
+		i = 1
+	}
+	if i == len(tok) {
+		return false
+	}
+	for ; i < len(tok); i++ {
+		if tok[i] < '0' || tok[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// field returns the value token of field name in the object token v.
+func field(v []byte, name string) ([]byte, bool) {
+	if len(v) == 0 || v[0] != '{' {
+		return nil, false
+	}
+	i := skipSpace(v, 1)
+	for i < len(v) && v[i] == '"' {
+		kEnd := skipString(v, i)
+		k := v[i+1 : kEnd-1]
+		i = skipSpace(v, kEnd)
+		i = skipSpace(v, i+1) // ':'
+		vEnd := skipValue(v, i)
+		if keyEquals(k, name) {
+			return v[i:vEnd], true
+		}
+		i = skipSpace(v, vEnd)
+		if i < len(v) && v[i] == ',' {
+			i = skipSpace(v, i+1)
+		}
+	}
+	return nil, false
+}
+
+func keyEquals(raw []byte, name string) bool {
+	if bytes.IndexByte(raw, '\\') < 0 {
+		return string(raw) == name
+	}
+	var s string
+	q := make([]byte, 0, len(raw)+2)
+	q = append(append(append(q, '"'), raw...), '"')
+	if json.Unmarshal(q, &s) != nil {
+		return false
+	}
+	return s == name
+}
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) {
+		switch b[i] {
+		case ' ', '\t', '\n', '\r':
+			i++
+		default:
+			return i
+		}
+	}
+	return i
+}
+
+// skipString returns the index just past the string starting at b[i] == '"'.
+func skipString(b []byte, i int) int {
+	for i++; i < len(b); i++ {
+		switch b[i] {
+		case '\\':
+			i++
+		case '"':
+			return i + 1
+		}
+	}
+	return len(b)
+}
+
+// skipValue returns the index just past the value starting at b[i]. b must be valid JSON.
+func skipValue(b []byte, i int) int {
+	if i >= len(b) {
+		return i
+	}
+	switch b[i] {
+	case '"':
+		return skipString(b, i)
+	case '{', '[':
+		depth := 0
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case '"':
+				i = skipString(b, i) - 1
+			case '{', '[':
+				depth++
+			case '}', ']':
+				depth--
+				if depth == 0 {
+					return i + 1
+				}
+			}
+		}
+		return len(b)
+	default:
+		for ; i < len(b); i++ {
+			switch b[i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return i
+			}
+		}
+		return i
+	}
+}

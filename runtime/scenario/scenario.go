@@ -1,0 +1,360 @@
+// Package scenario runs scenario files: JSON Lines scripts of micro-batches, restarts and
+// expectations that pin down a handler's behaviour without NATS and without a wall clock
+// (DESIGN section 4). `groupstate test` is a thin wrapper around [Run].
+//
+// Each line is one step:
+//
+//	{"at": 12000, "rows": [{...}, ...]}   one micro-batch at processing time 12000 ms
+//	{"restart": true}                      close everything and reopen from the same state
+//	{"expect": [{...}, ...]}               the rows emitted since the previous expect
+//
+// Under event-time timeouts a batch that advances the watermark is followed at once by the
+// no-data batch of DESIGN section 3 rule 7, at the same processing time.
+package scenario
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/state"
+)
+
+// ErrExpectation is wrapped by the error of a failed expect step.
+var ErrExpectation = errors.New("scenario: expectation failed")
+
+// ErrInvalidStep is wrapped by the error of a line that is not a valid step.
+var ErrInvalidStep = errors.New("scenario: invalid step")
+
+// Options configures [Run].
+type Options struct {
+	// Spec is the deployment spec (required).
+	Spec *runtime.Spec
+	// Wasm is the module; or Native, an in-process module. Exactly one is set.
+	Wasm   []byte
+	Native runtime.BufferModule
+	// Runtime is used to start engines; default a new one with an in-memory cache.
+	Runtime *runtime.Runtime
+	// StateDir holds the scenario's state; default a temporary directory removed afterwards.
+	StateDir string
+	// Out receives every emitted row as one compact JSON line, in emission order. Default
+	// io.Discard.
+	Out io.Writer
+	// Log receives dead letters and late rows as readable lines. Default io.Discard.
+	Log io.Writer
+	// Logger receives the runtime's logs. Default: discarded.
+	Logger *slog.Logger
+}
+
+// Step is one parsed line of a scenario file.
+type Step struct {
+	// Line is the 1-based line number.
+	Line int
+	// At, Rows: a batch (Rows may be empty).
+	At      *int64
+	Rows    []json.RawMessage
+	Restart bool
+	// Expect is set for an expect step (possibly empty: nothing emitted).
+	Expect []json.RawMessage
+	expect bool
+}
+
+// Parse reads a scenario file. It checks every line before anything runs: unknown fields,
+// a step that is none or several of batch, restart and expect, and processing times that
+// decrease are errors naming the line.
+func Parse(r io.Reader) ([]Step, error) {
+	var steps []Step
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	var lastAt *int64
+	for line := 1; sc.Scan(); line++ {
+		text := bytes.TrimSpace(sc.Bytes())
+		if len(text) == 0 || text[0] == '#' {
+			continue
+		}
+		st, err := parseStep(text)
+		if err != nil {
+			return nil, fmt.Errorf("%w: line %d: %v", ErrInvalidStep, line, err)
+		}
+		st.Line = line
+		if st.At != nil {
+			if lastAt != nil && *st.At < *lastAt {
+				return nil, fmt.Errorf("%w: line %d: \"at\" %d is before the previous batch's %d; processing time never decreases", ErrInvalidStep, line, *st.At, *lastAt)
+			}
+			lastAt = st.At
+		}
+		steps = append(steps, st)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("scenario: reading: %w", err)
+	}
+	return steps, nil
+}
+
+func parseStep(text []byte) (Step, error) {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(text, &raw); err != nil {
+		return Step{}, fmt.Errorf("not a JSON object: %v", err)
+	}
+	var st Step
+	kinds := 0
+	for k, v := range raw {
+		switch k {
+		case "at":
+			var at int64
+			if err := json.Unmarshal(v, &at); err != nil {
+				return st, fmt.Errorf("\"at\" must be an integer number of milliseconds: %v", err)
+			}
+			if at < 0 {
+				return st, fmt.Errorf("\"at\" must not be negative")
+			}
+			st.At = &at
+			kinds++
+		case "rows":
+			if err := json.Unmarshal(v, &st.Rows); err != nil {
+				return st, fmt.Errorf("\"rows\" must be an array: %v", err)
+			}
+		case "restart":
+			if err := json.Unmarshal(v, &st.Restart); err != nil || !st.Restart {
+				return st, fmt.Errorf("\"restart\" must be true")
+			}
+			kinds++
+		case "expect":
+			if err := json.Unmarshal(v, &st.Expect); err != nil {
+				return st, fmt.Errorf("\"expect\" must be an array: %v", err)
+			}
+			st.expect = true
+			kinds++
+		default:
+			return st, fmt.Errorf("unknown field %q (a step has \"at\" and \"rows\", \"restart\", or \"expect\")", k)
+		}
+	}
+	if _, ok := raw["rows"]; ok && st.At == nil {
+		return st, fmt.Errorf("\"rows\" without \"at\"")
+	}
+	if kinds != 1 {
+		return st, fmt.Errorf("a step is exactly one of a batch (\"at\"), a restart or an expect")
+	}
+	return st, nil
+}
+
+// Run runs the scenario read from r. It returns an error wrapping [ErrExpectation] with a
+// readable diff at the first expect that fails.
+func Run(ctx context.Context, opts Options, r io.Reader) error {
+	steps, err := Parse(r)
+	if err != nil {
+		return err
+	}
+	return RunSteps(ctx, opts, steps)
+}
+
+// RunSteps runs parsed steps.
+func RunSteps(ctx context.Context, opts Options, steps []Step) error {
+	if opts.Spec == nil {
+		return errors.New("scenario: Options.Spec is required")
+	}
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.StateDir == "" {
+		dir, err := os.MkdirTemp("", "groupstate-scenario-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		opts.StateDir = dir
+	}
+	if opts.Runtime == nil {
+		rt, err := runtime.New(runtime.Options{Logger: opts.Logger})
+		if err != nil {
+			return err
+		}
+		defer rt.Close(ctx)
+		opts.Runtime = rt
+	}
+	h := &harness{opts: opts}
+	if err := h.open(ctx); err != nil {
+		return err
+	}
+	defer h.close(ctx)
+	for _, st := range steps {
+		if err := h.step(ctx, st); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+type harness struct {
+	opts    Options
+	store   *state.Store
+	eng     *runtime.Engine
+	emitted []json.RawMessage
+}
+
+func (h *harness) open(ctx context.Context) error {
+	st, err := state.Open(h.opts.StateDir, &state.Options{Logger: h.opts.Logger})
+	if err != nil {
+		return err
+	}
+	eng, err := h.opts.Runtime.NewEngine(ctx, runtime.EngineConfig{
+		Spec: h.opts.Spec, Wasm: h.opts.Wasm, Native: h.opts.Native,
+		Store: st, Sink: runtime.SinkFunc(h.deliver), Logger: h.opts.Logger,
+	})
+	if err != nil {
+		st.Close()
+		return err
+	}
+	h.store, h.eng = st, eng
+	return nil
+}
+
+func (h *harness) close(ctx context.Context) {
+	if h.eng != nil {
+		h.eng.Close(ctx)
+		h.eng = nil
+	}
+	if h.store != nil {
+		h.store.Close()
+		h.store = nil
+	}
+}
+
+func (h *harness) deliver(_ context.Context, _ string, entries []state.OutboxEntry) error {
+	for _, e := range entries {
+		switch e.Kind {
+		case state.OutboxOutput:
+			var buf bytes.Buffer
+			if err := json.Compact(&buf, e.Payload); err != nil {
+				buf.Reset()
+				buf.Write(e.Payload)
+			}
+			fmt.Fprintln(h.opts.Out, buf.String())
+			h.emitted = append(h.emitted, append(json.RawMessage(nil), buf.Bytes()...))
+		default:
+			fmt.Fprintf(h.opts.Log, "%s key=%s reason=%s error=%q row=%s\n", kindName(e.Kind), e.Key,
+				e.Headers[runtime.HeaderReason], e.Headers[runtime.HeaderError], e.Payload)
+		}
+	}
+	return nil
+}
+
+func kindName(k state.OutboxKind) string {
+	if k == state.OutboxLate {
+		return "late"
+	}
+	return "dead-letter"
+}
+
+func (h *harness) step(ctx context.Context, st Step) error {
+	switch {
+	case st.Restart:
+		h.close(ctx)
+		return h.open(ctx)
+	case st.expect:
+		got := h.emitted
+		h.emitted = nil
+		if diff := Diff(st.Expect, got); diff != "" {
+			return fmt.Errorf("%w at line %d:\n%s", ErrExpectation, st.Line, diff)
+		}
+		return nil
+	}
+	rows := make([]runtime.Row, len(st.Rows))
+	for i, r := range st.Rows {
+		rows[i] = runtime.Row{Data: r, Sequence: uint64(i + 1)}
+	}
+	in := runtime.BatchInput{ProcessingTimeMs: *st.At, Rows: rows}
+	for {
+		rep, err := h.eng.RunBatch(ctx, in)
+		if err != nil {
+			return fmt.Errorf("scenario: line %d: %w", st.Line, err)
+		}
+		if !rep.NeedsNoDataBatch {
+			return nil
+		}
+		in = runtime.BatchInput{ProcessingTimeMs: *st.At}
+	}
+}
+
+// Diff compares expected and actual rows as JSON values, ignoring order (as multisets). It
+// returns "" when they are equal, else a readable report.
+func Diff(want, got []json.RawMessage) string {
+	canon := func(rows []json.RawMessage) ([]string, error) {
+		out := make([]string, len(rows))
+		for i, r := range rows {
+			c, err := Canonical(r)
+			if err != nil {
+				return nil, err
+			}
+			out[i] = c
+		}
+		return out, nil
+	}
+	w, err := canon(want)
+	if err != nil {
+		return "expect holds invalid JSON: " + err.Error()
+	}
+	g, _ := canon(got)
+	counts := map[string]int{}
+	for _, s := range w {
+		counts[s]++
+	}
+	for _, s := range g {
+		counts[s]--
+	}
+	var missing, extra []string
+	for s, n := range counts {
+		for ; n > 0; n-- {
+			missing = append(missing, s)
+		}
+		for ; n < 0; n++ {
+			extra = append(extra, s)
+		}
+	}
+	if len(missing) == 0 && len(extra) == 0 {
+		return ""
+	}
+	sort.Strings(missing)
+	sort.Strings(extra)
+	var b strings.Builder
+	fmt.Fprintf(&b, "  expected %d row(s), got %d\n", len(w), len(g))
+	for _, s := range missing {
+		fmt.Fprintf(&b, "  - missing:    %s\n", s)
+	}
+	for _, s := range extra {
+		fmt.Fprintf(&b, "  + unexpected: %s\n", s)
+	}
+	if len(g) > 0 {
+		b.WriteString("  emitted, in order:\n")
+		for _, s := range g {
+			fmt.Fprintf(&b, "    %s\n", s)
+		}
+	}
+	return b.String()
+}
+
+// Canonical returns the canonical text of a JSON value: object keys sorted, numbers by value
+// (2 and 2.0 are equal), no insignificant space.
+func Canonical(v json.RawMessage) (string, error) {
+	var x any
+	if err := json.Unmarshal(v, &x); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(x)
+	return string(b), err
+}

@@ -1,0 +1,166 @@
+package state
+
+import (
+	"fmt"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Deployment is the keyspace of one deployment in a Store. All of its keys
+// live under a per-deployment prefix, so deployments never see each
+// other's keys. A Deployment is safe for concurrent use; the caller
+// guarantees a single writer (Batch.Commit, AckOutbox, Drop) at a time.
+type Deployment struct {
+	s      *Store
+	name   string
+	prefix []byte
+	err    error // invalid name
+}
+
+// Name returns the deployment's name.
+func (d *Deployment) Name() string { return d.name }
+
+func (d *Deployment) acquire() error {
+	if d.err != nil {
+		return d.err
+	}
+	return d.s.acquire()
+}
+
+func (d *Deployment) acquireWrite() error {
+	if d.err != nil {
+		return d.err
+	}
+	return d.s.acquireWrite()
+}
+
+// Get returns key's entry; found is false when the key has neither a value
+// nor a timeout. The returned Value is a copy owned by the caller.
+func (d *Deployment) Get(key []byte) (e Entry, found bool, err error) {
+	if err := d.acquire(); err != nil {
+		return Entry{}, false, err
+	}
+	defer d.s.release()
+	v, found, err := d.s.readValue(valueKey(nil, d.prefix, key))
+	if err != nil || !found {
+		return Entry{}, false, err
+	}
+	e, err = decodeEntry(v)
+	if err != nil {
+		return Entry{}, false, fmt.Errorf("key %q: %w", key, err)
+	}
+	return e, true, nil
+}
+
+// Expired calls fn, in ascending timeout order (ties by key bytes), for
+// every key whose TimeoutMs < before (strictly). It is a range scan of the
+// timer index: its cost is proportional to the number of expired keys, not
+// of all keys. fn's key slice is only valid during the call. An error from
+// fn stops the scan and is returned. The scan reads a snapshot taken when
+// Expired starts.
+func (d *Deployment) Expired(before int64, fn func(key []byte, timeoutMs int64) error) error {
+	if err := d.acquire(); err != nil {
+		return err
+	}
+	defer d.s.release()
+	lower := sectionKey(nil, d.prefix, sectionTimer)
+	upper := timerKey(nil, d.prefix, before, nil)
+	iter, err := d.s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer iter.Close()
+	for ok := iter.First(); ok; ok = iter.Next() {
+		ts, key, ok := parseTimerKey(iter.Key()[len(lower):])
+		if !ok {
+			return fmt.Errorf("%w: timer key %q", ErrCorrupt, iter.Key())
+		}
+		if err := fn(key, ts); err != nil {
+			return err
+		}
+	}
+	return iter.Error()
+}
+
+// Keys calls fn, in key order, for the keys that have a value or a
+// timeout, starting strictly after `after` (nil: from the first key; an
+// empty non-nil slice starts after the empty key), and at most limit of
+// them (limit <= 0: all). fn's key and e.Value are only valid during the
+// call. An error from fn stops the scan and is returned.
+func (d *Deployment) Keys(after []byte, limit int, fn func(key []byte, e Entry) error) error {
+	if err := d.acquire(); err != nil {
+		return err
+	}
+	defer d.s.release()
+	section := sectionKey(nil, d.prefix, sectionValue)
+	lower := section
+	if after != nil {
+		// The smallest key greater than after is after + 0x00.
+		lower = append(valueKey(nil, d.prefix, after), 0)
+	}
+	iter, err := d.s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(section)})
+	if err != nil {
+		return err
+	}
+	defer iter.Close()
+	n := 0
+	for ok := iter.First(); ok && (limit <= 0 || n < limit); ok = iter.Next() {
+		v, err := iter.ValueAndErr()
+		if err != nil {
+			return err
+		}
+		key := iter.Key()[len(section):]
+		e, err := decodeEntry(v)
+		if err != nil {
+			return fmt.Errorf("key %q: %w", key, err)
+		}
+		if err := fn(key, e); err != nil {
+			return err
+		}
+		n++
+	}
+	return iter.Error()
+}
+
+// Progress returns the deployment's committed progress; the zero Progress
+// when nothing was committed yet.
+func (d *Deployment) Progress() (Progress, error) {
+	if err := d.acquire(); err != nil {
+		return Progress{}, err
+	}
+	defer d.s.release()
+	return d.progress()
+}
+
+// progress reads the progress record; the caller holds a ref.
+func (d *Deployment) progress() (Progress, error) {
+	v, found, err := d.s.readValue(sectionKey(nil, d.prefix, sectionProgress))
+	if err != nil || !found {
+		return Progress{}, err
+	}
+	return decodeProgress(v)
+}
+
+// Drop deletes every key of the deployment (state, timers, progress and
+// outbox) with one synced range deletion. Space is reclaimed by later
+// compactions.
+func (d *Deployment) Drop() error {
+	if err := d.acquireWrite(); err != nil {
+		return err
+	}
+	defer d.s.release()
+	return d.s.write(func() error {
+		return d.s.db.DeleteRange(d.prefix, prefixEnd(d.prefix), pebble.Sync)
+	})
+}
+
+// DiskUsage returns Pebble's estimate of the bytes the deployment's
+// keyspace occupies in sstables. Data still in memtables (recent writes) is
+// not counted, and deleted data counts until compacted.
+func (d *Deployment) DiskUsage() (uint64, error) {
+	if err := d.acquire(); err != nil {
+		return 0, err
+	}
+	defer d.s.release()
+	return d.s.db.EstimateDiskUsage(d.prefix, prefixEnd(d.prefix))
+}

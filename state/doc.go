@@ -1,0 +1,61 @@
+// Package state is groupstate's durable state store, built on Pebble.
+//
+// One Store holds the state of every deployment of a runtime. Each
+// deployment gets its own keyspace (see Deployment), holding:
+//
+//   - the state entry of every group key: its value and its timeout;
+//   - a timer index, ordered by timeout, so that expired keys are found by
+//     a range scan instead of a scan of all keys;
+//   - the progress record: the id of the last committed micro-batch, the
+//     watermark, the input position and the key counters;
+//   - the transactional outbox: the rows a batch emitted that were not yet
+//     delivered (acknowledged with Deployment.AckOutbox).
+//
+// A micro-batch writes all of these in one Batch, committed with one
+// synced Pebble batch: state changes, timers, progress and outputs become
+// durable together or not at all.
+//
+// State lives on disk; the Go heap holds only Pebble's block cache (see
+// Options.CacheSize), memtables, and the contents of the batch being built.
+//
+// # Key layout
+//
+// All integers are big-endian so that byte order is numeric order.
+//
+//	"\x00format"                               -> u32 format version (FormatVersion)
+//	'd' u8(len(name)) name                     deployment prefix P
+//	P 'v' key                                  -> entry: u8 flags | i64 timeout | value
+//	P 't' u64(timeout ^ 1<<63) key             -> empty (timer index)
+//	P 'm'                                      -> progress record
+//	P 'o' u64(batch id) u32(seq)               -> outbox entry
+//
+// Entry flags: bit 0 = has value, bit 1 = has timeout. The timer index
+// stores the timeout with its sign bit flipped, so negative timestamps sort
+// before positive ones and ties are ordered by key bytes.
+//
+// The progress record is u8 version (1) | u64 batch id | i64 watermark |
+// u64 position | i64 keys | i64 timer keys.
+//
+// An outbox entry is u8 kind | uvarint len(key) key | uvarint n headers |
+// n × (uvarint len(name) name uvarint len(value) value), sorted by name |
+// payload (the rest of the value).
+//
+// The deployment name is length-prefixed, so deployment "a" (prefix
+// "d\x01a") never sees the keys of deployment "ab" (prefix "d\x02ab").
+//
+// # Concurrency
+//
+// A Store and its Deployment handles are safe for concurrent use. The
+// caller guarantees a single writer (Batch.Commit, AckOutbox, Drop) per
+// deployment; reads (Get, Expired, Keys, Progress, Outbox) may run
+// concurrently with the writer and observe a consistent snapshot taken
+// when the call starts.
+//
+// # Failures
+//
+// Pebble treats a failed WAL write or sync as fatal: the batch may already
+// be applied in memory. When Commit fails that way the Store becomes
+// failed: every later call returns an error wrapping ErrFailed. Close it
+// and Open the directory again; Deployment.Progress then tells whether the
+// batch made it to disk (its BatchID) or not.
+package state

@@ -1,0 +1,38 @@
+package state
+
+import "errors"
+
+var (
+	// ErrClosed is returned by every operation on a Store (and its
+	// Deployment and Batch handles) after Store.Close.
+	ErrClosed = errors.New("state: closed")
+
+	// ErrFormatVersion is returned by Open when the store was written with a
+	// newer or unknown on-disk format, or is not a groupstate store. The
+	// returned error wraps it with detail.
+	ErrFormatVersion = errors.New("state: unsupported format version")
+
+	// ErrReadOnly is returned by writes on a Store opened with
+	// Options.ReadOnly.
+	ErrReadOnly = errors.New("state: read-only")
+
+	// ErrInvalidName is returned by every operation on a Deployment whose
+	// name is not [a-z0-9-]{1,255}.
+	ErrInvalidName = errors.New("state: invalid deployment name")
+
+	// ErrCorrupt is returned when a stored record cannot be decoded.
+	ErrCorrupt = errors.New("state: corrupt record")
+
+	// ErrBatchOrder is returned by Batch.Commit when the batch id is not
+	// greater than the id of the last committed batch.
+	ErrBatchOrder = errors.New("state: batch id not after last committed batch")
+
+	// ErrBatchDone is returned by Batch.Commit on a batch already committed
+	// or closed.
+	ErrBatchDone = errors.New("state: batch already committed or closed")
+
+	// ErrFailed is wrapped by the errors of every operation after a commit
+	// failed in a way that leaves Pebble's in-memory state unreliable (a
+	// failed WAL write or sync). Close the Store and open it again.
+	ErrFailed = errors.New("state: store failed, reopen required")
+)

@@ -1,0 +1,76 @@
+package state
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// DefaultCacheSize is the default size of Pebble's block cache: 64 MiB.
+const DefaultCacheSize = 64 << 20
+
+// Options configures Open. The zero value is usable: Open calls
+// EnsureDefaults on a copy, so the caller's Options is never modified.
+type Options struct {
+	// FS is the filesystem the store lives on. Default vfs.Default (the
+	// operating system's). Tests use vfs.NewMem() or an errorfs-wrapped FS.
+	FS vfs.FS
+
+	// CacheSize is the size of Pebble's block cache in bytes. Default
+	// DefaultCacheSize (64 MiB). This, plus memtables, bounds the heap the
+	// store uses, whatever the number of keys.
+	CacheSize int64
+
+	// Logger receives the store's logs. Default slog.Default(). Pebble's own
+	// informational messages are logged at slog.LevelDebug (silent with the
+	// default handler), its errors at slog.LevelError.
+	Logger *slog.Logger
+
+	// ReadOnly opens the store read-only (for inspection by the CLI while
+	// the runtime is stopped). Writes return ErrReadOnly. Default false.
+	ReadOnly bool
+
+	// Tune, if set, is called with the Pebble options just before
+	// pebble.Open, after the store has filled in its own settings. It is an
+	// escape hatch for benchmarks and operators; FS, Cache, Logger and
+	// ReadOnly are overwritten afterwards. Default nil.
+	Tune func(*pebble.Options)
+}
+
+// EnsureDefaults fills in the defaults documented on each field and returns
+// o. It is safe to call on a nil receiver, which returns new defaults.
+func (o *Options) EnsureDefaults() *Options {
+	if o == nil {
+		o = &Options{}
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.CacheSize == 0 {
+		o.CacheSize = DefaultCacheSize
+	}
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	return o
+}
+
+// Validate reports whether o, after EnsureDefaults, is usable.
+func (o *Options) Validate() error {
+	if o == nil {
+		return errors.New("state: nil Options")
+	}
+	if o.FS == nil {
+		return errors.New("state: Options.FS is nil")
+	}
+	if o.CacheSize < 0 {
+		return fmt.Errorf("state: Options.CacheSize %d is negative", o.CacheSize)
+	}
+	if o.Logger == nil {
+		return errors.New("state: Options.Logger is nil")
+	}
+	return nil
+}

@@ -1,0 +1,262 @@
+package state
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/cockroachdb/pebble/v2"
+	"github.com/cockroachdb/pebble/v2/bloom"
+)
+
+// FormatVersion is the on-disk format this package writes and reads.
+// Open refuses any other version with ErrFormatVersion.
+const FormatVersion uint32 = 1
+
+// pebbleFormat pins Pebble's format major version, so that upgrading the
+// Pebble module never silently ratchets the on-disk format.
+const pebbleFormat = pebble.FormatValueSeparation
+
+// Store is an open state store. It is safe for concurrent use.
+type Store struct {
+	db   *pebble.DB
+	opts Options
+	dir  string
+
+	mu     sync.RWMutex // guards closed and failed
+	closed bool
+	failed error
+	// refs counts operations in flight; Close waits for them so that Pebble
+	// never sees a call (or an open iterator) after DB.Close.
+	refs sync.WaitGroup
+}
+
+// Open opens the store in dir, creating dir and an empty store if missing
+// (unless opts.ReadOnly). opts may be nil; it is not modified or retained.
+//
+// Open writes the format version on a new store and checks it on an
+// existing one: a newer or unknown version, or a non-empty Pebble database
+// without one, fails with an error wrapping ErrFormatVersion.
+func Open(dir string, opts *Options) (*Store, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	o.EnsureDefaults()
+	if err := o.Validate(); err != nil {
+		return nil, err
+	}
+	if !o.ReadOnly {
+		if err := o.FS.MkdirAll(dir, 0o755); err != nil {
+			return nil, fmt.Errorf("state: create %s: %w", dir, err)
+		}
+	}
+	cache := pebble.NewCache(o.CacheSize)
+	defer cache.Unref()
+	popts := &pebble.Options{FormatMajorVersion: pebbleFormat}
+	for i := range popts.Levels {
+		// Point lookups (Get) are exact keys: bloom filters skip most tables.
+		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
+	}
+	if o.Tune != nil {
+		o.Tune(popts)
+	}
+	popts.FS = o.FS
+	popts.Cache = cache
+	popts.Logger = pebbleLogger{l: o.Logger}
+	popts.LoggerAndTracer = nil
+	popts.ReadOnly = o.ReadOnly
+	popts.ErrorIfNotExists = o.ReadOnly
+
+	db, err := openPebble(dir, popts)
+	if err != nil {
+		return nil, fmt.Errorf("state: open %s: %w", dir, err)
+	}
+	s := &Store{db: db, opts: o, dir: dir}
+	if err := s.checkFormat(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("state: open %s: %w", dir, err)
+	}
+	return s, nil
+}
+
+// openPebble calls pebble.Open, turning a Fatalf of our logger into an
+// error.
+func openPebble(dir string, popts *pebble.Options) (db *pebble.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fe, ok := r.(*fatalError)
+			if !ok {
+				panic(r)
+			}
+			db, err = nil, fe
+		}
+	}()
+	return pebble.Open(dir, popts)
+}
+
+// checkFormat writes or verifies the format-version key.
+func (s *Store) checkFormat() error {
+	v, closer, err := s.db.Get(formatKey)
+	switch {
+	case errors.Is(err, pebble.ErrNotFound):
+		iter, err := s.db.NewIter(nil)
+		if err != nil {
+			return err
+		}
+		nonEmpty := iter.First()
+		err = errors.Join(iter.Error(), iter.Close())
+		if err != nil {
+			return err
+		}
+		if nonEmpty {
+			return fmt.Errorf("%w: database has data but no format version (not a groupstate store?)", ErrFormatVersion)
+		}
+		if s.opts.ReadOnly {
+			return nil
+		}
+		var buf [4]byte
+		binary.BigEndian.PutUint32(buf[:], FormatVersion)
+		return s.write(func() error { return s.db.Set(formatKey, buf[:], pebble.Sync) })
+	case err != nil:
+		return err
+	}
+	defer closer.Close()
+	if len(v) != 4 {
+		return fmt.Errorf("%w: malformed format version record (%d bytes)", ErrFormatVersion, len(v))
+	}
+	if got := binary.BigEndian.Uint32(v); got != FormatVersion {
+		return fmt.Errorf("%w: store has format version %d, this build supports %d", ErrFormatVersion, got, FormatVersion)
+	}
+	return nil
+}
+
+// acquire registers an operation in flight; release must follow when it
+// returns nil.
+func (s *Store) acquire() error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
+		return ErrClosed
+	}
+	if s.failed != nil {
+		return s.failed
+	}
+	s.refs.Add(1)
+	return nil
+}
+
+// acquireWrite is acquire for writes.
+func (s *Store) acquireWrite() error {
+	if s.opts.ReadOnly {
+		return ErrReadOnly
+	}
+	return s.acquire()
+}
+
+func (s *Store) release() { s.refs.Done() }
+
+// write runs a Pebble write. Pebble reports a failed WAL write or sync
+// through Logger.Fatalf, which our logger turns into a panic: recover it,
+// mark the store failed and return the error.
+func (s *Store) write(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			fe, ok := r.(*fatalError)
+			if !ok {
+				panic(r)
+			}
+			err = fmt.Errorf("%w: %s", ErrFailed, fe.msg)
+			s.mu.Lock()
+			if s.failed == nil {
+				s.failed = err
+			}
+			s.mu.Unlock()
+		}
+	}()
+	return f()
+}
+
+// Close waits for operations in flight, then closes the store. A second
+// Close returns nil. After Close every operation returns ErrClosed.
+func (s *Store) Close() (err error) {
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return nil
+	}
+	s.closed = true
+	failed := s.failed
+	s.mu.Unlock()
+	s.refs.Wait()
+	defer func() {
+		if r := recover(); r != nil {
+			// Pebble may panic closing after a fatal commit error; the
+			// files are left as they were, which is what recovery wants.
+			err = fmt.Errorf("state: close: %v", r)
+		}
+	}()
+	err = s.db.Close()
+	if failed != nil && err == nil {
+		err = failed
+	}
+	return err
+}
+
+// Dir returns the directory the store was opened in.
+func (s *Store) Dir() string { return s.dir }
+
+// Deployment returns the keyspace handle of the deployment name. It is
+// cheap and does no I/O. If name is not valid (see ValidateName), every
+// operation on the handle returns an error wrapping ErrInvalidName.
+func (s *Store) Deployment(name string) *Deployment {
+	return &Deployment{s: s, name: name, prefix: deploymentPrefix(name), err: ValidateName(name)}
+}
+
+// Deployments returns the names of the deployments that have any data, in
+// name-length then byte order (the key order of their prefixes). The slice
+// is owned by the caller.
+func (s *Store) Deployments() ([]string, error) {
+	if err := s.acquire(); err != nil {
+		return nil, err
+	}
+	defer s.release()
+	lower := []byte{deploymentTag}
+	iter, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return nil, err
+	}
+	defer iter.Close()
+	var names []string
+	for ok := iter.First(); ok; {
+		k := iter.Key()
+		if len(k) < 2 || len(k) < 2+int(k[1]) {
+			return names, fmt.Errorf("%w: key %q", ErrCorrupt, k)
+		}
+		p := k[:2+int(k[1])]
+		names = append(names, string(p[2:]))
+		end := prefixEnd(p)
+		if end == nil {
+			break
+		}
+		ok = iter.SeekGE(end)
+	}
+	return names, iter.Error()
+}
+
+// readValue gets key and copies its value; found is false when absent.
+func (s *Store) readValue(key []byte) (v []byte, found bool, err error) {
+	raw, closer, err := s.db.Get(key)
+	if errors.Is(err, pebble.ErrNotFound) {
+		return nil, false, nil
+	}
+	if err != nil {
+		return nil, false, err
+	}
+	v = append([]byte(nil), raw...)
+	return v, true, closer.Close()
+}
+
+var _ io.Closer = (*Store)(nil)
