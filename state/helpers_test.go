@@ -93,9 +93,8 @@ func allKeys(t testing.TB, d *Deployment) map[string]Entry {
 	t.Helper()
 	got := map[string]Entry{}
 	requireNoError(t, d.Keys(nil, 0, func(key []byte, e Entry) error {
-		e.Value = append([]byte(nil), e.Value...)
-		if !e.HasValue {
-			e.Value = nil
+		if e.HasValue {
+			e.Value = append([]byte{}, e.Value...)
 		}
 		got[string(key)] = e
 		return nil

@@ -8,22 +8,23 @@ import (
 	"time"
 )
 
-// Handler is a handler of the typed layer, see [Handle].
-type Handler[R, S, O any] func(key Key, rows iter.Seq[R], state *GroupState[S], out *Emitter[O]) error
-
 // Handle registers h as the handler of the module, with rows decoded from JSON into R, a
 // state value of type S stored as JSON and emitted values of type O encoded as JSON. Call it
 // (or [HandleRaw]) once, from an init function of package main.
 //
 // Rows are decoded lazily, as the iterator advances. A row that fails to decode stops the
 // iteration and fails the group with "row N: <error>" (N 0-based), whatever h returns.
-func Handle[R, S, O any](h Handler[R, S, O]) { defaultModule.HandleRaw(Typed(h)) }
+func Handle[R, S, O any](h func(key Key, rows iter.Seq[R], state *GroupState[S], out *Emitter[O]) error) {
+	defaultModule.HandleRaw(Typed(h))
+}
 
 // HandleTyped registers h as m's handler, like [Handle] does for the default module.
-func HandleTyped[R, S, O any](m *Module, h Handler[R, S, O]) { m.HandleRaw(Typed(h)) }
+func HandleTyped[R, S, O any](m *Module, h func(key Key, rows iter.Seq[R], state *GroupState[S], out *Emitter[O]) error) {
+	m.HandleRaw(Typed(h))
+}
 
 // Typed adapts a typed handler to a [RawHandler].
-func Typed[R, S, O any](h Handler[R, S, O]) RawHandler {
+func Typed[R, S, O any](h func(key Key, rows iter.Seq[R], state *GroupState[S], out *Emitter[O]) error) RawHandler {
 	return func(g *RawGroup) error {
 		st := GroupState[S]{raw: &g.state, g: g}
 		out := Emitter[O]{g: g}

@@ -41,6 +41,23 @@ type logWriter struct {
 	stream string
 	mu     sync.Mutex
 	buf    []byte
+	first  string // first line written during the current call
+	inCall bool
+}
+
+// startCall forgets the previous call's first line.
+func (w *logWriter) startCall() {
+	w.mu.Lock()
+	w.first, w.inCall = "", true
+	w.mu.Unlock()
+}
+
+// firstLine returns the first complete line written since startCall, for error messages.
+func (w *logWriter) firstLine() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.inCall = false
+	return w.first
 }
 
 func (w *logWriter) Write(p []byte) (int, error) {
@@ -72,5 +89,11 @@ func (w *logWriter) flush() {
 }
 
 func (w *logWriter) emit(line []byte) {
+	if w.inCall && w.first == "" && len(bytes.TrimSpace(line)) > 0 {
+		w.first = string(bytes.TrimSpace(line))
+		if len(w.first) > 200 {
+			w.first = w.first[:200] + "..."
+		}
+	}
 	w.in.logger.Info(string(line), "stream", w.stream, "key", w.in.current.Load().key())
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
@@ -140,10 +141,14 @@ func (in *instance) process(ctx context.Context, sub *handler.Call, res []handle
 	defer in.current.Store(nil)
 	cctx, cancel := context.WithTimeout(context.WithValue(ctx, callStateKey{}, cs), lim.CallTimeout)
 	defer cancel()
+	in.errOut.startCall()
 	out, err := in.call(cctx, in.processFn, handler.EncodedSize(sub), lim.MaxResultBytes, func(dst []byte) []byte {
 		return handler.Encode(dst, sub)
 	})
 	if err != nil {
+		if line := in.errOut.firstLine(); line != "" {
+			return fmt.Errorf("%w (stderr: %s)", err, line)
+		}
 		return err
 	}
 	var callErr *abi.CallError
@@ -175,7 +180,8 @@ func describeTrap(ctx context.Context, err error) error {
 		}
 		return fmt.Errorf("module exited with code %d", exit.ExitCode())
 	}
-	return fmt.Errorf("module trapped: %v", err)
+	msg, _, _ := strings.Cut(err.Error(), "\n") // the wasm stack trace goes to the log, not to dead letters
+	return fmt.Errorf("module trapped: %s", msg)
 }
 
 // ErrTimeLimit is the error of a guest call that overran its time limit.

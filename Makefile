@@ -1,0 +1,35 @@
+# Builds the committed sample modules and runs the tests.
+#
+#   make samples   rebuild every samples/<name>/<language>/<name>.wasm from source
+#   make test      go test ./...
+#
+# Each language has its own list of samples and its own pattern rule; to add a language, add
+# a <LANG>_SAMPLES list, its module paths to SAMPLE_MODULES and a rule that builds them.
+
+GO      ?= go
+GOWASM  := GOOS=wasip1 GOARCH=wasm $(GO)
+
+# Go samples: samples/<name>/go/<name>.wasm, built from samples/<name>/go.
+GO_SAMPLES := logincount sessions dedup alerts
+GO_MODULES := $(foreach s,$(GO_SAMPLES),samples/$(s)/go/$(s).wasm)
+
+SAMPLE_MODULES := $(GO_MODULES)
+
+.PHONY: all samples samples-go test clean-samples
+
+all: samples test
+
+samples: $(SAMPLE_MODULES)
+
+samples-go: $(GO_MODULES)
+
+# Always rebuilt (the go tool caches): the SDK and abi are dependencies too.
+.PHONY: $(GO_MODULES)
+$(GO_MODULES): samples/%.wasm:
+	$(GOWASM) build -buildmode=c-shared -trimpath -o $@ ./$(dir $@)
+
+test:
+	$(GO) test ./...
+
+clean-samples:
+	rm -f $(SAMPLE_MODULES)

@@ -1,0 +1,212 @@
+package runtime_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+
+	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/state"
+)
+
+const probeSpec = `
+name: probe
+module: unused.wasm
+key:
+  field: k
+timeout: processing_time
+output:
+  subject: probe.out
+limits:
+  call_timeout: 300ms
+  memory: 64MiB
+`
+
+func probeWasm(t testing.TB) []byte { return readFile(t, "testdata/probe/probe.wasm") }
+
+// probeOf runs a probe op for key k and returns the state the probe saw.
+func stateOf(t *testing.T, eng *runtime.Engine, sink *collector, at int64, key string) string {
+	t.Helper()
+	_, err := eng.RunBatch(context.Background(), runtime.BatchInput{ProcessingTimeMs: at,
+		Rows: rows(`{"k":"` + key + `","ops":[{"probe":"p"}]}`)})
+	require(t, err)
+	out := payloads(sink.take(state.OutboxOutput))
+	if len(out) != 1 {
+		t.Fatalf("probe emitted %v", out)
+	}
+	return out[0]
+}
+
+// TestDeadLetterPolicy: a failing call for one key (error, panic, exit, endless loop, memory
+// beyond the limit) dead-letters that key's rows with the error and leaves its state as it
+// was; other keys in the same batch and later batches proceed. Bad rows are dead-lettered
+// with the reason.
+func TestDeadLetterPolicy(t *testing.T) {
+	sink := &collector{}
+	eng := newEngine(t, specFromYAML(t, probeSpec), probeWasm(t), nil, sink)
+	ctx := context.Background()
+
+	var seed []string
+	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+		seed = append(seed, `{"k":"`+k+`","ops":[{"update":"`+k+`1"}]}`)
+	}
+	_, err := eng.RunBatch(ctx, runtime.BatchInput{ProcessingTimeMs: 1000, Rows: rows(seed...)})
+	require(t, err)
+
+	rep, err := eng.RunBatch(ctx, runtime.BatchInput{ProcessingTimeMs: 2000, Rows: rows(
+		`{"k":"a","ops":[{"update":"a2"},{"emit":"lost"},{"fail":"boom"}]}`,
+		`{"k":"b","ops":[{"update":"b2"},{"emit":"kept"}]}`,
+		`{"k":"c","ops":[{"update":"c2"},{"panic":"oops"}]}`,
+		`{"k":"d","ops":[{"update":"d2"},{"exit":3}]}`,
+		`{"k":"e","ops":[{"update":"e2"},{"loop":true}]}`,
+		`{"k":"f","ops":[{"update":"f2"},{"alloc_mb":256}]}`,
+		`not json`,
+		`[1,2]`,
+		`{"nokey":1}`,
+		`{"k":{"nested":1}}`,
+		"{\"k\":\"\xff\"}",
+	)})
+	require(t, err)
+	if got := payloads(sink.take(state.OutboxOutput)); len(got) != 1 || got[0] != `"kept"` {
+		t.Fatalf("outputs = %v, want only \"kept\"", got)
+	}
+	dead := sink.take(state.OutboxDeadLetter)
+	reasons := map[string]string{}
+	for _, d := range dead {
+		k := string(d.Key)
+		if k == "" {
+			k = string(d.Payload)
+		}
+		reasons[k] = d.Headers[runtime.HeaderReason] + ": " + d.Headers[runtime.HeaderError]
+		if d.Headers[runtime.HeaderSequence] == "" || d.Headers[runtime.HeaderSubject] != "in.test" {
+			t.Errorf("dead letter %s lacks subject/sequence headers: %v", k, d.Headers)
+		}
+	}
+	want := map[string]string{
+		`"a"`:                "handler_error: boom",
+		`"c"`:                "handler_error: panic: oops",
+		`"d"`:                "handler_error: module exited with code 3",
+		`"e"`:                "handler_error: " + "module exceeded the per-call time limit",
+		`"f"`:                "handler_error: module",
+		`not json`:           "invalid_json: row is not valid JSON",
+		`[1,2]`:              "not_object: row is not a JSON object",
+		`{"nokey":1}`:        `missing_key: key field "k" is missing or null`,
+		`{"k":{"nested":1}}`: `bad_key: key field "k" is an object, not a string or number`,
+		"{\"k\":\"\xff\"}":   "not_utf8: row is not valid UTF-8",
+	}
+	for k, w := range want {
+		if got, ok := reasons[k]; !ok || !strings.HasPrefix(got, w) {
+			t.Errorf("dead letter for %s = %q, want prefix %q", k, got, w)
+		}
+	}
+	if len(dead) != len(want) || rep.DeadLetters != len(want) || rep.FailedKeys != 5 {
+		t.Errorf("got %d dead letters (report %d, failed keys %d), want %d and 5 failed keys: %v", len(dead), rep.DeadLetters, rep.FailedKeys, len(want), reasons)
+	}
+	// The failed keys kept their old state; b moved on.
+	for _, k := range []string{"a", "c", "d", "e", "f"} {
+		if got := stateOf(t, eng, sink, 3000, k); !strings.Contains(got, `"state":"`+k+`1"`) {
+			t.Errorf("state of %s after its failed call: %s", k, got)
+		}
+	}
+	if got := stateOf(t, eng, sink, 3000, "b"); !strings.Contains(got, `"state":"b2"`) {
+		t.Errorf("state of b: %s", got)
+	}
+}
+
+// TestFailPolicyIsAtomic: under on_error: fail a failing key fails the whole batch, and
+// nothing of it commits: state, timers, watermark, position and outputs are as before.
+func TestFailPolicyIsAtomic(t *testing.T) {
+	spec := specFromYAML(t, strings.Replace(probeSpec, "timeout: processing_time", "timeout: processing_time\non_error: fail", 1))
+	sink := &collector{}
+	st := openStore(t, "")
+	eng := newEngine(t, spec, probeWasm(t), st, sink)
+	ctx := context.Background()
+	_, err := eng.RunBatch(ctx, runtime.BatchInput{ProcessingTimeMs: 1000, Position: 10, Rows: rows(
+		`{"k":"a","ops":[{"update":"a1"},{"dur":100}]}`)})
+	require(t, err)
+	sink.take(state.OutboxOutput)
+	before, err := st.Deployment("probe").Progress()
+	require(t, err)
+
+	_, err = eng.RunBatch(ctx, runtime.BatchInput{ProcessingTimeMs: 5000, Position: 20, Rows: rows(
+		`{"k":"b","ops":[{"update":"b1"},{"emit":"b-out"},{"dur":100}]}`,
+		`{"k":"c","ops":[{"fail":"bad input for c"}]}`)})
+	var kerr *runtime.KeyError
+	if !errors.Is(err, runtime.ErrKeyFailed) || !errors.As(err, &kerr) || kerr.Key != `"c"` {
+		t.Fatalf("err = %v, want ErrKeyFailed for key \"c\"", err)
+	}
+	after, err := st.Deployment("probe").Progress()
+	require(t, err)
+	if after != before {
+		t.Fatalf("progress moved: %+v -> %+v", before, after)
+	}
+	if out := sink.take(state.OutboxOutput); len(out) != 0 {
+		t.Fatalf("failed batch delivered %v", payloads(out))
+	}
+	if _, found, _ := st.Deployment("probe").Get([]byte(`"b"`)); found {
+		t.Fatal("failed batch wrote state for b")
+	}
+	// a's timer (1100) is still armed: the next good batch fires it.
+	_, err = eng.RunBatch(ctx, runtime.BatchInput{ProcessingTimeMs: 6000})
+	require(t, err)
+	out := payloads(sink.take(state.OutboxOutput))
+	if len(out) != 1 || !strings.Contains(out[0], `"tag":"timeout"`) || !strings.Contains(out[0], `"state":"a1"`) {
+		t.Fatalf("after the failed batch: %v", out)
+	}
+}
+
+// TestStorageFaultIsAtomic: a Pebble write error during the commit fails the batch with
+// nothing committed. Pebble cannot go on after a failed WAL write, so the store reports
+// state.ErrFailed until it is reopened; after reopening (as after a crash) state, timers,
+// watermark and position are exactly as before the batch, and the same input commits.
+func TestStorageFaultIsAtomic(t *testing.T) {
+	toggle := &errorfs.Toggle{Injector: errorfs.ErrInjected.If(errorfs.Writes)}
+	fs := errorfs.Wrap(vfs.NewMem(), toggle)
+	quiet := &state.Options{FS: fs, Logger: discardLogger()}
+	st, err := state.Open("db", quiet)
+	require(t, err)
+	sink := &collector{}
+	spec := specFromYAML(t, probeSpec)
+	eng := newEngine(t, spec, probeWasm(t), st, sink)
+	ctx := context.Background()
+	_, err = eng.RunBatch(ctx, runtime.BatchInput{ProcessingTimeMs: 1000, Position: 1, Rows: rows(`{"k":"a","ops":[{"update":1},{"dur":5000}]}`)})
+	require(t, err)
+	before, err := st.Deployment("probe").Progress()
+	require(t, err)
+
+	in := runtime.BatchInput{ProcessingTimeMs: 2000, Position: 2, Rows: rows(`{"k":"a","ops":[{"update":2},{"emit":"two"}]}`)}
+	toggle.On()
+	_, err = eng.RunBatch(ctx, in)
+	toggle.Off()
+	if err == nil {
+		t.Fatal("batch committed through an injected write error")
+	}
+	if out := sink.take(state.OutboxOutput); len(out) != 0 {
+		t.Fatalf("failed commit delivered %v", payloads(out))
+	}
+	if _, err := st.Deployment("probe").Progress(); !errors.Is(err, state.ErrFailed) {
+		t.Fatalf("store after a failed WAL write: err = %v, want state.ErrFailed", err)
+	}
+	eng.Close(ctx)
+	st.Close()
+
+	st, err = state.Open("db", quiet)
+	require(t, err)
+	defer st.Close()
+	if got, err := st.Deployment("probe").Progress(); err != nil || got != before {
+		t.Fatalf("progress after reopening: %+v, %v; want %+v", got, err, before)
+	}
+	eng = newEngine(t, spec, probeWasm(t), st, sink)
+	_, err = eng.RunBatch(ctx, in)
+	require(t, err, "retry after the fault")
+	if out := payloads(sink.take(state.OutboxOutput)); len(out) != 1 || out[0] != `"two"` {
+		t.Fatalf("retry delivered %v", out)
+	}
+	if got := stateOf(t, eng, sink, 3000, "a"); !strings.Contains(got, `"state":2`) {
+		t.Fatalf("state after retry: %s", got)
+	}
+}

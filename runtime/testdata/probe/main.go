@@ -1,0 +1,150 @@
+// Command probe is a scriptable handler for the engine's tests: each row carries the state
+// handle operations to perform, so one module can exercise every rule of DESIGN section 3.
+//
+// A row is {"k": key, "ops": [op, ...]}; each op is an object with one field:
+//
+//	{"update": v}      state.Update(v) (v is any JSON value; null exercises the error)
+//	{"remove": true}   state.Remove()
+//	{"dur": ms}        state.SetTimeoutDuration(ms)
+//	{"ts": ms}         state.SetTimeoutTimestamp(ms)
+//	{"emit": v}        emit v
+//	{"probe": tag}     emit {"tag", "key", "exists", "state", "timed_out", "t", "wm"} (wm null
+//	                   when no watermark is configured; state absent when none)
+//	{"fail": msg}      return an error
+//	{"panic": msg}     panic
+//	{"exit": code}     os.Exit (an unrecoverable trap for the host)
+//	{"loop": true}     loop forever (the per-call time limit)
+//	{"alloc_mb": n}    allocate and touch n MiB (the memory limit)
+//
+// An op whose state-handle call fails emits {"tag": "error", "op": i, "error": msg}.
+// A timeout call runs the ops stored under "on_timeout" in the state value, if the state is
+// an object holding one, else it emits a probe tagged "timeout".
+//
+// Build (from the repository root):
+//
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o runtime/testdata/probe/probe.wasm ./runtime/testdata/probe
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"time"
+
+	groupstate "github.com/groupstate/groupstate/sdk/go"
+)
+
+type op struct {
+	Update  json.RawMessage `json:"update"`
+	Remove  bool            `json:"remove"`
+	Dur     *int64          `json:"dur"`
+	TS      *int64          `json:"ts"`
+	Emit    json.RawMessage `json:"emit"`
+	Probe   string          `json:"probe"`
+	Fail    string          `json:"fail"`
+	Panic   string          `json:"panic"`
+	Exit    *int            `json:"exit"`
+	Loop    bool            `json:"loop"`
+	AllocMB int             `json:"alloc_mb"`
+}
+
+type row struct {
+	Ops []op `json:"ops"`
+}
+
+var sink [][]byte
+
+func init() {
+	groupstate.HandleRaw(handle)
+}
+
+func handle(g *groupstate.RawGroup) error {
+	st := g.State()
+	if st.HasTimedOut() {
+		var v struct {
+			OnTimeout []op `json:"on_timeout"`
+		}
+		if cur, ok := st.GetOption(); ok && json.Unmarshal(cur, &v) == nil && v.OnTimeout != nil {
+			return run(g, v.OnTimeout)
+		}
+		return run(g, []op{{Probe: "timeout"}})
+	}
+	for data := range g.Rows() {
+		var r row
+		if err := json.Unmarshal(data, &r); err != nil {
+			return err
+		}
+		if err := run(g, r.Ops); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func run(g *groupstate.RawGroup, ops []op) error {
+	st := g.State()
+	for i, o := range ops {
+		var err error
+		switch {
+		case o.Update != nil:
+			v := []byte(o.Update)
+			if string(v) == "null" {
+				v = nil
+			}
+			err = st.Update(v)
+		case o.Remove:
+			st.Remove()
+		case o.Dur != nil:
+			err = st.SetTimeoutDuration(time.Duration(*o.Dur) * time.Millisecond)
+		case o.TS != nil:
+			err = st.SetTimeoutTimestamp(*o.TS)
+		case o.Emit != nil:
+			g.Emit(o.Emit)
+		case o.Probe != "":
+			emitProbe(g, o.Probe)
+		case o.Fail != "":
+			return errors.New(o.Fail)
+		case o.Panic != "":
+			panic(o.Panic)
+		case o.Exit != nil:
+			os.Exit(*o.Exit)
+		case o.Loop:
+			for {
+			}
+		case o.AllocMB > 0:
+			b := make([]byte, o.AllocMB<<20)
+			for j := range b {
+				b[j] = 1
+			}
+			sink = append(sink, b)
+		}
+		if err != nil {
+			e, _ := json.Marshal(map[string]any{"tag": "error", "op": i, "error": err.Error()})
+			g.Emit(e)
+		}
+	}
+	return nil
+}
+
+func emitProbe(g *groupstate.RawGroup, tag string) {
+	st := g.State()
+	p := map[string]any{
+		"tag":       tag,
+		"key":       json.RawMessage(g.Key().JSON()),
+		"exists":    st.Exists(),
+		"timed_out": st.HasTimedOut(),
+		"t":         st.CurrentProcessingTimeMs(),
+	}
+	if v, ok := st.GetOption(); ok {
+		p["state"] = json.RawMessage(v)
+	}
+	if wm, err := st.CurrentWatermarkMs(); err == nil {
+		p["wm"] = wm
+	} else {
+		p["wm"] = nil // no watermark configured
+	}
+	b, _ := json.Marshal(p)
+	g.Emit(b)
+}
+
+func main() {}
