@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/groupstate/groupstate/runtime"
 	"github.com/groupstate/groupstate/runtime/scenario"
 )
 
@@ -65,13 +66,15 @@ func sampleCases(t *testing.T) []scenarioCase {
 // runScenario runs one scenario file and returns what it printed.
 func runScenario(t *testing.T, c scenarioCase, steps []scenario.Step) string {
 	t.Helper()
-	spec, wasm := loadSpec(t, c.spec)
+	spec, modPath, err := runtime.LoadSpec(c.spec)
+	require(t, err)
 	if strings.HasPrefix(c.name, "public/") {
 		// The public specs name their module without a path: use the Go sample.
-		wasm = readFile(t, filepath.Join("../samples", spec.Name, "go", spec.Name+".wasm"))
+		modPath = filepath.Join("../samples", spec.Name, "go", spec.Name+".wasm")
 	}
+	wasm := readFile(t, modPath)
 	var out bytes.Buffer
-	err := scenario.RunSteps(context.Background(), scenario.Options{
+	err = scenario.RunSteps(context.Background(), scenario.Options{
 		Spec: spec, Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Out: &out,
 	}, steps)
 	require(t, err, c.file)

@@ -3,7 +3,6 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
-	"github.com/cockroachdb/pebble/v2"
 	"testing"
 )
 
@@ -11,7 +10,7 @@ import (
 // moving timeout) to a store on disk, with a synced commit per batch.
 func BenchmarkCommit(b *testing.B) {
 	const batchKeys = 4096
-	s, err := Open(b.TempDir(), &Options{Logger: quietLogger(), Tune: benchTune}) // default 64 MiB cache
+	s, err := Open(b.TempDir(), &Options{Logger: quietLogger()}) // default cache and memtable sizes
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -45,7 +44,7 @@ func BenchmarkCommit(b *testing.B) {
 // BenchmarkGet reads random keys of a 100k-key deployment.
 func BenchmarkGet(b *testing.B) {
 	const nKeys = 100_000
-	s, err := Open(b.TempDir(), &Options{Logger: quietLogger(), Tune: benchTune}) // default 64 MiB cache
+	s, err := Open(b.TempDir(), &Options{Logger: quietLogger()}) // default cache and memtable sizes
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -75,5 +74,3 @@ func BenchmarkGet(b *testing.B) {
 		}
 	}
 }
-
-var benchTune func(*pebble.Options)

@@ -12,6 +12,9 @@ import (
 // DefaultCacheSize is the default size of Pebble's block cache: 64 MiB.
 const DefaultCacheSize = 64 << 20
 
+// DefaultMemTableSize is the default size of one Pebble memtable: 32 MiB.
+const DefaultMemTableSize = 32 << 20
+
 // Options configures Open. The zero value is usable: Open calls
 // EnsureDefaults on a copy, so the caller's Options is never modified.
 type Options struct {
@@ -23,6 +26,13 @@ type Options struct {
 	// DefaultCacheSize (64 MiB). This, plus memtables, bounds the heap the
 	// store uses, whatever the number of keys.
 	CacheSize int64
+
+	// MemTableSize is the size of one Pebble memtable in bytes. Default
+	// DefaultMemTableSize (32 MiB). Pebble keeps up to two of them in
+	// memory; larger memtables absorb micro-batches of thousands of keys
+	// with less write amplification (Pebble's own 4 MiB default makes a
+	// 4096-key batch about 40% slower to commit).
+	MemTableSize uint64
 
 	// Logger receives the store's logs. Default slog.Default(). Pebble's own
 	// informational messages are logged at slog.LevelDebug (silent with the
@@ -52,6 +62,9 @@ func (o *Options) EnsureDefaults() *Options {
 	if o.CacheSize == 0 {
 		o.CacheSize = DefaultCacheSize
 	}
+	if o.MemTableSize == 0 {
+		o.MemTableSize = DefaultMemTableSize
+	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -68,6 +81,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CacheSize < 0 {
 		return fmt.Errorf("state: Options.CacheSize %d is negative", o.CacheSize)
+	}
+	if o.MemTableSize < 1<<20 || o.MemTableSize >= 4<<30 {
+		return fmt.Errorf("state: Options.MemTableSize %d must be in [1 MiB, 4 GiB)", o.MemTableSize)
 	}
 	if o.Logger == nil {
 		return errors.New("state: Options.Logger is nil")

@@ -55,7 +55,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref()
-	popts := &pebble.Options{FormatMajorVersion: pebbleFormat}
+	popts := &pebble.Options{FormatMajorVersion: pebbleFormat, MemTableSize: o.MemTableSize}
 	for i := range popts.Levels {
 		// Point lookups (Get) are exact keys: bloom filters skip most tables.
 		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)

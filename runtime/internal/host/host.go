@@ -25,11 +25,11 @@ import (
 // Errors. Each is wrapped with detail.
 var (
 	// ErrInvalidModule: the bytes are not a usable ABI v1 module.
-	ErrInvalidModule = errors.New("invalid module")
+	ErrInvalidModule = errors.New("runtime: invalid module")
 	// ErrABIVersion: the module implements an ABI version this host does not support.
-	ErrABIVersion = errors.New("unsupported ABI version")
+	ErrABIVersion = errors.New("runtime: unsupported ABI version")
 	// ErrInit: the module's gs_init failed.
-	ErrInit = errors.New("module init failed")
+	ErrInit = errors.New("runtime: module init failed")
 )
 
 // Limits bound what one deployment's module may use.

@@ -41,7 +41,7 @@ func validate(cm wazero.CompiledModule) error {
 	for _, want := range requiredExports {
 		def, ok := exports[want.name]
 		if !ok {
-			problems = append(problems, fmt.Sprintf("missing export %q (%s)", want.name, signature(want.params, want.results)))
+			problems = append(problems, fmt.Sprintf("missing export %q with signature %s", want.name, signature(want.params, want.results)))
 			continue
 		}
 		if !sameTypes(def.ParamTypes(), want.params) || !sameTypes(def.ResultTypes(), want.results) {

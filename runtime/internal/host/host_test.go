@@ -1,0 +1,146 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/groupstate/groupstate/abi"
+	"github.com/groupstate/groupstate/runtime/internal/handler"
+)
+
+func testConfig(wasm []byte) Config {
+	return Config{
+		Wasm:   wasm,
+		Init:   abi.Init{ABIVersion: abi.Version, Name: []byte("t"), Config: []byte("{}")},
+		Logger: slog.New(slog.DiscardHandler),
+		Limits: Limits{CallTimeout: 2 * time.Second, MemoryBytes: 64 << 20},
+	}
+}
+
+// TestRefusedModules: modules that cannot work are refused when the host starts, with a
+// message naming the problem.
+func TestRefusedModules(t *testing.T) {
+	withoutExport := func(name string) wasmModule {
+		m := stubModule(1)
+		for i, f := range m.funcs {
+			if f.export == name {
+				m.funcs[i].export = ""
+			}
+		}
+		return m
+	}
+	badSig := stubModule(1)
+	badSig.funcs[1].params = nil
+	envImport := stubModule(1)
+	envImport.imports = []wasmImport{{module: "env", name: "abort", params: []byte{tI32}}}
+	unknownHost := stubModule(1)
+	unknownHost.imports = []wasmImport{{module: "groupstate", name: "state_get", params: []byte{tI32}}}
+	badHostSig := stubModule(1)
+	badHostSig.imports = []wasmImport{{module: "groupstate", name: "log", params: []byte{tI32}}}
+	trapStart := stubModule(1)
+	trapStart.funcs = append(trapStart.funcs, wasmFunc{export: "_initialize", body: unreachable})
+	noMemory := stubModule(1)
+	noMemory.memory = false
+
+	tests := []struct {
+		name string
+		wasm []byte
+		err  error
+		msg  string
+	}{
+		{"not wasm", []byte("hello, I am not a module"), ErrInvalidModule, "not a WebAssembly binary"},
+		{"empty", nil, ErrInvalidModule, "not a WebAssembly binary"},
+		{"truncated", []byte("\x00asm\x01\x00\x00\x00\x01\x05"), ErrInvalidModule, "invalid module"},
+		{"missing gs_process", withoutExport("gs_process").bytes(), ErrInvalidModule, `missing export "gs_process" with signature (i32, i32) -> (i64)`},
+		{"missing everything", wasmModule{memory: true}.bytes(), ErrInvalidModule, `missing export "gs_abi_version"`},
+		{"no memory", noMemory.bytes(), ErrInvalidModule, `missing export "memory"`},
+		{"wrong signature", badSig.bytes(), ErrInvalidModule, `export "gs_alloc" has signature () -> (i32), want (i32) -> (i32)`},
+		{"env import", envImport.bytes(), ErrInvalidModule, `imports env.abort: only "wasi_snapshot_preview1" and "groupstate" imports are allowed`},
+		{"unknown host function", unknownHost.bytes(), ErrInvalidModule, "imports unknown host function groupstate.state_get"},
+		{"host function signature", badHostSig.bytes(), ErrInvalidModule, "imports groupstate.log with signature (i32) -> (), want (i32, i32, i32) -> ()"},
+		{"ABI version 2", stubModule(2).bytes(), ErrABIVersion, "the module implements ABI version 2; this runtime supports version 1"},
+		{"ABI version 0", stubModule(0).bytes(), ErrABIVersion, "ABI version 0"},
+		{"start traps", trapStart.bytes(), ErrInit, "instantiating"},
+		{"init result outside memory", stubModule(1).bytes(), ErrInit, "gs_alloc"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := New(context.Background(), testConfig(tc.wasm))
+			if err == nil {
+				h.Close(context.Background())
+				t.Fatal("module accepted")
+			}
+			if !errors.Is(err, tc.err) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err = %v\nwant %v containing %q", err, tc.err, tc.msg)
+			}
+		})
+	}
+}
+
+func sampleWasm(t testing.TB, name string) []byte {
+	b, err := os.ReadFile("../../../samples/" + name + "/go/" + name + ".wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestInitError: a module whose gs_init fails (here the sessions sample with a zero gap) is
+// refused with the module's own message.
+func TestInitError(t *testing.T) {
+	cfg := testConfig(sampleWasm(t, "sessions"))
+	cfg.Init.Mode = abi.TimeoutEventTime
+	cfg.Init.Flags = abi.InitHasWatermark
+	cfg.Init.Config = []byte(`{"gap": "0s"}`)
+	_, err := New(context.Background(), cfg)
+	if !errors.Is(err, ErrInit) || !strings.Contains(err.Error(), "gap") {
+		t.Fatalf("err = %v, want ErrInit naming the gap", err)
+	}
+}
+
+// TestChunking: a big call is cut into chunks that respect the group and byte limits, and
+// every group gets its own result in order.
+func TestChunking(t *testing.T) {
+	cfg := testConfig(sampleWasm(t, "logincount"))
+	cfg.Init.Mode = abi.TimeoutProcessingTime
+	cfg.Limits.MaxGroupsPerCall = 100
+	cfg.Limits.Instances = 2
+	h, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	call := &handler.Call{ProcessingTimeMs: 1000}
+	for i := range 1000 {
+		key := []byte(`"u` + strings.Repeat("x", i%7) + string(rune('a'+i%26)) + `"`)
+		call.Groups = append(call.Groups, handler.Group{Key: key, Rows: [][]byte{[]byte(`{}`)}})
+	}
+	spans := h.chunks(call)
+	total := 0
+	for _, s := range spans {
+		if n := s.hi - s.lo; n > 100 || n == 0 {
+			t.Fatalf("chunk of %d groups", n)
+		}
+		if s.lo != total {
+			t.Fatalf("chunks not contiguous: %v", spans)
+		}
+		total = s.hi
+	}
+	if total != 1000 {
+		t.Fatalf("chunks cover %d groups", total)
+	}
+	res := make([]handler.Result, 1000)
+	if err := h.Process(context.Background(), call, res); err != nil {
+		t.Fatal(err)
+	}
+	for i, r := range res {
+		if r.Err != nil || r.Action != abi.ActionUpdate || len(r.Emits) != 1 || !strings.Contains(string(r.Emits[0]), string(call.Groups[i].Key)) {
+			t.Fatalf("result %d: %+v", i, r)
+		}
+	}
+}
