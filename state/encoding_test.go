@@ -170,6 +170,7 @@ func TestOptions(t *testing.T) {
 	o := (&Options{}).EnsureDefaults()
 	requireNoError(t, o.Validate())
 	requireEqual(t, int64(DefaultCacheSize), o.CacheSize)
+	requireEqual(t, uint64(DefaultMemTableSize), o.MemTableSize)
 	if o.FS == nil || o.Logger == nil {
 		t.Fatal("defaults not filled in")
 	}
@@ -177,6 +178,9 @@ func TestOptions(t *testing.T) {
 	bad := (&Options{CacheSize: -1}).EnsureDefaults()
 	if bad.Validate() == nil {
 		t.Fatal("negative cache size accepted")
+	}
+	if (&Options{MemTableSize: 1000}).EnsureDefaults().Validate() == nil {
+		t.Fatal("tiny MemTableSize accepted")
 	}
 	if (&Options{}).Validate() == nil {
 		t.Fatal("Options without defaults accepted")

@@ -44,7 +44,7 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // openMem opens a store on a fresh in-memory filesystem.
 func openMem(t testing.TB) *Store {
 	t.Helper()
-	s, err := Open("db", &Options{FS: vfs.NewMem(), Logger: quietLogger(), CacheSize: 1 << 20})
+	s, err := Open("db", &Options{FS: vfs.NewMem(), Logger: quietLogger(), CacheSize: 1 << 20, MemTableSize: 1 << 20})
 	requireNoError(t, err)
 	t.Cleanup(func() { _ = s.Close() })
 	return s
@@ -53,7 +53,7 @@ func openMem(t testing.TB) *Store {
 // openDisk opens a store in dir on the real filesystem.
 func openDisk(t testing.TB, dir string) *Store {
 	t.Helper()
-	s, err := Open(dir, &Options{Logger: quietLogger(), CacheSize: 1 << 20})
+	s, err := Open(dir, &Options{Logger: quietLogger(), CacheSize: 1 << 20, MemTableSize: 1 << 20})
 	requireNoError(t, err)
 	return s
 }

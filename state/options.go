@@ -22,9 +22,12 @@ type Options struct {
 	// operating system's). Tests use vfs.NewMem() or an errorfs-wrapped FS.
 	FS vfs.FS
 
-	// CacheSize is the size of Pebble's block cache in bytes. Default
-	// DefaultCacheSize (64 MiB). This, plus memtables, bounds the heap the
-	// store uses, whatever the number of keys.
+	// CacheSize is the number of bytes of Pebble's block cache available
+	// for data and index blocks. Default DefaultCacheSize (64 MiB). Pebble
+	// charges memtables to the same cache, so the cache is created with
+	// CacheSize + 2*MemTableSize bytes. Together they bound the memory the
+	// store uses (outside the Go heap, when cgo is enabled), whatever the
+	// number of keys.
 	CacheSize int64
 
 	// MemTableSize is the size of one Pebble memtable in bytes. Default
@@ -46,7 +49,8 @@ type Options struct {
 	// Tune, if set, is called with the Pebble options just before
 	// pebble.Open, after the store has filled in its own settings. It is an
 	// escape hatch for benchmarks and operators; FS, Cache, Logger and
-	// ReadOnly are overwritten afterwards. Default nil.
+	// ReadOnly are overwritten afterwards; the cache is sized from the
+	// MemTableSize Tune leaves. Default nil.
 	Tune func(*pebble.Options)
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sort"
 	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -53,8 +54,6 @@ func Open(dir string, opts *Options) (*Store, error) {
 			return nil, fmt.Errorf("state: create %s: %w", dir, err)
 		}
 	}
-	cache := pebble.NewCache(o.CacheSize)
-	defer cache.Unref()
 	popts := &pebble.Options{FormatMajorVersion: pebbleFormat, MemTableSize: o.MemTableSize}
 	for i := range popts.Levels {
 		// Point lookups (Get) are exact keys: bloom filters skip most tables.
@@ -63,6 +62,11 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if o.Tune != nil {
 		o.Tune(popts)
 	}
+	// Pebble reserves the memory of its memtables (up to two of them while
+	// writes flow) in the block cache; size the cache so that CacheSize
+	// bytes remain for blocks.
+	cache := pebble.NewCache(o.CacheSize + 2*int64(popts.MemTableSize))
+	defer cache.Unref()
 	popts.FS = o.FS
 	popts.Cache = cache
 	popts.Logger = pebbleLogger{l: o.Logger}
@@ -215,9 +219,9 @@ func (s *Store) Deployment(name string) *Deployment {
 	return &Deployment{s: s, name: name, prefix: deploymentPrefix(name), err: ValidateName(name)}
 }
 
-// Deployments returns the names of the deployments that have any data, in
-// name-length then byte order (the key order of their prefixes). The slice
-// is owned by the caller.
+// Deployments returns the sorted names of the deployments that have any
+// data. It seeks once per deployment, never scanning a deployment's keys.
+// The slice is owned by the caller.
 func (s *Store) Deployments() ([]string, error) {
 	if err := s.acquire(); err != nil {
 		return nil, err
@@ -243,6 +247,7 @@ func (s *Store) Deployments() ([]string, error) {
 		}
 		ok = iter.SeekGE(end)
 	}
+	sort.Strings(names)
 	return names, iter.Error()
 }
 

@@ -262,7 +262,7 @@ func TestDeploymentIsolation(t *testing.T) {
 
 	names, err := s.Deployments()
 	requireNoError(t, err)
-	requireEqual(t, []string{"a", "b", "ab"}, names)
+	requireEqual(t, []string{"a", "ab", "b"}, names)
 
 	// Drop removes one deployment only.
 	requireNoError(t, a.Drop())
@@ -272,7 +272,7 @@ func TestDeploymentIsolation(t *testing.T) {
 	requireEqual(t, map[string]Entry{"k": valT("from ab", 6)}, allKeys(t, ab))
 	names, err = s.Deployments()
 	requireNoError(t, err)
-	requireEqual(t, []string{"b", "ab"}, names)
+	requireEqual(t, []string{"ab", "b"}, names)
 	// A dropped deployment starts over at batch 1.
 	commit(t, a, 1, map[string]Entry{"new": val("n")})
 	requireEqual(t, map[string]Entry{"new": val("n")}, allKeys(t, a))

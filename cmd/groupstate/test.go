@@ -14,6 +14,7 @@ import (
 func newTestCommand() *cobra.Command {
 	var specPath, scenarioPath, modulePath string
 	var verbose bool
+	cacheDir := defaultCacheDir()
 	cmd := &cobra.Command{
 		Use:   "test --spec SPEC --scenario FILE [--module WASM]",
 		Short: "Run a scenario file against a handler, with no NATS and no wall clock",
@@ -48,7 +49,12 @@ Steps:
 				return err
 			}
 			defer f.Close()
-			opts := scenario.Options{Spec: spec, Wasm: wasm, Out: cmd.OutOrStdout()}
+			rt, err := runtime.New(runtime.Options{CacheDir: cacheDir, Logger: quietLogger()})
+			if err != nil {
+				return err
+			}
+			defer rt.Close(cmd.Context())
+			opts := scenario.Options{Spec: spec, Wasm: wasm, Out: cmd.OutOrStdout(), Runtime: rt, Logger: quietLogger()}
 			if verbose {
 				opts.Log = cmd.ErrOrStderr()
 			}
@@ -63,6 +69,7 @@ Steps:
 	cmd.Flags().StringVar(&scenarioPath, "scenario", "", "scenario file (JSON Lines)")
 	cmd.Flags().StringVar(&modulePath, "module", "", "module to run instead of the spec's module")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print dead letters and late rows to standard error")
+	cmd.Flags().StringVar(&cacheDir, "cache-dir", cacheDir, "compilation cache directory (empty: none)")
 	_ = cmd.MarkFlagRequired("spec")
 	_ = cmd.MarkFlagRequired("scenario")
 	return cmd

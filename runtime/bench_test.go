@@ -1,0 +1,80 @@
+package runtime_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/samples/sessions/go/session"
+	"github.com/groupstate/groupstate/state"
+	groupstate "github.com/groupstate/groupstate/sdk/go"
+)
+
+const sessionsBenchSpec = `
+name: sessions
+module: unused.wasm
+key:
+  field: user_id
+event_time:
+  field: ts
+  watermark_delay: 10s
+timeout: event_time
+output:
+  subject: sessions.out
+config:
+  gap: 5s
+`
+
+// BenchmarkEngineSessions measures engine throughput on the sessions sample with 100k keys:
+// the WASM build versus the very same handler code compiled natively (package session), in
+// the same engine over the same Pebble store. Each op is one micro-batch of 10k rows; compare
+// rows/s of the two sub-benchmarks (DESIGN section 6 asks wasm >= 0.5 x native).
+func BenchmarkEngineSessions(b *testing.B) {
+	const keys, batchRows = 100_000, 10_000
+	spec := specFromYAML(b, sessionsBenchSpec)
+	wasm := readFile(b, "../samples/sessions/go/sessions.wasm")
+	for _, kind := range []string{"wasm", "native"} {
+		b.Run(kind, func(b *testing.B) {
+			cfg := runtime.EngineConfig{Spec: spec, Store: openStore(b, ""), Sink: runtime.SinkFunc(discardSink)}
+			if kind == "wasm" {
+				cfg.Wasm = wasm
+			} else {
+				m := groupstate.NewModule()
+				session.Register(m)
+				cfg.Native = m
+			}
+			eng, err := sharedRuntime(b).NewEngine(context.Background(), cfg)
+			require(b, err)
+			defer eng.Close(context.Background())
+			batch := make([]runtime.Row, batchRows)
+			next := 0
+			at := int64(1)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				for i := range batch {
+					k := next % keys
+					// Event time advances 1ms per row: sessions grow, close after the gap and
+					// time out as the watermark passes them.
+					batch[i].Data = fmt.Appendf(batch[i].Data[:0], `{"user_id":"u%06d","ts":%d,"page":"/p/%d"}`, k, 1_700_000_000_000+int64(next), k%97)
+					next += 7919 // a prime stride spreads consecutive rows over all keys
+				}
+				at++
+				in := runtime.BatchInput{ProcessingTimeMs: at, Rows: batch}
+				for {
+					rep, err := eng.RunBatch(context.Background(), in)
+					require(b, err)
+					if !rep.NeedsNoDataBatch {
+						break
+					}
+					in = runtime.BatchInput{ProcessingTimeMs: at}
+				}
+			}
+			b.ReportMetric(float64(b.N*batchRows)/b.Elapsed().Seconds(), "rows/s")
+		})
+	}
+}
+
+func discardSink(context.Context, string, []state.OutboxEntry) error { return nil }
+
