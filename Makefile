@@ -1,6 +1,7 @@
 # Builds the committed sample modules and runs the tests.
 #
 #   make samples   rebuild every samples/<name>/<language>/<name>.wasm from source
+#   make fixtures  rebuild the .wasm test fixtures under runtime/testdata
 #   make test      go test ./...
 #
 # Each language has its own list of samples and its own pattern rule; to add a language, add
@@ -15,7 +16,10 @@ GO_MODULES := $(foreach s,$(GO_SAMPLES),samples/$(s)/go/$(s).wasm)
 
 SAMPLE_MODULES := $(GO_MODULES)
 
-.PHONY: all samples samples-go test clean-samples
+# Test fixtures: Go handlers the runtime's tests load (runtime/testdata/<name>/<name>.wasm).
+FIXTURES := runtime/testdata/probe/probe.wasm
+
+.PHONY: all samples samples-go fixtures test clean-samples
 
 all: samples test
 
@@ -26,6 +30,12 @@ samples-go: $(GO_MODULES)
 # Always rebuilt (the go tool caches): the SDK and abi are dependencies too.
 .PHONY: $(GO_MODULES)
 $(GO_MODULES): samples/%.wasm:
+	$(GOWASM) build -buildmode=c-shared -trimpath -o $@ ./$(dir $@)
+
+fixtures: $(FIXTURES)
+
+.PHONY: $(FIXTURES)
+$(FIXTURES):
 	$(GOWASM) build -buildmode=c-shared -trimpath -o $@ ./$(dir $@)
 
 test:

@@ -7,8 +7,8 @@ import (
 
 	"github.com/groupstate/groupstate/runtime"
 	"github.com/groupstate/groupstate/samples/sessions/go/session"
-	"github.com/groupstate/groupstate/state"
 	groupstate "github.com/groupstate/groupstate/sdk/go"
+	"github.com/groupstate/groupstate/state"
 )
 
 const sessionsBenchSpec = `
@@ -77,4 +77,3 @@ func BenchmarkEngineSessions(b *testing.B) {
 }
 
 func discardSink(context.Context, string, []state.OutboxEntry) error { return nil }
-
