@@ -2,6 +2,7 @@ package runtime
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -257,6 +258,14 @@ func (b *batchRun) apply(i int, r *handler.Result) error {
 	if err == nil && r.TimeoutMs != abi.NoTimeout {
 		if cerr := b.e.rules.CheckTimeoutResult(r.TimeoutMs, b.T, b.W); cerr != nil {
 			err = fmt.Errorf("module returned an invalid timeout: %w", cerr)
+		}
+	}
+	if err == nil {
+		for j, row := range r.Emits {
+			if !json.Valid(row) {
+				err = fmt.Errorf("emitted row %d is not valid JSON", j)
+				break
+			}
 		}
 	}
 	if err != nil {

@@ -51,7 +51,7 @@ func TestDeadLetterPolicy(t *testing.T) {
 	ctx := context.Background()
 
 	var seed []string
-	for _, k := range []string{"a", "b", "c", "d", "e", "f"} {
+	for _, k := range []string{"a", "b", "c", "d", "e", "f", "g"} {
 		seed = append(seed, `{"k":"`+k+`","ops":[{"update":"`+k+`1"}]}`)
 	}
 	_, err := eng.RunBatch(ctx, runtime.BatchInput{ProcessingTimeMs: 1000, Rows: rows(seed...)})
@@ -64,6 +64,7 @@ func TestDeadLetterPolicy(t *testing.T) {
 		`{"k":"d","ops":[{"update":"d2"},{"exit":3}]}`,
 		`{"k":"e","ops":[{"update":"e2"},{"loop":true}]}`,
 		`{"k":"f","ops":[{"update":"f2"},{"alloc_mb":256}]}`,
+		`{"k":"g","ops":[{"update":"g2"},{"emit":"ok"},{"emit_raw":"not json"}]}`,
 		`not json`,
 		`[1,2]`,
 		`{"nokey":1}`,
@@ -91,7 +92,8 @@ func TestDeadLetterPolicy(t *testing.T) {
 		`"c"`:                "handler_error: panic: oops",
 		`"d"`:                "handler_error: module exited with code 3",
 		`"e"`:                "handler_error: " + "module exceeded the per-call time limit",
-		`"f"`:                "handler_error: module",
+		`"f"`:                "handler_error: module trapped: wasm error: unreachable (stderr: runtime: out of memory",
+		`"g"`:                "handler_error: emitted row 1 is not valid JSON",
 		`not json`:           "invalid_json: row is not valid JSON",
 		`[1,2]`:              "not_object: row is not a JSON object",
 		`{"nokey":1}`:        `missing_key: key field "k" is missing or null`,
@@ -103,11 +105,11 @@ func TestDeadLetterPolicy(t *testing.T) {
 			t.Errorf("dead letter for %s = %q, want prefix %q", k, got, w)
 		}
 	}
-	if len(dead) != len(want) || rep.DeadLetters != len(want) || rep.FailedKeys != 5 {
-		t.Errorf("got %d dead letters (report %d, failed keys %d), want %d and 5 failed keys: %v", len(dead), rep.DeadLetters, rep.FailedKeys, len(want), reasons)
+	if len(dead) != len(want) || rep.DeadLetters != len(want) || rep.FailedKeys != 6 {
+		t.Errorf("got %d dead letters (report %d, failed keys %d), want %d and 6 failed keys: %v", len(dead), rep.DeadLetters, rep.FailedKeys, len(want), reasons)
 	}
 	// The failed keys kept their old state; b moved on.
-	for _, k := range []string{"a", "c", "d", "e", "f"} {
+	for _, k := range []string{"a", "c", "d", "e", "f", "g"} {
 		if got := stateOf(t, eng, sink, 3000, k); !strings.Contains(got, `"state":"`+k+`1"`) {
 			t.Errorf("state of %s after its failed call: %s", k, got)
 		}

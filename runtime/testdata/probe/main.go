@@ -8,6 +8,7 @@
 //	{"dur": ms}        state.SetTimeoutDuration(ms)
 //	{"ts": ms}         state.SetTimeoutTimestamp(ms)
 //	{"emit": v}        emit v
+//	{"emit_raw": s}    emit the bytes of string s (not necessarily JSON)
 //	{"probe": tag}     emit {"tag", "key", "exists", "state", "timed_out", "t", "wm"} (wm null
 //	                   when no watermark is configured; state absent when none)
 //	{"fail": msg}      return an error
@@ -40,6 +41,7 @@ type op struct {
 	Dur     *int64          `json:"dur"`
 	TS      *int64          `json:"ts"`
 	Emit    json.RawMessage `json:"emit"`
+	EmitRaw string          `json:"emit_raw"`
 	Probe   string          `json:"probe"`
 	Fail    string          `json:"fail"`
 	Panic   string          `json:"panic"`
@@ -100,6 +102,8 @@ func run(g *groupstate.RawGroup, ops []op) error {
 			err = st.SetTimeoutTimestamp(*o.TS)
 		case o.Emit != nil:
 			g.Emit(o.Emit)
+		case o.EmitRaw != "":
+			g.Emit([]byte(o.EmitRaw))
 		case o.Probe != "":
 			emitProbe(g, o.Probe)
 		case o.Fail != "":
