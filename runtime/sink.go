@@ -3,6 +3,7 @@ package runtime
 import (
 	"context"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -25,19 +26,19 @@ func (f SinkFunc) Deliver(ctx context.Context, deployment string, entries []stat
 // Header names on outputs and dead letters.
 const (
 	// HeaderDeployment names the deployment.
-	HeaderDeployment = "Groupstate-Deployment"
+	HeaderDeployment = natsio.HeaderDeployment
 	// HeaderKey carries the group key as a canonical JSON scalar.
-	HeaderKey = "Groupstate-Key"
+	HeaderKey = natsio.HeaderKey
 	// HeaderBatch carries the batch id.
-	HeaderBatch = "Groupstate-Batch"
+	HeaderBatch = natsio.HeaderBatch
 	// HeaderReason says why a row was dead-lettered (one of the Reason constants).
-	HeaderReason = "Groupstate-Reason"
+	HeaderReason = natsio.HeaderReason
 	// HeaderError carries the error message of a dead letter.
-	HeaderError = "Groupstate-Error"
+	HeaderError = natsio.HeaderError
 	// HeaderSubject is the subject the row arrived on.
-	HeaderSubject = "Groupstate-Subject"
+	HeaderSubject = natsio.HeaderSubject
 	// HeaderSequence is the row's input stream sequence.
-	HeaderSequence = "Groupstate-Sequence"
+	HeaderSequence = natsio.HeaderSequence
 )
 
 // Reasons a row is dead-lettered (HeaderReason).
