@@ -130,8 +130,7 @@ const (
 type Action uint32
 
 const (
-	// ActionKeep: the value is unchanged (neither update nor remove was called, or the last
-	// of them left the value as it was).
+	// ActionKeep: the value is unchanged (neither update nor remove was called).
 	ActionKeep Action = 0
 	// ActionUpdate: the value is replaced by the state bytes of the result.
 	ActionUpdate Action = 1

@@ -362,8 +362,8 @@ func (rr *ResultReader) Reset(b []byte) error {
 func (rr *ResultReader) Count() uint32 { return rr.count }
 
 // Next reads the next group result into g. It returns false, nil at the end of the buffer and
-// false with [ErrMalformed] when the buffer is inconsistent (including a status or action out
-// of range).
+// false with [ErrMalformed] when the buffer is inconsistent (including a status out of range,
+// or an action out of range in a successful group).
 func (rr *ResultReader) Next(g *GroupResult) (bool, error) {
 	if rr.left == 0 {
 		return false, rr.r.finish()
@@ -388,7 +388,7 @@ func (rr *ResultReader) Next(g *GroupResult) (bool, error) {
 	if r.err != nil {
 		return false, r.err
 	}
-	if g.Status > StatusError || g.Action > ActionRemove {
+	if g.Status > StatusError || (g.Status == StatusOK && g.Action > ActionRemove) {
 		r.err = ErrMalformed
 		return false, r.err
 	}

@@ -45,6 +45,14 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 		e.wm.Discard()
 		return nil, err
 	}
+	if len(in.Rows) == 0 && len(b.groups) == 0 && (in.Position == 0 || in.Position == e.progress.Position) {
+		// A no-data batch with no timeout to fire changes nothing: skip the commit, so an idle
+		// deployment does not sync Pebble every trigger interval.
+		b.rep.BatchID, b.rep.Skipped = e.progress.BatchID, true
+		b.rep.WatermarkMs = e.progress.WatermarkMs
+		b.rep.Duration = time.Since(start)
+		return &b.rep, nil
+	}
 	if err := b.call(ctx); err != nil {
 		e.wm.Discard()
 		return nil, err
@@ -255,7 +263,7 @@ func (b *batchRun) call(ctx context.Context) error {
 func (b *batchRun) apply(i int, r *handler.Result) error {
 	g, prev := &b.groups[i], b.prev[i]
 	err := r.Err
-	if err == nil && r.TimeoutMs != abi.NoTimeout {
+	if err == nil && r.TimeoutSet {
 		if cerr := b.e.rules.CheckTimeoutResult(r.TimeoutMs, b.T, b.W); cerr != nil {
 			err = fmt.Errorf("module returned an invalid timeout: %w", cerr)
 		}
@@ -271,7 +279,10 @@ func (b *batchRun) apply(i int, r *handler.Result) error {
 	if err != nil {
 		return b.fail(i, err)
 	}
-	next := state.Entry{TimeoutMs: r.TimeoutMs} // rule 4: only what this call set
+	next := state.Entry{} // rule 4: only what this call set
+	if r.TimeoutSet {
+		next.TimeoutMs = r.TimeoutMs
+	}
 	switch r.Action {
 	case abi.ActionKeep:
 		next.Value, next.HasValue = prev.Value, prev.HasValue

@@ -97,6 +97,9 @@ type BatchReport struct {
 	NeedsNoDataBatch bool
 	// Duration is how long the batch took.
 	Duration time.Duration
+	// Skipped is set for a no-data batch that had nothing to do (no timeout expired): nothing
+	// was committed and BatchID is the previous batch's.
+	Skipped bool
 }
 
 // KeyError is the error of a key whose call failed.
@@ -247,3 +250,16 @@ func (e *Engine) deliver(ctx context.Context, entries []state.OutboxEntry) error
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }
+
+// reload re-reads the committed progress, for an engine created while another engine of the
+// same deployment was still committing (a redeploy).
+func (e *Engine) reload() error {
+	p, err := e.ks.Progress()
+	if err != nil {
+		return err
+	}
+	e.progress = p
+	e.wm.Reset(p.WatermarkMs)
+	e.pending = true
+	return nil
+}

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -57,6 +58,7 @@ Steps:
 			opts := scenario.Options{Spec: spec, Wasm: wasm, Out: cmd.OutOrStdout(), Runtime: rt, Logger: quietLogger()}
 			if verbose {
 				opts.Log = cmd.ErrOrStderr()
+				opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 			}
 			err = scenario.Run(cmd.Context(), opts, f)
 			if errors.Is(err, scenario.ErrExpectation) {
@@ -68,7 +70,7 @@ Steps:
 	cmd.Flags().StringVar(&specPath, "spec", "", "deployment spec (YAML)")
 	cmd.Flags().StringVar(&scenarioPath, "scenario", "", "scenario file (JSON Lines)")
 	cmd.Flags().StringVar(&modulePath, "module", "", "module to run instead of the spec's module")
-	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print dead letters and late rows to standard error")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print dead letters, late rows and the module's own output to standard error")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", cacheDir, "compilation cache directory (empty: none)")
 	_ = cmd.MarkFlagRequired("spec")
 	_ = cmd.MarkFlagRequired("scenario")

@@ -30,8 +30,9 @@ type Result struct {
 	Err error
 	// Action is what the call did to the state value.
 	Action abi.Action
-	// TimeoutMs is the timeout the call left, or abi.NoTimeout.
-	TimeoutMs int64
+	// TimeoutSet tells whether the call left a timeout; TimeoutMs holds it.
+	TimeoutSet bool
+	TimeoutMs  int64
 	// State is the new value with abi.ActionUpdate.
 	State []byte
 	// Emits are the emitted rows in emission order.
@@ -135,7 +136,7 @@ func decodeOne(g *abi.GroupResult) Result {
 	arena := make([]byte, 0, size)
 	r := Result{Action: g.Action, TimeoutMs: abi.NoTimeout}
 	if g.Flags&abi.ResultTimeoutSet != 0 {
-		r.TimeoutMs = g.TimeoutMs
+		r.TimeoutSet, r.TimeoutMs = true, g.TimeoutMs
 	}
 	if g.Action == abi.ActionUpdate {
 		arena = append(arena, g.State...)

@@ -24,14 +24,14 @@ func TestDecode(t *testing.T) {
 	if err := Decode(buf, res); err != nil {
 		t.Fatal(err)
 	}
-	if r := res[0]; r.Err != nil || string(r.State) != "s" || r.TimeoutMs != 5 || len(r.Emits) != 1 || string(r.Emits[0]) != "e1" {
+	if r := res[0]; r.Err != nil || string(r.State) != "s" || !r.TimeoutSet || r.TimeoutMs != 5 || len(r.Emits) != 1 || string(r.Emits[0]) != "e1" {
 		t.Fatalf("result 0: %+v", r)
 	}
 	var ge *GroupError
 	if r := res[1]; !errors.As(r.Err, &ge) || r.State != nil || r.Emits != nil {
 		t.Fatalf("result 1: a failed group must carry only its error: %+v", r)
 	}
-	if r := res[2]; r.Err != nil || r.TimeoutMs != abi.NoTimeout || r.Action != abi.ActionKeep {
+	if r := res[2]; r.Err != nil || r.TimeoutSet || r.TimeoutMs != abi.NoTimeout || r.Action != abi.ActionKeep {
 		t.Fatalf("result 2: %+v", r)
 	}
 	// Results are copies: scribbling over the buffer changes nothing.

@@ -44,6 +44,8 @@ func TestRefusedModules(t *testing.T) {
 	badHostSig.imports = []wasmImport{{module: "groupstate", name: "log", params: []byte{tI32}}}
 	trapStart := stubModule(1)
 	trapStart.funcs = append(trapStart.funcs, wasmFunc{export: "_initialize", body: unreachable})
+	command := stubModule(1)
+	command.funcs = append(command.funcs, wasmFunc{export: "_start"})
 	noMemory := stubModule(1)
 	noMemory.memory = false
 
@@ -58,6 +60,7 @@ func TestRefusedModules(t *testing.T) {
 		{"truncated", []byte("\x00asm\x01\x00\x00\x00\x01\x05"), ErrInvalidModule, "invalid module"},
 		{"missing gs_process", withoutExport("gs_process").bytes(), ErrInvalidModule, `missing export "gs_process" with signature (i32, i32) -> (i64)`},
 		{"missing everything", wasmModule{memory: true}.bytes(), ErrInvalidModule, `missing export "gs_abi_version"`},
+		{"command module", command.bytes(), ErrInvalidModule, "the module is a WASI command (it exports _start); build a reactor instead"},
 		{"no memory", noMemory.bytes(), ErrInvalidModule, `missing export "memory"`},
 		{"wrong signature", badSig.bytes(), ErrInvalidModule, `export "gs_alloc" has signature () -> (i32), want (i32) -> (i32)`},
 		{"env import", envImport.bytes(), ErrInvalidModule, `imports env.abort: only "wasi_snapshot_preview1" and "groupstate" imports are allowed`},

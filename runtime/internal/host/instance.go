@@ -103,7 +103,7 @@ func (in *instance) handshake(ctx context.Context, initBuf []byte) error {
 // that guest memory, calls fn(ptr, size), and returns a view of the result buffer in guest
 // memory, valid until the next call into the instance.
 func (in *instance) call(ctx context.Context, fn api.Function, size int, maxResult uint32, write func(dst []byte) []byte) ([]byte, error) {
-	if uint64(size) > 1<<31 {
+	if uint64(size) >= 1<<31 {
 		return nil, fmt.Errorf("input of %d bytes is too large for one call", size)
 	}
 	in.stack[0] = uint64(size)

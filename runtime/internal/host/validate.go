@@ -73,6 +73,11 @@ func validate(cm wazero.CompiledModule) error {
 			problems = append(problems, fmt.Sprintf("imports %s.%s: only %q and %q imports are allowed", mod, name, abi.WASIModule, abi.ImportModule))
 		}
 	}
+	if _, ok := exports["_start"]; ok {
+		if _, ok := exports[abi.ExportInitialize]; !ok {
+			problems = append(problems, "the module is a WASI command (it exports _start); build a reactor instead (Go: -buildmode=c-shared; C: -mexec-model=reactor)")
+		}
+	}
 	if len(problems) == 0 {
 		return nil
 	}

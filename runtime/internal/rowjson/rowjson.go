@@ -78,9 +78,10 @@ func Lookup(row []byte, p Path) ([]byte, error) {
 }
 
 // AppendCanonicalKey appends the canonical form of a key token to dst: a JSON string is
-// re-encoded in Go's canonical JSON form (so "\u0061" and "a" are the same key); a JSON number
-// is written as an integer when it is one (1.0, 1e3) and in shortest float form otherwise. Any
-// other token is [ErrNotScalar].
+// written with only the escapes JSON requires (`\"`, `\\` and control characters, as \n, \r,
+// \t or \u00XX) and everything else as raw UTF-8, so every spelling of a string ("\u0061",
+// "a") is one key; a JSON number is written as an integer when it is one (1.0, 1e3) and in
+// shortest float form otherwise. Any other token is [ErrNotScalar].
 func AppendCanonicalKey(dst, tok []byte) ([]byte, error) {
 	if len(tok) == 0 {
 		return dst, ErrMissing
@@ -94,12 +95,37 @@ func AppendCanonicalKey(dst, tok []byte) ([]byte, error) {
 		if err := json.Unmarshal(tok, &s); err != nil {
 			return dst, ErrInvalidJSON
 		}
-		b, _ := json.Marshal(s)
-		return append(dst, b...), nil
+		return appendCanonicalString(dst, s), nil
 	case c == '-' || (c >= '0' && c <= '9'):
 		return appendCanonicalNumber(dst, tok)
 	}
 	return dst, ErrNotScalar
+}
+
+// appendCanonicalString writes s as a JSON string with the minimal escapes. A string token
+// without backslashes is already in this form, since JSON forbids raw quotes and control
+// characters inside strings.
+func appendCanonicalString(dst []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	dst = append(dst, '"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			dst = append(dst, '\\', c)
+		case c == '\n':
+			dst = append(dst, '\\', 'n')
+		case c == '\r':
+			dst = append(dst, '\\', 'r')
+		case c == '\t':
+			dst = append(dst, '\\', 't')
+		case c < 0x20:
+			dst = append(dst, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, '"')
 }
 
 func appendCanonicalNumber(dst, tok []byte) ([]byte, error) {

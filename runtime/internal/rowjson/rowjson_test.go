@@ -1,6 +1,7 @@
 package rowjson
 
 import (
+	"encoding/json"
 	"errors"
 	"testing"
 )
@@ -68,6 +69,10 @@ func TestCanonicalKey(t *testing.T) {
 	}{
 		{`"alice"`, `"alice"`, nil},
 		{`"\u0061lice"`, `"alice"`, nil},
+		{`"a\u003cb"`, `"a<b"`, nil},
+		{`"a<b"`, `"a<b"`, nil},
+		{`"\u2028"`, "\"\u2028\"", nil},
+		{`"q\"\\\/\n\u0001"`, `"q\"\\/\n\u0001"`, nil},
 		{`42`, `42`, nil},
 		{`-0`, `0`, nil},
 		{`1.0`, `1`, nil},
@@ -106,8 +111,23 @@ func FuzzLookup(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if tok, err := Lookup(row, p); err == nil {
-			_, _ = AppendCanonicalKey(nil, tok)
+		tok, err := Lookup(row, p)
+		if err != nil {
+			return
+		}
+		c, err := AppendCanonicalKey(nil, tok)
+		if err != nil {
+			return
+		}
+		// Canonical form is a fixed point and means the same value.
+		if again, err := AppendCanonicalKey(nil, c); err != nil || string(again) != string(c) {
+			t.Fatalf("canonical %s of %s is not canonical: %s, %v", c, tok, again, err)
+		}
+		if tok[0] == '"' {
+			var a, b string
+			if json.Unmarshal(tok, &a) != nil || json.Unmarshal(c, &b) != nil || a != b {
+				t.Fatalf("canonical %s of %s changed the string", c, tok)
+			}
 		}
 	})
 }
