@@ -163,29 +163,15 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, err
 	e.progress = p
 	e.wm = timeouts.NewWatermark(e.delayMs, p.WatermarkMs)
 
-	init := abi.Init{ABIVersion: abi.Version, Mode: abi.TimeoutMode(e.rules.Mode), Name: []byte(spec.Name), Config: spec.ConfigJSON()}
-	if e.rules.HasWatermark {
-		init.Flags |= abi.InitHasWatermark
-	}
 	if cfg.Native != nil {
+		init := initFor(spec)
 		st, msg, err := abi.ParseInitResult(cfg.Native.Init(abi.AppendInit(nil, init)))
 		if err != nil || st != abi.StatusOK {
 			return nil, fmt.Errorf("%w: %s", ErrModuleInit, msg)
 		}
 		e.h = handler.NewNative(cfg.Native)
 	} else {
-		h, err := host.New(ctx, host.Config{
-			Wasm:   cfg.Wasm,
-			Cache:  r.cache,
-			Init:   init,
-			Logger: logger,
-			Limits: host.Limits{
-				MemoryBytes:    uint64(spec.Limits.Memory),
-				CallTimeout:    spec.Limits.CallTimeout.Std(),
-				MaxResultBytes: uint32(min(uint64(spec.Limits.MaxOutputBytes), 1<<31)),
-				Instances:      spec.Limits.Instances,
-			},
-		})
+		h, err := host.New(ctx, r.hostConfig(spec, cfg.Wasm, logger, spec.Limits.Instances))
 		if err != nil {
 			return nil, err
 		}
@@ -195,6 +181,31 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, err
 		logger.Warn("delivering outbox left by an earlier run failed; will retry", "err", err)
 	}
 	return e, nil
+}
+
+// initFor is the init buffer content a module gets for spec.
+func initFor(spec *Spec) abi.Init {
+	init := abi.Init{ABIVersion: abi.Version, Mode: abi.TimeoutMode(spec.Mode()), Name: []byte(spec.Name), Config: spec.ConfigJSON()}
+	if spec.EventTime != nil {
+		init.Flags |= abi.InitHasWatermark
+	}
+	return init
+}
+
+// hostConfig is the WASM host configuration of spec's module.
+func (r *Runtime) hostConfig(spec *Spec, wasm []byte, logger *slog.Logger, instances int) host.Config {
+	return host.Config{
+		Wasm:   wasm,
+		Cache:  r.cache,
+		Init:   initFor(spec),
+		Logger: logger,
+		Limits: host.Limits{
+			MemoryBytes:    uint64(spec.Limits.Memory),
+			CallTimeout:    spec.Limits.CallTimeout.Std(),
+			MaxResultBytes: uint32(min(uint64(spec.Limits.MaxOutputBytes), 1<<31)),
+			Instances:      instances,
+		},
+	}
 }
 
 func mustPath(s string) rowjson.Path {
