@@ -13,6 +13,17 @@ with the per-key function compiled to WebAssembly from Go, Rust, C or AssemblySc
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTestCommand())
+	root.AddCommand(
+		newServeCommand(),
+		newDeployCommand(),
+		newUndeployCommand(),
+		newListCommand(),
+		newStatusCommand(),
+		newStateCommand(),
+		newPubCommand(),
+		newTailCommand(),
+		newTestCommand(),
+		newDemoCommand(),
+	)
 	return root
 }

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/groupstate/groupstate/runtime"
+)
+
+// connFlags are the NATS connection flags every client command takes.
+type connFlags struct {
+	opts runtime.ConnOptions
+}
+
+func (f *connFlags) register(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.opts.URL, "server", runtime.DefaultURL(), "NATS server URL (default $NATS_URL, else nats://127.0.0.1:4222)")
+	fl.StringVar(&f.opts.CredsFile, "creds", "", "NATS credentials file")
+	fl.StringVar(&f.opts.NKeyFile, "nkey", "", "NATS nkey seed file")
+	fl.StringVar(&f.opts.User, "user", "", "NATS user")
+	fl.StringVar(&f.opts.Password, "password", "", "NATS password")
+	fl.StringVar(&f.opts.TLSCA, "tls-ca", "", "CA certificate to verify the NATS server")
+	fl.StringVar(&f.opts.TLSCert, "tls-cert", "", "client certificate for NATS")
+	fl.StringVar(&f.opts.TLSKey, "tls-key", "", "client certificate key for NATS")
+}
+
+func (f *connFlags) connect(name string) (*nats.Conn, error) {
+	o := f.opts
+	o.Name = "groupstate " + name
+	o.Logger = quietLogger()
+	return runtime.Connect(o)
+}
+
+// client connects and opens a runtime.Client; close releases both.
+func (f *connFlags) client(ctx context.Context, name string) (c *runtime.Client, closeFn func(), err error) {
+	nc, err := f.connect(name)
+	if err != nil {
+		return nil, nil, err
+	}
+	c, err = runtime.NewClient(ctx, nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(context.Background()); nc.Close() }, nil
+}

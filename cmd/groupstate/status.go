@@ -1,0 +1,75 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/groupstate/groupstate/runtime"
+)
+
+func newStatusCommand() *cobra.Command {
+	var cf connFlags
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status NAME [--json]",
+		Short: "Show a deployment's progress (rows, late rows, dead letters, keys, watermark, lag)",
+		Example: `  groupstate status logincount
+  groupstate status logincount --json | jq .rows_in`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, done, err := cf.client(cmd.Context(), "status")
+			if err != nil {
+				return err
+			}
+			defer done()
+			st, err := c.Status(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(st)
+			}
+			printStatus(cmd.OutOrStdout(), st)
+			return nil
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	return cmd
+}
+
+func printStatus(w io.Writer, st *runtime.Status) {
+	line := func(k string, v any) { fmt.Fprintf(w, "%-20s %v\n", k+":", v) }
+	line("deployment", st.Name)
+	line("state", st.State)
+	if st.Error != "" {
+		line("last error", st.Error)
+	}
+	if st.ModuleDigest != "" {
+		line("module sha256", st.ModuleDigest)
+	}
+	line("rows in", st.RowsIn)
+	line("rows out", st.Emitted)
+	line("late rows dropped", st.LateRows)
+	line("dead letters", st.DeadLetters)
+	line("timeouts fired", st.TimeoutsFired)
+	line("keys with state", st.StateKeys)
+	line("keys with timeout", st.TimerKeys)
+	line("batches", st.Batches)
+	line("last batch", fmt.Sprintf("#%d, %.2f ms", st.LastBatchID, st.LastBatchMs))
+	if st.WatermarkMs > 0 {
+		wm := time.UnixMilli(st.WatermarkMs).UTC()
+		line("watermark", fmt.Sprintf("%d (%s, %s behind)", st.WatermarkMs, wm.Format(time.RFC3339), time.Since(wm).Round(time.Second)))
+	}
+	line("input position", st.Position)
+	line("input lag", fmt.Sprintf("%d messages", st.InputLag))
+	if !st.UpdatedAt.IsZero() {
+		line("updated", st.UpdatedAt.Local().Format(time.DateTime))
+	}
+}

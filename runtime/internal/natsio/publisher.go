@@ -1,0 +1,145 @@
+package natsio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/state"
+)
+
+// PublishWindow is the most publishes [Publisher.Deliver] keeps awaiting an
+// acknowledgement at once. It stays below jetstream's default
+// PublishAsyncMaxPending (4000) so that a JetStream context shared with other
+// publishers rarely stalls.
+const PublishWindow = 2048
+
+// publishStallWait is how long one publish may wait for a free slot in the
+// JetStream context's async window before failing.
+const publishStallWait = 5 * time.Second
+
+// ErrNoSubject is returned by [Publisher.Deliver] for an entry whose kind has
+// no subject configured (an empty Output or DeadLetter subject, or an unknown kind).
+var ErrNoSubject = errors.New("natsio: no subject for outbox entry")
+
+// Subjects are where a [Publisher] sends each kind of outbox entry.
+type Subjects struct {
+	// Output receives rows emitted by the handler (state.OutboxOutput). Required.
+	Output string
+	// DeadLetter receives dead letters (state.OutboxDeadLetter). Required.
+	DeadLetter string
+	// Late receives late rows (state.OutboxLate). May be empty: late entries
+	// are then dropped (the caller only writes them when a late subject is set).
+	Late string
+}
+
+// Publisher publishes outbox entries to JetStream. It satisfies runtime.Sink.
+// Every subject it publishes to must be captured by a stream (see
+// [EnsureStream]), or Deliver fails with jetstream.ErrNoStreamResponse; the
+// streams should have a duplicate window of at least [MinDuplicateWindow] so
+// that re-deliveries after a crash are dropped.
+type Publisher struct {
+	js   jetstream.JetStream
+	subj Subjects
+}
+
+// NewPublisher returns a Publisher sending to subj through js.
+func NewPublisher(js jetstream.JetStream, subj Subjects) *Publisher {
+	return &Publisher{js: js, subj: subj}
+}
+
+// MsgID returns the Nats-Msg-Id of the outbox entry id of deployment:
+// "deployment.batch.seq". It is deterministic, so a re-delivery is dropped by
+// the stream's duplicate window.
+func MsgID(deployment string, id state.OutboxID) string {
+	return deployment + "." + strconv.FormatUint(id.BatchID, 10) + "." + strconv.FormatUint(uint64(id.Seq), 10)
+}
+
+// Deliver publishes entries in order: state.OutboxOutput to Subjects.Output,
+// state.OutboxDeadLetter to Subjects.DeadLetter, state.OutboxLate to
+// Subjects.Late (dropped when Late is empty). Each message carries the entry's
+// payload and headers plus HeaderDeployment, HeaderKey (when the key is not
+// empty), HeaderBatch and Nats-Msg-Id = [MsgID]. Publishes are asynchronous,
+// at most [PublishWindow] awaiting acknowledgement at once, and Deliver
+// returns only after every one was acknowledged by its stream, or with the
+// first error (a failed publish, an entry without a subject, ctx done). After
+// an error the caller delivers all entries again; the message ids make that
+// safe. An empty entries is a no-op.
+func (p *Publisher) Deliver(ctx context.Context, deployment string, entries []state.OutboxEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	type inflight struct {
+		fut jetstream.PubAckFuture
+		id  state.OutboxID
+	}
+	window := make([]inflight, 0, min(len(entries), PublishWindow))
+	head := 0 // window[head:] are awaiting acks
+	await := func(f inflight) error {
+		select {
+		case <-f.fut.Ok():
+			return nil
+		case err := <-f.fut.Err():
+			return fmt.Errorf("natsio: publishing %s to %s: %w", MsgID(deployment, f.id), f.fut.Msg().Subject, err)
+		case <-ctx.Done():
+			return fmt.Errorf("natsio: awaiting publish acknowledgements: %w", ctx.Err())
+		}
+	}
+	for i := range entries {
+		e := &entries[i]
+		var subject string
+		switch e.Kind {
+		case state.OutboxOutput:
+			subject = p.subj.Output
+		case state.OutboxDeadLetter:
+			subject = p.subj.DeadLetter
+		case state.OutboxLate:
+			if p.subj.Late == "" {
+				continue
+			}
+			subject = p.subj.Late
+		}
+		if subject == "" {
+			return fmt.Errorf("%w: %s kind %s", ErrNoSubject, MsgID(deployment, e.ID), e.Kind)
+		}
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("natsio: delivering: %w", err)
+		}
+		if len(window)-head >= PublishWindow {
+			if err := await(window[head]); err != nil {
+				return err
+			}
+			head++
+			if head >= PublishWindow {
+				window = append(window[:0], window[head:]...)
+				head = 0
+			}
+		}
+		m := &nats.Msg{Subject: subject, Data: e.Payload, Header: make(nats.Header, len(e.Headers)+4)}
+		for k, v := range e.Headers {
+			m.Header.Set(k, v)
+		}
+		m.Header.Set(HeaderDeployment, deployment)
+		if len(e.Key) > 0 {
+			m.Header.Set(HeaderKey, string(e.Key))
+		}
+		m.Header.Set(HeaderBatch, strconv.FormatUint(e.ID.BatchID, 10))
+		m.Header.Set(jetstream.MsgIDHeader, MsgID(deployment, e.ID))
+		fut, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(publishStallWait))
+		if err != nil {
+			return fmt.Errorf("natsio: publishing %s to %s: %w", MsgID(deployment, e.ID), subject, err)
+		}
+		window = append(window, inflight{fut: fut, id: e.ID})
+	}
+	for _, f := range window[head:] {
+		if err := await(f); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,177 @@
+package natsio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/state"
+)
+
+// Publisher must satisfy runtime.Sink structurally.
+var _ interface {
+	Deliver(ctx context.Context, deployment string, entries []state.OutboxEntry) error
+} = (*Publisher)(nil)
+
+func streamMsgs(t *testing.T, e *env, stream string) []*jetstream.RawStreamMsg {
+	t.Helper()
+	st, err := e.js.Stream(e.ctx, stream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := st.GetMsg(e.ctx, seq)
+		if err != nil {
+			t.Fatalf("get %d: %v", seq, err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func setupOutputs(t *testing.T, e *env) {
+	t.Helper()
+	for name, subj := range map[string]string{"OUT": "dep.out", "DLQ": "dep.dlq", "LATE": "dep.late"} {
+		if _, err := EnsureStream(e.ctx, e.js, name, "", []string{subj}, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestPublisherDeliver(t *testing.T) {
+	e := newEnv(t)
+	setupOutputs(t, e)
+	p := NewPublisher(e.js, Subjects{Output: "dep.out", DeadLetter: "dep.dlq", Late: "dep.late"})
+
+	var entries []state.OutboxEntry
+	for i := range 10 {
+		entries = append(entries, state.OutboxEntry{
+			ID:      state.OutboxID{BatchID: 7, Seq: uint32(i)},
+			Kind:    state.OutboxOutput,
+			Key:     fmt.Appendf(nil, `"user%d"`, i%3),
+			Payload: fmt.Appendf(nil, `{"n":%d}`, i),
+		})
+	}
+	entries = append(entries,
+		state.OutboxEntry{ID: state.OutboxID{BatchID: 7, Seq: 10}, Kind: state.OutboxDeadLetter, Payload: []byte("bad"),
+			Headers: map[string]string{HeaderReason: "invalid_json", HeaderSequence: "42"}},
+		state.OutboxEntry{ID: state.OutboxID{BatchID: 7, Seq: 11}, Kind: state.OutboxLate, Key: []byte("1"), Payload: []byte(`{"late":true}`)},
+		state.OutboxEntry{ID: state.OutboxID{BatchID: 8, Seq: 0}, Kind: state.OutboxOutput, Payload: []byte(`{"nokey":1}`)},
+	)
+	if err := p.Deliver(e.ctx, "dep", entries); err != nil {
+		t.Fatal(err)
+	}
+	// Deliver again (as after a crash): the duplicate window drops every message.
+	if err := p.Deliver(e.ctx, "dep", entries); err != nil {
+		t.Fatal(err)
+	}
+
+	out := streamMsgs(t, e, "OUT")
+	if len(out) != 11 {
+		t.Fatalf("OUT holds %d messages, want 11 (no duplicates)", len(out))
+	}
+	for i, m := range out[:10] {
+		if want := fmt.Sprintf(`{"n":%d}`, i); string(m.Data) != want {
+			t.Fatalf("out %d: %s, want %s (order)", i, m.Data, want)
+		}
+		h := m.Header
+		if h.Get(HeaderDeployment) != "dep" || h.Get(HeaderKey) != fmt.Sprintf(`"user%d"`, i%3) || h.Get(HeaderBatch) != "7" {
+			t.Fatalf("out %d headers %v", i, h)
+		}
+		if got, want := h.Get(jetstream.MsgIDHeader), fmt.Sprintf("dep.7.%d", i); got != want {
+			t.Fatalf("out %d Nats-Msg-Id %q, want %q", i, got, want)
+		}
+	}
+	if last := out[10]; last.Header.Get(HeaderKey) != "" || last.Header.Get(HeaderBatch) != "8" || last.Header.Get(jetstream.MsgIDHeader) != "dep.8.0" {
+		t.Fatalf("keyless entry headers %v", last.Header)
+	}
+
+	dlq := streamMsgs(t, e, "DLQ")
+	if len(dlq) != 1 || string(dlq[0].Data) != "bad" || dlq[0].Header.Get(HeaderReason) != "invalid_json" ||
+		dlq[0].Header.Get(HeaderSequence) != "42" || dlq[0].Header.Get(HeaderDeployment) != "dep" {
+		t.Fatalf("dead letters %+v", dlq)
+	}
+	late := streamMsgs(t, e, "LATE")
+	if len(late) != 1 || string(late[0].Data) != `{"late":true}` || late[0].Header.Get(HeaderKey) != "1" {
+		t.Fatalf("late %+v", late)
+	}
+
+	// Without a late subject, late entries are dropped.
+	p2 := NewPublisher(e.js, Subjects{Output: "dep.out", DeadLetter: "dep.dlq"})
+	if err := p2.Deliver(e.ctx, "dep", []state.OutboxEntry{{ID: state.OutboxID{BatchID: 9}, Kind: state.OutboxLate, Payload: []byte("x")}}); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(streamMsgs(t, e, "LATE")); n != 1 {
+		t.Fatalf("late entry published without late subject: %d", n)
+	}
+	if err := p2.Deliver(e.ctx, "dep", nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestPublisherLargeBatch(t *testing.T) {
+	e := newEnv(t)
+	setupOutputs(t, e)
+	p := NewPublisher(e.js, Subjects{Output: "dep.out", DeadLetter: "dep.dlq"})
+	n := PublishWindow*2 + 17
+	entries := make([]state.OutboxEntry, n)
+	for i := range entries {
+		entries[i] = state.OutboxEntry{ID: state.OutboxID{BatchID: 1, Seq: uint32(i)}, Kind: state.OutboxOutput, Payload: fmt.Appendf(nil, "%d", i)}
+	}
+	if err := p.Deliver(e.ctx, "dep", entries); err != nil {
+		t.Fatal(err)
+	}
+	st, err := e.js.Stream(e.ctx, "OUT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.State.Msgs != uint64(n) {
+		t.Fatalf("stream holds %d, want %d", info.State.Msgs, n)
+	}
+	m, err := st.GetMsg(e.ctx, info.State.LastSeq)
+	if err != nil || string(m.Data) != fmt.Sprint(n-1) {
+		t.Fatalf("last message %v, %v (order)", m, err)
+	}
+}
+
+func TestPublisherErrors(t *testing.T) {
+	e := newEnv(t)
+	setupOutputs(t, e)
+	// No stream captures the subject: the publish fails, Deliver reports it.
+	p := NewPublisher(e.js, Subjects{Output: "nowhere.out", DeadLetter: "dep.dlq"})
+	err := p.Deliver(e.ctx, "dep", []state.OutboxEntry{{ID: state.OutboxID{BatchID: 1}, Kind: state.OutboxOutput, Payload: []byte("x")}})
+	if !errors.Is(err, jetstream.ErrNoStreamResponse) {
+		t.Fatalf("publish without stream: %v", err)
+	}
+	p = NewPublisher(e.js, Subjects{Output: "dep.out"})
+	err = p.Deliver(e.ctx, "dep", []state.OutboxEntry{{ID: state.OutboxID{BatchID: 1}, Kind: state.OutboxDeadLetter, Payload: []byte("x")}})
+	if !errors.Is(err, ErrNoSubject) {
+		t.Fatalf("dead letter without subject: %v", err)
+	}
+	ctx, cancel := context.WithCancel(e.ctx)
+	cancel()
+	p = NewPublisher(e.js, Subjects{Output: "dep.out", DeadLetter: "dep.dlq"})
+	err = p.Deliver(ctx, "dep", []state.OutboxEntry{{ID: state.OutboxID{BatchID: 1}, Kind: state.OutboxOutput, Payload: []byte("x")}})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled ctx: %v", err)
+	}
+}
+
+func TestMsgID(t *testing.T) {
+	if got := MsgID("login-count", state.OutboxID{BatchID: 12, Seq: 3}); got != "login-count.12.3" {
+		t.Fatalf("MsgID = %q", got)
+	}
+}

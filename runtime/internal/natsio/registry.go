@@ -1,0 +1,353 @@
+package natsio
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Buckets of the deployment registry.
+const (
+	// DeploymentsBucket is the KV bucket of deployment records, keyed by name.
+	DeploymentsBucket = "groupstate-deployments"
+	// ModulesBucket is the object store of WASM modules, named by hex SHA-256.
+	ModulesBucket = "groupstate-modules"
+	// StatusBucket is the KV bucket of progress documents, keyed by deployment name.
+	StatusBucket = "groupstate-status"
+)
+
+// DeploymentsHistory is how many revisions of each deployment record the
+// registry keeps.
+const DeploymentsHistory = 5
+
+// Registry errors.
+var (
+	// ErrNotFound is returned for a deployment, module or status that does not exist.
+	ErrNotFound = errors.New("natsio: not found")
+	// ErrDigestMismatch is returned by [Registry.GetModule] when the stored
+	// bytes do not hash to the requested digest.
+	ErrDigestMismatch = errors.New("natsio: module digest mismatch")
+	// ErrBadDigest is returned for a digest that is not 64 lower-case hex digits.
+	ErrBadDigest = errors.New("natsio: malformed module digest")
+	// ErrBadRecord is returned by [Registry.Get] for a record that does not decode.
+	ErrBadRecord = errors.New("natsio: malformed deployment record")
+	// ErrNoName is returned by [Registry.Put] for a record without a name.
+	ErrNoName = errors.New("natsio: deployment record has no name")
+)
+
+// Record is a deployment as stored in [DeploymentsBucket].
+type Record struct {
+	// Name is the deployment name, also the KV key.
+	Name string `json:"name"`
+	// Spec is the deployment spec as JSON (the caller converts).
+	Spec json.RawMessage `json:"spec"`
+	// ModuleDigest is the hex SHA-256 of the module, its name in [ModulesBucket].
+	ModuleDigest string `json:"module_digest"`
+	// ModuleSize is the module's size in bytes.
+	ModuleSize int64 `json:"module_size"`
+	// DeployedAt is when the deployment was stored.
+	DeployedAt time.Time `json:"deployed_at"`
+	// Revision is the KV revision, filled on read.
+	Revision uint64 `json:"-"`
+}
+
+// Event is one change seen by [Registry.Watch].
+type Event struct {
+	// Record is the record put, or for a deletion just its Name and Revision.
+	Record Record
+	// Deleted reports that the deployment was deleted (or purged).
+	Deleted bool
+	// InitialDone marks the end of the initial records; Record is then empty.
+	InitialDone bool
+}
+
+// Registry stores deployments, modules and status documents in NATS.
+// It is safe for concurrent use.
+type Registry struct {
+	deployments jetstream.KeyValue
+	modules     jetstream.ObjectStore
+	status      jetstream.KeyValue
+}
+
+// OpenRegistry opens the registry's buckets, creating the missing ones (file
+// storage; deployments keep [DeploymentsHistory] revisions, status one).
+// Several processes may open it at the same time. Buckets that exist with a
+// different configuration are used as they are.
+func OpenRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, error) {
+	dep, err := openKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      DeploymentsBucket,
+		Description: "groupstate deployments",
+		History:     DeploymentsHistory,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, err
+	}
+	st, err := openKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      StatusBucket,
+		Description: "groupstate deployment status",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg := jetstream.ObjectStoreConfig{
+		Bucket:      ModulesBucket,
+		Description: "groupstate WASM modules by SHA-256",
+		Storage:     jetstream.FileStorage,
+	}
+	mod, err := js.CreateObjectStore(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		mod, err = js.ObjectStore(ctx, cfg.Bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, err)
+	}
+	return &Registry{deployments: dep, modules: mod, status: st}, nil
+}
+
+func openKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
+	kv, err := js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+		kv, err = js.KeyValue(ctx, cfg.Bucket)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsio: opening KV bucket %s: %w", cfg.Bucket, err)
+	}
+	return kv, nil
+}
+
+// Digest returns the hex SHA-256 of b, the name of a module in [ModulesBucket].
+func Digest(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+func checkDigest(d string) error {
+	if len(d) != 64 {
+		return fmt.Errorf("%w: %q", ErrBadDigest, d)
+	}
+	for i := 0; i < len(d); i++ {
+		c := d[i]
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return fmt.Errorf("%w: %q", ErrBadDigest, d)
+		}
+	}
+	return nil
+}
+
+// PutModule stores wasm under its digest ([Digest]) and returns the digest.
+// The upload is skipped when an object of that name and size already exists.
+func (r *Registry) PutModule(ctx context.Context, wasm []byte) (string, error) {
+	digest := Digest(wasm)
+	info, err := r.modules.GetInfo(ctx, digest)
+	switch {
+	case err == nil && !info.Deleted && info.Size == uint64(len(wasm)):
+		return digest, nil
+	case err == nil, errors.Is(err, jetstream.ErrObjectNotFound):
+	default:
+		return "", fmt.Errorf("natsio: looking up module %s: %w", digest, err)
+	}
+	if _, err := r.modules.PutBytes(ctx, digest, wasm); err != nil {
+		return "", fmt.Errorf("natsio: storing module %s (%d bytes): %w", digest, len(wasm), err)
+	}
+	return digest, nil
+}
+
+// GetModule returns the module named digest after checking that its bytes
+// hash to digest ([ErrDigestMismatch] otherwise). A missing module is
+// [ErrNotFound].
+func (r *Registry) GetModule(ctx context.Context, digest string) ([]byte, error) {
+	if err := checkDigest(digest); err != nil {
+		return nil, err
+	}
+	b, err := r.modules.GetBytes(ctx, digest)
+	if errors.Is(err, jetstream.ErrObjectNotFound) {
+		return nil, fmt.Errorf("%w: module %s", ErrNotFound, digest)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsio: reading module %s: %w", digest, err)
+	}
+	if got := Digest(b); got != digest {
+		return nil, fmt.Errorf("%w: module %s has SHA-256 %s", ErrDigestMismatch, digest, got)
+	}
+	return b, nil
+}
+
+// Put stores rec under rec.Name and returns the new revision. rec.Revision
+// is ignored.
+func (r *Registry) Put(ctx context.Context, rec Record) (uint64, error) {
+	if rec.Name == "" {
+		return 0, ErrNoName
+	}
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return 0, fmt.Errorf("natsio: encoding deployment %s: %w", rec.Name, err)
+	}
+	rev, err := r.deployments.Put(ctx, rec.Name, b)
+	if err != nil {
+		return 0, fmt.Errorf("natsio: storing deployment %s: %w", rec.Name, err)
+	}
+	return rev, nil
+}
+
+func decodeRecord(e jetstream.KeyValueEntry) (Record, error) {
+	var rec Record
+	if err := json.Unmarshal(e.Value(), &rec); err != nil {
+		return Record{}, fmt.Errorf("%w: %s revision %d: %v", ErrBadRecord, e.Key(), e.Revision(), err)
+	}
+	if rec.Name == "" {
+		rec.Name = e.Key()
+	}
+	rec.Revision = e.Revision()
+	return rec, nil
+}
+
+// Get returns the deployment named name, [ErrNotFound] when there is none.
+func (r *Registry) Get(ctx context.Context, name string) (Record, error) {
+	e, err := r.deployments.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Record{}, fmt.Errorf("%w: deployment %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("natsio: reading deployment %s: %w", name, err)
+	}
+	return decodeRecord(e)
+}
+
+// Delete deletes the deployment named name, [ErrNotFound] when there is none.
+// Its module and status are left alone.
+func (r *Registry) Delete(ctx context.Context, name string) error {
+	if _, err := r.Get(ctx, name); err != nil {
+		return err
+	}
+	if err := r.deployments.Delete(ctx, name); err != nil {
+		return fmt.Errorf("natsio: deleting deployment %s: %w", name, err)
+	}
+	return nil
+}
+
+// List returns every deployment sorted by name (an empty slice when there
+// are none). Records that do not decode are skipped.
+func (r *Registry) List(ctx context.Context) ([]Record, error) {
+	w, err := r.deployments.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("natsio: listing deployments: %w", err)
+	}
+	defer w.Stop()
+	recs := []Record{}
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("natsio: listing deployments: watcher closed")
+			}
+			if e == nil {
+				sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
+				return recs, nil
+			}
+			if rec, err := decodeRecord(e); err == nil {
+				recs = append(recs, rec)
+			}
+		case <-ctx.Done():
+			return nil, fmt.Errorf("natsio: listing deployments: %w", ctx.Err())
+		}
+	}
+}
+
+// Watch delivers the current deployments, then an event with InitialDone,
+// then every change (puts and deletions) until ctx is done, when the channel
+// is closed. Records that do not decode are skipped. The channel must be
+// drained: the watcher blocks while it is full.
+func (r *Registry) Watch(ctx context.Context) (<-chan Event, error) {
+	w, err := r.deployments.WatchAll(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("natsio: watching deployments: %w", err)
+	}
+	out := make(chan Event, 64)
+	go func() {
+		defer close(out)
+		defer w.Stop()
+		send := func(ev Event) bool {
+			select {
+			case out <- ev:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		initial := true
+		for {
+			var e jetstream.KeyValueEntry
+			var ok bool
+			select {
+			case e, ok = <-w.Updates():
+			case <-ctx.Done():
+				return
+			}
+			if !ok {
+				return
+			}
+			var ev Event
+			switch {
+			case e == nil:
+				if !initial {
+					continue
+				}
+				initial = false
+				ev.InitialDone = true
+			case e.Operation() == jetstream.KeyValueDelete || e.Operation() == jetstream.KeyValuePurge:
+				ev.Deleted = true
+				ev.Record = Record{Name: e.Key(), Revision: e.Revision()}
+			default:
+				rec, err := decodeRecord(e)
+				if err != nil {
+					continue
+				}
+				ev.Record = rec
+			}
+			if !send(ev) {
+				return
+			}
+		}
+	}()
+	return out, nil
+}
+
+// PutStatus stores the progress document of deployment name.
+func (r *Registry) PutStatus(ctx context.Context, name string, doc []byte) error {
+	if _, err := r.status.Put(ctx, name, doc); err != nil {
+		return fmt.Errorf("natsio: storing status of %s: %w", name, err)
+	}
+	return nil
+}
+
+// GetStatus returns the progress document of deployment name, [ErrNotFound]
+// when there is none.
+func (r *Registry) GetStatus(ctx context.Context, name string) ([]byte, error) {
+	e, err := r.status.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, fmt.Errorf("%w: status of %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsio: reading status of %s: %w", name, err)
+	}
+	return e.Value(), nil
+}
+
+// DeleteStatus deletes the progress document of deployment name (purging its
+// history). A missing document is not an error.
+func (r *Registry) DeleteStatus(ctx context.Context, name string) error {
+	if err := r.status.Purge(ctx, name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("natsio: deleting status of %s: %w", name, err)
+	}
+	return nil
+}

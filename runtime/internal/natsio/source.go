@@ -1,0 +1,317 @@
+package natsio
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Source errors.
+var (
+	// ErrNoDurable is returned by [NewSource] when the durable name is empty.
+	ErrNoDurable = errors.New("natsio: durable consumer name is required")
+	// ErrDeliveryGap is returned by [Source.Fetch] when a delivery was lost
+	// between server and client and the consumer could not be rewound (servers
+	// before 2.14 lack the reset API). Acknowledging past the gap would lose
+	// messages, so the Source refuses to go on: close it and open a new one
+	// once the consumer's AckWait has passed.
+	ErrDeliveryGap = errors.New("natsio: message delivery gap and consumer reset unavailable")
+)
+
+// SourceAckWait is the consumer's AckWait: a delivered message not acknowledged
+// within it is delivered again.
+const SourceAckWait = 30 * time.Second
+
+// Msg is one input message.
+type Msg struct {
+	// Data is the message body.
+	Data []byte
+	// Subject is the subject it was published on.
+	Subject string
+	// Sequence is its stream sequence; it increases in delivery order within one Source.
+	Sequence uint64
+
+	raw   jetstream.Msg
+	epoch uint64
+}
+
+// Source reads a JetStream stream through a durable pull consumer with
+// AckAll semantics. It is safe for concurrent use, but calls are serialised.
+//
+// Guarantees to the caller:
+//   - Within one Source, Fetch returns messages in strictly increasing
+//     Sequence order without gaps in what the consumer delivered: a message
+//     is never skipped, so acknowledging a message (which acknowledges all
+//     before it) never drops one that was not returned. If the client missed a
+//     delivery (a fetch that ended early, a reconnect), the Source rewinds the
+//     consumer to its ack floor and drops the re-deliveries it already returned.
+//   - Opening a Source rewinds the consumer to its ack floor, so messages
+//     delivered but not acknowledged before a restart come again at once
+//     instead of after [SourceAckWait].
+//   - Messages are delivered at least once: after a restart (or a rewind by
+//     [Source.Reset]) a message whose Sequence the caller already committed may
+//     come again. The caller must skip those (for example every Sequence <= the
+//     input position it committed with its last batch).
+type Source struct {
+	js      jetstream.JetStream
+	stream  string
+	durable string
+	cons    jetstream.Consumer
+
+	mu        sync.Mutex
+	epoch     uint64 // increments on every consumer reset
+	lastDseq  uint64 // consumer sequence of the last delivery seen in this epoch
+	last      uint64 // highest stream sequence returned to the caller
+	acked     uint64 // highest stream sequence acknowledged and confirmed
+	ackWanted uint64 // highest stream sequence the caller asked to acknowledge with a stale copy
+	failed    error  // sticky ErrDeliveryGap
+	resetable bool
+}
+
+// NewSource creates or updates the durable pull consumer named durable on
+// stream, filtered to subjects (all of the stream when subjects is empty), with
+// DeliverAll, AckAll, AckWait [SourceAckWait], unlimited MaxAckPending and no
+// MaxRequestBatch limit, and rewinds it to its ack floor (see [Source]).
+// Changing subjects keeps the consumer's position.
+func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable string, subjects []string) (*Source, error) {
+	if durable == "" {
+		return nil, ErrNoDurable
+	}
+	cfg := jetstream.ConsumerConfig{
+		Durable:       durable,
+		Description:   "groupstate input",
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+		AckPolicy:     jetstream.AckAllPolicy,
+		AckWait:       SourceAckWait,
+		MaxAckPending: -1,
+		MaxDeliver:    -1,
+		ReplayPolicy:  jetstream.ReplayInstantPolicy,
+	}
+	switch len(subjects) {
+	case 0:
+	case 1:
+		cfg.FilterSubject = subjects[0]
+	default:
+		cfg.FilterSubjects = subjects
+	}
+	cons, err := js.CreateOrUpdateConsumer(ctx, stream, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("natsio: creating consumer %s on stream %s: %w", durable, stream, err)
+	}
+	s := &Source{js: js, stream: stream, durable: durable, cons: cons, resetable: true}
+	if err := s.rewind(ctx); err != nil {
+		// Older server without the reset API: un-acknowledged messages come
+		// back after AckWait instead. Continue from what was delivered.
+		s.resetable = false
+		info, ierr := cons.Info(ctx)
+		if ierr != nil {
+			return nil, fmt.Errorf("natsio: consumer %s on stream %s: %w", durable, stream, ierr)
+		}
+		s.lastDseq = info.Delivered.Consumer
+	}
+	return s, nil
+}
+
+// rewind resets the consumer to its ack floor and starts a new epoch. s.mu is
+// held or s is not shared yet.
+func (s *Source) rewind(ctx context.Context) error {
+	resp, err := s.js.ResetConsumer(ctx, s.stream, s.durable)
+	if err != nil {
+		return err
+	}
+	s.epoch++
+	s.lastDseq = 0
+	if resp != nil && resp.ConsumerInfo != nil {
+		s.lastDseq = resp.Delivered.Consumer
+	}
+	return nil
+}
+
+// Reset rewinds the consumer to its ack floor: the next Fetch returns again
+// every message not acknowledged yet, including ones already returned. Use it
+// after a batch failed without committing. Messages fetched before Reset may
+// still be passed to Ack.
+func (s *Source) Reset(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.rewind(ctx); err != nil {
+		return fmt.Errorf("natsio: resetting consumer %s: %w", s.durable, err)
+	}
+	s.last = 0
+	s.failed = nil
+	return nil
+}
+
+// Fetch returns up to max messages (max < 1 means 1). It takes what is
+// available at once; when nothing is, it waits up to wait for a message and
+// then returns it with whatever else is available by then. It returns an
+// empty slice and a nil error when nothing arrived within wait. When ctx ends
+// while waiting, the messages already received are returned with a nil error,
+// or ctx's error when there are none. Fetch never returns a message twice
+// within one Source, except after [Source.Reset].
+func (s *Source) Fetch(ctx context.Context, max int, wait time.Duration) ([]Msg, error) {
+	if max < 1 {
+		max = 1
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.failed != nil {
+		return nil, s.failed
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	var out []Msg
+	batch, err := s.cons.FetchNoWait(max)
+	if err != nil {
+		return nil, fmt.Errorf("natsio: fetching from %s: %w", s.durable, err)
+	}
+	out, gap, err := s.collect(ctx, batch, out)
+	if err != nil || gap || len(out) > 0 || wait <= 0 {
+		return s.finish(ctx, out, gap, err)
+	}
+	batch, err = s.cons.Fetch(1, jetstream.FetchMaxWait(wait))
+	if err != nil {
+		return nil, fmt.Errorf("natsio: fetching from %s: %w", s.durable, err)
+	}
+	out, gap, err = s.collect(ctx, batch, out)
+	if err != nil || gap || len(out) == 0 || max == 1 {
+		return s.finish(ctx, out, gap, err)
+	}
+	batch, err = s.cons.FetchNoWait(max - len(out))
+	if err != nil {
+		return s.finish(ctx, out, false, nil)
+	}
+	out, gap, err = s.collect(ctx, batch, out)
+	return s.finish(ctx, out, gap, err)
+}
+
+// collect appends the messages of batch to out, dropping re-deliveries of
+// messages already returned. It reports gap when a delivery went missing:
+// the messages from the gap on are not appended.
+func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, out []Msg) ([]Msg, bool, error) {
+	msgs := batch.Messages()
+	var ackProxy jetstream.Msg
+	defer func() {
+		// A re-delivery of a message the caller already acknowledged (through
+		// a copy from an earlier epoch): acknowledge this epoch's copy so the
+		// server's ack floor moves.
+		if ackProxy != nil {
+			if ackProxy.Ack() == nil {
+				if md, err := ackProxy.Metadata(); err == nil {
+					s.acked = max(s.acked, md.Sequence.Stream)
+				}
+			}
+		}
+	}()
+	for {
+		var m jetstream.Msg
+		var ok bool
+		select {
+		case m, ok = <-msgs:
+		case <-ctx.Done():
+			// Abandon the pull; what the server still delivers to it shows
+			// up as a gap next time and is fetched again.
+			return out, false, nil
+		}
+		if !ok {
+			if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
+				return out, false, err
+			}
+			return out, false, nil
+		}
+		md, err := m.Metadata()
+		if err != nil {
+			return out, false, fmt.Errorf("natsio: message metadata: %w", err)
+		}
+		if md.Sequence.Consumer != s.lastDseq+1 {
+			return out, true, nil
+		}
+		s.lastDseq = md.Sequence.Consumer
+		seq := md.Sequence.Stream
+		if seq <= s.last {
+			if seq <= s.ackWanted && seq > s.acked {
+				ackProxy = m
+			}
+			continue
+		}
+		s.last = seq
+		out = append(out, Msg{Data: m.Data(), Subject: m.Subject(), Sequence: seq, raw: m, epoch: s.epoch})
+	}
+}
+
+// finish handles a gap (rewind, or fail when rewinding is impossible) and
+// shapes Fetch's result.
+func (s *Source) finish(ctx context.Context, out []Msg, gap bool, err error) ([]Msg, error) {
+	if gap {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		rerr := errors.New("reset unsupported")
+		if s.resetable {
+			rerr = s.rewind(rctx)
+		}
+		cancel()
+		if rerr != nil {
+			s.failed = fmt.Errorf("%w (consumer %s on %s: %v)", ErrDeliveryGap, s.durable, s.stream, rerr)
+		}
+	}
+	if err != nil && len(out) == 0 {
+		return nil, fmt.Errorf("natsio: fetching from %s: %w", s.durable, err)
+	}
+	if len(out) == 0 {
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, cerr
+		}
+		return []Msg{}, nil
+	}
+	return out, nil
+}
+
+// Ack acknowledges m and every message before it (AckAll) and waits for the
+// server to confirm. Acknowledging a message older than one already
+// acknowledged is a no-op. A message fetched before a rewind of the consumer
+// cannot be acknowledged directly (its delivery numbering is stale): the
+// request is remembered and applied to its re-delivery, and a later Ack
+// covers it anyway.
+func (s *Source) Ack(ctx context.Context, m Msg) error {
+	if m.raw == nil {
+		return errors.New("natsio: Ack of a message not from a Source")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if m.Sequence <= s.acked {
+		return nil
+	}
+	if m.epoch != s.epoch {
+		s.ackWanted = max(s.ackWanted, m.Sequence)
+		return nil
+	}
+	if err := m.raw.DoubleAck(ctx); err != nil {
+		return fmt.Errorf("natsio: acknowledging %s sequence %d: %w", s.durable, m.Sequence, err)
+	}
+	s.acked = m.Sequence
+	return nil
+}
+
+// Pending returns the consumer's NumPending: matching messages in the stream
+// not delivered yet (the input lag, for status).
+func (s *Source) Pending(ctx context.Context) (uint64, error) {
+	info, err := s.cons.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("natsio: consumer %s info: %w", s.durable, err)
+	}
+	return info.NumPending, nil
+}
+
+// DeleteConsumer deletes the durable consumer durable on stream. A consumer or
+// stream that does not exist is not an error.
+func DeleteConsumer(ctx context.Context, js jetstream.JetStream, stream, durable string) error {
+	err := js.DeleteConsumer(ctx, stream, durable)
+	if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	return fmt.Errorf("natsio: deleting consumer %s on stream %s: %w", durable, stream, err)
+}

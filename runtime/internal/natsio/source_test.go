@@ -1,0 +1,289 @@
+package natsio
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+)
+
+func publishN(t *testing.T, e *env, subject string, from, n int) {
+	t.Helper()
+	for i := from; i < from+n; i++ {
+		if _, err := e.js.Publish(e.ctx, subject, fmt.Appendf(nil, "m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func newInput(t *testing.T, e *env) string {
+	t.Helper()
+	name, err := EnsureStream(e.ctx, e.js, "IN", "", []string{"in.>"}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// fetchAll fetches until n messages arrived, in batches of batch.
+func fetchAll(t *testing.T, e *env, s *Source, n, batch int) []Msg {
+	t.Helper()
+	var got []Msg
+	deadline := time.Now().Add(5 * time.Second)
+	for len(got) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("fetched %d of %d", len(got), n)
+		}
+		ms, err := s.Fetch(e.ctx, batch, 200*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ms) > batch {
+			t.Fatalf("fetched %d > max %d", len(ms), batch)
+		}
+		got = append(got, ms...)
+	}
+	return got
+}
+
+func checkSeqs(t *testing.T, ms []Msg, first uint64) {
+	t.Helper()
+	for i, m := range ms {
+		if m.Sequence != first+uint64(i) {
+			t.Fatalf("message %d has sequence %d, want %d", i, m.Sequence, first+uint64(i))
+		}
+		if want := fmt.Sprintf("m%d", m.Sequence-1); string(m.Data) != want {
+			t.Fatalf("message %d: data %q, want %q", i, m.Data, want)
+		}
+	}
+}
+
+func TestSourceAckAndRestart(t *testing.T) {
+	e := newEnv(t)
+	stream := newInput(t, e)
+	publishN(t, e, "in.a", 0, 100)
+
+	s, err := NewSource(e.ctx, e.js, stream, "dep", []string{"in.>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p, err := s.Pending(e.ctx); err != nil || p != 100 {
+		t.Fatalf("pending %d, %v; want 100", p, err)
+	}
+	got := fetchAll(t, e, s, 100, 30)
+	if len(got) != 100 {
+		t.Fatalf("got %d", len(got))
+	}
+	checkSeqs(t, got, 1)
+	// Acknowledge up to 60 (AckAll), leave 61..100 unacknowledged.
+	if err := s.Ack(e.ctx, got[59]); err != nil {
+		t.Fatal(err)
+	}
+	// Nothing more to fetch.
+	if ms, err := s.Fetch(e.ctx, 10, 50*time.Millisecond); err != nil || len(ms) != 0 {
+		t.Fatalf("extra fetch: %d, %v", len(ms), err)
+	}
+
+	// Restart: a new Source on the same durable redelivers 61..100 at once.
+	s2, err := NewSource(e.ctx, e.js, stream, "dep", []string{"in.>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	again := fetchAll(t, e, s2, 40, 100)
+	if len(again) != 40 {
+		t.Fatalf("redelivered %d, want 40", len(again))
+	}
+	checkSeqs(t, again, 61)
+	if d := time.Since(start); d > 5*time.Second {
+		t.Fatalf("redelivery took %s (waited for AckWait?)", d)
+	}
+	if err := s2.Ack(e.ctx, again[len(again)-1]); err != nil {
+		t.Fatal(err)
+	}
+	// New messages continue after the acknowledged ones.
+	publishN(t, e, "in.b", 100, 5)
+	more := fetchAll(t, e, s2, 5, 100)
+	checkSeqs(t, more, 101)
+	if err := s2.Ack(e.ctx, more[4]); err != nil {
+		t.Fatal(err)
+	}
+	s3, err := NewSource(e.ctx, e.js, stream, "dep", []string{"in.>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := s3.Fetch(e.ctx, 100, 100*time.Millisecond); err != nil || len(ms) != 0 {
+		t.Fatalf("after acking everything a restart fetched %d, %v", len(ms), err)
+	}
+	if p, err := s3.Pending(e.ctx); err != nil || p != 0 {
+		t.Fatalf("pending %d, %v", p, err)
+	}
+	if err := DeleteConsumer(e.ctx, e.js, stream, "dep"); err != nil {
+		t.Fatal(err)
+	}
+	if err := DeleteConsumer(e.ctx, e.js, stream, "dep"); err != nil {
+		t.Fatalf("deleting again: %v", err)
+	}
+}
+
+func TestSourceFetchTimeout(t *testing.T) {
+	e := newEnv(t)
+	stream := newInput(t, e)
+	s, err := NewSource(e.ctx, e.js, stream, "dep", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	ms, err := s.Fetch(e.ctx, 100, 100*time.Millisecond)
+	if err != nil || ms == nil || len(ms) != 0 {
+		t.Fatalf("Fetch on empty stream: %v, %v", ms, err)
+	}
+	if d := time.Since(start); d > time.Second {
+		t.Fatalf("empty fetch took %s", d)
+	}
+	// A message published while Fetch waits is returned without waiting the whole time.
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		_, _ = e.js.Publish(context.Background(), "in.x", []byte("m0"))
+	}()
+	start = time.Now()
+	ms, err = s.Fetch(e.ctx, 100, 3*time.Second)
+	if err != nil || len(ms) != 1 {
+		t.Fatalf("Fetch while publishing: %d, %v", len(ms), err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("fetch returned after %s, should return soon after the first message", d)
+	}
+	// A cancelled context ends the wait.
+	ctx, cancel := context.WithTimeout(e.ctx, 100*time.Millisecond)
+	defer cancel()
+	start = time.Now()
+	if _, err := s.Fetch(ctx, 10, 5*time.Second); err == nil {
+		t.Fatal("no error after ctx ended")
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("cancelled fetch took %s", d)
+	}
+}
+
+func TestSourceFilter(t *testing.T) {
+	e := newEnv(t)
+	stream := newInput(t, e)
+	publishN(t, e, "in.a", 0, 3)
+	publishN(t, e, "in.b", 3, 3)
+	publishN(t, e, "in.c", 6, 3)
+	s, err := NewSource(e.ctx, e.js, stream, "dep", []string{"in.a", "in.c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fetchAll(t, e, s, 6, 100)
+	for _, m := range got {
+		if m.Subject == "in.b" {
+			t.Fatalf("filtered subject delivered: %+v", m)
+		}
+	}
+	if len(got) != 6 {
+		t.Fatalf("got %d", len(got))
+	}
+	if err := s.Ack(e.ctx, got[len(got)-1]); err != nil {
+		t.Fatal(err)
+	}
+	// Changing the subjects updates the consumer and keeps its position.
+	for _, subjects := range [][]string{{"in.b"}, {"in.a", "in.b", "in.c"}} {
+		s2, err := NewSource(e.ctx, e.js, stream, "dep", subjects)
+		if err != nil {
+			t.Fatalf("updating filter to %v: %v", subjects, err)
+		}
+		publishN(t, e, "in.b", 9, 1)
+		ms := fetchAll(t, e, s2, 1, 100)
+		if ms[0].Subject != "in.b" || len(ms) != 1 {
+			t.Fatalf("after filter change to %v: %+v", subjects, ms)
+		}
+		if err := s2.Ack(e.ctx, ms[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// A delivery the Source never saw (here: taken by another client of the same
+// consumer) must not be lost: the Source rewinds and fetches it again.
+func TestSourceDeliveryGap(t *testing.T) {
+	e := newEnv(t)
+	stream := newInput(t, e)
+	publishN(t, e, "in.a", 0, 20)
+	s, err := NewSource(e.ctx, e.js, stream, "dep", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := fetchAll(t, e, s, 5, 5)
+	checkSeqs(t, first, 1)
+
+	// Steal deliveries 6..10.
+	cons, err := e.js.Consumer(e.ctx, stream, "dep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := cons.FetchNoWait(5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stolen := 0
+	for range b.Messages() {
+		stolen++
+	}
+	if stolen != 5 {
+		t.Fatalf("stole %d", stolen)
+	}
+
+	rest := fetchAll(t, e, s, 15, 100)
+	checkSeqs(t, rest, 6)
+	if err := s.Ack(e.ctx, rest[len(rest)-1]); err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.AckFloor.Stream != 20 || info.NumAckPending != 0 {
+		t.Fatalf("ack floor %d, ack pending %d", info.AckFloor.Stream, info.NumAckPending)
+	}
+}
+
+// Reset makes unacknowledged messages come again; acknowledging a message
+// fetched before the reset still works.
+func TestSourceReset(t *testing.T) {
+	e := newEnv(t)
+	stream := newInput(t, e)
+	publishN(t, e, "in.a", 0, 10)
+	s, err := NewSource(e.ctx, e.js, stream, "dep", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fetchAll(t, e, s, 10, 100)
+	if err := s.Ack(e.ctx, got[2]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Reset(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	again := fetchAll(t, e, s, 7, 100)
+	checkSeqs(t, again, 4)
+	// Ack through a stale copy: remembered, not sent with stale numbering.
+	if err := s.Ack(e.ctx, got[5]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Ack(e.ctx, again[len(again)-1]); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := e.js.Consumer(e.ctx, stream, "dep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := cons.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.AckFloor.Stream != 10 {
+		t.Fatalf("ack floor %d", info.AckFloor.Stream)
+	}
+}

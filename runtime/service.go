@@ -1,0 +1,249 @@
+package runtime
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/state"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+// ServiceConfig configures a [Service].
+type ServiceConfig struct {
+	// DataDir holds the state store (DataDir/state) and the compilation cache
+	// (DataDir/cache). Required.
+	DataDir string
+	// Conn is the NATS connection (required; not closed by the service).
+	Conn *nats.Conn
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Clock gives batch processing times. Default timeouts.System.
+	Clock timeouts.Clock
+}
+
+// Service runs every deployment registered in NATS: it watches the deployments bucket and
+// starts, replaces and stops deployments as they are deployed, redeployed and undeployed.
+type Service struct {
+	cfg    ServiceConfig
+	logger *slog.Logger
+	rt     *Runtime
+	js     jetstream.JetStream
+	reg    *natsio.Registry
+
+	mu      sync.Mutex
+	store   *state.Store
+	runners map[string]*runner
+
+	storeFailed chan struct{}
+}
+
+// NewService opens the state store and the registry.
+func NewService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
+	if cfg.DataDir == "" || cfg.Conn == nil {
+		return nil, errors.New("runtime: ServiceConfig needs DataDir and Conn")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = timeouts.System
+	}
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := natsio.OpenRegistry(ctx, js)
+	if err != nil {
+		return nil, fmt.Errorf("runtime: opening the deployment registry: %w", err)
+	}
+	rt, err := New(Options{CacheDir: filepath.Join(cfg.DataDir, "cache"), Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg,
+		runners: map[string]*runner{}, storeFailed: make(chan struct{}, 1)}
+	if s.store, err = s.openStore(); err != nil {
+		rt.Close(ctx)
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Service) openStore() (*state.Store, error) {
+	st, err := state.Open(filepath.Join(s.cfg.DataDir, "state"), &state.Options{Logger: s.logger})
+	if err != nil {
+		return nil, fmt.Errorf("runtime: opening the state store: %w", err)
+	}
+	return st, nil
+}
+
+// Run runs deployments until ctx is done. Then every deployment finishes the batch in flight,
+// commits it and delivers its outputs, and Run returns nil.
+func (s *Service) Run(ctx context.Context) error {
+	defer s.rt.Close(context.Background())
+	defer func() {
+		s.mu.Lock()
+		st := s.store
+		s.mu.Unlock()
+		if st != nil {
+			st.Close()
+		}
+	}()
+	events, err := s.reg.Watch(ctx)
+	if err != nil {
+		return fmt.Errorf("runtime: watching deployments: %w", err)
+	}
+	api, err := s.serveAPI()
+	if err != nil {
+		return err
+	}
+	defer api.Unsubscribe()
+	s.logger.Info("runtime started", "data", s.cfg.DataDir)
+	records := map[string]natsio.Record{}
+	for {
+		select {
+		case <-ctx.Done():
+			s.stopAll()
+			s.logger.Info("runtime stopped")
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				if ctx.Err() != nil {
+					continue
+				}
+				return errors.New("runtime: the deployment watch ended")
+			}
+			if ev.InitialDone {
+				continue
+			}
+			name := ev.Record.Name
+			if ev.Deleted {
+				delete(records, name)
+				s.stop(name, "undeployed")
+				continue
+			}
+			records[name] = ev.Record
+			s.apply(ctx, ev.Record)
+		case <-s.storeFailed:
+			s.recoverStore(ctx, records)
+		}
+	}
+}
+
+// apply starts or replaces the deployment of rec. When the new revision cannot start, the
+// running one (if any) keeps running and the error goes to the deployment's status.
+func (s *Service) apply(ctx context.Context, rec natsio.Record) {
+	s.mu.Lock()
+	old := s.runners[rec.Name]
+	s.mu.Unlock()
+	if old != nil && old.rec.ModuleDigest == rec.ModuleDigest && string(old.rec.Spec) == string(rec.Spec) {
+		return
+	}
+	r, err := s.prepare(ctx, rec)
+	if err != nil {
+		s.logger.Error("deployment refused", "deployment", rec.Name, "err", err)
+		if old != nil {
+			old.setError(fmt.Errorf("redeploy refused, still running the previous revision: %w", err))
+			return
+		}
+		s.putStatus(ctx, &Status{Name: rec.Name, State: StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, UpdatedAt: time.Now()})
+		return
+	}
+	if old != nil {
+		old.stop()
+		// The new engine reads state that the old one may have just committed.
+		if err := r.eng.reload(); err != nil {
+			s.logger.Error("redeploy: reading progress", "deployment", rec.Name, "err", err)
+		}
+	}
+	s.mu.Lock()
+	s.runners[rec.Name] = r
+	s.mu.Unlock()
+	r.start(ctx)
+	s.logger.Info("deployment running", "deployment", rec.Name, "module", rec.ModuleDigest[:12])
+}
+
+func (s *Service) stop(name, why string) {
+	s.mu.Lock()
+	r := s.runners[name]
+	delete(s.runners, name)
+	s.mu.Unlock()
+	if r != nil {
+		r.stop()
+		r.status.State = StatusStopped
+		r.publishStatus(context.Background(), true)
+		s.logger.Info("deployment stopped", "deployment", name, "why", why)
+	}
+}
+
+func (s *Service) stopAll() {
+	s.mu.Lock()
+	runners := s.runners
+	s.runners = map[string]*runner{}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.stop()
+		}()
+	}
+	wg.Wait()
+}
+
+// recoverStore handles a failed state store (a Pebble write error): it stops every
+// deployment, reopens the store until that works, and starts them again from what reached
+// disk.
+func (s *Service) recoverStore(ctx context.Context, records map[string]natsio.Record) {
+	s.logger.Error("state store failed; stopping deployments and reopening it")
+	s.stopAll()
+	s.mu.Lock()
+	if s.store != nil {
+		s.store.Close()
+		s.store = nil
+	}
+	s.mu.Unlock()
+	for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, 10*time.Second) {
+		st, err := s.openStore()
+		if err == nil {
+			s.mu.Lock()
+			s.store = st
+			s.mu.Unlock()
+			break
+		}
+		s.logger.Error("reopening the state store failed; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
+	for _, rec := range records {
+		s.apply(ctx, rec)
+	}
+}
+
+func (s *Service) signalStoreFailed() {
+	select {
+	case s.storeFailed <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Service) putStatus(ctx context.Context, st *Status) {
+	doc, _ := json.Marshal(st)
+	if err := s.reg.PutStatus(ctx, st.Name, doc); err != nil {
+		s.logger.Warn("publishing status failed", "deployment", st.Name, "err", err)
+	}
+}
