@@ -1,0 +1,134 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestDemo: `groupstate demo` runs to completion on a fresh machine and every click ends up in
+// a closed session.
+func TestDemo(t *testing.T) {
+	stdout, stderr, code := run(t, "demo")
+	if code != 0 || !strings.Contains(stdout, "covering 600 of 600 clicks") || !strings.Contains(stdout, "0 late rows dropped, 0 dead letters") {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+	}
+}
+
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// TestServeDeployFlow is the README's flow with the real binary: serve with the embedded NATS,
+// deploy logincount, publish, read state and status, undeploy, and stop with SIGTERM (exit 0).
+func TestServeDeployFlow(t *testing.T) {
+	port := freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	serve := exec.Command(groupstateBin(t), "serve", "--data", t.TempDir(), "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	var serveLog bytes.Buffer
+	serve.Stdout, serve.Stderr = &serveLog, &serveLog
+	if err := serve.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stopped := false
+	defer func() {
+		if !stopped {
+			serve.Process.Kill()
+			serve.Wait()
+		}
+	}()
+	cli := func(args ...string) (string, string, int) {
+		return run(t, append(args, "--server", url)...)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if _, _, code := cli("list"); code == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("serve did not come up:\n%s", serveLog.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	if out, errOut, code := cli("deploy", "-f", "samples/logincount/logincount.yaml"); code != 0 || !strings.Contains(out, "deployed logincount") {
+		t.Fatalf("deploy: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := cli("deploy", "-f", "samples/logincount/logincount.yaml", "--module", "README.md"); code == 0 || !strings.Contains(errOut, "not a WebAssembly binary") {
+		t.Fatalf("deploying a bad module: exit %d\n%s", code, errOut)
+	}
+	// The input stream exists once the runtime started the deployment.
+	waitCLI(t, func() bool {
+		out, _, code := cli("status", "logincount", "--json")
+		return code == 0 && strings.Contains(out, `"state": "running"`)
+	})
+	pub := exec.Command(groupstateBin(t), "pub", "logins.web", "--server", url)
+	pub.Dir = "../.."
+	pub.Stdin = strings.NewReader("{\"user_id\":\"ada\"}\n{\"user_id\":\"ada\"}\n\n{\"user_id\":\"bob\"}\n")
+	if out, err := pub.CombinedOutput(); err != nil || !strings.Contains(string(out), "published 3 messages") {
+		t.Fatalf("pub: %v\n%s", err, out)
+	}
+	waitCLI(t, func() bool {
+		out, _, code := cli("state", "logincount", "ada")
+		return code == 0 && strings.TrimSpace(out) == `{"login_count":2}`
+	})
+	if _, _, code := cli("state", "logincount", "nobody"); code != 1 {
+		t.Fatalf("state of a key without state: exit %d, want 1", code)
+	}
+	out, _, code := cli("state", "logincount")
+	if code != 0 || out != "\"ada\"\n\"bob\"\n" {
+		t.Fatalf("listing keys: exit %d\n%q", code, out)
+	}
+	out, _, code = cli("status", "logincount", "--json")
+	var st struct {
+		RowsIn    int `json:"rows_in"`
+		StateKeys int `json:"state_keys"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.RowsIn != 3 || st.StateKeys != 2 {
+		waitCLI(t, func() bool {
+			out, _, code = cli("status", "logincount", "--json")
+			return code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.RowsIn == 3 && st.StateKeys == 2
+		})
+	}
+	if out, _, code := cli("list"); code != 0 || !strings.Contains(out, "logincount") || !strings.Contains(out, "running") {
+		t.Fatalf("list: exit %d\n%s", code, out)
+	}
+	if out, _, code := cli("undeploy", "logincount"); code != 0 || !strings.Contains(out, "undeployed logincount") {
+		t.Fatalf("undeploy: exit %d\n%s", code, out)
+	}
+
+	serve.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- serve.Wait() }()
+	select {
+	case err := <-done:
+		stopped = true
+		if err != nil {
+			t.Fatalf("serve exited with %v after SIGTERM\n%s", err, serveLog.String())
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("serve did not exit after SIGTERM\n%s", serveLog.String())
+	}
+}
+
+func waitCLI(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("timed out")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}

@@ -1,0 +1,352 @@
+package runtime_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+// natsEnv is a real embedded NATS server with JetStream in a temp dir, and a client.
+type natsEnv struct {
+	t      *testing.T
+	srv    *server.Server
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	client *runtime.Client
+}
+
+func startNATS(t *testing.T) *natsEnv {
+	t.Helper()
+	srv, err := runtime.StartEmbedded(runtime.EmbeddedOptions{DataDir: t.TempDir(), Port: -1, Logger: discardLogger()})
+	require(t, err)
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	nc, err := runtime.Connect(runtime.ConnOptions{URL: srv.ClientURL(), Logger: discardLogger()})
+	require(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require(t, err)
+	c, err := runtime.NewClient(context.Background(), nc)
+	require(t, err)
+	t.Cleanup(func() { c.Close(context.Background()) })
+	return &natsEnv{t: t, srv: srv, nc: nc, js: js, client: c}
+}
+
+// runningService is a Service running in the background until stop is called.
+type runningService struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+func (e *natsEnv) startService(dataDir string, clock timeouts.Clock) *runningService {
+	e.t.Helper()
+	svc, err := runtime.NewService(context.Background(), runtime.ServiceConfig{DataDir: dataDir, Conn: e.nc, Logger: discardLogger(), Clock: clock})
+	require(e.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	rs := &runningService{cancel: cancel, done: make(chan error, 1)}
+	go func() { rs.done <- svc.Run(ctx) }()
+	e.t.Cleanup(rs.stop)
+	return rs
+}
+
+func (rs *runningService) stop() {
+	if rs.cancel == nil {
+		return
+	}
+	rs.cancel()
+	<-rs.done
+	rs.cancel = nil
+}
+
+func (e *natsEnv) deploy(specYAML string, wasm []byte) {
+	e.t.Helper()
+	_, err := e.client.Deploy(context.Background(), specFromYAML(e.t, specYAML), wasm)
+	require(e.t, err)
+}
+
+func (e *natsEnv) publish(subject string, rows ...string) {
+	e.t.Helper()
+	for _, r := range rows {
+		_, err := e.js.Publish(context.Background(), subject, []byte(r))
+		require(e.t, err, "publish")
+	}
+}
+
+// streamMsgs returns every message the stream holds.
+func (e *natsEnv) streamMsgs(stream string) []*jetstream.RawStreamMsg {
+	e.t.Helper()
+	ctx := context.Background()
+	s, err := e.js.Stream(ctx, stream)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	require(e.t, err)
+	info, err := s.Info(ctx)
+	require(e.t, err)
+	var out []*jetstream.RawStreamMsg
+	for seq := info.State.FirstSeq; seq > 0 && seq <= info.State.LastSeq; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		require(e.t, err)
+		out = append(out, m)
+	}
+	return out
+}
+
+// waitFor polls cond until it holds or the deadline passes.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// waitStream waits until the stream holds exactly n messages and returns their payloads.
+func (e *natsEnv) waitStream(stream string, n int) []string {
+	e.t.Helper()
+	var got []string
+	waitFor(e.t, fmt.Sprintf("%d messages on %s", n, stream), func() bool {
+		msgs := e.streamMsgs(stream)
+		got = got[:0]
+		for _, m := range msgs {
+			got = append(got, string(m.Data))
+		}
+		return len(msgs) >= n
+	})
+	if len(got) != n {
+		e.t.Fatalf("%s holds %d messages, want %d: %v", stream, len(got), n, got)
+	}
+	return got
+}
+
+// waitTotals waits until the logincount outputs show these totals, and checks that no output
+// appears twice (a duplicate after a restart would repeat a user's total).
+func (e *natsEnv) waitTotals(want map[string]int) {
+	e.t.Helper()
+	var got map[string]int
+	var outs []string
+	waitFor(e.t, fmt.Sprintf("totals %v", want), func() bool {
+		got, outs = map[string]int{}, nil
+		for _, m := range e.streamMsgs("LOGINCOUNT_OUT") {
+			var v struct {
+				UserID string `json:"user_id"`
+				Total  int    `json:"total_logins"`
+			}
+			require(e.t, json.Unmarshal(m.Data, &v))
+			got[v.UserID] = max(got[v.UserID], v.Total)
+			outs = append(outs, string(m.Data))
+		}
+		return fmt.Sprint(got) == fmt.Sprint(want)
+	})
+	seen := map[string]bool{}
+	for _, o := range outs {
+		if seen[o] {
+			e.t.Fatalf("output %s appears twice: %v", o, outs)
+		}
+		seen[o] = true
+	}
+}
+
+func (e *natsEnv) waitRunning(name string) {
+	e.t.Helper()
+	waitFor(e.t, name+" running", func() bool {
+		st, err := e.client.Status(context.Background(), name)
+		return err == nil && st.State == runtime.StatusRunning
+	})
+}
+
+const logincountSpec = `
+name: logincount
+module: unused.wasm
+input:
+  subjects: ["logins.>"]
+key:
+  field: user_id
+timeout: processing_time
+output:
+  subject: logincount.out
+  stream: LOGINCOUNT_OUT
+dead_letter:
+  subject: logincount.dlq
+  stream: LOGINCOUNT_DLQ
+config:
+  idle_timeout: 10s
+`
+
+func logincountWasm(t testing.TB) []byte {
+	return readFile(t, "../samples/logincount/go/logincount.wasm")
+}
+
+// TestServiceEndToEnd: deploy, publish, outputs on the output stream; bad rows in the
+// dead-letter stream with headers; a restart of the runtime keeps state and position with no
+// duplicate outputs; a redeploy keeps state; undeploy stops consumption.
+func TestServiceEndToEnd(t *testing.T) {
+	env := startNATS(t)
+	dataDir := t.TempDir()
+	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	svc := env.startService(dataDir, clock)
+	env.deploy(logincountSpec, logincountWasm(t))
+	env.waitRunning("logincount")
+
+	env.publish("logins.web", `{"user_id":"ada"}`, `{"user_id":"bob"}`, `not json`, `{"user_id":"ada"}`, `{"nokey":true}`)
+	env.waitTotals(map[string]int{"ada": 2, "bob": 1})
+	var dlq []*jetstream.RawStreamMsg
+	waitFor(t, "2 dead letters", func() bool { dlq = env.streamMsgs("LOGINCOUNT_DLQ"); return len(dlq) == 2 })
+	for _, m := range dlq {
+		h := m.Header
+		if h.Get(runtime.HeaderReason) == "" || h.Get(runtime.HeaderSubject) != "logins.web" || h.Get(runtime.HeaderSequence) == "" || h.Get(runtime.HeaderDeployment) != "logincount" {
+			t.Fatalf("dead letter %s headers %v", m.Data, h)
+		}
+	}
+	if r := dlq[0].Header.Get(runtime.HeaderReason); r != runtime.ReasonInvalidJSON || string(dlq[0].Data) != "not json" {
+		t.Fatalf("first dead letter: %q reason %q", dlq[0].Data, r)
+	}
+	outMsgs := env.streamMsgs("LOGINCOUNT_OUT")
+	if h := outMsgs[0].Header; h.Get(runtime.HeaderKey) == "" || h.Get(runtime.HeaderBatch) == "" || h.Get(nats.MsgIdHdr) == "" {
+		t.Fatalf("output headers %v", h)
+	}
+
+	// Restart the runtime: state and position survive, nothing is output twice.
+	svc.stop()
+	svc = env.startService(dataDir, clock)
+	env.waitRunning("logincount")
+	env.publish("logins.web", `{"user_id":"ada"}`)
+	env.waitTotals(map[string]int{"ada": 3, "bob": 1})
+
+	// The state command's API answers from the running runtime.
+	ks, found, err := env.client.State(context.Background(), "logincount", runtime.KeyFromArg("ada"))
+	require(t, err)
+	if !found || string(ks.Value) != `{"login_count":3}` || ks.TimeoutMs != 1_000_000+10_000 {
+		t.Fatalf("state of ada: %+v found=%v", ks, found)
+	}
+	if _, found, err := env.client.State(context.Background(), "logincount", runtime.KeyFromArg("nobody")); err != nil || found {
+		t.Fatalf("state of nobody: found=%v err=%v", found, err)
+	}
+	keys, _, err := env.client.Keys(context.Background(), "logincount", nil, 10)
+	require(t, err)
+	if len(keys) != 2 || string(keys[0].Key) != `"ada"` || string(keys[1].Key) != `"bob"` {
+		t.Fatalf("keys %+v", keys)
+	}
+
+	// Redeploy with a different config: the state is kept.
+	env.deploy(strings.Replace(logincountSpec, "idle_timeout: 10s", "idle_timeout: 20s", 1), logincountWasm(t))
+	waitFor(t, "redeploy", func() bool {
+		st, err := env.client.Status(context.Background(), "logincount")
+		return err == nil && st.State == runtime.StatusRunning && st.RowsIn == 0
+	})
+	env.publish("logins.web", `{"user_id":"bob"}`)
+	env.waitTotals(map[string]int{"ada": 3, "bob": 2})
+	outputs := len(env.streamMsgs("LOGINCOUNT_OUT"))
+
+	// Undeploy: rows published afterwards are not consumed.
+	require(t, env.client.Undeploy(context.Background(), "logincount"))
+	waitFor(t, "stopped", func() bool {
+		st, err := env.client.Status(context.Background(), "logincount")
+		return err == nil && st.State == runtime.StatusStopped
+	})
+	env.publish("logins.web", `{"user_id":"carol"}`)
+	time.Sleep(300 * time.Millisecond) // nothing to poll for: we are checking that nothing happens
+	if n := len(env.streamMsgs("LOGINCOUNT_OUT")); n != outputs {
+		t.Fatalf("an undeployed deployment produced output: %d messages, had %d", n, outputs)
+	}
+	svc.stop()
+}
+
+// TestServiceTimeouts: processing-time timeouts fire with no new input as the clock passes
+// them; event-time timeouts fire once the watermark passes them.
+func TestServiceTimeouts(t *testing.T) {
+	env := startNATS(t)
+	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	env.startService(t.TempDir(), clock)
+	env.deploy(logincountSpec, logincountWasm(t))
+	env.deploy(sessionsServiceSpec, readFile(t, "../samples/sessions/go/sessions.wasm"))
+	env.waitRunning("logincount")
+	env.waitRunning("sessions")
+
+	env.publish("logins.web", `{"user_id":"ada"}`)
+	env.waitStream("LOGINCOUNT_OUT", 1)
+	clock.Advance(9 * time.Second) // timeout is T+10s: not yet
+	time.Sleep(100 * time.Millisecond)
+	if n := len(env.streamMsgs("LOGINCOUNT_OUT")); n != 1 {
+		t.Fatalf("timeout fired early: %d outputs", n)
+	}
+	clock.Advance(2 * time.Second)
+	out := env.waitStream("LOGINCOUNT_OUT", 2)
+	if out[1] != `{"user_id":"ada","total_logins":1,"session_closed":true}` {
+		t.Fatalf("processing-time timeout: %v", out)
+	}
+
+	env.publish("clicks.web", `{"user_id":"p","ts":20000}`, `{"user_id":"p","ts":21000}`)
+	time.Sleep(100 * time.Millisecond)
+	if n := len(env.streamMsgs("GS_SESSIONS_OUT")); n != 0 {
+		t.Fatalf("session closed before the watermark passed it: %d", n)
+	}
+	// Watermark 40000-10000 = 30000 > 21000+5000: p's session closes in the no-data batch.
+	env.publish("clicks.web", `{"user_id":"q","ts":40000}`)
+	out = env.waitStream("GS_SESSIONS_OUT", 1)
+	if out[0] != `{"user_id":"p","start":20000,"end":21000,"events":2}` {
+		t.Fatalf("event-time timeout: %v", out)
+	}
+}
+
+const sessionsServiceSpec = `
+name: sessions
+module: unused.wasm
+input:
+  subjects: ["clicks.>"]
+key:
+  field: user_id
+event_time:
+  field: ts
+  watermark_delay: 10s
+timeout: event_time
+output:
+  subject: sessions.out
+config:
+  gap: 5s
+`
+
+// TestDeployRefusals: an invalid module or spec is refused with a message that says what is
+// wrong, and a refused redeploy leaves the running revision alone.
+func TestDeployRefusals(t *testing.T) {
+	env := startNATS(t)
+	ctx := context.Background()
+	spec := specFromYAML(t, logincountSpec)
+	_, err := env.client.Deploy(ctx, spec, []byte("definitely not wasm"))
+	if !errors.Is(err, runtime.ErrInvalidModule) || !strings.Contains(err.Error(), "not a WebAssembly binary") {
+		t.Fatalf("garbage module: %v", err)
+	}
+	bad := specFromYAML(t, sessionsServiceSpec)
+	bad.Config = map[string]any{"gap": "0s"}
+	_, err = env.client.Deploy(ctx, bad, readFile(t, "../samples/sessions/go/sessions.wasm"))
+	if !errors.Is(err, runtime.ErrModuleInit) || !strings.Contains(err.Error(), "gap") {
+		t.Fatalf("module whose init fails: %v", err)
+	}
+	invalid := *spec
+	invalid.OnError = "explode"
+	if _, err := env.client.Deploy(ctx, &invalid, logincountWasm(t)); !errors.Is(err, runtime.ErrInvalidSpec) {
+		t.Fatalf("invalid spec: %v", err)
+	}
+	if ds, err := env.client.List(ctx); err != nil || len(ds) != 0 {
+		t.Fatalf("refused deploys left deployments: %v %v", ds, err)
+	}
+	if err := env.client.Undeploy(ctx, "nothing"); !errors.Is(err, runtime.ErrNotDeployed) {
+		t.Fatalf("undeploy of nothing: %v", err)
+	}
+}
