@@ -30,13 +30,13 @@ samples-go: $(GO_MODULES)
 # Always rebuilt (the go tool caches): the SDK and abi are dependencies too.
 .PHONY: $(GO_MODULES)
 $(GO_MODULES): samples/%.wasm:
-	$(GOWASM) build -buildmode=c-shared -trimpath -o $@ ./$(dir $@)
+	$(GOWASM) build -buildmode=c-shared -trimpath -buildvcs=false -o $@ ./$(dir $@)
 
 fixtures: $(FIXTURES)
 
 .PHONY: $(FIXTURES)
 $(FIXTURES):
-	$(GOWASM) build -buildmode=c-shared -trimpath -o $@ ./$(dir $@)
+	$(GOWASM) build -buildmode=c-shared -trimpath -buildvcs=false -o $@ ./$(dir $@)
 
 test:
 	$(GO) test ./...

@@ -23,7 +23,7 @@
 //
 // Build (from the repository root):
 //
-//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -o runtime/testdata/probe/probe.wasm ./runtime/testdata/probe
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false -o runtime/testdata/probe/probe.wasm ./runtime/testdata/probe
 package main
 
 import (
