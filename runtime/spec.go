@@ -22,7 +22,7 @@ import (
 var ErrInvalidSpec = errors.New("runtime: invalid deployment spec")
 
 // Spec is a deployment spec, the YAML document of DESIGN section 4. Field names and meanings
-// are a contract; see docs/spec.md.
+// are a contract; see docs/spec.md (field reference with defaults).
 type Spec struct {
 	// Name identifies the deployment: [a-z0-9-]+, at most 63 characters.
 	Name string `yaml:"name" json:"name"`
