@@ -34,6 +34,10 @@ var (
 	// both values.
 	ErrTimestampBeforeWatermark = errors.New("groupstate: timeout timestamp cannot be earlier than the current watermark")
 
+	// ErrTimeoutOverflow is returned by SetTimeoutDuration when processing time plus the
+	// duration does not fit in an int64 of milliseconds.
+	ErrTimeoutOverflow = errors.New("groupstate: timeout duration overflows the processing time")
+
 	// ErrNoWatermark is returned by CurrentWatermarkMs when the deployment configures no
 	// watermark (no event_time with watermark_delay).
 	ErrNoWatermark = errors.New("groupstate: no watermark is defined (configure event_time with a watermark_delay)")

@@ -1,6 +1,7 @@
 package groupstate
 
 import (
+	"math"
 	"time"
 
 	"github.com/groupstate/groupstate/abi"
@@ -126,6 +127,9 @@ func (s *RawState) SetTimeoutDuration(d time.Duration) error {
 	ms := d.Milliseconds()
 	if ms <= 0 {
 		return ErrNonPositiveDuration
+	}
+	if s.procTimeMs > math.MaxInt64-ms {
+		return ErrTimeoutOverflow
 	}
 	s.timeoutSet = true
 	s.timeoutMs = s.procTimeMs + ms
