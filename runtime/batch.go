@@ -21,14 +21,17 @@ import (
 //
 // On error nothing of the batch is committed and the engine is as before the call, so the
 // same input may be run again. A failed delivery after the commit is not an error of the
-// batch: it is logged and retried before the next batch.
+// batch: the entries stay in the outbox, and the next RunBatch delivers them before anything
+// else, failing with [ErrDeliveryPending] (and running no batch) while it cannot.
 func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, error) {
 	if e.closed {
 		return nil, ErrEngineClosed
 	}
 	start := time.Now()
 	if err := e.deliverPending(ctx); err != nil {
-		e.logger.Warn("outbox delivery failed; will retry", "err", err)
+		// Outputs of earlier batches are still undelivered: run no new batch until they are
+		// out, which keeps outputs in order and holds input back (it stays in the stream).
+		return nil, fmt.Errorf("%w: %w", ErrDeliveryPending, err)
 	}
 	b := &batchRun{e: e, T: in.ProcessingTimeMs, W: e.wm.Current(), id: e.progress.BatchID + 1}
 	b.rep.BatchID = b.id
@@ -77,8 +80,9 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 	b.rep.WatermarkAdvanced = advanced
 	b.rep.NeedsNoDataBatch = advanced && e.rules.Mode == timeouts.EventTime
 	if err := e.deliver(ctx, b.outbox); err != nil {
+		// Committed: the entries stay in the outbox and go out before the next batch runs.
 		e.pending = true
-		e.logger.Warn("outbox delivery failed; will retry", "batch", b.id, "err", err)
+		e.logger.Warn("outbox delivery failed; will retry before the next batch", "batch", b.id, "err", err)
 	}
 	b.rep.Duration = time.Since(start)
 	return &b.rep, nil

@@ -66,7 +66,7 @@ type Deployment struct {
 // here), stores the module by its SHA-256 and the spec, and so starts or replaces the
 // deployment on the runtimes watching this NATS. A redeploy keeps the deployment's state.
 func (c *Client) Deploy(ctx context.Context, spec *Spec, wasm []byte) (*Deployment, error) {
-	if err := spec.Validate(); err != nil {
+	if err := spec.ValidateForService(); err != nil {
 		return nil, err
 	}
 	if err := c.rt.ValidateModule(ctx, spec, wasm); err != nil {
@@ -88,14 +88,18 @@ func (c *Client) Deploy(ctx context.Context, spec *Spec, wasm []byte) (*Deployme
 	return &Deployment{Name: spec.Name, Spec: spec, ModuleDigest: digest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rev}, nil
 }
 
-// Undeploy removes the deployment: runtimes stop it after the batch in flight. Its state stays
-// on the runtimes' disks, so deploying the same name again resumes it.
+// Undeploy removes the deployment: its runtime stops it after the batch in flight. Its state
+// stays on that runtime's disk, so deploying the same name again resumes it there (unless
+// another runtime claims it first).
 func (c *Client) Undeploy(ctx context.Context, name string) error {
 	err := c.reg.Delete(ctx, name)
 	if errors.Is(err, natsio.ErrNotFound) {
 		return fmt.Errorf("%w: %q", ErrNotDeployed, name)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return c.reg.Disown(ctx, name)
 }
 
 // Get returns one deployment.
@@ -184,6 +188,9 @@ func KeyFromArg(arg string) []byte {
 // State asks the runtime running the deployment for one key's state. found is false when
 // the key has neither a value nor a timeout.
 func (c *Client) State(ctx context.Context, name string, key []byte) (ks *KeyState, found bool, err error) {
+	if _, err := c.Get(ctx, name); err != nil {
+		return nil, false, err
+	}
 	var reply apiStateReply
 	if err := c.request(ctx, apiSubject("state", name), apiStateRequest{Key: key}, &reply); err != nil {
 		return nil, false, err
@@ -198,6 +205,9 @@ func (c *Client) State(ctx context.Context, name string, key []byte) (ks *KeySta
 // key order. next is the last key returned, to pass as after for the next page; nil at the
 // end.
 func (c *Client) Keys(ctx context.Context, name string, after []byte, limit int) (keys []KeyState, next []byte, err error) {
+	if _, err := c.Get(ctx, name); err != nil {
+		return nil, nil, err
+	}
 	var reply apiKeysReply
 	if err := c.request(ctx, apiSubject("keys", name), apiKeysRequest{After: after, Limit: limit}, &reply); err != nil {
 		return nil, nil, err

@@ -26,6 +26,9 @@ var (
 	ErrModuleInit = host.ErrInit
 	// ErrKeyFailed: under on_error: fail, a call for one key failed; the batch did not commit.
 	ErrKeyFailed = errors.New("runtime: handler failed for a key")
+	// ErrDeliveryPending: outputs of an earlier batch could not be delivered yet, so no new
+	// batch ran. Retry later; nothing is lost (the outputs are committed in the outbox).
+	ErrDeliveryPending = errors.New("runtime: earlier outputs are not delivered yet")
 	// ErrEngineClosed: the engine was closed.
 	ErrEngineClosed = errors.New("runtime: engine closed")
 )

@@ -212,3 +212,47 @@ func TestStorageFaultIsAtomic(t *testing.T) {
 		t.Fatalf("state after retry: %s", got)
 	}
 }
+
+// flakySink fails while broken is set.
+type flakySink struct {
+	collector
+	broken bool
+}
+
+func (f *flakySink) Deliver(ctx context.Context, d string, entries []state.OutboxEntry) error {
+	if f.broken {
+		return errors.New("sink is down")
+	}
+	return f.collector.Deliver(ctx, d, entries)
+}
+
+// TestUndeliveredOutputsHoldBack: outputs whose delivery failed stay in the outbox; no new
+// batch runs until they are delivered, and then everything goes out once, in order.
+func TestUndeliveredOutputsHoldBack(t *testing.T) {
+	sink := &flakySink{broken: true}
+	st := openStore(t, "")
+	eng := newEngine(t, specFromYAML(t, probeSpec), probeWasm(t), st, sink)
+	ctx := context.Background()
+	_, err := eng.RunBatch(ctx, runtime.BatchInput{ProcessingTimeMs: 1000, Position: 1, Rows: rows(`{"k":"a","ops":[{"emit":1}]}`)})
+	require(t, err, "a failed delivery after the commit is not an error of the batch")
+	before, _ := st.Deployment("probe").Progress()
+
+	in := runtime.BatchInput{ProcessingTimeMs: 2000, Position: 2, Rows: rows(`{"k":"a","ops":[{"emit":2}]}`)}
+	if _, err := eng.RunBatch(ctx, in); !errors.Is(err, runtime.ErrDeliveryPending) {
+		t.Fatalf("batch with undelivered outputs before it: err = %v, want ErrDeliveryPending", err)
+	}
+	if after, _ := st.Deployment("probe").Progress(); after != before {
+		t.Fatalf("a batch ran while outputs were pending: %+v -> %+v", before, after)
+	}
+	sink.broken = false
+	_, err = eng.RunBatch(ctx, in)
+	require(t, err)
+	if got := payloads(sink.take(state.OutboxOutput)); strings.Join(got, ",") != "1,2" {
+		t.Fatalf("delivered %v, want [1 2]", got)
+	}
+	var left int
+	require(t, st.Deployment("probe").Outbox(func(state.OutboxEntry) error { left++; return nil }))
+	if left != 0 {
+		t.Fatalf("%d entries left in the outbox", left)
+	}
+}

@@ -22,6 +22,7 @@ type runner struct {
 	rec    natsio.Record
 	spec   *Spec
 	eng    *Engine
+	ks     *state.Deployment
 	src    *natsio.Source
 	logger *slog.Logger
 
@@ -68,16 +69,18 @@ func (s *Service) prepare(ctx context.Context, rec natsio.Record) (*runner, erro
 		return nil, fmt.Errorf("input consumer: %w", err)
 	}
 	logger := s.logger.With("deployment", spec.Name)
-	pub := natsio.NewPublisher(s.js, natsio.Subjects{Output: spec.Output.Subject, DeadLetter: spec.DeadLetter.Subject, Late: spec.Late.Subject})
 	s.mu.Lock()
 	store := s.store
 	s.mu.Unlock()
+	pub := natsio.NewPublisher(s.js, natsio.Subjects{Output: spec.Output.Subject, DeadLetter: spec.DeadLetter.Subject, Late: spec.Late.Subject}).
+		WithInstance(store.ID())
 	eng, err := s.rt.NewEngine(ctx, EngineConfig{Spec: spec, Wasm: wasm, Store: store, Sink: pub, Logger: s.logger})
 	if err != nil {
 		return nil, err
 	}
 	r := &runner{s: s, rec: rec, spec: spec, eng: eng, src: src, logger: logger, done: make(chan struct{})}
-	r.status = Status{Name: spec.Name, State: StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now()}
+	r.status = Status{Name: spec.Name, State: StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: store.ID()}
+	r.ks = store.Deployment(spec.Name)
 	return r, nil
 }
 
@@ -111,6 +114,13 @@ func (r *runner) stop() {
 		<-r.done
 	}
 	r.eng.Close(context.Background())
+}
+
+// failed tells whether the deployment stopped by an error (on_error: fail, a failed store).
+func (r *runner) failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status.State == StatusFailed
 }
 
 func (r *runner) setError(err error) {
@@ -245,6 +255,9 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 	}
 	if n, err := r.src.Pending(ctx); err == nil {
 		st.InputLag = int64(n)
+	}
+	if n, err := r.ks.DiskUsage(); err == nil {
+		st.StateBytes = int64(n)
 	}
 	st.UpdatedAt = time.Now()
 	r.s.putStatus(ctx, &st)

@@ -45,7 +45,12 @@ type Service struct {
 	runners map[string]*runner
 
 	storeFailed chan struct{}
+	retry       chan natsio.Record
+	backoff     map[string]time.Duration // per deployment, for retries of a failed start
 }
+
+// publishTimeout bounds the wait for one publish acknowledgement.
+const publishTimeout = 15 * time.Second
 
 // NewService opens the state store and the registry.
 func NewService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
@@ -58,7 +63,9 @@ func NewService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = timeouts.System
 	}
-	js, err := jetstream.New(cfg.Conn)
+	// Publishes that get no acknowledgement fail after a while instead of waiting forever
+	// (for example when the connection drops mid-delivery); the outbox delivers them again.
+	js, err := jetstream.New(cfg.Conn, jetstream.WithPublishAsyncTimeout(publishTimeout))
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +78,8 @@ func NewService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg,
-		runners: map[string]*runner{}, storeFailed: make(chan struct{}, 1)}
+		runners: map[string]*runner{}, storeFailed: make(chan struct{}, 1),
+		retry: make(chan natsio.Record, 16), backoff: map[string]time.Duration{}}
 	if s.store, err = s.openStore(); err != nil {
 		rt.Close(ctx)
 		return nil, err
@@ -121,6 +129,7 @@ func (s *Service) Run(ctx context.Context) error {
 				if ctx.Err() != nil {
 					continue
 				}
+				s.stopAll()
 				return errors.New("runtime: the deployment watch ended")
 			}
 			if ev.InitialDone {
@@ -129,11 +138,17 @@ func (s *Service) Run(ctx context.Context) error {
 			name := ev.Record.Name
 			if ev.Deleted {
 				delete(records, name)
-				s.stop(name, "undeployed")
+				delete(s.backoff, name)
+				s.undeploy(ctx, name)
 				continue
 			}
 			records[name] = ev.Record
+			delete(s.backoff, name)
 			s.apply(ctx, ev.Record)
+		case rec := <-s.retry:
+			if cur, ok := records[rec.Name]; ok && cur.Revision == rec.Revision {
+				s.apply(ctx, rec)
+			}
 		case <-s.storeFailed:
 			s.recoverStore(ctx, records)
 		}
@@ -145,20 +160,35 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 	s.mu.Lock()
 	old := s.runners[rec.Name]
+	me := s.store.ID()
 	s.mu.Unlock()
-	if old != nil && old.rec.ModuleDigest == rec.ModuleDigest && string(old.rec.Spec) == string(rec.Spec) {
+	if old != nil && !old.failed() && old.rec.ModuleDigest == rec.ModuleDigest && string(old.rec.Spec) == string(rec.Spec) {
+		return
+	}
+	// Exactly one runtime runs a deployment: its state lives on that runtime's disk.
+	owner, err := s.reg.Claim(ctx, rec.Name, me)
+	if err != nil {
+		s.retryLater(rec, err)
+		return
+	}
+	if owner != me {
+		s.logger.Info("deployment is run by another runtime", "deployment", rec.Name, "owner", owner)
 		return
 	}
 	r, err := s.prepare(ctx, rec)
 	if err != nil {
 		s.logger.Error("deployment refused", "deployment", rec.Name, "err", err)
-		if old != nil {
+		if old != nil && !old.failed() {
 			old.setError(fmt.Errorf("redeploy refused, still running the previous revision: %w", err))
-			return
+		} else {
+			s.putStatus(ctx, &Status{Name: rec.Name, State: StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: me, UpdatedAt: time.Now()})
 		}
-		s.putStatus(ctx, &Status{Name: rec.Name, State: StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, UpdatedAt: time.Now()})
+		if !permanent(err) {
+			s.retryLater(rec, err)
+		}
 		return
 	}
+	delete(s.backoff, rec.Name)
 	if old != nil {
 		old.stop()
 		// The new engine reads state that the old one may have just committed.
@@ -171,6 +201,40 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 	s.mu.Unlock()
 	r.start(ctx)
 	s.logger.Info("deployment running", "deployment", rec.Name, "module", rec.ModuleDigest[:12])
+}
+
+// permanent tells whether a deployment failed to start for a reason that only a new deploy
+// can fix (as opposed to NATS being unreachable for a moment).
+func permanent(err error) bool {
+	return errors.Is(err, ErrInvalidSpec) || errors.Is(err, ErrInvalidModule) || errors.Is(err, ErrABIVersion) || errors.Is(err, ErrModuleInit)
+}
+
+// retryLater starts rec again after a backoff that doubles per failure, up to a minute.
+func (s *Service) retryLater(rec natsio.Record, err error) {
+	d := max(s.backoff[rec.Name]*2, 500*time.Millisecond)
+	d = min(d, time.Minute)
+	s.backoff[rec.Name] = d
+	s.logger.Warn("deployment could not start; retrying", "deployment", rec.Name, "in", d, "err", err)
+	time.AfterFunc(d, func() {
+		select {
+		case s.retry <- rec:
+		default:
+		}
+	})
+}
+
+// undeploy stops a deployment that was removed, and gives up its ownership.
+func (s *Service) undeploy(ctx context.Context, name string) {
+	s.mu.Lock()
+	_, running := s.runners[name]
+	me := s.store.ID()
+	s.mu.Unlock()
+	s.stop(name, "undeployed")
+	if running {
+		if err := s.reg.Release(ctx, name, me); err != nil {
+			s.logger.Warn("releasing the deployment failed", "deployment", name, "err", err)
+		}
+	}
 }
 
 func (s *Service) stop(name, why string) {

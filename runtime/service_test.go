@@ -350,3 +350,53 @@ func TestDeployRefusals(t *testing.T) {
 		t.Fatalf("undeploy of nothing: %v", err)
 	}
 }
+
+// TestOneRuntimePerDeployment: with two runtimes on one NATS, exactly one runs each
+// deployment (its state lives on that runtime's disk), so no row is counted twice. A runtime
+// with a fresh data directory gets a new identity, so its outputs do not collide with an
+// earlier runtime's message ids.
+func TestOneRuntimePerDeployment(t *testing.T) {
+	env := startNATS(t)
+	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	first := env.startService(t.TempDir(), clock)
+	env.startService(t.TempDir(), clock)
+	env.deploy(logincountSpec, logincountWasm(t))
+	env.waitRunning("logincount")
+	for range 20 {
+		env.publish("logins.web", `{"user_id":"alice"}`)
+	}
+	env.waitTotals(map[string]int{"alice": 20})
+	last := 0
+	for _, m := range env.streamMsgs("LOGINCOUNT_OUT") {
+		var v struct {
+			Total int `json:"total_logins"`
+		}
+		require(t, json.Unmarshal(m.Data, &v))
+		if v.Total <= last {
+			t.Fatalf("totals not increasing (two runtimes counted): %d after %d", v.Total, last)
+		}
+		last = v.Total
+	}
+
+	// The owner goes away for good; a runtime with a new disk takes over after an undeploy
+	// and deploy, and its outputs are not dropped as duplicates of the old ones.
+	first.stop()
+	require(t, env.client.Undeploy(context.Background(), "logincount"))
+	before := len(env.streamMsgs("LOGINCOUNT_OUT"))
+	env.deploy(logincountSpec, logincountWasm(t))
+	env.waitRunning("logincount")
+	env.publish("logins.web", `{"user_id":"bob"}`)
+	waitFor(t, "an output from the new owner", func() bool { return len(env.streamMsgs("LOGINCOUNT_OUT")) == before+1 })
+}
+
+func TestDeployNeedsSubjects(t *testing.T) {
+	env := startNATS(t)
+	spec := specFromYAML(t, "name: x\nkey: {field: k}\n")
+	_, err := env.client.Deploy(context.Background(), spec, logincountWasm(t))
+	if !errors.Is(err, runtime.ErrInvalidSpec) || !strings.Contains(err.Error(), "input.subjects is required") || !strings.Contains(err.Error(), "output.subject is required") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, _, err := env.client.State(context.Background(), "nothing", []byte(`"k"`)); !errors.Is(err, runtime.ErrNotDeployed) {
+		t.Fatalf("state of an undeployed name: %v", err)
+	}
+}

@@ -82,8 +82,9 @@ type SinkSpec struct {
 	Stream  string `yaml:"stream,omitempty" json:"stream,omitempty"`
 }
 
-// TriggerSpec cuts micro-batches: a batch closes when Interval has passed since its first row
-// or when it holds MaxRows rows.
+// TriggerSpec cuts micro-batches. A batch takes the rows available when it starts, up to
+// MaxRows; when none are, it waits up to Interval for the first one. Under processing-time
+// timeouts a batch runs at least every Interval, with or without rows.
 type TriggerSpec struct {
 	// Interval defaults to 10ms.
 	Interval Duration `yaml:"interval,omitempty" json:"interval,omitempty"`
@@ -240,6 +241,25 @@ func (s *Spec) Validate() error {
 		if _, err := json.Marshal(s.Config); err != nil {
 			add("config cannot be represented as JSON: %v", err)
 		}
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidSpec, strings.Join(p, "; "))
+}
+
+// ValidateForService is Validate plus what only the NATS service needs: input subjects and
+// an output subject. (Scenario files run without NATS, so their specs may leave them out.)
+func (s *Spec) ValidateForService() error {
+	var p []string
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if len(s.Input.Subjects) == 0 {
+		p = append(p, "input.subjects is required: the subjects to read rows from")
+	}
+	if s.Output.Subject == "" {
+		p = append(p, "output.subject is required: where emitted rows are published")
 	}
 	if len(p) == 0 {
 		return nil

@@ -14,13 +14,15 @@ const (
 // of state; `groupstate status` reads it. Counters count since the deployment started on its
 // runtime.
 type Status struct {
-	Name         string    `json:"name"`
-	State        string    `json:"state"`
-	Error        string    `json:"error,omitempty"`
-	ModuleDigest string    `json:"module_digest"`
-	DeployedAt   time.Time `json:"deployed_at"`
-	StartedAt    time.Time `json:"started_at"`
-	UpdatedAt    time.Time `json:"updated_at"`
+	Name         string `json:"name"`
+	State        string `json:"state"`
+	Error        string `json:"error,omitempty"`
+	ModuleDigest string `json:"module_digest"`
+	// Owner is the ID of the runtime (its state store) that runs the deployment.
+	Owner      string    `json:"owner,omitempty"`
+	DeployedAt time.Time `json:"deployed_at"`
+	StartedAt  time.Time `json:"started_at"`
+	UpdatedAt  time.Time `json:"updated_at"`
 
 	Batches       int64 `json:"batches"`
 	RowsIn        int64 `json:"rows_in"`

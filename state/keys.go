@@ -21,6 +21,9 @@ const (
 // deployment key.
 var formatKey = []byte("\x00format")
 
+// idKey holds the store's identity (see Store.ID).
+var idKey = []byte("\x00id")
+
 // ValidateName reports whether name is a valid deployment name:
 // 1 to 255 characters from [a-z0-9-]. The error wraps ErrInvalidName.
 func ValidateName(name string) error {

@@ -1,7 +1,9 @@
 package state
 
 import (
+	"crypto/rand"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +27,7 @@ type Store struct {
 	db   *pebble.DB
 	opts Options
 	dir  string
+	id   string
 
 	mu     sync.RWMutex // guards closed and failed
 	closed bool
@@ -83,8 +86,43 @@ func Open(dir string, opts *Options) (*Store, error) {
 		_ = db.Close()
 		return nil, fmt.Errorf("state: open %s: %w", dir, err)
 	}
+	if err := s.loadID(); err != nil {
+		_ = db.Close()
+		return nil, fmt.Errorf("state: open %s: %w", dir, err)
+	}
 	return s, nil
 }
+
+// loadID reads the store's identity, creating it on a new store.
+func (s *Store) loadID() error {
+	v, closer, err := s.db.Get(idKey)
+	if err == nil {
+		s.id = string(v)
+		return closer.Close()
+	}
+	if !errors.Is(err, pebble.ErrNotFound) {
+		return err
+	}
+	if s.opts.ReadOnly {
+		return nil
+	}
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return err
+	}
+	id := hex.EncodeToString(b[:])
+	if err := s.write(func() error { return s.db.Set(idKey, []byte(id), pebble.Sync) }); err != nil {
+		return err
+	}
+	s.id = id
+	return nil
+}
+
+// ID returns the store's identity: 16 random hex digits made when the store was created,
+// kept for its life. A store made afresh (a new directory, a lost disk) gets a new ID, so
+// identifiers derived from it (such as output message ids) never collide with those of an
+// earlier store that counted batches from 1 too. Empty for a read-only store that has none.
+func (s *Store) ID() string { return s.id }
 
 // openPebble calls pebble.Open, turning a Fatalf of our logger into an
 // error.

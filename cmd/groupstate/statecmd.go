@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -19,58 +20,20 @@ func newStateCommand() *cobra.Command {
 		Short: "Print a key's state value (exit 1 when it has none), or list the deployment's keys",
 		Long: `With KEY, prints the key's state value to standard output and exits 0, or exits 1 when the
 key has no state. KEY is taken as JSON when it is a JSON number or string (42, '"42"'), else
-as a string (alice). Without KEY, lists keys in key order, a page at a time (--limit, --after).`,
+as a string (alice). Without KEY, lists keys in key order, a page at a time (--limit, --after).
+Exit status: 0 with a value, 1 when the key has no state, 2 on any other error.`,
 		Example: `  groupstate state logincount alice
   groupstate state logincount alice --json
   groupstate state logincount --limit 100`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, done, err := cf.client(cmd.Context(), "state")
-			if err != nil {
-				return err
+			err := stateRun(cmd, &cf, args, asJSON, limit, after)
+			var ex *exitError
+			if err != nil && !errors.As(err, &ex) {
+				// Exit 1 means "no state"; anything else that went wrong is 2.
+				return &exitError{code: 2, msg: "groupstate: " + err.Error()}
 			}
-			defer done()
-			out := cmd.OutOrStdout()
-			if len(args) == 2 {
-				ks, found, err := c.State(cmd.Context(), args[0], runtime.KeyFromArg(args[1]))
-				if err != nil {
-					return err
-				}
-				if asJSON {
-					if !found {
-						ks = &runtime.KeyState{Key: runtime.KeyFromArg(args[1])}
-					}
-					b, _ := json.Marshal(ks)
-					fmt.Fprintln(out, string(b))
-				}
-				if !found || !ks.HasValue {
-					return &exitError{code: 1}
-				}
-				if !asJSON {
-					fmt.Fprintln(out, string(ks.Value))
-				}
-				return nil
-			}
-			var start []byte
-			if after != "" {
-				start = runtime.KeyFromArg(after)
-			}
-			keys, next, err := c.Keys(cmd.Context(), args[0], start, limit)
-			if err != nil {
-				return err
-			}
-			for _, k := range keys {
-				if asJSON {
-					b, _ := json.Marshal(k)
-					fmt.Fprintln(out, string(b))
-				} else {
-					fmt.Fprintln(out, string(k.Key))
-				}
-			}
-			if next != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "more keys: --after '%s'\n", next)
-			}
-			return nil
+			return err
 		},
 	}
 	cf.register(cmd)
@@ -78,4 +41,53 @@ as a string (alice). Without KEY, lists keys in key order, a page at a time (--l
 	cmd.Flags().IntVar(&limit, "limit", 100, "keys per page when listing")
 	cmd.Flags().StringVar(&after, "after", "", "list keys after this one")
 	return cmd
+}
+
+func stateRun(cmd *cobra.Command, cf *connFlags, args []string, asJSON bool, limit int, after string) error {
+	c, done, err := cf.client(cmd.Context(), "state")
+	if err != nil {
+		return err
+	}
+	defer done()
+	out := cmd.OutOrStdout()
+	if len(args) == 2 {
+		ks, found, err := c.State(cmd.Context(), args[0], runtime.KeyFromArg(args[1]))
+		if err != nil {
+			return err
+		}
+		if asJSON {
+			if !found {
+				ks = &runtime.KeyState{Key: runtime.KeyFromArg(args[1])}
+			}
+			b, _ := json.Marshal(ks)
+			fmt.Fprintln(out, string(b))
+		}
+		if !found || !ks.HasValue {
+			return &exitError{code: 1}
+		}
+		if !asJSON {
+			fmt.Fprintln(out, string(ks.Value))
+		}
+		return nil
+	}
+	var start []byte
+	if after != "" {
+		start = runtime.KeyFromArg(after)
+	}
+	keys, next, err := c.Keys(cmd.Context(), args[0], start, limit)
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		if asJSON {
+			b, _ := json.Marshal(k)
+			fmt.Fprintln(out, string(b))
+		} else {
+			fmt.Fprintln(out, string(k.Key))
+		}
+	}
+	if next != nil {
+		fmt.Fprintf(cmd.ErrOrStderr(), "more keys: --after '%s'\n", next)
+	}
+	return nil
 }

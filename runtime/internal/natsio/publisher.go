@@ -44,8 +44,9 @@ type Subjects struct {
 // streams should have a duplicate window of at least [MinDuplicateWindow] so
 // that re-deliveries after a crash are dropped.
 type Publisher struct {
-	js   jetstream.JetStream
-	subj Subjects
+	js       jetstream.JetStream
+	subj     Subjects
+	instance string
 }
 
 // NewPublisher returns a Publisher sending to subj through js.
@@ -53,11 +54,68 @@ func NewPublisher(js jetstream.JetStream, subj Subjects) *Publisher {
 	return &Publisher{js: js, subj: subj}
 }
 
+// WithInstance makes the message ids of p include instance, the identity of the state store
+// the outbox entries come from (state.Store.ID): a store made afresh counts batches from 1
+// again, and without the instance its outputs would collide with an earlier store's within
+// the duplicate window and be dropped.
+func (p *Publisher) WithInstance(instance string) *Publisher {
+	p.instance = instance
+	return p
+}
+
 // MsgID returns the Nats-Msg-Id of the outbox entry id of deployment:
 // "deployment.batch.seq". It is deterministic, so a re-delivery is dropped by
 // the stream's duplicate window.
 func MsgID(deployment string, id state.OutboxID) string {
 	return deployment + "." + strconv.FormatUint(id.BatchID, 10) + "." + strconv.FormatUint(uint64(id.Seq), 10)
+}
+
+// msgID is MsgID with the publisher's instance: "deployment.instance.batch.seq".
+func (p *Publisher) msgID(deployment string, id state.OutboxID) string {
+	if p.instance == "" {
+		return MsgID(deployment, id)
+	}
+	return deployment + "." + p.instance + "." + strconv.FormatUint(id.BatchID, 10) + "." + strconv.FormatUint(uint64(id.Seq), 10)
+}
+
+// ReasonTooLarge is the dead-letter reason of an entry too large for the server's
+// max_payload: it is replaced by a small dead letter saying so, instead of failing every
+// delivery forever.
+const ReasonTooLarge = "too_large_to_publish"
+
+// fit returns m, or when m is larger than the connection's max_payload, a small dead letter
+// in its place (same message id, so it is still published exactly once).
+func (p *Publisher) fit(m *nats.Msg, kind state.OutboxKind) *nats.Msg {
+	limit := p.js.Conn().MaxPayload()
+	size := len(m.Subject) + len(m.Data)
+	for k, vs := range m.Header {
+		for _, v := range vs {
+			size += len(k) + len(v) + 4
+		}
+	}
+	if limit <= 0 || int64(size) <= limit || p.subj.DeadLetter == "" {
+		return m
+	}
+	stub := &nats.Msg{Subject: p.subj.DeadLetter, Header: nats.Header{}}
+	for _, k := range []string{HeaderDeployment, HeaderKey, HeaderBatch, HeaderSubject, HeaderSequence, jetstream.MsgIDHeader} {
+		if v := m.Header.Get(k); v != "" {
+			stub.Header.Set(k, v)
+		}
+	}
+	stub.Header.Set(HeaderReason, ReasonTooLarge)
+	msg := fmt.Sprintf("a %s of %d bytes for %s is larger than the server's max_payload of %d bytes; it was dropped", kind, size, m.Subject, limit)
+	if r := m.Header.Get(HeaderReason); r != "" {
+		msg += " (it was a dead letter: " + r + ": " + truncate(m.Header.Get(HeaderError), 200) + ")"
+	}
+	stub.Header.Set(HeaderError, msg)
+	return stub
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
 }
 
 // Deliver publishes entries in order: state.OutboxOutput to Subjects.Output,
@@ -85,7 +143,7 @@ func (p *Publisher) Deliver(ctx context.Context, deployment string, entries []st
 		case <-f.fut.Ok():
 			return nil
 		case err := <-f.fut.Err():
-			return fmt.Errorf("natsio: publishing %s to %s: %w", MsgID(deployment, f.id), f.fut.Msg().Subject, err)
+			return fmt.Errorf("natsio: publishing %s to %s: %w", p.msgID(deployment, f.id), f.fut.Msg().Subject, err)
 		case <-ctx.Done():
 			return fmt.Errorf("natsio: awaiting publish acknowledgements: %w", ctx.Err())
 		}
@@ -105,7 +163,7 @@ func (p *Publisher) Deliver(ctx context.Context, deployment string, entries []st
 			subject = p.subj.Late
 		}
 		if subject == "" {
-			return fmt.Errorf("%w: %s kind %s", ErrNoSubject, MsgID(deployment, e.ID), e.Kind)
+			return fmt.Errorf("%w: %s kind %s", ErrNoSubject, p.msgID(deployment, e.ID), e.Kind)
 		}
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("natsio: delivering: %w", err)
@@ -129,10 +187,11 @@ func (p *Publisher) Deliver(ctx context.Context, deployment string, entries []st
 			m.Header.Set(HeaderKey, string(e.Key))
 		}
 		m.Header.Set(HeaderBatch, strconv.FormatUint(e.ID.BatchID, 10))
-		m.Header.Set(jetstream.MsgIDHeader, MsgID(deployment, e.ID))
+		m.Header.Set(jetstream.MsgIDHeader, p.msgID(deployment, e.ID))
+		m = p.fit(m, e.Kind)
 		fut, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(publishStallWait))
 		if err != nil {
-			return fmt.Errorf("natsio: publishing %s to %s: %w", MsgID(deployment, e.ID), subject, err)
+			return fmt.Errorf("natsio: publishing %s to %s: %w", p.msgID(deployment, e.ID), m.Subject, err)
 		}
 		window = append(window, inflight{fut: fut, id: e.ID})
 	}

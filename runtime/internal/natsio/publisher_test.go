@@ -1,9 +1,11 @@
 package natsio
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -173,5 +175,31 @@ func TestPublisherErrors(t *testing.T) {
 func TestMsgID(t *testing.T) {
 	if got := MsgID("login-count", state.OutboxID{BatchID: 12, Seq: 3}); got != "login-count.12.3" {
 		t.Fatalf("MsgID = %q", got)
+	}
+}
+
+// TestPublisherTooLarge: an entry larger than the server's max_payload cannot ever be
+// published; it is replaced by a small dead letter saying so (same message id), so delivery
+// does not fail forever and the entries after it go out.
+func TestPublisherTooLarge(t *testing.T) {
+	e := newEnv(t)
+	setupOutputs(t, e)
+	p := NewPublisher(e.js, Subjects{Output: "dep.out", DeadLetter: "dep.dlq"}).WithInstance("abcd")
+	big := bytes.Repeat([]byte("x"), int(e.nc.MaxPayload())+1)
+	entries := []state.OutboxEntry{
+		{ID: state.OutboxID{BatchID: 1, Seq: 0}, Kind: state.OutboxOutput, Key: []byte(`"k"`), Payload: big},
+		{ID: state.OutboxID{BatchID: 1, Seq: 1}, Kind: state.OutboxOutput, Key: []byte(`"k"`), Payload: []byte(`{"ok":1}`)},
+	}
+	if err := p.Deliver(e.ctx, "dep", entries); err != nil {
+		t.Fatal(err)
+	}
+	out := streamMsgs(t, e, "OUT")
+	if len(out) != 1 || string(out[0].Data) != `{"ok":1}` || out[0].Header.Get(jetstream.MsgIDHeader) != "dep.abcd.1.1" {
+		t.Fatalf("outputs: %d", len(out))
+	}
+	dlq := streamMsgs(t, e, "DLQ")
+	if len(dlq) != 1 || dlq[0].Header.Get(HeaderReason) != ReasonTooLarge || !strings.Contains(dlq[0].Header.Get(HeaderError), "max_payload") ||
+		dlq[0].Header.Get(HeaderKey) != `"k"` || dlq[0].Header.Get(jetstream.MsgIDHeader) != "dep.abcd.1.0" {
+		t.Fatalf("dead letters: %+v", dlq)
 	}
 }

@@ -21,6 +21,9 @@ const (
 	ModulesBucket = "groupstate-modules"
 	// StatusBucket is the KV bucket of progress documents, keyed by deployment name.
 	StatusBucket = "groupstate-status"
+	// OwnersBucket is the KV bucket that says which runtime runs each deployment (the ID of
+	// its state store), keyed by deployment name.
+	OwnersBucket = "groupstate-owners"
 )
 
 // DeploymentsHistory is how many revisions of each deployment record the
@@ -74,6 +77,7 @@ type Registry struct {
 	deployments jetstream.KeyValue
 	modules     jetstream.ObjectStore
 	status      jetstream.KeyValue
+	owners      jetstream.KeyValue
 }
 
 // OpenRegistry opens the registry's buckets, creating the missing ones (file
@@ -99,6 +103,15 @@ func OpenRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, error
 	if err != nil {
 		return nil, err
 	}
+	own, err := openKV(ctx, js, jetstream.KeyValueConfig{
+		Bucket:      OwnersBucket,
+		Description: "groupstate: which runtime runs each deployment",
+		History:     1,
+		Storage:     jetstream.FileStorage,
+	})
+	if err != nil {
+		return nil, err
+	}
 	cfg := jetstream.ObjectStoreConfig{
 		Bucket:      ModulesBucket,
 		Description: "groupstate WASM modules by SHA-256",
@@ -111,7 +124,7 @@ func OpenRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, error
 	if err != nil {
 		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, err)
 	}
-	return &Registry{deployments: dep, modules: mod, status: st}, nil
+	return &Registry{deployments: dep, modules: mod, status: st, owners: own}, nil
 }
 
 func openKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
@@ -348,6 +361,68 @@ func (r *Registry) GetStatus(ctx context.Context, name string) ([]byte, error) {
 func (r *Registry) DeleteStatus(ctx context.Context, name string) error {
 	if err := r.status.Purge(ctx, name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("natsio: deleting status of %s: %w", name, err)
+	}
+	return nil
+}
+
+// Claim makes runtime the owner of deployment name unless another runtime already is. It
+// returns the owner after the call: runtime itself when the claim succeeded or it already
+// owned name. A deployment's state lives on its owner's disk, so exactly one runtime runs it.
+func (r *Registry) Claim(ctx context.Context, name, runtime string) (owner string, err error) {
+	for range 3 {
+		if _, err := r.owners.Create(ctx, name, []byte(runtime)); err == nil {
+			return runtime, nil
+		} else if !errors.Is(err, jetstream.ErrKeyExists) {
+			return "", fmt.Errorf("natsio: claiming %s: %w", name, err)
+		}
+		e, err := r.owners.Get(ctx, name)
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			continue // released in between: try again
+		}
+		if err != nil {
+			return "", fmt.Errorf("natsio: reading the owner of %s: %w", name, err)
+		}
+		return string(e.Value()), nil
+	}
+	return "", fmt.Errorf("natsio: claiming %s: the owner keeps changing", name)
+}
+
+// Owner returns the runtime that owns deployment name, or "" when none does.
+func (r *Registry) Owner(ctx context.Context, name string) (string, error) {
+	e, err := r.owners.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("natsio: reading the owner of %s: %w", name, err)
+	}
+	return string(e.Value()), nil
+}
+
+// Release gives up runtime's ownership of deployment name (after an undeploy). It does
+// nothing when another runtime owns it.
+func (r *Registry) Release(ctx context.Context, name, runtime string) error {
+	e, err := r.owners.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("natsio: reading the owner of %s: %w", name, err)
+	}
+	if string(e.Value()) != runtime {
+		return nil
+	}
+	if err := r.owners.Delete(ctx, name, jetstream.LastRevision(e.Revision())); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("natsio: releasing %s: %w", name, err)
+	}
+	return nil
+}
+
+// Disown removes the owner of deployment name, whoever it is (an undeploy: the next deploy
+// may run on any runtime).
+func (r *Registry) Disown(ctx context.Context, name string) error {
+	if err := r.owners.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+		return fmt.Errorf("natsio: disowning %s: %w", name, err)
 	}
 	return nil
 }

@@ -254,3 +254,32 @@ func TestOpenRegistryConcurrent(t *testing.T) {
 		}
 	}
 }
+
+func TestRegistryOwners(t *testing.T) {
+	e := newEnv(t)
+	r, err := OpenRegistry(e.ctx, e.js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, err := r.Claim(e.ctx, "dep", "rt1"); err != nil || o != "rt1" {
+		t.Fatalf("first claim: %q %v", o, err)
+	}
+	if o, err := r.Claim(e.ctx, "dep", "rt1"); err != nil || o != "rt1" {
+		t.Fatalf("claim again by the owner: %q %v", o, err)
+	}
+	if o, err := r.Claim(e.ctx, "dep", "rt2"); err != nil || o != "rt1" {
+		t.Fatalf("claim by another runtime: %q %v", o, err)
+	}
+	if err := r.Release(e.ctx, "dep", "rt2"); err != nil {
+		t.Fatal(err)
+	}
+	if o, _ := r.Owner(e.ctx, "dep"); o != "rt1" {
+		t.Fatalf("a non-owner released it: owner %q", o)
+	}
+	if err := r.Release(e.ctx, "dep", "rt1"); err != nil {
+		t.Fatal(err)
+	}
+	if o, err := r.Claim(e.ctx, "dep", "rt2"); err != nil || o != "rt2" {
+		t.Fatalf("claim after release: %q %v", o, err)
+	}
+}

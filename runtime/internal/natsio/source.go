@@ -62,14 +62,15 @@ type Source struct {
 	durable string
 	cons    jetstream.Consumer
 
-	mu        sync.Mutex
-	epoch     uint64 // increments on every consumer reset
-	lastDseq  uint64 // consumer sequence of the last delivery seen in this epoch
-	last      uint64 // highest stream sequence returned to the caller
-	acked     uint64 // highest stream sequence acknowledged and confirmed
-	ackWanted uint64 // highest stream sequence the caller asked to acknowledge with a stale copy
-	failed    error  // sticky ErrDeliveryGap
-	resetable bool
+	mu         sync.Mutex
+	epoch      uint64 // increments on every consumer reset
+	lastDseq   uint64 // consumer sequence of the last delivery seen in this epoch
+	last       uint64 // highest stream sequence returned to the caller
+	acked      uint64 // highest stream sequence acknowledged and confirmed
+	ackWanted  uint64 // highest stream sequence the caller asked to acknowledge with a stale copy
+	failed     error  // sticky ErrDeliveryGap
+	needRewind bool   // a rewind after a gap failed; retried at the next Fetch
+	resetable  bool
 }
 
 // NewSource creates or updates the durable pull consumer named durable on
@@ -165,6 +166,17 @@ func (s *Source) Fetch(ctx context.Context, max int, wait time.Duration) ([]Msg,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	if s.needRewind {
+		// An earlier rewind after a gap failed (the server was likely unreachable): try
+		// again before fetching anything, so nothing after the gap is returned first.
+		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		err := s.rewind(rctx)
+		cancel()
+		if err != nil {
+			return nil, fmt.Errorf("%w (consumer %s on %s: rewinding: %v; will retry)", ErrDeliveryGap, s.durable, s.stream, err)
+		}
+		s.needRewind = false
+	}
 	var out []Msg
 	batch, err := s.cons.FetchNoWait(max)
 	if err != nil {
@@ -254,7 +266,11 @@ func (s *Source) finish(ctx context.Context, out []Msg, gap bool, err error) ([]
 			rerr = s.rewind(rctx)
 		}
 		cancel()
-		if rerr != nil {
+		switch {
+		case rerr == nil:
+		case s.resetable:
+			s.needRewind = true // transient: the next Fetch rewinds first
+		default:
 			s.failed = fmt.Errorf("%w (consumer %s on %s: %v)", ErrDeliveryGap, s.durable, s.stream, rerr)
 		}
 	}
