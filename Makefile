@@ -16,6 +16,9 @@ GO_MODULES := $(foreach s,$(GO_SAMPLES),samples/$(s)/go/$(s).wasm)
 
 SAMPLE_MODULES := $(GO_MODULES)
 
+# Other languages: each mk/<language>.mk adds its modules to SAMPLE_MODULES and its rules.
+include $(wildcard mk/*.mk)
+
 # Test fixtures: Go handlers the runtime's tests load (runtime/testdata/<name>/<name>.wasm).
 FIXTURES := runtime/testdata/probe/probe.wasm
 

@@ -38,39 +38,24 @@ func semanticsCases(t *testing.T) []scenarioCase {
 	return cases
 }
 
-// sampleCases lists every sample's own scenario and the public scenarios copied from
-// shared/scenarios into testdata/public.
-func sampleCases(t *testing.T) []scenarioCase {
-	var cases []scenarioCase
-	specs, err := filepath.Glob("../samples/*/*.yaml")
-	require(t, err)
-	for _, spec := range specs {
-		file := strings.TrimSuffix(spec, ".yaml") + ".jsonl"
-		if _, err := os.Stat(file); err == nil {
-			cases = append(cases, scenarioCase{filepath.Base(file), spec, file})
-		}
-	}
-	for _, name := range []string{"logincount", "sessions"} {
-		cases = append(cases, scenarioCase{
-			"public/" + name,
-			filepath.Join("testdata/public", name+".yaml"),
-			filepath.Join("testdata/public", name+".public.jsonl"),
-		})
-	}
-	if len(cases) < 6 {
-		t.Fatalf("found only %d sample scenarios", len(cases))
-	}
-	return cases
-}
-
 // runScenario runs one scenario file and returns what it printed.
 func runScenario(t *testing.T, c scenarioCase, steps []scenario.Step) string {
 	t.Helper()
-	spec, modPath, err := runtime.LoadSpec(c.spec)
+	return runScenarioWith(t, c, "", steps)
+}
+
+// runScenarioWith runs steps with the module at modPath (default: the spec's module, or for
+// the public specs, which name no path, the Go sample).
+func runScenarioWith(t *testing.T, c scenarioCase, modPath string, steps []scenario.Step) string {
+	t.Helper()
+	spec, specMod, err := runtime.LoadSpec(c.spec)
 	require(t, err)
-	if strings.HasPrefix(c.name, "public/") {
-		// The public specs name their module without a path: use the Go sample.
+	switch {
+	case modPath != "":
+	case strings.HasPrefix(c.name, "public/"):
 		modPath = filepath.Join("../samples", spec.Name, "go", spec.Name+".wasm")
+	default:
+		modPath = specMod
 	}
 	wasm := readFile(t, modPath)
 	var out bytes.Buffer
@@ -111,18 +96,6 @@ func TestSemantics(t *testing.T) {
 			if plain == "" {
 				t.Fatal("scenario emitted nothing; it tests nothing")
 			}
-			if restarted := runScenario(t, c, withRestarts(steps)); restarted != plain {
-				t.Fatalf("restarts changed the output:\nwithout:\n%s\nwith:\n%s", plain, restarted)
-			}
-		})
-	}
-}
-
-func TestSampleScenarios(t *testing.T) {
-	for _, c := range sampleCases(t) {
-		t.Run(c.name, func(t *testing.T) {
-			steps := parseSteps(t, c.file)
-			plain := runScenario(t, c, steps)
 			if restarted := runScenario(t, c, withRestarts(steps)); restarted != plain {
 				t.Fatalf("restarts changed the output:\nwithout:\n%s\nwith:\n%s", plain, restarted)
 			}
