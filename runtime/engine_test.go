@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 
@@ -254,5 +255,65 @@ func TestUndeliveredOutputsHoldBack(t *testing.T) {
 	require(t, st.Deployment("probe").Outbox(func(state.OutboxEntry) error { left++; return nil }))
 	if left != 0 {
 		t.Fatalf("%d entries left in the outbox", left)
+	}
+}
+
+// TestSandbox: a module cannot open files, read the environment or reach the network.
+func TestSandbox(t *testing.T) {
+	t.Setenv("GROUPSTATE_SECRET", "s3cret")
+	ln, err := net.Listen("tcp", "127.0.0.1:0") // something to reach, were the network open
+	require(t, err)
+	defer ln.Close()
+	accepted := make(chan struct{}, 1)
+	go func() {
+		if c, err := ln.Accept(); err == nil {
+			c.Close()
+			accepted <- struct{}{}
+		}
+	}()
+	sink := &collector{}
+	eng := newEngine(t, specFromYAML(t, probeSpec), probeWasm(t), nil, sink)
+	_, err = eng.RunBatch(context.Background(), runtime.BatchInput{ProcessingTimeMs: 1, Rows: rows(
+		`{"k":"a","ops":[{"open":"/etc/passwd"},{"open":"."},{"open":"/"},{"env":"GROUPSTATE_SECRET"},{"env":"HOME"},{"dial":"` + ln.Addr().String() + `"}]}`)})
+	require(t, err)
+	select {
+	case <-accepted:
+		t.Fatal("a module connected to a listener on the host")
+	default:
+	}
+	out := payloads(sink.take(state.OutboxOutput))
+	if len(out) != 6 {
+		t.Fatalf("probe emitted %v", out)
+	}
+	for _, o := range out[:3] {
+		if !strings.Contains(o, `"ok":false`) {
+			t.Errorf("a module opened a file: %s", o)
+		}
+	}
+	for _, o := range out[3:5] {
+		if !strings.Contains(o, `"set":false`) || !strings.Contains(o, `"environ":0`) {
+			t.Errorf("a module read the environment: %s", o)
+		}
+	}
+	if !strings.Contains(out[5], `"ok":false`) {
+		t.Errorf("a module reached the network: %s", out[5])
+	}
+}
+
+// TestOutputLimit: a call that returns more than limits.max_output_bytes fails its key; the
+// other keys proceed.
+func TestOutputLimit(t *testing.T) {
+	spec := specFromYAML(t, probeSpec+"  max_output_bytes: 1MiB\n")
+	sink := &collector{}
+	eng := newEngine(t, spec, probeWasm(t), nil, sink)
+	rep, err := eng.RunBatch(context.Background(), runtime.BatchInput{ProcessingTimeMs: 1, Rows: rows(
+		`{"k":"big","ops":[{"emit_mb":2}]}`, `{"k":"small","ops":[{"emit":"fine"}]}`)})
+	require(t, err)
+	dead := sink.take(state.OutboxDeadLetter)
+	if rep.FailedKeys != 1 || len(dead) != 1 || !strings.Contains(dead[0].Headers[runtime.HeaderError], "exceeds the limit of 1048576 bytes") {
+		t.Fatalf("failed %d, dead letters %+v", rep.FailedKeys, dead)
+	}
+	if out := payloads(sink.take(state.OutboxOutput)); len(out) != 1 || out[0] != `"fine"` {
+		t.Fatalf("outputs %v", out)
 	}
 }

@@ -16,6 +16,10 @@
 //	{"exit": code}     os.Exit (an unrecoverable trap for the host)
 //	{"loop": true}     loop forever (the per-call time limit)
 //	{"alloc_mb": n}    allocate and touch n MiB (the memory limit)
+//	{"emit_mb": n}     emit a JSON string of n MiB (the output limit)
+//	{"open": path}     try to open a file: emits {"tag": "open", "ok", "error"}
+//	{"env": name}      look up an environment variable: emits {"tag": "env", "set", "value", "environ"}
+//	{"dial": addr}     try a TCP connection: emits {"tag": "dial", "ok", "error"}
 //
 // An op whose state-handle call fails emits {"tag": "error", "op": i, "error": msg}.
 // A timeout call runs the ops stored under "on_timeout" in the state value, if the state is
@@ -29,6 +33,7 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"time"
 
@@ -48,6 +53,10 @@ type op struct {
 	Exit    *int            `json:"exit"`
 	Loop    bool            `json:"loop"`
 	AllocMB int             `json:"alloc_mb"`
+	EmitMB  int             `json:"emit_mb"`
+	Open    string          `json:"open"`
+	Env     string          `json:"env"`
+	Dial    string          `json:"dial"`
 }
 
 type row struct {
@@ -115,6 +124,29 @@ func run(g *groupstate.RawGroup, ops []op) error {
 		case o.Loop:
 			for {
 			}
+		case o.EmitMB > 0:
+			b := make([]byte, o.EmitMB<<20)
+			for j := range b {
+				b[j] = 'x'
+			}
+			b[0], b[len(b)-1] = '"', '"'
+			g.Emit(b)
+		case o.Open != "":
+			f, err := os.Open(o.Open)
+			if err == nil {
+				f.Close()
+			}
+			emitResult(g, "open", err)
+		case o.Env != "":
+			v, ok := os.LookupEnv(o.Env)
+			e, _ := json.Marshal(map[string]any{"tag": "env", "set": ok, "value": v, "environ": len(os.Environ())})
+			g.Emit(e)
+		case o.Dial != "":
+			c, err := net.Dial("tcp", o.Dial)
+			if err == nil {
+				c.Close()
+			}
+			emitResult(g, "dial", err)
 		case o.AllocMB > 0:
 			b := make([]byte, o.AllocMB<<20)
 			for j := range b {
@@ -128,6 +160,15 @@ func run(g *groupstate.RawGroup, ops []op) error {
 		}
 	}
 	return nil
+}
+
+func emitResult(g *groupstate.RawGroup, tag string, err error) {
+	p := map[string]any{"tag": tag, "ok": err == nil}
+	if err != nil {
+		p["error"] = err.Error()
+	}
+	b, _ := json.Marshal(p)
+	g.Emit(b)
 }
 
 func emitProbe(g *groupstate.RawGroup, tag string) {
