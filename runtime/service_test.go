@@ -400,3 +400,42 @@ func TestDeployNeedsSubjects(t *testing.T) {
 		t.Fatalf("state of an undeployed name: %v", err)
 	}
 }
+
+// TestServiceFailPolicy: under on_error: fail, a failing key stops the deployment with the
+// error in its status and nothing of that batch commits; a redeploy starts it again.
+func TestServiceFailPolicy(t *testing.T) {
+	env := startNATS(t)
+	env.startService(t.TempDir(), timeouts.NewManualClock(time.UnixMilli(5000)))
+	spec := `
+name: strict
+module: unused.wasm
+input: {subjects: ["strict.in"]}
+key: {field: k}
+timeout: processing_time
+output: {subject: strict.out}
+on_error: fail
+`
+	env.deploy(spec, probeWasm(t))
+	env.waitRunning("strict")
+	env.publish("strict.in", `{"k":"a","ops":[{"emit":"ok"}]}`)
+	env.waitStream("GS_STRICT_OUT", 1)
+	env.publish("strict.in", `{"k":"b","ops":[{"fail":"bad b"}]}`)
+	var st *runtime.Status
+	waitFor(t, "failed status", func() bool {
+		var err error
+		st, err = env.client.Status(context.Background(), "strict")
+		return err == nil && st.State == runtime.StatusFailed
+	})
+	if !strings.Contains(st.Error, `key "b": bad b`) || st.Position != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	// Redeploying the same spec and module restarts it; the failing row fails it again.
+	env.deploy(spec, probeWasm(t))
+	waitFor(t, "failed again after the redeploy", func() bool {
+		s, err := env.client.Status(context.Background(), "strict")
+		return err == nil && s.State == runtime.StatusFailed && s.StartedAt.After(st.StartedAt)
+	})
+	if n := len(env.streamMsgs("GS_STRICT_OUT")); n != 1 {
+		t.Fatalf("outputs %d", n)
+	}
+}
