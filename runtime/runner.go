@@ -174,6 +174,7 @@ func (r *runner) loop(ctx context.Context) {
 		noData = rep.NeedsNoDataBatch
 		backoff = 100 * time.Millisecond
 		r.record(rep)
+		r.s.cfg.Metrics.batch(r.spec.Name, rep)
 		r.publishStatus(work, false)
 	}
 }
@@ -260,5 +261,6 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 		st.StateBytes = int64(n)
 	}
 	st.UpdatedAt = time.Now()
+	r.s.cfg.Metrics.status(&st, r.spec.EventTime != nil)
 	r.s.putStatus(ctx, &st)
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -29,6 +30,8 @@ type ServiceConfig struct {
 	Logger *slog.Logger
 	// Clock gives batch processing times. Default timeouts.System.
 	Clock timeouts.Clock
+	// Metrics, when set, receive the deployments' Prometheus metrics (see NewMetrics).
+	Metrics *Metrics
 }
 
 // Service runs every deployment registered in NATS: it watches the deployments bucket and
@@ -44,6 +47,7 @@ type Service struct {
 	store   *state.Store
 	runners map[string]*runner
 
+	ready       atomic.Bool
 	storeFailed chan struct{}
 	retry       chan natsio.Record
 	backoff     map[string]time.Duration // per deployment, for retries of a failed start
@@ -117,6 +121,8 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	defer api.Unsubscribe()
 	s.logger.Info("runtime started", "data", s.cfg.DataDir)
+	s.ready.Store(true)
+	defer s.ready.Store(false)
 	records := map[string]natsio.Record{}
 	for {
 		select {
@@ -304,6 +310,9 @@ func (s *Service) signalStoreFailed() {
 	default:
 	}
 }
+
+// Ready reports whether the service has started watching deployments (for /readyz).
+func (s *Service) Ready() bool { return s.ready.Load() }
 
 func (s *Service) putStatus(ctx context.Context, st *Status) {
 	doc, _ := json.Marshal(st)

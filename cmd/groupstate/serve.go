@@ -3,8 +3,15 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/spf13/cobra"
 
@@ -13,9 +20,9 @@ import (
 
 func newServeCommand() *cobra.Command {
 	var cf connFlags
-	var dataDir, listen, logLevel, logFormat string
+	var dataDir, listen, logLevel, logFormat, metricsAddr string
 	cmd := &cobra.Command{
-		Use:   "serve --data DIR [--listen HOST:PORT] [--server URL]",
+		Use:   "serve --data DIR [--listen HOST:PORT] [--server URL] [--metrics HOST:PORT]",
 		Short: "Run the runtime (with an embedded NATS server unless --server is given)",
 		Long: `Runs every deployment registered in NATS. Without --server it embeds a NATS server with
 JetStream (storage under DIR/nats) listening on --listen, so one command runs everything on
@@ -56,9 +63,22 @@ SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs 
 				return err
 			}
 			defer nc.Drain()
-			svc, err := runtime.NewService(ctx, runtime.ServiceConfig{DataDir: filepath.Join(dataDir, "runtime"), Conn: nc, Logger: logger})
+			cfg := runtime.ServiceConfig{DataDir: filepath.Join(dataDir, "runtime"), Conn: nc, Logger: logger}
+			reg := prometheus.NewRegistry()
+			if metricsAddr != "" {
+				reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+				cfg.Metrics = runtime.NewMetrics(reg)
+			}
+			svc, err := runtime.NewService(ctx, cfg)
 			if err != nil {
 				return err
+			}
+			if metricsAddr != "" {
+				stop, err := serveMetrics(metricsAddr, reg, func() bool { return svc.Ready() && nc.IsConnected() }, logger)
+				if err != nil {
+					return err
+				}
+				defer stop()
 			}
 			return svc.Run(ctx)
 		},
@@ -68,7 +88,35 @@ SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs 
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4222", "address of the embedded NATS server")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")
+	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics, /healthz and /readyz on HOST:PORT")
 	return cmd
+}
+
+// serveMetrics serves /metrics, /healthz (the process is up) and /readyz (the runtime runs
+// and NATS is connected) on addr until stop is called.
+func serveMetrics(addr string, reg *prometheus.Registry, ready func() bool, logger *slog.Logger) (stop func(), err error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics %s: %w", addr, err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !ready() {
+			http.Error(w, "not ready", http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && err != http.ErrServerClosed {
+			logger.Error("metrics server stopped", "err", err)
+		}
+	}()
+	logger.Info("metrics listening", "addr", ln.Addr().String())
+	return func() { srv.Close() }, nil
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os/exec"
 	"strings"
 	"syscall"
@@ -33,9 +35,11 @@ func freePort(t *testing.T) int {
 // TestServeDeployFlow is the README's flow with the real binary: serve with the embedded NATS,
 // deploy logincount, publish, read state and status, undeploy, and stop with SIGTERM (exit 0).
 func TestServeDeployFlow(t *testing.T) {
-	port := freePort(t)
+	port, metricsPort := freePort(t), freePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	serve := exec.Command(groupstateBin(t), "serve", "--data", t.TempDir(), "--listen", fmt.Sprintf("127.0.0.1:%d", port))
+	metrics := fmt.Sprintf("http://127.0.0.1:%d", metricsPort)
+	serve := exec.Command(groupstateBin(t), "serve", "--data", t.TempDir(), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		"--metrics", fmt.Sprintf("127.0.0.1:%d", metricsPort))
 	var serveLog bytes.Buffer
 	serve.Stdout, serve.Stderr = &serveLog, &serveLog
 	if err := serve.Start(); err != nil {
@@ -101,6 +105,19 @@ func TestServeDeployFlow(t *testing.T) {
 			return code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.RowsIn == 3 && st.StateKeys == 2
 		})
 	}
+	// Prometheus metrics, labelled by deployment, and the health endpoints.
+	waitCLI(t, func() bool {
+		body := httpGet(t, metrics+"/metrics")
+		return strings.Contains(body, `groupstate_input_rows_total{deployment="logincount"} 3`) &&
+			strings.Contains(body, `groupstate_state_keys{deployment="logincount"} 2`) &&
+			strings.Contains(body, `groupstate_batch_duration_seconds_count{deployment="logincount"}`)
+	})
+	if body := httpGet(t, metrics+"/readyz"); body != "ready\n" {
+		t.Fatalf("/readyz: %q", body)
+	}
+	if body := httpGet(t, metrics+"/healthz"); body != "ok\n" {
+		t.Fatalf("/healthz: %q", body)
+	}
 	if out, _, code := cli("list"); code != 0 || !strings.Contains(out, "logincount") || !strings.Contains(out, "running") {
 		t.Fatalf("list: exit %d\n%s", code, out)
 	}
@@ -120,6 +137,16 @@ func TestServeDeployFlow(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatalf("serve did not exit after SIGTERM\n%s", serveLog.String())
 	}
+}
+
+func httpGet(t *testing.T, url string) string {
+	resp, err := http.Get(url)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
 }
 
 func waitCLI(t *testing.T, cond func() bool) {
