@@ -117,7 +117,11 @@ int gs_set_timeout_timestamp(gs_group *g, int64_t timestamp_ms);
 int gs_current_watermark_ms(gs_group *g, int64_t *watermark_ms);
 int64_t gs_current_processing_time_ms(gs_group *g);
 
-/* Fail the group (or the init) with a message (copied): returns GS_ERR, so `return gs_fail(g, "...")`. */
+/* Records a message (copied) and returns GS_ERR, so `return gs_fail(g, "...")` fails the group
+ * with it. When the handler returns a non-zero code, the group's error is the message of the
+ * last error recorded on g if it has that code (so `return gs_state_get(...)` or
+ * `return gs_set_timeout_duration(...)` carries the SDK's message), else
+ * "groupstate: handler returned <code>". */
 int gs_fail(gs_group *g, const char *message);
 /* The message of the last error recorded on g (handle misuse, gs_fail), "" when none. */
 const char *gs_error_message(gs_group *g);
@@ -230,6 +234,7 @@ struct gs_group {
 	size_t value_len;
 	int64_t t, w;
 	const char *err;
+	int err_code;
 };
 
 struct gs_config {
@@ -377,6 +382,14 @@ static const char *gs__cat(const char *a, const char *b, const char *c, const ch
 	return s;
 }
 
+static const char *gs__cat_n(gs_slice v) { /* v as a NUL-terminated arena string */
+	char *s = (char *)gs_arena_alloc(v.len + 1);
+	if (!s) return "";
+	memcpy(s, v.ptr, v.len);
+	s[v.len] = 0;
+	return s;
+}
+
 /* ---- exports -------------------------------------------------------------------------- */
 
 GS__EXPORT("gs_abi_version") int32_t gs_abi_version(void) { return GS_ABI_VERSION; }
@@ -499,7 +512,7 @@ GS__EXPORT("gs_process") int64_t gs_process(int32_t ptr, int32_t len) {
 		int rc = gs__handler(&g);
 		gs__out_patch_u32(emits_at, gs__emitted);
 		if (rc != GS_OK) {
-			const char *m = g.err;
+			const char *m = rc == g.err_code ? g.err : NULL;
 			char num[24];
 			if (!m || !*m) {
 				gs__fmt_i64(num, rc);
@@ -560,7 +573,7 @@ int gs_emit(gs_group *g, const void *row, size_t len) {
 }
 
 static int gs__err(gs_group *g, int code, const char *msg) {
-	g->err = msg;
+	g->err = msg, g->err_code = code;
 	return code;
 }
 
@@ -721,7 +734,7 @@ int gs_config_duration_ns(gs_config *c, const char *field, int64_t *ns) {
 		}
 	} else {
 		double ms;
-		if (gs_json_double(v, &ms) != GS_OK) why = "want a duration string (\"10s\") or a number of milliseconds";
+		if (gs_json_double(v, &ms) != GS_OK) why = gs__cat("want a duration string such as \"10s\" or a number of milliseconds, got ", gs__cat_n(v), NULL, NULL);
 		else if (!(ms * 1e6 < 9.2e18 && ms * 1e6 > -9.2e18)) why = "duration out of range";
 		else *ns = (int64_t)(ms * 1e6);
 	}
@@ -874,9 +887,9 @@ bool gs_json_name_is(gs_slice tok, const char *name) {
 	size_t n = strlen(name);
 	if (tok.len == n + 2 && !memchr(tok.ptr, '\\', tok.len)) return !memcmp(tok.ptr + 1, name, n);
 	if (!memchr(tok.ptr, '\\', tok.len)) return false;
-	char buf[256];
+	char small[128], *buf = tok.len <= sizeof small ? small : (char *)gs_arena_alloc(tok.len);
 	size_t l;
-	if (tok.len > sizeof buf || gs_json_decode_string(tok, buf, &l) != GS_OK) return false;
+	if (!buf || gs_json_decode_string(tok, buf, &l) != GS_OK) return false;
 	return l == n && !memcmp(buf, name, n);
 }
 
@@ -911,8 +924,9 @@ int gs_json_int64(gs_slice t, int64_t *out) {
 }
 
 int gs_json_double(gs_slice t, double *out) {
-	char buf[64];
-	if (!t.len || t.len >= sizeof buf || !(t.ptr[0] == '-' || (t.ptr[0] >= '0' && t.ptr[0] <= '9'))) return GS_ERR_JSON;
+	char small[64], *buf = t.len < sizeof small ? small : (char *)gs_arena_alloc(t.len + 1);
+	if (!buf) return GS_ERR_NOMEM;
+	if (!t.len || !(t.ptr[0] == '-' || (t.ptr[0] >= '0' && t.ptr[0] <= '9'))) return GS_ERR_JSON;
 	memcpy(buf, t.ptr, t.len);
 	buf[t.len] = 0;
 	char *end;
