@@ -17,6 +17,8 @@ GO_MODULES := $(foreach s,$(GO_SAMPLES),samples/$(s)/go/$(s).wasm)
 SAMPLE_MODULES := $(GO_MODULES)
 
 # Other languages: each mk/<language>.mk adds its modules to SAMPLE_MODULES and its rules.
+# They are included before the first target here, so name the default goal explicitly.
+.DEFAULT_GOAL := all
 include $(wildcard mk/*.mk)
 
 # Test fixtures: Go handlers the runtime's tests load (runtime/testdata/<name>/<name>.wasm).

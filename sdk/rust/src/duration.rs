@@ -84,7 +84,7 @@ pub(crate) fn parse_go_duration(orig: &str) -> Result<i64, String> {
         s = &s[i..];
         let unit: u64 = match u {
             b"ns" => 1,
-            b"us" | "\u{b5}s".as_bytes() | "\u{3bc}s".as_bytes() => 1_000,
+            b"us" | b"\xc2\xb5s" | b"\xce\xbcs" => 1_000, // us, U+00B5 s, U+03BC s
             b"ms" => 1_000_000,
             b"s" => 1_000_000_000,
             b"m" => 60_000_000_000,
