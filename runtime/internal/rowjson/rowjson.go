@@ -61,7 +61,8 @@ func Validate(row []byte) error {
 }
 
 // Lookup returns the raw JSON token of the field at p in row, which must already have passed
-// [Validate]. A field whose value is null counts as missing. The token aliases row.
+// [Validate]. Names match exactly (case-sensitively); a name that occurs twice in an object
+// takes its last value; a field whose value is null counts as missing. The token aliases row.
 func Lookup(row []byte, p Path) ([]byte, error) {
 	v := row[skipSpace(row, 0):]
 	for _, seg := range p {
@@ -161,11 +162,14 @@ func isIntLiteral(tok []byte) bool {
 	return true
 }
 
-// field returns the value token of field name in the object token v.
+// field returns the value token of field name in the object token v. Names match exactly;
+// when the name occurs more than once the last occurrence wins, as with encoding/json and
+// the SDKs.
 func field(v []byte, name string) ([]byte, bool) {
 	if len(v) == 0 || v[0] != '{' {
 		return nil, false
 	}
+	var found []byte
 	i := skipSpace(v, 1)
 	for i < len(v) && v[i] == '"' {
 		kEnd := skipString(v, i)
@@ -174,14 +178,14 @@ func field(v []byte, name string) ([]byte, bool) {
 		i = skipSpace(v, i+1) // ':'
 		vEnd := skipValue(v, i)
 		if keyEquals(k, name) {
-			return v[i:vEnd], true
+			found = v[i:vEnd]
 		}
 		i = skipSpace(v, vEnd)
 		if i < len(v) && v[i] == ',' {
 			i = skipSpace(v, i+1)
 		}
 	}
-	return nil, false
+	return found, found != nil
 }
 
 func keyEquals(raw []byte, name string) bool {

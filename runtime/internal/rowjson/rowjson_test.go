@@ -21,6 +21,8 @@ func TestLookup(t *testing.T) {
 		{`{"k":null}`, "k", ``, ErrMissing},
 		{`{"other":1}`, "k", ``, ErrMissing},
 		{`{"k":"a\\","z":2}`, "z", `2`, nil},
+		{`{"k":"first","k":"last"}`, "k", `"last"`, nil},
+		{`{"K":"upper"}`, "k", ``, ErrMissing},
 	}
 	for _, tc := range tests {
 		t.Run(tc.row+"/"+tc.path, func(t *testing.T) {
