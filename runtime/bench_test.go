@@ -11,20 +11,6 @@ import (
 	"github.com/groupstate/groupstate/state"
 )
 
-const sessionsBenchSpec = `
-name: sessions
-module: unused.wasm
-key:
-  field: user_id
-event_time:
-  field: ts
-  watermark_delay: 10s
-timeout: event_time
-output:
-  subject: sessions.out
-config:
-  gap: 5s
-`
 
 // BenchmarkEngineSessions measures engine throughput on the sessions sample with 100k keys:
 // the WASM build versus the very same handler code compiled natively (package session), in
@@ -32,7 +18,7 @@ config:
 // rows/s of the two sub-benchmarks (DESIGN section 6 asks wasm >= 0.5 x native).
 func BenchmarkEngineSessions(b *testing.B) {
 	const keys, batchRows = 100_000, 10_000
-	spec := specFromYAML(b, sessionsBenchSpec)
+	spec := specFromYAML(b, sessionsServiceSpec)
 	wasm := readFile(b, "../samples/sessions/go/sessions.wasm")
 	for _, kind := range []string{"wasm", "native"} {
 		b.Run(kind, func(b *testing.B) {

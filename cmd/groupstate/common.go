@@ -1,9 +1,13 @@
 package main
 
 import (
+	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+
+	"github.com/groupstate/groupstate/runtime"
 )
 
 // defaultCacheDir is where compiled modules are kept between runs: the user's cache
@@ -19,4 +23,24 @@ func defaultCacheDir() string {
 // quietLogger logs warnings and errors to standard error.
 func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// loadSpecAndModule reads the spec at specPath and the module: modulePath when set, else the
+// spec's module (relative to the spec file).
+func loadSpecAndModule(specPath, modulePath string) (*runtime.Spec, []byte, error) {
+	spec, specModule, err := runtime.LoadSpec(specPath)
+	if err != nil {
+		return nil, nil, err
+	}
+	if modulePath == "" {
+		modulePath = specModule
+	}
+	if modulePath == "" {
+		return nil, nil, errors.New("no module: the spec has no module and --module is not set")
+	}
+	wasm, err := os.ReadFile(modulePath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading module: %w", err)
+	}
+	return spec, wasm, nil
 }

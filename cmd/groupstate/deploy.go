@@ -1,13 +1,9 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
-
-	"github.com/groupstate/groupstate/runtime"
 )
 
 func newDeployCommand() *cobra.Command {
@@ -23,19 +19,9 @@ start it. Redeploying a name replaces the module and keeps the deployment's stat
   groupstate deploy -f my.yaml --module build/handler.wasm`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			spec, specModule, err := runtime.LoadSpec(specPath)
+			spec, wasm, err := loadSpecAndModule(specPath, modulePath)
 			if err != nil {
 				return err
-			}
-			if modulePath == "" {
-				modulePath = specModule
-			}
-			if modulePath == "" {
-				return errors.New("no module: the spec has no module and --module is not set")
-			}
-			wasm, err := os.ReadFile(modulePath)
-			if err != nil {
-				return fmt.Errorf("reading module: %w", err)
 			}
 			c, done, err := cf.client(cmd.Context(), "deploy")
 			if err != nil {

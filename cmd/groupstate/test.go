@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"os"
 
@@ -31,19 +30,9 @@ Steps:
     --scenario samples/logincount/logincount.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			spec, specModule, err := runtime.LoadSpec(specPath)
+			spec, wasm, err := loadSpecAndModule(specPath, modulePath)
 			if err != nil {
 				return err
-			}
-			if modulePath == "" {
-				modulePath = specModule
-			}
-			if modulePath == "" {
-				return errors.New("no module: the spec has no module and --module is not set")
-			}
-			wasm, err := os.ReadFile(modulePath)
-			if err != nil {
-				return fmt.Errorf("reading module: %w", err)
 			}
 			f, err := os.Open(scenarioPath)
 			if err != nil {
