@@ -11,7 +11,6 @@ import (
 	"github.com/groupstate/groupstate/state"
 )
 
-
 // BenchmarkEngineSessions measures engine throughput on the sessions sample with 100k keys:
 // the WASM build versus the very same handler code compiled natively (package session), in
 // the same engine over the same Pebble store. Each op is one micro-batch of 10k rows; compare
