@@ -136,7 +136,14 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	return h, nil
 }
 
+// MaxModuleBytes caps the size of a module. The Go SDK's modules are about 3.5 MB; the cap
+// keeps a mistaken or hostile upload from taking the compiler's time and memory.
+const MaxModuleBytes = 64 << 20
+
 func (h *Host) setup(ctx context.Context) error {
+	if n := len(h.cfg.Wasm); n > MaxModuleBytes {
+		return fmt.Errorf("%w: the module is %d bytes; the limit is %d bytes (64 MiB)", ErrInvalidModule, n, MaxModuleBytes)
+	}
 	if len(h.cfg.Wasm) < 8 || string(h.cfg.Wasm[:4]) != "\x00asm" {
 		return fmt.Errorf("%w: not a WebAssembly binary (it does not start with \\0asm)", ErrInvalidModule)
 	}

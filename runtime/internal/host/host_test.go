@@ -56,6 +56,7 @@ func TestRefusedModules(t *testing.T) {
 		msg  string
 	}{
 		{"not wasm", []byte("hello, I am not a module"), ErrInvalidModule, "not a WebAssembly binary"},
+		{"too large", append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, MaxModuleBytes)...), ErrInvalidModule, "the limit is 67108864 bytes"},
 		{"empty", nil, ErrInvalidModule, "not a WebAssembly binary"},
 		{"truncated", []byte("\x00asm\x01\x00\x00\x00\x01\x05"), ErrInvalidModule, "invalid module"},
 		{"missing gs_process", withoutExport("gs_process").bytes(), ErrInvalidModule, `missing export "gs_process" with signature (i32, i32) -> (i64)`},

@@ -1,0 +1,167 @@
+package natsio
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nkeys"
+)
+
+// startSecured starts a NATS server with opts applied (auth or TLS) on a random loopback port.
+func startSecured(t *testing.T, configure func(o *server.Options)) *server.Server {
+	t.Helper()
+	o := &server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true}
+	configure(o)
+	s, err := server.NewServer(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	t.Cleanup(func() { s.Shutdown(); s.WaitForShutdown() })
+	return s
+}
+
+func TestConnectUserPassword(t *testing.T) {
+	s := startSecured(t, func(o *server.Options) { o.Username, o.Password = "app", "s3cret" })
+	if _, err := Connect(ConnOptions{URL: s.ClientURL(), Logger: quiet}); err == nil {
+		t.Fatal("connected without credentials")
+	}
+	nc, err := Connect(ConnOptions{URL: s.ClientURL(), User: "app", Password: "s3cret", Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	_, err = Connect(ConnOptions{URL: s.ClientURL(), User: "app", Password: "wrong", Logger: quiet})
+	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
+		t.Fatalf("wrong password: %v", err)
+	}
+}
+
+func TestConnectNKey(t *testing.T) {
+	kp, err := nkeys.CreateUser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+	seed, _ := kp.Seed()
+	seedFile := filepath.Join(t.TempDir(), "user.nk")
+	if err := os.WriteFile(seedFile, seed, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := startSecured(t, func(o *server.Options) { o.Nkeys = []*server.NkeyUser{{Nkey: pub}} })
+	nc, err := Connect(ConnOptions{URL: s.ClientURL(), NKeyFile: seedFile, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	if _, err := Connect(ConnOptions{URL: s.ClientURL(), Logger: quiet}); err == nil {
+		t.Fatal("connected without the nkey")
+	}
+}
+
+// TestConnectTLS: a server requiring TLS with client certificates; the client verifies the
+// server with a CA file and presents its own certificate.
+func TestConnectTLS(t *testing.T) {
+	dir := t.TempDir()
+	ca, caKey := newCert(t, nil, nil, "test CA", true)
+	srvCert, srvKey := newCert(t, ca, caKey, "127.0.0.1", false)
+	cliCert, cliKey := newCert(t, ca, caKey, "client", false)
+	write := func(name string, blocks ...*pem.Block) string {
+		var b []byte
+		for _, bl := range blocks {
+			b = append(b, pem.EncodeToMemory(bl)...)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	caFile := write("ca.pem", certBlock(ca))
+	cliCertFile, cliKeyFile := write("client.pem", certBlock(cliCert)), write("client-key.pem", keyBlock(t, cliKey))
+	pool := x509.NewCertPool()
+	pool.AddCert(ca)
+	s := startSecured(t, func(o *server.Options) {
+		o.TLS, o.TLSVerify = true, true
+		o.TLSConfig = &tls.Config{
+			Certificates: []tls.Certificate{{Certificate: [][]byte{srvCert.Raw}, PrivateKey: srvKey}},
+			ClientCAs:    pool,
+			ClientAuth:   tls.RequireAndVerifyClientCert,
+			MinVersion:   tls.VersionTLS12,
+		}
+	})
+	url := "tls://" + s.Addr().String()
+	nc, err := Connect(ConnOptions{URL: url, TLSCA: caFile, TLSCert: cliCertFile, TLSKey: cliKeyFile, Logger: quiet})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st, err := nc.TLSConnectionState(); err != nil || !st.HandshakeComplete {
+		t.Fatalf("not connected over TLS: %v", err)
+	}
+	nc.Close()
+	if _, err := Connect(ConnOptions{URL: url, TLSCA: caFile, Logger: quiet}); err == nil {
+		t.Fatal("connected without a client certificate")
+	}
+	if _, err := Connect(ConnOptions{URL: url, TLSCert: cliCertFile, TLSKey: cliKeyFile, Logger: quiet}); err == nil {
+		t.Fatal("connected without verifying the server")
+	}
+}
+
+func newCert(t *testing.T, parent *x509.Certificate, parentKey *ecdsa.PrivateKey, cn string, isCA bool) (*x509.Certificate, *ecdsa.PrivateKey) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(time.Now().UnixNano()),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		IsCA:         isCA, BasicConstraintsValid: true,
+	}
+	if ip := net.ParseIP(cn); ip != nil {
+		tmpl.IPAddresses = []net.IP{ip}
+	}
+	signer, signerKey := tmpl, key
+	if parent != nil {
+		signer, signerKey = parent, parentKey
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, signer, &key.PublicKey, signerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, key
+}
+
+func certBlock(c *x509.Certificate) *pem.Block { return &pem.Block{Type: "CERTIFICATE", Bytes: c.Raw} }
+
+func keyBlock(t *testing.T, k *ecdsa.PrivateKey) *pem.Block {
+	der, err := x509.MarshalECPrivateKey(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &pem.Block{Type: "EC PRIVATE KEY", Bytes: der}
+}
