@@ -58,6 +58,11 @@ export function outReset(): void {
   outLen = 0;
 }
 
+/** Drops what was written after offset `to`. */
+export function outTruncate(to: usize): void {
+  if (to < outLen) outLen = to;
+}
+
 /** Makes room for `n` more bytes and returns where they go. */
 export function outReserve(n: usize): usize {
   const need = outLen + n;
@@ -95,9 +100,13 @@ export function outBytes(ptr: usize, len: usize): void {
 
 /** Appends a byte string holding `s` in UTF-8 (lone surrogates become U+FFFD). */
 export function outString(s: string): void {
-  const n = <usize>String.UTF8.byteLength(s);
-  const p = outReserve(4 + n);
-  const w = String.UTF8.encodeUnsafe(changetype<usize>(s), s.length, p + 4, false, String.UTF8.ErrorMode.REPLACE);
+  outUTF16(changetype<usize>(s), s.length);
+}
+
+/** Appends a byte string holding the `units` UTF-16 code units at `ptr` in UTF-8. */
+export function outUTF16(ptr: usize, units: i32): void {
+  const p = outReserve(4 + <usize>units * 3);
+  const w = String.UTF8.encodeUnsafe(ptr, units, p + 4, false, String.UTF8.ErrorMode.REPLACE);
   store<u32>(p, <u32>w);
   outLen += 4 + w;
 }

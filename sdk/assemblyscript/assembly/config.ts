@@ -34,20 +34,27 @@ export class Config {
   /** See JsonObject.getBool. */
   getBool(field: string, def: bool = false): bool { return this.obj.getBool(field, def); }
 
-  /** `config.<field>` as a duration string ("10s", "1m30s", "250ms": Go's
-   *  time.ParseDuration syntax), in nanoseconds; `def` when the field is absent or null.
-   *  Anything else (a number, a bad string) fails the init, naming the field, and gives `def`. */
+  /** `config.<field>` as a duration, in nanoseconds: a string in Go's time.ParseDuration
+   *  syntax ("10s", "1m30s", "250ms") or a JSON number of **milliseconds** (as the Go SDK);
+   *  `def` when the field is absent or null. Anything else fails the init, naming the field,
+   *  and gives `def`. */
   durationNs(field: string, def: i64 = 0): i64 {
     const k = this.obj.kind(field);
     if (k == JsonKind.MISSING || k == JsonKind.NULL) return def;
+    if (k == JsonKind.NUMBER) {
+      const ns = this.obj.getF64(field) * 1e6;
+      if (ns >= -9.2e18 && ns <= 9.2e18) return <i64>ns;
+      this.fail("groupstate: config " + field + ": duration out of range: " + this.obj.getRaw(field)!);
+      return def;
+    }
     const s = this.obj.getString(field);
     if (s === null) {
-      this.fail("config." + field + ": want a duration string such as \"10s\", got " + this.obj.getRaw(field)!);
+      this.fail("groupstate: config " + field + ": want a duration string such as \"10s\" or a number of milliseconds, got " + this.obj.getRaw(field)!);
       return def;
     }
     const d = parseDuration(s);
     if (d === null) {
-      this.fail("config." + field + ": invalid duration \"" + s + "\" (want for example \"10s\", \"1m30s\" or \"250ms\")");
+      this.fail("groupstate: config " + field + ": time: invalid duration \"" + s + "\"");
       return def;
     }
     return d.ns;

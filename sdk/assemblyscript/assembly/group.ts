@@ -1,7 +1,10 @@
 // What the user's function sees for one group: the key, the rows, the state handle, emit.
+// The SDK reuses one Group (with its Key and GroupState) for every group: none of them, nor
+// anything read in place from the input (rowObject, state.getObject), is valid after the
+// handler returns.
 
-import { outString, outBytes } from "./buffer";
-import { JsonObject, decodeString } from "./json";
+import { outString, outUTF16, outBytes } from "./buffer";
+import { JsonObject, JsonWriter, decodeString } from "./json";
 
 /** The deployment's timeout mode (spec `timeout`). */
 export enum TimeoutMode {
@@ -17,52 +20,78 @@ export const enum Action {
   REMOVE = 2,
 }
 
-/** The grouping key: one JSON string or number in canonical form. */
+/** The grouping key: one JSON string or number in canonical form (abi/README.md 5.1). */
 export class Key {
+  private ptr: usize = 0;
+  private len: usize = 0;
+  private jsonText: string | null = null;
   private decoded: string | null = null;
 
-  /** @param json the key's JSON text, for example `"alice"` (with the quotes) or `42`. */
-  constructor(readonly json: string) {}
+  /** @internal */
+  reset(ptr: usize, len: usize): void {
+    this.ptr = ptr;
+    this.len = len;
+    this.jsonText = null;
+    this.decoded = null;
+  }
+
+  /** The key's JSON text, for example `"alice"` (with the quotes) or `42`: emit it with
+   *  JsonWriter.raw to keep its JSON type. */
+  get json(): string {
+    const j = this.jsonText;
+    if (j !== null) return j;
+    const v = String.UTF8.decodeUnsafe(this.ptr, this.len);
+    this.jsonText = v;
+    return v;
+  }
 
   /** Whether the key is a JSON string (otherwise it is a number). */
-  get isString(): bool { return this.json.charCodeAt(0) == 0x22; }
+  get isString(): bool { return this.len > 0 && load<u8>(this.ptr) == 0x22; }
 
   /** The key decoded: a string's contents without quotes or escapes, or a number's text. */
   get value(): string {
-    let d = this.decoded;
-    if (d === null) {
-      d = this.isString ? decodeString(this.json, 0, this.json.length) : this.json;
-      this.decoded = d;
-    }
-    return d;
+    const d = this.decoded;
+    if (d !== null) return d;
+    const v = this.isString ? decodeString(this.json) : this.json;
+    this.decoded = v;
+    return v;
   }
 }
 
 /** Spark's GroupState for one key and call. A failed operation changes nothing, returns its
- *  message (or a neutral value) and records the message as the group's error (see
- *  Group.fail and Group.clearError). */
+ *  message (or a neutral value) and records the message as the group's error, which fails
+ *  the group unless the handler catches it with Group.clearError. */
 export class GroupState {
   /** @internal */ action: Action = Action.KEEP;
   /** @internal */ timeoutSet: bool = false;
   /** @internal */ timeoutMs: i64 = 0;
   /** @internal */ value: string | null = null;
-  private has: bool;
-  private raw: bool; // value not decoded yet from the input
+  /** @internal */ g!: Group;
+  private has: bool = false;
+  private raw: bool = false; // the value is the input's, not decoded yet
+  private statePtr: usize = 0;
+  private stateLen: usize = 0;
+  private timedOut: bool = false;
+  private T: i64 = 0;
+  private W: i64 = 0;
+  private mode: TimeoutMode = TimeoutMode.NONE;
+  private hasWatermark: bool = false;
 
   /** @internal */
-  constructor(
-    private g: Group,
-    exists: bool,
-    private statePtr: usize,
-    private stateLen: usize,
-    private timedOut: bool,
-    private T: i64,
-    private W: i64,
-    private mode: TimeoutMode,
-    private hasWatermark: bool,
-  ) {
+  reset(exists: bool, statePtr: usize, stateLen: usize, timedOut: bool, T: i64, W: i64, mode: TimeoutMode, hasWatermark: bool): void {
+    this.action = Action.KEEP;
+    this.timeoutSet = false;
+    this.timeoutMs = 0;
+    this.value = null;
     this.has = exists;
     this.raw = exists;
+    this.statePtr = statePtr;
+    this.stateLen = stateLen;
+    this.timedOut = timedOut;
+    this.T = T;
+    this.W = W;
+    this.mode = mode;
+    this.hasWatermark = hasWatermark;
   }
 
   /** Whether the key has a value: the one it came with or one set by update, and not removed
@@ -87,6 +116,14 @@ export class GroupState {
       this.raw = false;
     }
     return this.value;
+  }
+
+  /** The value parsed as a JSON object; null when there is none or it is not an object.
+   *  Not an error either way. The value the call came with is parsed in place. */
+  getObject(): JsonObject | null {
+    if (!this.has) return null;
+    if (this.raw) return JsonObject.parseBytes(null, this.statePtr, this.stateLen);
+    return JsonObject.parse(this.value!);
   }
 
   /** Sets the value (stored as UTF-8; "" is a valid value). null is an error. Returns null or
@@ -120,7 +157,7 @@ export class GroupState {
     }
     if (durationMs <= 0) return this.g.fail("groupstate: timeout duration must be positive");
     if (durationMs > i64.MAX_VALUE - this.T) {
-      return this.g.fail("groupstate: timeout duration " + durationMs.toString() + " ms overflows the processing time " + this.T.toString());
+      return this.g.fail("groupstate: timeout duration " + durationMs.toString() + " ms overflows the processing time " + this.T.toString() + " ms");
     }
     this.timeoutSet = true;
     this.timeoutMs = this.T + durationMs;
@@ -160,38 +197,53 @@ export class GroupState {
  *  Valid only during the call of the handler that received it. */
 export class Group {
   /** The key. */
-  readonly key: Key;
+  readonly key: Key = new Key();
   /** The state handle. */
   state!: GroupState;
+  /** The group's index in the current call (what groupstate.group_begin received). */
+  index: i32 = 0;
   /** @internal */ emitted: u32 = 0;
   /** @internal */ err: string | null = null;
 
   /** @internal */
-  constructor(
-    /** The group's index in the current call (what groupstate.group_begin received). */
-    readonly index: i32,
-    keyJson: string,
-    private rowsAt: Array<usize>, // pairs of (offset, length) into the input
-  ) {
-    this.key = new Key(keyJson);
+  constructor(private rowsAt: Array<usize>) { // pairs of (offset, length) into the input
+    const st = new GroupState();
+    st.g = this;
+    this.state = st;
+  }
+
+  /** @internal */
+  reset(index: i32, keyPtr: usize, keyLen: usize): void {
+    this.index = index;
+    this.key.reset(keyPtr, keyLen);
+    this.emitted = 0;
+    this.err = null;
   }
 
   /** The number of rows; 0 on a timeout call. */
   get rowCount(): i32 { return this.rowsAt.length >> 1; }
 
-  /** Row `i` (0-based, arrival order) as JSON text. Decoded from UTF-8 on every call. */
+  /** Row `i` (0-based, arrival order) as JSON text, decoded from UTF-8 on every call. */
   row(i: i32): string {
     return String.UTF8.decodeUnsafe(this.rowsAt[i << 1], this.rowsAt[(i << 1) + 1]);
   }
 
-  /** Row `i` parsed as an object (rows are always JSON objects). */
+  /** Row `i` parsed as an object (rows are always JSON objects), read in place from the
+   *  input: like the row itself, valid only during this call. */
   rowObject(i: i32): JsonObject {
-    return JsonObject.parse(this.row(i))!;
+    return JsonObject.parseBytes(null, this.rowsAt[i << 1], this.rowsAt[(i << 1) + 1])!;
   }
 
-  /** Emits one output row (a JSON document), copied at once into the result as UTF-8. */
-  emit(json: string): void {
-    outString(json);
+  /** Emits one output row: a string holding a JSON document, or a JsonWriter. It is copied
+   *  at once into the result as UTF-8 (the writer may be reset and reused right after). */
+  emit<T>(row: T): void {
+    if (row instanceof JsonWriter) {
+      outUTF16(row.seal(), row.units + 1);
+    } else if (isString<T>()) {
+      outString(changetype<string>(row));
+    } else {
+      ERROR("Group.emit takes a string or a JsonWriter");
+    }
     this.emitted++;
   }
 
