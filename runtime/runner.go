@@ -126,6 +126,7 @@ func (r *runner) failed() bool {
 func (r *runner) setError(err error) {
 	r.mu.Lock()
 	r.status.Error = err.Error()
+	r.status.LastError, r.status.LastErrorAt = err.Error(), time.Now()
 	r.mu.Unlock()
 	r.publishStatus(context.Background(), true)
 }
@@ -215,6 +216,7 @@ func (r *runner) fail(err error) {
 	r.mu.Lock()
 	r.status.State = StatusFailed
 	r.status.Error = err.Error()
+	r.status.LastError, r.status.LastErrorAt = err.Error(), time.Now()
 	r.mu.Unlock()
 }
 

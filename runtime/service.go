@@ -32,6 +32,9 @@ type ServiceConfig struct {
 	Clock timeouts.Clock
 	// Metrics, when set, receive the deployments' Prometheus metrics (see NewMetrics).
 	Metrics *Metrics
+	// StateOptions tune the state store (for example its cache size, or a fault-injecting
+	// filesystem in tests). Logger is set by the service. Optional.
+	StateOptions *state.Options
 }
 
 // Service runs every deployment registered in NATS: it watches the deployments bucket and
@@ -92,7 +95,12 @@ func NewService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 }
 
 func (s *Service) openStore() (*state.Store, error) {
-	st, err := state.Open(filepath.Join(s.cfg.DataDir, "state"), &state.Options{Logger: s.logger})
+	var o state.Options
+	if s.cfg.StateOptions != nil {
+		o = *s.cfg.StateOptions
+	}
+	o.Logger = s.logger
+	st, err := state.Open(filepath.Join(s.cfg.DataDir, "state"), &o)
 	if err != nil {
 		return nil, fmt.Errorf("runtime: opening the state store: %w", err)
 	}

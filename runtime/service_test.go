@@ -10,11 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/state"
 	"github.com/groupstate/groupstate/timeouts"
 )
 
@@ -486,4 +489,37 @@ func TestServiceSurvivesNATSRestart(t *testing.T) {
 	env.srv = srv
 	publish(100)
 	env.waitTotals(map[string]int{"u0": 40, "u1": 40, "u2": 40, "u3": 40, "u4": 40})
+}
+
+// TestServiceStorageFault: a Pebble write error halts the deployment with a clear error and
+// no acknowledgement of its input; once the fault is gone the runtime reopens the store and
+// resumes with nothing lost.
+func TestServiceStorageFault(t *testing.T) {
+	env := startNATS(t)
+	toggle := &errorfs.Toggle{Injector: errorfs.ErrInjected.If(errorfs.Writes)}
+	fs := errorfs.Wrap(vfs.NewMem(), toggle)
+	svc, err := runtime.NewService(context.Background(), runtime.ServiceConfig{
+		DataDir: "/data", Conn: env.nc, Logger: discardLogger(),
+		Clock:        timeouts.NewManualClock(time.UnixMilli(1_000_000)),
+		StateOptions: &state.Options{FS: fs},
+	})
+	require(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	env.deploy(logincountSpec, logincountWasm(t))
+	env.waitRunning("logincount")
+	env.publish("logins.web", `{"user_id":"ada"}`)
+	env.waitTotals(map[string]int{"ada": 1})
+
+	toggle.On()
+	env.publish("logins.web", `{"user_id":"ada"}`, `{"user_id":"bob"}`)
+	waitFor(t, "the failure in status", func() bool {
+		st, err := env.client.Status(context.Background(), "logincount")
+		return err == nil && strings.Contains(st.LastError, "state")
+	})
+	toggle.Off()
+	env.waitTotals(map[string]int{"ada": 2, "bob": 1})
+	env.waitRunning("logincount")
 }

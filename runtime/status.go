@@ -14,10 +14,16 @@ const (
 // of state; `groupstate status` reads it. Counters count since the deployment started on its
 // runtime.
 type Status struct {
-	Name         string `json:"name"`
-	State        string `json:"state"`
-	Error        string `json:"error,omitempty"`
-	ModuleDigest string `json:"module_digest"`
+	Name  string `json:"name"`
+	State string `json:"state"`
+	// Error is the current error: set while the deployment cannot make progress (or after it
+	// stopped by one), cleared by the next batch that commits.
+	Error string `json:"error,omitempty"`
+	// LastError and LastErrorAt are the most recent error and when it happened; they stay
+	// after the deployment recovered, so an outage shows.
+	LastError    string    `json:"last_error,omitempty"`
+	LastErrorAt  time.Time `json:"last_error_at,omitempty"`
+	ModuleDigest string    `json:"module_digest"`
 	// Owner is the ID of the runtime (its state store) that runs the deployment.
 	Owner      string    `json:"owner,omitempty"`
 	DeployedAt time.Time `json:"deployed_at"`

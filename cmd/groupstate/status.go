@@ -49,7 +49,10 @@ func printStatus(w io.Writer, st *runtime.Status) {
 	line("deployment", st.Name)
 	line("state", st.State)
 	if st.Error != "" {
-		line("last error", st.Error)
+		line("error", st.Error)
+	}
+	if st.LastError != "" && st.LastError != st.Error {
+		line("last error", fmt.Sprintf("%s (%s)", st.LastError, st.LastErrorAt.Local().Format(time.DateTime)))
 	}
 	if st.ModuleDigest != "" {
 		line("module sha256", st.ModuleDigest)
