@@ -3,6 +3,7 @@ package runtime_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"testing"
@@ -315,5 +316,51 @@ func TestOutputLimit(t *testing.T) {
 	}
 	if out := payloads(sink.take(state.OutboxOutput)); len(out) != 1 || out[0] != `"fine"` {
 		t.Fatalf("outputs %v", out)
+	}
+}
+
+// TestBadInputTable: every kind of row that cannot be processed is dead-lettered with its
+// reason, the original subject and sequence, and is counted; the good rows around it proceed.
+func TestBadInputTable(t *testing.T) {
+	spec := specFromYAML(t, `
+name: probe-bad
+module: unused.wasm
+key: {field: k}
+event_time: {field: ts, watermark_delay: 1s}
+timeout: event_time
+output: {subject: probe.out}
+limits: {max_row_bytes: 200}
+`)
+	sink := &collector{}
+	eng := newEngine(t, spec, probeWasm(t), nil, sink)
+	tests := []struct{ row, reason string }{
+		{`{"k":"a","ts":`, runtime.ReasonInvalidJSON},
+		{`["k","a"]`, runtime.ReasonNotObject},
+		{"{\"k\":\"\xc3\x28\",\"ts\":1}", runtime.ReasonNotUTF8},
+		{`{"ts":1}`, runtime.ReasonMissingKey},
+		{`{"k":null,"ts":1}`, runtime.ReasonMissingKey},
+		{`{"k":[1],"ts":1}`, runtime.ReasonBadKey},
+		{`{"k":true,"ts":1}`, runtime.ReasonBadKey},
+		{`{"k":"a"}`, runtime.ReasonMissingEventTime},
+		{`{"k":"a","ts":"yesterday"}`, runtime.ReasonBadEventTime},
+		{`{"k":"a","ts":true}`, runtime.ReasonBadEventTime},
+		{`{"k":"a","ts":1,"pad":"` + strings.Repeat("x", 200) + `"}`, runtime.ReasonTooLarge},
+	}
+	var in []string
+	for _, tc := range tests {
+		in = append(in, `{"k":"good","ts":5000,"ops":[{"emit":"ok"}]}`, tc.row)
+	}
+	rep, err := eng.RunBatch(context.Background(), runtime.BatchInput{ProcessingTimeMs: 1, Rows: rows(in...)})
+	require(t, err)
+	if rep.DeadLetters != len(tests) || len(payloads(sink.take(state.OutboxOutput))) != len(tests) {
+		t.Fatalf("report %+v", rep)
+	}
+	dead := sink.take(state.OutboxDeadLetter)
+	for i, tc := range tests {
+		d := dead[i]
+		if string(d.Payload) != tc.row || d.Headers[runtime.HeaderReason] != tc.reason || d.Headers[runtime.HeaderError] == "" ||
+			d.Headers[runtime.HeaderSubject] != "in.test" || d.Headers[runtime.HeaderSequence] != fmt.Sprint(2*i+2) {
+			t.Errorf("row %q: dead letter %q %v, want reason %s", tc.row, d.Payload, d.Headers, tc.reason)
+		}
 	}
 }

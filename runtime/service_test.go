@@ -489,6 +489,11 @@ func TestServiceSurvivesNATSRestart(t *testing.T) {
 	env.srv = srv
 	publish(100)
 	env.waitTotals(map[string]int{"u0": 40, "u1": 40, "u2": 40, "u3": 40, "u4": 40})
+	// The outage shows in the status after the recovery.
+	waitFor(t, "the outage in status", func() bool {
+		st, err := env.client.Status(context.Background(), "logincount")
+		return err == nil && st.LastError != "" && st.Error == "" && st.State == runtime.StatusRunning
+	})
 }
 
 // TestServiceStorageFault: a Pebble write error halts the deployment with a clear error and
