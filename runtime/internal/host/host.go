@@ -59,6 +59,9 @@ type Config struct {
 	Limits Limits
 	// Logger receives the module's stdout, stderr and log calls.
 	Logger *slog.Logger
+	// NoInstrument keeps the module as it is and interrupts calls with wazero's checks
+	// (for comparisons; slower).
+	NoInstrument bool
 }
 
 // Digest returns the hex SHA-256 of wasm, the module's identity.
@@ -74,6 +77,10 @@ type Host struct {
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
 	initBuf  []byte
+	wasm     []byte // what is compiled: the module, instrumented when possible
+	// instrumented tells whether the module was rewritten with a stop flag (interrupt.go);
+	// otherwise wazero's WithCloseOnContextDone interrupts calls.
+	instrumented bool
 
 	pool chan *instance // idle instances
 	sem  chan struct{}  // one token per instance that may exist
@@ -104,7 +111,15 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if lim.CallTimeout <= 0 {
 		lim.CallTimeout = 5 * time.Second
 	}
-	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(true)
+	h := &Host{cfg: cfg, initBuf: abi.AppendInit(nil, cfg.Init)}
+	wasm := cfg.Wasm
+	if len(wasm) <= MaxModuleBytes && !cfg.NoInstrument {
+		if w, ok := instrument(wasm); ok {
+			wasm, h.instrumented = w, true
+		}
+	}
+	h.wasm = wasm
+	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(!h.instrumented)
 	if cfg.Cache != nil {
 		rc = rc.WithCompilationCache(cfg.Cache)
 	}
@@ -119,7 +134,7 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		rc = rc.WithMemoryLimitPages(uint32(pages))
 	}
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	h := &Host{cfg: cfg, rt: rt, initBuf: abi.AppendInit(nil, cfg.Init)}
+	h.rt = rt
 	if err := h.setup(ctx); err != nil {
 		_ = rt.Close(ctx)
 		return nil, err
@@ -147,7 +162,7 @@ func (h *Host) setup(ctx context.Context) error {
 	if len(h.cfg.Wasm) < 8 || string(h.cfg.Wasm[:4]) != "\x00asm" {
 		return fmt.Errorf("%w: not a WebAssembly binary (it does not start with \\0asm)", ErrInvalidModule)
 	}
-	compiled, err := h.rt.CompileModule(ctx, h.cfg.Wasm)
+	compiled, err := h.rt.CompileModule(ctx, h.wasm)
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalidModule, err)
 	}

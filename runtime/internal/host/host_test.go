@@ -1,13 +1,18 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
 
 	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
@@ -146,5 +151,85 @@ func TestChunking(t *testing.T) {
 		if r.Err != nil || r.Action != abi.ActionUpdate || len(r.Emits) != 1 || !strings.Contains(string(r.Emits[0]), string(call.Groups[i].Key)) {
 			t.Fatalf("result %d: %+v", i, r)
 		}
+	}
+}
+
+// TestInstrumentSamples: every sample module of every language can be instrumented (else the
+// host falls back to wazero's slower interruption), and the result still satisfies the ABI.
+func TestInstrumentSamples(t *testing.T) {
+	mods, _ := filepath.Glob("../../../samples/*/*/*.wasm")
+	mods = append(mods, "../../testdata/probe/probe.wasm")
+	if len(mods) < 10 {
+		t.Fatalf("found only %d modules", len(mods))
+	}
+	for _, p := range mods {
+		wasm, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, ok := instrument(wasm)
+		if !ok {
+			t.Errorf("%s: not instrumented", p)
+			continue
+		}
+		again, _ := instrument(wasm)
+		if !bytes.Equal(out, again) {
+			t.Errorf("%s: instrumenting is not deterministic", p)
+		}
+		h, err := New(context.Background(), testConfig(wasm))
+		if err != nil {
+			if errors.Is(err, ErrInit) && strings.Contains(err.Error(), "gap") {
+				continue // sessions needs its config; init ran, which is the point
+			}
+			t.Errorf("%s: %v", p, err)
+			continue
+		}
+		if !h.instrumented {
+			t.Errorf("%s: host did not use the instrumented module", p)
+		}
+		h.Close(context.Background())
+	}
+}
+
+// TestInterruptLoop: an endless loop in an instrumented module is stopped at the deadline.
+func TestInterruptLoop(t *testing.T) {
+	loop := stubModule(1)
+	// gs_process: loop forever (loop; br 0; end), then return 0.
+	loop.funcs[3].body = append([]byte{0x03, 0x40, 0x0c, 0x00, 0x0b}, i64Const(0)...)
+	cfg := testConfig(loop.bytes())
+	cfg.Limits.CallTimeout = 200 * time.Millisecond
+	// The stub's gs_alloc returns 0, which fails every call before gs_process; test invoke
+	// directly on an instance instead.
+	h := &Host{cfg: cfg}
+	wasm, ok := instrument(cfg.Wasm)
+	if !ok {
+		t.Fatal("not instrumented")
+	}
+	h.wasm, h.instrumented = wasm, true
+	h.rt = wazero.NewRuntimeWithConfig(context.Background(), wazero.NewRuntimeConfig())
+	defer h.rt.Close(context.Background())
+	compiled, err := h.rt.CompileModule(context.Background(), h.wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.compiled = compiled
+	mod, err := h.rt.InstantiateModule(context.Background(), compiled, wazero.NewModuleConfig().WithName(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &instance{mod: mod, stack: make([]uint64, 2)}
+	in.stop = mod.ExportedGlobal(StopGlobal).(api.MutableGlobal)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err = in.invoke(ctx, mod.ExportedFunction("gs_process"))
+	if !errors.Is(err, ErrTimeLimit) || time.Since(start) > 5*time.Second {
+		t.Fatalf("err = %v after %v", err, time.Since(start))
+	}
+	// The same instance runs again once the flag is reset (a call that returns quickly).
+	ctx2, cancel2 := context.WithTimeout(context.Background(), time.Second)
+	defer cancel2()
+	if err := in.invoke(ctx2, mod.ExportedFunction("gs_abi_version")); err != nil || in.stack[0] != 1 {
+		t.Fatalf("next call: %v %v", err, in.stack[0])
 	}
 }

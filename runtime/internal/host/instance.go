@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/tetratelabs/wazero"
@@ -24,6 +25,7 @@ type instance struct {
 	processFn api.Function
 	stack     []uint64
 	logger    *slog.Logger
+	stop      api.MutableGlobal         // the stop flag of an instrumented module; nil otherwise
 	current   atomic.Pointer[callState] // the call in progress, for the module's log output
 	out       *logWriter
 	errOut    *logWriter
@@ -55,9 +57,13 @@ func (h *Host) newInstance(ctx context.Context) (*instance, error) {
 	in.errOut = &logWriter{in: in, stream: "stderr"}
 	mc := wazero.NewModuleConfig().
 		WithName("").
-		WithStartFunctions(abi.ExportInitialize).
 		WithStdout(in.out).
 		WithStderr(in.errOut)
+	if h.instrumented {
+		mc = mc.WithStartFunctions() // run below, where the stop flag can interrupt it
+	} else {
+		mc = mc.WithStartFunctions(abi.ExportInitialize)
+	}
 	ictx, cancel := context.WithTimeout(ctx, h.cfg.Limits.CallTimeout)
 	defer cancel()
 	mod, err := h.rt.InstantiateModule(ictx, h.compiled, mc)
@@ -65,6 +71,19 @@ func (h *Host) newInstance(ctx context.Context) (*instance, error) {
 		return nil, fmt.Errorf("%w: instantiating: %v", ErrInit, describeTrap(ictx, err))
 	}
 	in.mod = mod
+	if h.instrumented {
+		in.stop, _ = mod.ExportedGlobal(StopGlobal).(api.MutableGlobal)
+		if in.stop == nil {
+			mod.Close(ctx)
+			return nil, fmt.Errorf("%w: the instrumented module lost its stop flag", ErrInit)
+		}
+		if f := mod.ExportedFunction(abi.ExportInitialize); f != nil {
+			if err := in.invoke(ictx, f); err != nil {
+				mod.Close(ctx)
+				return nil, fmt.Errorf("%w: instantiating: %v", ErrInit, describeTrap(ictx, err))
+			}
+		}
+	}
 	in.mem = mod.Memory()
 	in.allocFn = mod.ExportedFunction(abi.ExportAlloc)
 	in.processFn = mod.ExportedFunction(abi.ExportProcess)
@@ -77,7 +96,7 @@ func (h *Host) newInstance(ctx context.Context) (*instance, error) {
 
 // handshake checks the module's ABI version and runs gs_init.
 func (in *instance) handshake(ctx context.Context, initBuf []byte) error {
-	if err := in.mod.ExportedFunction(abi.ExportABIVersion).CallWithStack(ctx, in.stack); err != nil {
+	if err := in.invoke(ctx, in.mod.ExportedFunction(abi.ExportABIVersion)); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrInit, abi.ExportABIVersion, describeTrap(ctx, err))
 	}
 	if v := uint32(in.stack[0]); v != abi.Version {
@@ -107,7 +126,7 @@ func (in *instance) call(ctx context.Context, fn api.Function, size int, maxResu
 		return nil, fmt.Errorf("input of %d bytes is too large for one call", size)
 	}
 	in.stack[0] = uint64(size)
-	if err := in.allocFn.CallWithStack(ctx, in.stack); err != nil {
+	if err := in.invoke(ctx, in.allocFn); err != nil {
 		return nil, fmt.Errorf("%s: %w", abi.ExportAlloc, describeTrap(ctx, err))
 	}
 	ptr := uint32(in.stack[0])
@@ -119,7 +138,7 @@ func (in *instance) call(ctx context.Context, fn api.Function, size int, maxResu
 		return nil, errors.New("host: encoded input does not match its computed size")
 	}
 	in.stack[0], in.stack[1] = uint64(ptr), uint64(size)
-	if err := fn.CallWithStack(ctx, in.stack); err != nil {
+	if err := in.invoke(ctx, fn); err != nil {
 		return nil, describeTrap(ctx, err)
 	}
 	rptr, rlen := abi.UnpackResult(in.stack[0])
@@ -168,8 +187,39 @@ func (in *instance) close(ctx context.Context) {
 	_ = in.mod.Close(ctx)
 }
 
+// invoke calls fn with the instance's stack. An instrumented module is interrupted through
+// its stop flag when ctx is done (its deadline passed or it was canceled); others through
+// wazero's own checks (WithCloseOnContextDone).
+func (in *instance) invoke(ctx context.Context, fn api.Function) error {
+	if in.stop == nil {
+		return fn.CallWithStack(ctx, in.stack)
+	}
+	in.stop.Set(0)
+	var once sync.Once
+	var fired atomic.Bool
+	stopWatching := context.AfterFunc(ctx, func() {
+		once.Do(func() {
+			fired.Store(true)
+			in.stop.Set(1)
+		})
+	})
+	err := fn.CallWithStack(ctx, in.stack)
+	stopWatching()
+	once.Do(func() {}) // wait for a trigger in flight, or keep a late one from firing
+	if fired.Load() && err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return ErrTimeLimit
+		}
+		return context.Canceled
+	}
+	return err
+}
+
 // describeTrap turns wazero's errors into messages that say what happened.
 func describeTrap(ctx context.Context, err error) error {
+	if errors.Is(err, ErrTimeLimit) || errors.Is(err, context.Canceled) {
+		return err
+	}
 	var exit *sys.ExitError
 	if errors.As(err, &exit) {
 		switch exit.ExitCode() {
