@@ -24,6 +24,7 @@ with the per-key function compiled to WebAssembly from Go, Rust, C or AssemblySc
 		newTailCommand(),
 		newTestCommand(),
 		newDemoCommand(),
+		newBenchCommand(),
 	)
 	return root
 }

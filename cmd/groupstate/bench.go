@@ -1,0 +1,52 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/groupstate/groupstate/runtime/bench"
+)
+
+func newBenchCommand() *cobra.Command {
+	var quick, asJSON bool
+	var samples string
+	cmd := &cobra.Command{
+		Use:   "bench [--quick] [--json]",
+		Short: "Measure groupstate against its targets (DESIGN section 6), side by side in one run",
+		Long: `Measures, in one process and one run: the cost per key group of guest calls in every
+sample language; engine throughput on the sessions sample, WASM against the same logic
+compiled natively; end-to-end throughput through an embedded JetStream with file storage
+against a raw consume-and-republish; publish-to-output latency at 10k rows/s; and the warm
+restart of a module from the compilation cache. Progress goes to standard error; with --json
+the last line of standard output is one JSON object with the figures.`,
+		Example: `  groupstate bench --quick
+  groupstate bench --json | tail -1 | jq .wasm_native_ratio`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			rep, err := bench.Run(cmd.Context(), bench.Options{Quick: quick, SamplesDir: samples, Progress: cmd.ErrOrStderr()})
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				b, _ := json.Marshal(rep)
+				fmt.Fprintln(cmd.OutOrStdout(), string(b))
+				return nil
+			}
+			out := cmd.OutOrStdout()
+			fmt.Fprintf(out, "wasm_native_ratio   %.2f   (target >= 0.5; Go module vs the same Go code native)\n", rep.WasmNativeRatio)
+			fmt.Fprintf(out, "  best language     %.2f   (%s)\n", rep.WasmNativeRatioBest, rep.BestLanguage)
+			fmt.Fprintf(out, "e2e_raw_ratio       %.2f   (target >= 0.5)\n", rep.E2ERawRatio)
+			fmt.Fprintf(out, "invoke_ns_per_group %.0f   (target <= 1000)\n", rep.InvokeNsPerGroup)
+			fmt.Fprintf(out, "latency p99         %.1f ms (target < 25 ms at 10k rows/s)\n", rep.LatencyP99Ms)
+			fmt.Fprintf(out, "warm restart        %.1f ms (target < 100 ms)\n", rep.WarmRestartMs)
+			fmt.Fprintln(out, "extism_speedup      not measured yet")
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&quick, "quick", false, "small sizes (under a minute)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the figures as one JSON object on the last line")
+	cmd.Flags().StringVar(&samples, "samples", "samples", "the samples folder with the modules to measure")
+	return cmd
+}

@@ -1,0 +1,183 @@
+// Package bench is `groupstate bench`: it measures groupstate against the limits of its parts
+// and against baselines, in one process and one run, and reports ratios (judge by them: the
+// machines are noisy) beside the absolute figures. DESIGN section 6 lists the targets.
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Options configures [Run].
+type Options struct {
+	// Quick runs small sizes, to finish in under a minute (CI's smoke run).
+	Quick bool
+	// SamplesDir is the samples folder holding the modules (default "samples").
+	SamplesDir string
+	// Progress receives a line per measurement as it finishes. Default io.Discard.
+	Progress io.Writer
+}
+
+// Report holds the figures. Fields named in DESIGN section 4 are a contract.
+type Report struct {
+	// WasmNativeRatio is engine throughput on sessions with the Go module over the very same
+	// Go code compiled natively, in the same engine (target >= 0.5). Per language in
+	// EngineRowsPerSec; WasmNativeRatioBest is the best language's (the same logic, other code).
+	WasmNativeRatio     float64 `json:"wasm_native_ratio"`
+	WasmNativeRatioBest float64 `json:"wasm_native_ratio_best"`
+	BestLanguage        string  `json:"wasm_native_best_language"`
+	// E2ERawRatio is end-to-end throughput (JetStream in, WASM, Pebble, JetStream out) over a
+	// raw consume-and-republish of the same messages (target >= 0.5).
+	E2ERawRatio float64 `json:"e2e_raw_ratio"`
+	// InvokeNsPerGroup is the amortized cost of a key group in a guest call at the engine's
+	// default batch shape (4096 groups per call), best language (target <= 1000).
+	InvokeNsPerGroup float64 `json:"invoke_ns_per_group"`
+	// ExtismSpeedup is groupstate's invocation against an Extism plugin call per group
+	// (target >= 10). Null until the Extism peer is built.
+	ExtismSpeedup *float64 `json:"extism_speedup"`
+
+	// Details.
+	Quick            bool                          `json:"quick"`
+	InvokeNs         map[string]map[string]float64 `json:"invoke_ns_per_group_by_language"`
+	EngineRowsPerSec map[string]float64            `json:"engine_rows_per_sec"`
+	E2ERowsPerSec    float64                       `json:"e2e_rows_per_sec"`
+	RawRowsPerSec    float64                       `json:"raw_rows_per_sec"`
+	LatencyP50Ms     float64                       `json:"latency_p50_ms"`
+	LatencyP99Ms     float64                       `json:"latency_p99_ms"`
+	LatencyRate      int                           `json:"latency_rows_per_sec"`
+	WarmRestartMs    float64                       `json:"warm_restart_ms"`
+	Keys             int                           `json:"engine_keys"`
+	Rows             int                           `json:"engine_rows"`
+	Seconds          float64                       `json:"seconds"`
+}
+
+// languages are the sample languages measured.
+var languages = []string{"go", "rust", "c", "assemblyscript"}
+
+// Run runs every measurement.
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if opts.SamplesDir == "" {
+		opts.SamplesDir = "samples"
+	}
+	if opts.Progress == nil {
+		opts.Progress = io.Discard
+	}
+	start := time.Now()
+	rep := &Report{Quick: opts.Quick}
+	logf := func(format string, args ...any) { fmt.Fprintf(opts.Progress, format+"\n", args...) }
+	tmp, err := os.MkdirTemp("", "groupstate-bench-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(tmp)
+	quiet := slog.New(slog.DiscardHandler)
+	module := func(sample, lang string) ([]byte, error) {
+		return os.ReadFile(filepath.Join(opts.SamplesDir, sample, lang, sample+".wasm"))
+	}
+
+	// 1. Guest invocation, per language and batch size.
+	rep.InvokeNs = map[string]map[string]float64{}
+	rep.InvokeNsPerGroup = -1
+	for _, lang := range languages {
+		wasm, err := module("logincount", lang)
+		if err != nil {
+			return nil, err
+		}
+		rep.InvokeNs[lang] = map[string]float64{}
+		for _, n := range []int{1, 16, 256, 4096} {
+			d := 300 * time.Millisecond
+			if !opts.Quick {
+				d = 2 * time.Second
+			}
+			ns, err := invoke(ctx, wasm, n, d, quiet)
+			if err != nil {
+				return nil, fmt.Errorf("bench: invoke %s: %w", lang, err)
+			}
+			rep.InvokeNs[lang][fmt.Sprint(n)] = ns
+			if n == 4096 && (rep.InvokeNsPerGroup < 0 || ns < rep.InvokeNsPerGroup) {
+				rep.InvokeNsPerGroup = ns
+			}
+		}
+		logf("invoke %-15s %8.0f ns/group at 1, %6.0f at 16, %6.0f at 256, %6.0f at 4096 groups per call", lang,
+			rep.InvokeNs[lang]["1"], rep.InvokeNs[lang]["16"], rep.InvokeNs[lang]["256"], rep.InvokeNs[lang]["4096"])
+	}
+
+	// 2. Engine throughput on sessions: each language against native Go.
+	rep.Keys, rep.Rows = 100_000, 1_000_000
+	if opts.Quick {
+		rep.Keys, rep.Rows = 20_000, 100_000
+	}
+	rep.EngineRowsPerSec = map[string]float64{}
+	for _, kind := range append([]string{"native"}, languages...) {
+		var wasm []byte
+		if kind != "native" {
+			if wasm, err = module("sessions", kind); err != nil {
+				return nil, err
+			}
+		}
+		rps, err := engineSessions(ctx, filepath.Join(tmp, "engine-"+kind), wasm, rep.Keys, rep.Rows, quiet)
+		if err != nil {
+			return nil, fmt.Errorf("bench: engine %s: %w", kind, err)
+		}
+		rep.EngineRowsPerSec[kind] = rps
+		logf("engine %-15s %10.0f rows/s (sessions, %d keys, %d rows)", kind, rps, rep.Keys, rep.Rows)
+		if kind != "native" {
+			ratio := rps / rep.EngineRowsPerSec["native"]
+			if kind == "go" {
+				rep.WasmNativeRatio = ratio
+			}
+			if ratio > rep.WasmNativeRatioBest {
+				rep.WasmNativeRatioBest, rep.BestLanguage = ratio, kind
+			}
+		}
+	}
+
+	// 3. End to end through JetStream, against a raw consume and republish.
+	e2eRows := 200_000
+	if opts.Quick {
+		e2eRows = 30_000
+	}
+	wasm, err := module("logincount", "rust")
+	if err != nil {
+		return nil, err
+	}
+	e2e, raw, err := endToEnd(ctx, filepath.Join(tmp, "e2e"), wasm, e2eRows, quiet)
+	if err != nil {
+		return nil, fmt.Errorf("bench: end to end: %w", err)
+	}
+	rep.E2ERowsPerSec, rep.RawRowsPerSec = e2e, raw
+	rep.E2ERawRatio = e2e / raw
+	logf("e2e    %10.0f rows/s groupstate, %10.0f rows/s raw JetStream consume+publish (%d rows)", e2e, raw, e2eRows)
+
+	// 4. Latency at a fixed rate.
+	rep.LatencyRate = 10_000
+	secs := 5
+	if opts.Quick {
+		secs = 2
+	}
+	p50, p99, err := latency(ctx, filepath.Join(tmp, "latency"), wasm, rep.LatencyRate, secs, quiet)
+	if err != nil {
+		return nil, fmt.Errorf("bench: latency: %w", err)
+	}
+	rep.LatencyP50Ms, rep.LatencyP99Ms = p50, p99
+	logf("latency p50 %.2f ms, p99 %.2f ms at %d rows/s for %ds", p50, p99, rep.LatencyRate, secs)
+
+	// 5. Warm restart from the compilation cache.
+	goWasm, err := module("sessions", "go")
+	if err != nil {
+		return nil, err
+	}
+	ms, err := warmRestart(ctx, filepath.Join(tmp, "cache"), goWasm, quiet)
+	if err != nil {
+		return nil, fmt.Errorf("bench: warm restart: %w", err)
+	}
+	rep.WarmRestartMs = ms
+	logf("warm restart of the Go sessions module from the compilation cache: %.1f ms", ms)
+	rep.Seconds = time.Since(start).Seconds()
+	return rep, nil
+}

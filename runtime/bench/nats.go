@@ -1,0 +1,284 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime"
+)
+
+// natsEnv is an embedded NATS server with file storage, a connection and a running service.
+type natsEnv struct {
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	client *runtime.Client
+	stop   func()
+}
+
+func startEnv(ctx context.Context, dir string, logger *slog.Logger) (*natsEnv, error) {
+	srv, err := runtime.StartEmbedded(runtime.EmbeddedOptions{DataDir: filepath.Join(dir, "nats"), Port: -1, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	nc, err := runtime.Connect(runtime.ConnOptions{URL: srv.ClientURL(), Logger: logger})
+	if err != nil {
+		srv.Shutdown()
+		return nil, err
+	}
+	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
+	client, err := runtime.NewClient(ctx, nc)
+	if err != nil {
+		nc.Close()
+		srv.Shutdown()
+		return nil, err
+	}
+	svc, err := runtime.NewService(ctx, runtime.ServiceConfig{DataDir: filepath.Join(dir, "runtime"), Conn: nc, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { svc.Run(sctx); close(done) }()
+	return &natsEnv{nc: nc, js: js, client: client, stop: func() {
+		cancel()
+		<-done
+		client.Close(context.Background())
+		nc.Close()
+		srv.Shutdown()
+		srv.WaitForShutdown()
+	}}, nil
+}
+
+func (e *natsEnv) deploy(ctx context.Context, yaml string, wasm []byte) error {
+	spec, err := runtime.ParseSpec([]byte(yaml))
+	if err != nil {
+		return err
+	}
+	if _, err := e.client.Deploy(ctx, spec, wasm); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if st, err := e.client.Status(ctx, spec.Name); err == nil && st.State == runtime.StatusRunning {
+			return nil
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return fmt.Errorf("deployment %s did not start", spec.Name)
+}
+
+// publishAll publishes n rows made by row(i) to subject through JetStream, waiting for acks.
+func (e *natsEnv) publishAll(ctx context.Context, subject string, n int, row func(i int) []byte) error {
+	for i := 0; i < n; i++ {
+		if _, err := e.js.PublishAsync(subject, row(i)); err != nil {
+			return err
+		}
+		if i%4096 == 4095 {
+			select {
+			case <-e.js.PublishAsyncComplete():
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	select {
+	case <-e.js.PublishAsyncComplete():
+		return nil
+	case <-time.After(time.Minute):
+		return errors.New("publishing timed out")
+	}
+}
+
+// waitCount times from the first message on stream to the n-th.
+func (e *natsEnv) waitCount(ctx context.Context, stream string, n int) (time.Duration, error) {
+	var first time.Time
+	deadline := time.Now().Add(5 * time.Minute)
+	for time.Now().Before(deadline) {
+		s, err := e.js.Stream(ctx, stream)
+		if err == nil {
+			info, err := s.Info(ctx)
+			if err == nil {
+				if info.State.Msgs > 0 && first.IsZero() {
+					first = time.Now()
+				}
+				if info.State.Msgs >= uint64(n) {
+					return time.Since(first), nil
+				}
+			}
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	return 0, fmt.Errorf("%s did not reach %d messages", stream, n)
+}
+
+const e2eSpec = `
+name: e2e
+module: x.wasm
+input: {subjects: ["e2e.in"], stream: E2E_IN}
+key: {field: user_id}
+timeout: processing_time
+output: {subject: e2e.out, stream: E2E_OUT}
+`
+
+// endToEnd returns rows/s of groupstate (JetStream in, WASM, Pebble, JetStream out, with
+// exactly-once) and of a raw nats.go consume-and-republish of the same rows. Each row has its
+// own key, so each yields one output. Both are timed from their first output to their last.
+func endToEnd(ctx context.Context, dir string, wasm []byte, rows int, logger *slog.Logger) (e2e, raw float64, err error) {
+	env, err := startEnv(ctx, dir, logger)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer env.stop()
+	row := func(i int) []byte {
+		return fmt.Appendf(nil, `{"user_id":"u%07d","ts":%d}`, i, 1_700_000_000_000+int64(i))
+	}
+
+	// The raw baseline.
+	for _, s := range []jetstream.StreamConfig{{Name: "RAW_IN", Subjects: []string{"raw.in"}}, {Name: "RAW_OUT", Subjects: []string{"raw.out"}}} {
+		if _, err := env.js.CreateStream(ctx, s); err != nil {
+			return 0, 0, err
+		}
+	}
+	if err := env.publishAll(ctx, "raw.in", rows, row); err != nil {
+		return 0, 0, err
+	}
+	cons, err := env.js.CreateOrUpdateConsumer(ctx, "RAW_IN", jetstream.ConsumerConfig{Durable: "raw", AckPolicy: jetstream.AckAllPolicy, MaxAckPending: -1})
+	if err != nil {
+		return 0, 0, err
+	}
+	rawDone := make(chan error, 1)
+	go func() {
+		for moved := 0; moved < rows; {
+			batch, err := cons.Fetch(10_000, jetstream.FetchMaxWait(100*time.Millisecond))
+			if err != nil {
+				rawDone <- err
+				return
+			}
+			var last jetstream.Msg
+			for m := range batch.Messages() {
+				if _, err := env.js.PublishAsync("raw.out", m.Data()); err != nil {
+					rawDone <- err
+					return
+				}
+				last = m
+				moved++
+			}
+			<-env.js.PublishAsyncComplete()
+			if last != nil {
+				last.Ack()
+			}
+		}
+		rawDone <- nil
+	}()
+	rawTime, err := env.waitCount(ctx, "RAW_OUT", rows)
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := <-rawDone; err != nil {
+		return 0, 0, err
+	}
+
+	// groupstate: the rows wait in the input stream; the deployment starts on them.
+	if _, err := env.js.CreateStream(ctx, jetstream.StreamConfig{Name: "E2E_IN", Subjects: []string{"e2e.in"}}); err != nil {
+		return 0, 0, err
+	}
+	if err := env.publishAll(ctx, "e2e.in", rows, row); err != nil {
+		return 0, 0, err
+	}
+	if err := env.deploy(ctx, e2eSpec, wasm); err != nil {
+		return 0, 0, err
+	}
+	gsTime, err := env.waitCount(ctx, "E2E_OUT", rows)
+	if err != nil {
+		return 0, 0, err
+	}
+	return float64(rows) / gsTime.Seconds(), float64(rows) / rawTime.Seconds(), nil
+}
+
+const latencySpec = `
+name: latency
+module: x.wasm
+input: {subjects: ["lat.in"]}
+key: {field: user_id}
+timeout: processing_time
+output: {subject: lat.out}
+`
+
+// latency publishes rate rows/s for secs seconds and returns the p50 and p99 of the time from
+// publishing a row to receiving its output, in milliseconds.
+func latency(ctx context.Context, dir string, wasm []byte, rate, secs int, logger *slog.Logger) (p50, p99 float64, err error) {
+	env, err := startEnv(ctx, dir, logger)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer env.stop()
+	if err := env.deploy(ctx, latencySpec, wasm); err != nil {
+		return 0, 0, err
+	}
+	var mu sync.Mutex
+	sent := map[string]time.Time{}
+	var lat []time.Duration
+	sub, err := env.nc.Subscribe("lat.out", func(m *nats.Msg) {
+		now := time.Now()
+		var v struct {
+			UserID string `json:"user_id"`
+		}
+		if json.Unmarshal(m.Data, &v) != nil {
+			return
+		}
+		mu.Lock()
+		if t, ok := sent[v.UserID]; ok {
+			lat = append(lat, now.Sub(t))
+			delete(sent, v.UserID)
+		}
+		mu.Unlock()
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer sub.Unsubscribe()
+	total := rate * secs
+	perTick := rate / 1000
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	for i := 0; i < total; {
+		<-tick.C
+		for j := 0; j < perTick && i < total; j, i = j+1, i+1 {
+			key := fmt.Sprintf("k%07d", i)
+			mu.Lock()
+			sent[key] = time.Now()
+			mu.Unlock()
+			if err := env.nc.Publish("lat.in", fmt.Appendf(nil, `{"user_id":%q}`, key)); err != nil {
+				return 0, 0, err
+			}
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		mu.Lock()
+		n := len(lat)
+		mu.Unlock()
+		if n == total {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(lat) < total*99/100 {
+		return 0, 0, fmt.Errorf("only %d of %d outputs arrived", len(lat), total)
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
+	return pct(0.50), pct(0.99), nil
+}
