@@ -37,10 +37,19 @@ samples-go: $(GO_MODULES)
 $(GO_MODULES): samples/%.wasm:
 	$(GOWASM) build -buildmode=c-shared -trimpath -buildvcs=false -o $@ ./$(dir $@)
 
+# The Extism peer plugin of groupstate bench (C, no libc).
+EXTISM_PLUGIN := runtime/bench/testdata/extism/logincount.wasm
+FIXTURES += $(EXTISM_PLUGIN)
+
 fixtures: $(FIXTURES)
 
-.PHONY: $(FIXTURES)
-$(FIXTURES):
+.PHONY: $(EXTISM_PLUGIN)
+$(EXTISM_PLUGIN):
+	$(CLANG) --target=wasm32-unknown-unknown -nostdlib -O2 -g0 -Wl,--no-entry -Wl,--strip-all -o $@ $(@:.wasm=.c)
+
+GO_FIXTURES := runtime/testdata/probe/probe.wasm
+.PHONY: $(GO_FIXTURES)
+$(GO_FIXTURES):
 	$(GOWASM) build -buildmode=c-shared -trimpath -buildvcs=false -o $@ ./$(dir $@)
 
 test:

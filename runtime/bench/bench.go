@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	goruntime "runtime"
+	"runtime/debug"
 	"time"
 )
 
@@ -37,9 +39,11 @@ type Report struct {
 	// InvokeNsPerGroup is the amortized cost of a key group in a guest call at the engine's
 	// default batch shape (4096 groups per call), best language (target <= 1000).
 	InvokeNsPerGroup float64 `json:"invoke_ns_per_group"`
-	// ExtismSpeedup is groupstate's invocation against an Extism plugin call per group
-	// (target >= 10). Null until the Extism peer is built.
-	ExtismSpeedup *float64 `json:"extism_speedup"`
+	// ExtismSpeedup is the cost of an Extism plugin call per group (the same logic, in C)
+	// over groupstate's per-group cost with the C module at 4096 groups per call
+	// (target >= 10).
+	ExtismSpeedup    *float64 `json:"extism_speedup"`
+	ExtismNsPerGroup float64  `json:"extism_ns_per_group"`
 
 	// Details.
 	Quick            bool                          `json:"quick"`
@@ -54,6 +58,13 @@ type Report struct {
 	Keys             int                           `json:"engine_keys"`
 	Rows             int                           `json:"engine_rows"`
 	Seconds          float64                       `json:"seconds"`
+}
+
+// settle collects the garbage of the previous measurement, so its heap does not pause the
+// next one.
+func settle() {
+	goruntime.GC()
+	debug.FreeOSMemory()
 }
 
 // languages are the sample languages measured.
@@ -107,6 +118,38 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			rep.InvokeNs[lang]["1"], rep.InvokeNs[lang]["16"], rep.InvokeNs[lang]["256"], rep.InvokeNs[lang]["4096"])
 	}
 
+	// 2. Latency at a fixed rate.
+	rep.LatencyRate = 10_000
+	secs := 5
+	if opts.Quick {
+		secs = 2
+	}
+	wasm, err := module("logincount", "rust")
+	if err != nil {
+		return nil, err
+	}
+	settle()
+	p50, p99, err := latency(ctx, filepath.Join(tmp, "latency"), wasm, rep.LatencyRate, secs, quiet)
+	if err != nil {
+		return nil, fmt.Errorf("bench: latency: %w", err)
+	}
+	rep.LatencyP50Ms, rep.LatencyP99Ms = p50, p99
+	logf("latency p50 %.2f ms, p99 %.2f ms at %d rows/s for %ds", p50, p99, rep.LatencyRate, secs)
+
+	// 1b. The peer: the same per-key logic as an Extism plugin, one call per group.
+	d := 300 * time.Millisecond
+	if !opts.Quick {
+		d = 2 * time.Second
+	}
+	extNs, err := extismPerGroup(ctx, d)
+	if err != nil {
+		return nil, fmt.Errorf("bench: extism: %w", err)
+	}
+	rep.ExtismNsPerGroup = extNs
+	speedup := extNs / rep.InvokeNs["c"]["4096"]
+	rep.ExtismSpeedup = &speedup
+	logf("extism %-15s %8.0f ns/group (a plugin call per group); groupstate (C, 4096 per call) is %.1fx faster", "c plugin", extNs, speedup)
+
 	// 2. Engine throughput on sessions: each language against native Go.
 	rep.Keys, rep.Rows = 100_000, 1_000_000
 	if opts.Quick {
@@ -120,6 +163,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 				return nil, err
 			}
 		}
+		settle()
 		rps, err := engineSessions(ctx, filepath.Join(tmp, "engine-"+kind), wasm, rep.Keys, rep.Rows, quiet)
 		if err != nil {
 			return nil, fmt.Errorf("bench: engine %s: %w", kind, err)
@@ -142,10 +186,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.Quick {
 		e2eRows = 30_000
 	}
-	wasm, err := module("logincount", "rust")
-	if err != nil {
-		return nil, err
-	}
+	settle()
 	e2e, raw, err := endToEnd(ctx, filepath.Join(tmp, "e2e"), wasm, e2eRows, quiet)
 	if err != nil {
 		return nil, fmt.Errorf("bench: end to end: %w", err)
@@ -153,19 +194,6 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.E2ERowsPerSec, rep.RawRowsPerSec = e2e, raw
 	rep.E2ERawRatio = e2e / raw
 	logf("e2e    %10.0f rows/s groupstate, %10.0f rows/s raw JetStream consume+publish (%d rows)", e2e, raw, e2eRows)
-
-	// 4. Latency at a fixed rate.
-	rep.LatencyRate = 10_000
-	secs := 5
-	if opts.Quick {
-		secs = 2
-	}
-	p50, p99, err := latency(ctx, filepath.Join(tmp, "latency"), wasm, rep.LatencyRate, secs, quiet)
-	if err != nil {
-		return nil, fmt.Errorf("bench: latency: %w", err)
-	}
-	rep.LatencyP50Ms, rep.LatencyP99Ms = p50, p99
-	logf("latency p50 %.2f ms, p99 %.2f ms at %d rows/s for %ds", p50, p99, rep.LatencyRate, secs)
 
 	// 5. Warm restart from the compilation cache.
 	goWasm, err := module("sessions", "go")
