@@ -14,7 +14,7 @@ func newBenchCommand() *cobra.Command {
 	var samples string
 	cmd := &cobra.Command{
 		Use:   "bench [--quick] [--json]",
-		Short: "Measure groupstate against its targets (DESIGN section 6), side by side in one run",
+		Short: "Measure groupstate against its performance targets and peers, side by side in one run",
 		Long: `Measures, in one process and one run: the cost per key group of guest calls in every
 sample language; engine throughput on the sessions sample, WASM against the same logic
 compiled natively; end-to-end throughput through an embedded JetStream with file storage

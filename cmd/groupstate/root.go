@@ -25,6 +25,7 @@ with the per-key function compiled to WebAssembly from Go, Rust, C or AssemblySc
 		newTestCommand(),
 		newDemoCommand(),
 		newBenchCommand(),
+		newVersionCommand(),
 	)
 	return root
 }

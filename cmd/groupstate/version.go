@@ -1,0 +1,37 @@
+package main
+
+import (
+	"fmt"
+	"runtime/debug"
+
+	"github.com/spf13/cobra"
+
+	"github.com/groupstate/groupstate/abi"
+)
+
+func newVersionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:     "version",
+		Short:   "Print the groupstate version, the ABI version it runs and the Go version it was built with",
+		Example: `  groupstate version`,
+		Args:    cobra.NoArgs,
+		Run: func(cmd *cobra.Command, _ []string) {
+			version, goVersion, revision := "(devel)", "", ""
+			if bi, ok := debug.ReadBuildInfo(); ok {
+				if bi.Main.Version != "" {
+					version = bi.Main.Version
+				}
+				goVersion = bi.GoVersion
+				for _, s := range bi.Settings {
+					if s.Key == "vcs.revision" {
+						revision = s.Value
+					}
+				}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "groupstate %s\nABI version %d\n%s\n", version, abi.Version, goVersion)
+			if revision != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "revision %s\n", revision)
+			}
+		},
+	}
+}
