@@ -55,9 +55,14 @@ type Report struct {
 	LatencyP99Ms     float64                       `json:"latency_p99_ms"`
 	LatencyRate      int                           `json:"latency_rows_per_sec"`
 	WarmRestartMs    float64                       `json:"warm_restart_ms"`
-	Keys             int                           `json:"engine_keys"`
-	Rows             int                           `json:"engine_rows"`
-	Seconds          float64                       `json:"seconds"`
+	// Memory is RSS as state grows to MemoryKeys keys; MemoryGrowth is RSS at the end over RSS
+	// at a tenth of the way (flat is 1).
+	Memory       []MemoryPoint `json:"memory"`
+	MemoryKeys   int           `json:"memory_keys"`
+	MemoryGrowth float64       `json:"memory_growth"`
+	Keys         int           `json:"engine_keys"`
+	Rows         int           `json:"engine_rows"`
+	Seconds      float64       `json:"seconds"`
 }
 
 // settle collects the garbage of the previous measurement, so its heap does not pause the
@@ -206,6 +211,27 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	rep.WarmRestartMs = ms
 	logf("warm restart of the Go sessions module from the compilation cache: %.1f ms", ms)
+	// 6. Memory: state of many keys stays on disk.
+	rep.MemoryKeys = 10_000_000
+	if opts.Quick {
+		rep.MemoryKeys = 200_000
+	}
+	cWasm, err := module("logincount", "c")
+	if err != nil {
+		return nil, err
+	}
+	settle()
+	points, err := memory(ctx, filepath.Join(tmp, "memory"), cWasm, rep.MemoryKeys, quiet)
+	if err != nil {
+		return nil, fmt.Errorf("bench: memory: %w", err)
+	}
+	rep.Memory = points
+	if len(points) > 1 && points[0].RSSMB > 0 {
+		rep.MemoryGrowth = points[len(points)-1].RSSMB / points[0].RSSMB
+	}
+	for _, p := range points {
+		logf("memory %10d keys of state: RSS %.0f MB", p.Keys, p.RSSMB)
+	}
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
 }
