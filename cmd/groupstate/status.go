@@ -14,11 +14,13 @@ import (
 func newStatusCommand() *cobra.Command {
 	var cf connFlags
 	var asJSON bool
+	var watch time.Duration
 	cmd := &cobra.Command{
-		Use:   "status NAME [--json]",
+		Use:   "status NAME [--json] [--watch]",
 		Short: "Show a deployment's progress (rows, late rows, dead letters, keys, watermark, lag)",
 		Example: `  groupstate status logincount
-  groupstate status logincount --json | jq .rows_in`,
+  groupstate status logincount --json | jq .rows_in
+  groupstate status logincount --watch`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, done, err := cf.client(cmd.Context(), "status")
@@ -26,21 +28,47 @@ func newStatusCommand() *cobra.Command {
 				return err
 			}
 			defer done()
-			st, err := c.Status(cmd.Context(), args[0])
-			if err != nil {
-				return err
+			var prev *runtime.Status
+			for {
+				st, err := c.Status(cmd.Context(), args[0])
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					enc := json.NewEncoder(cmd.OutOrStdout())
+					if watch == 0 {
+						enc.SetIndent("", "  ")
+					}
+					if err := enc.Encode(st); err != nil {
+						return err
+					}
+				} else {
+					if watch > 0 {
+						fmt.Fprint(cmd.OutOrStdout(), "\033[H\033[2J") // clear the terminal
+					}
+					printStatus(cmd.OutOrStdout(), st)
+					if prev != nil && !st.UpdatedAt.Equal(prev.UpdatedAt) {
+						secs := st.UpdatedAt.Sub(prev.UpdatedAt).Seconds()
+						fmt.Fprintf(cmd.OutOrStdout(), "%-20s %.0f rows/s in, %.0f rows/s out\n", "rate:",
+							float64(st.RowsIn-prev.RowsIn)/secs, float64(st.Emitted-prev.Emitted)/secs)
+					}
+				}
+				if watch == 0 {
+					return nil
+				}
+				prev = st
+				select {
+				case <-cmd.Context().Done():
+					return nil
+				case <-time.After(watch):
+				}
 			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(st)
-			}
-			printStatus(cmd.OutOrStdout(), st)
-			return nil
 		},
 	}
 	cf.register(cmd)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON (one object a line with --watch)")
+	cmd.Flags().DurationVar(&watch, "watch", 0, "refresh every second (or --watch=5s) until interrupted")
+	cmd.Flags().Lookup("watch").NoOptDefVal = "1s"
 	return cmd
 }
 
