@@ -22,13 +22,13 @@ type Status struct {
 	// LastError and LastErrorAt are the most recent error and when it happened; they stay
 	// after the deployment recovered, so an outage shows.
 	LastError    string    `json:"last_error,omitempty"`
-	LastErrorAt  time.Time `json:"last_error_at,omitempty"`
+	LastErrorAt  time.Time `json:"last_error_at,omitzero"`
 	ModuleDigest string    `json:"module_digest"`
 	// Owner is the ID of the runtime (its state store) that runs the deployment.
 	Owner      string    `json:"owner,omitempty"`
-	DeployedAt time.Time `json:"deployed_at"`
-	StartedAt  time.Time `json:"started_at"`
-	UpdatedAt  time.Time `json:"updated_at"`
+	DeployedAt time.Time `json:"deployed_at,omitzero"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	UpdatedAt  time.Time `json:"updated_at,omitzero"`
 
 	Batches       int64 `json:"batches"`
 	RowsIn        int64 `json:"rows_in"`
@@ -44,7 +44,7 @@ type Status struct {
 
 	LastBatchID uint64    `json:"last_batch_id"`
 	LastBatchMs float64   `json:"last_batch_duration_ms"`
-	LastBatchAt time.Time `json:"last_batch_at"`
+	LastBatchAt time.Time `json:"last_batch_at,omitzero"`
 	WatermarkMs int64     `json:"watermark_ms"`
 	// Position is the last input stream sequence committed.
 	Position uint64 `json:"input_position"`

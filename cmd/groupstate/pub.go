@@ -42,7 +42,11 @@ first). Progress goes to standard error.`,
 			}
 			defer nc.Close()
 			n, err := publishLines(cmd, nc, args[0], in)
-			fmt.Fprintf(cmd.ErrOrStderr(), "published %d messages to %s\n", n, args[0])
+			noun := "messages"
+			if n == 1 {
+				noun = "message"
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "published %d %s to %s\n", n, noun, args[0])
 			return err
 		},
 	}
