@@ -17,6 +17,7 @@ import (
 func newPubCommand() *cobra.Command {
 	var cf connFlags
 	var file string
+	var rate float64
 	cmd := &cobra.Command{
 		Use:   "pub SUBJECT [--file F.jsonl]",
 		Short: "Publish JSON lines (from a file or standard input) to a subject, one message a line",
@@ -24,7 +25,8 @@ func newPubCommand() *cobra.Command {
 acknowledged by the stream that captures SUBJECT (deploy a handler whose input.subjects match
 first). Progress goes to standard error.`,
 		Example: `  echo '{"user_id":"ada"}' | groupstate pub logins.web
-  groupstate pub logins.web --file logins.jsonl`,
+  groupstate pub logins.web --file logins.jsonl
+  groupstate pub logins.web --file logins.jsonl --rate 1000`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var in io.Reader = cmd.InOrStdin()
@@ -41,7 +43,7 @@ first). Progress goes to standard error.`,
 				return err
 			}
 			defer nc.Close()
-			n, err := publishLines(cmd, nc, args[0], in)
+			n, err := publishLines(cmd, nc, args[0], in, rate)
 			noun := "messages"
 			if n == 1 {
 				noun = "message"
@@ -52,12 +54,13 @@ first). Progress goes to standard error.`,
 	}
 	cf.register(cmd)
 	cmd.Flags().StringVar(&file, "file", "", "JSON Lines file to publish (default standard input)")
+	cmd.Flags().Float64Var(&rate, "rate", 0, "messages per second (0: as fast as the server acknowledges)")
 	return cmd
 }
 
 // publishLines publishes every non-empty line of in to subject through JetStream, with a
 // bounded window of unacknowledged messages, and reports progress once a second.
-func publishLines(cmd *cobra.Command, nc *nats.Conn, subject string, in io.Reader) (int, error) {
+func publishLines(cmd *cobra.Command, nc *nats.Conn, subject string, in io.Reader, rate float64) (int, error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
 		return 0, err
@@ -88,6 +91,17 @@ func publishLines(cmd *cobra.Command, nc *nats.Conn, subject string, in io.Reade
 		line := bytes.TrimSpace(sc.Bytes())
 		if len(line) == 0 {
 			continue
+		}
+		if rate > 0 {
+			// Pace by the schedule, not by sleeping a fixed time per message, so the rate
+			// holds whatever publishing costs.
+			if due := start.Add(time.Duration(float64(n) / rate * float64(time.Second))); time.Until(due) > 0 {
+				select {
+				case <-time.After(time.Until(due)):
+				case <-ctx.Done():
+					return n, ctx.Err()
+				}
+			}
 		}
 		f, err := js.PublishAsync(subject, append([]byte(nil), line...))
 		if err != nil {

@@ -77,7 +77,7 @@ func TestServeDeployFlow(t *testing.T) {
 		out, _, code := cli("status", "logincount", "--json")
 		return code == 0 && strings.Contains(out, `"state": "running"`)
 	})
-	pub := exec.Command(groupstateBin(t), "pub", "logins.web", "--server", url)
+	pub := exec.Command(groupstateBin(t), "pub", "logins.web", "--server", url, "--rate", "200")
 	pub.Dir = "../.."
 	pub.Stdin = strings.NewReader("{\"user_id\":\"ada\"}\n{\"user_id\":\"ada\"}\n\n{\"user_id\":\"bob\"}\n")
 	if out, err := pub.CombinedOutput(); err != nil || !strings.Contains(string(out), "published 3 messages") {
@@ -93,6 +93,11 @@ func TestServeDeployFlow(t *testing.T) {
 	out, _, code := cli("state", "logincount")
 	if code != 0 || out != "\"ada\"\n\"bob\"\n" {
 		t.Fatalf("listing keys: exit %d\n%q", code, out)
+	}
+	out, _, code = cli("state", "logincount", "--dump")
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); code != 0 || len(lines) != 2 ||
+		!strings.Contains(lines[0], `"key":"ada"`) || !strings.Contains(lines[0], `"value":{"login_count":2}`) {
+		t.Fatalf("dump: exit %d\n%s", code, out)
 	}
 	out, _, code = cli("status", "logincount", "--json")
 	var st struct {

@@ -15,6 +15,7 @@ func newStateCommand() *cobra.Command {
 	var asJSON bool
 	var limit int
 	var after string
+	var dump bool
 	cmd := &cobra.Command{
 		Use:   "state NAME [KEY]",
 		Short: "Print a key's state value (exit 1 when it has none), or list the deployment's keys",
@@ -24,10 +25,16 @@ as a string (alice). Without KEY, lists keys in key order, a page at a time (--l
 Exit status: 0 with a value, 1 when the key has no state, 2 on any other error.`,
 		Example: `  groupstate state logincount alice
   groupstate state logincount alice --json
-  groupstate state logincount --limit 100`,
+  groupstate state logincount --limit 100
+  groupstate state logincount --dump > state.jsonl`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			err := stateRun(cmd, &cf, args, asJSON, limit, after)
+			var err error
+			if dump {
+				err = stateDump(cmd, &cf, args)
+			} else {
+				err = stateRun(cmd, &cf, args, asJSON, limit, after)
+			}
 			var ex *exitError
 			if err != nil && !errors.As(err, &ex) {
 				// Exit 1 means "no state"; anything else that went wrong is 2.
@@ -40,7 +47,40 @@ Exit status: 0 with a value, 1 when the key has no state, 2 on any other error.`
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the value with its timeout as JSON")
 	cmd.Flags().IntVar(&limit, "limit", 100, "keys per page when listing")
 	cmd.Flags().StringVar(&after, "after", "", "list keys after this one")
+	cmd.Flags().BoolVar(&dump, "dump", false, "export all state as JSON Lines: one {key, value, timeout_ms} a line")
 	return cmd
+}
+
+// stateDump writes every key's state as JSON Lines, fetching pages of keys in key order.
+func stateDump(cmd *cobra.Command, cf *connFlags, args []string) error {
+	if len(args) != 1 {
+		return errors.New("--dump takes the deployment name only")
+	}
+	c, done, err := cf.client(cmd.Context(), "state")
+	if err != nil {
+		return err
+	}
+	defer done()
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	var after []byte
+	n := 0
+	for {
+		keys, next, err := c.Keys(cmd.Context(), args[0], after, 1000)
+		if err != nil {
+			return err
+		}
+		for _, k := range keys {
+			if err := enc.Encode(k); err != nil {
+				return err
+			}
+			n++
+		}
+		if next == nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "dumped %d keys\n", n)
+			return nil
+		}
+		after = next
+	}
 }
 
 func stateRun(cmd *cobra.Command, cf *connFlags, args []string, asJSON bool, limit int, after string) error {
