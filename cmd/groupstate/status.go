@@ -85,6 +85,9 @@ func printStatus(w io.Writer, st *runtime.Status) {
 	if st.ModuleDigest != "" {
 		line("module sha256", st.ModuleDigest)
 	}
+	if st.Owner != "" {
+		line("runtime", st.Owner)
+	}
 	line("rows in", st.RowsIn)
 	line("rows out", st.Emitted)
 	line("late rows dropped", st.LateRows)
