@@ -104,7 +104,7 @@ func (s *Service) answer(d *state.Deployment, verb string, data []byte) (any, er
 }
 
 func keyState(key []byte, e state.Entry) KeyState {
-	ks := KeyState{Key: json.RawMessage(key), HasValue: e.HasValue, TimeoutMs: e.TimeoutMs}
+	ks := KeyState{Key: json.RawMessage(key), HasValue: e.HasValue, TimeoutMs: e.TimeoutMs, UpdatedMs: e.UpdatedMs}
 	if e.HasValue {
 		v := append([]byte(nil), e.Value...)
 		if json.Valid(v) {

@@ -289,9 +289,9 @@ func (b *batchRun) apply(i int, r *handler.Result) error {
 	}
 	switch r.Action {
 	case abi.ActionKeep:
-		next.Value, next.HasValue = prev.Value, prev.HasValue
+		next.Value, next.HasValue, next.UpdatedMs = prev.Value, prev.HasValue, prev.UpdatedMs
 	case abi.ActionUpdate:
-		next.Value, next.HasValue = r.State, true
+		next.Value, next.HasValue, next.UpdatedMs = r.State, true, b.T
 	case abi.ActionRemove:
 	}
 	b.sb.Set(g.Key, prev, next)

@@ -169,6 +169,8 @@ type KeyState struct {
 	HasValue bool `json:"has_value"`
 	// TimeoutMs is the key's timeout, 0 when none.
 	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+	// UpdatedMs is when the value last changed: the processing time of the batch that set it.
+	UpdatedMs int64 `json:"updated_ms,omitempty"`
 }
 
 // KeyFromArg turns a key typed on a command line into its canonical form: a JSON scalar

@@ -236,7 +236,7 @@ func TestServiceEndToEnd(t *testing.T) {
 	// The state command's API answers from the running runtime.
 	ks, found, err := env.client.State(context.Background(), "logincount", runtime.KeyFromArg("ada"))
 	require(t, err)
-	if !found || string(ks.Value) != `{"login_count":3}` || ks.TimeoutMs != 1_000_000+10_000 {
+	if !found || string(ks.Value) != `{"login_count":3}` || ks.TimeoutMs != 1_000_000+10_000 || ks.UpdatedMs != 1_000_000 {
 		t.Fatalf("state of ada: %+v found=%v", ks, found)
 	}
 	if _, found, err := env.client.State(context.Background(), "logincount", runtime.KeyFromArg("nobody")); err != nil || found {

@@ -20,6 +20,8 @@ func TestEntryEncoding(t *testing.T) {
 		{"negative timeout", Entry{TimeoutMs: -5}, Entry{TimeoutMs: -5}},
 		{"value ignored without HasValue", Entry{Value: []byte("junk"), TimeoutMs: 7}, Entry{TimeoutMs: 7}},
 		{"max timeout", valT("m", math.MaxInt64), valT("m", math.MaxInt64)},
+		{"update time", Entry{Value: []byte("v"), HasValue: true, TimeoutMs: 3, UpdatedMs: 1700000000000}, Entry{Value: []byte("v"), HasValue: true, TimeoutMs: 3, UpdatedMs: 1700000000000}},
+		{"update time dropped without a value", Entry{TimeoutMs: 3, UpdatedMs: 5}, Entry{TimeoutMs: 3}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
