@@ -1,0 +1,200 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// requireInitToolchain fails the test when lang's toolchain, which CI installs
+// (.ci/install-toolchains), is missing; AssemblyScript is skipped only when its compiler was
+// never installed (sdk/assemblyscript/node_modules is absent).
+func requireInitToolchain(t *testing.T, lang string) {
+	t.Helper()
+	if _, err := exec.LookPath("make"); err != nil {
+		t.Fatalf("make is not installed: the generated projects build with make: %v", err)
+	}
+	switch lang {
+	case "go":
+		if _, err := exec.LookPath("go"); err != nil {
+			t.Fatalf("go is not on PATH: %v", err)
+		}
+	case "rust":
+		if _, err := os.Stat("/usr/bin/rustc"); err != nil {
+			t.Fatalf("/usr/bin/rustc is missing (bash .ci/install-toolchains installs it): %v", err)
+		}
+		out, err := exec.Command("/usr/bin/rustc", "--print", "sysroot").Output()
+		if err != nil {
+			t.Fatalf("/usr/bin/rustc --print sysroot: %v", err)
+		}
+		lib := filepath.Join(strings.TrimSpace(string(out)), "lib", "rustlib", "wasm32-wasi")
+		if _, err := os.Stat(lib); err != nil {
+			t.Fatalf("/usr/bin/rustc has no wasm32-wasi standard library (%s; bash .ci/install-toolchains installs it): %v", lib, err)
+		}
+	case "c":
+		if _, err := exec.LookPath("clang"); err != nil {
+			t.Fatalf("clang is not installed (bash .ci/install-toolchains installs it): %v", err)
+		}
+	case "assemblyscript":
+		if _, err := os.Stat("../../sdk/assemblyscript/node_modules"); errors.Is(err, os.ErrNotExist) {
+			t.Skip("sdk/assemblyscript/node_modules is absent: run 'cd sdk/assemblyscript && npm ci' to test the AssemblyScript template")
+		}
+		if _, err := os.Stat("../../sdk/assemblyscript/node_modules/.bin/asc"); err != nil {
+			t.Fatalf("sdk/assemblyscript/node_modules exists but has no .bin/asc (run 'npm ci' there again): %v", err)
+		}
+	}
+}
+
+// TestInit generates a project in every language, builds it with its own Makefile, and runs
+// its scenario through the real binary, as a user following the printed next steps would.
+func TestInit(t *testing.T) {
+	groupstateBin(t) // build once, before the parallel subtests
+	wantFiles := map[string][]string{
+		"go":             {"main.go", "go.mod"},
+		"rust":           {"src/lib.rs"},
+		"c":              {"NAME.c"},
+		"assemblyscript": {"NAME.ts"},
+	}
+	for _, lang := range []string{"go", "rust", "c", "assemblyscript"} {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			requireInitToolchain(t, lang)
+			name := "login-" + lang
+			dir := filepath.Join(t.TempDir(), "proj")
+
+			stdout, stderr, code := run(t, "init", name, "--lang", lang, "--dir", dir)
+			if code != 0 {
+				t.Fatalf("init: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			for _, want := range []string{
+				"groupstate test --spec " + name + ".yaml --scenario " + name + ".jsonl",
+				"groupstate deploy -f " + name + ".yaml",
+				"SDK: the groupstate checkout",
+			} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("init output lacks %q:\n%s", want, stdout)
+				}
+			}
+			if strings.Contains(stderr, "warning") {
+				t.Errorf("init warned:\n%s", stderr)
+			}
+			files := append([]string{"Makefile", "README.md", ".gitignore", "NAME.yaml", "NAME.jsonl"}, wantFiles[lang]...)
+			for _, f := range files {
+				f = strings.ReplaceAll(f, "NAME", name)
+				if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+					t.Errorf("not generated: %s", f)
+				}
+			}
+			spec, err := os.ReadFile(filepath.Join(dir, name+".yaml"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"name: " + name + "\n", "module: " + name + ".wasm", `["` + name + `.in"]`,
+				"field: user_id", "timeout: processing_time", "subject: " + name + ".out", "idle_timeout: 10s"} {
+				if !bytes.Contains(spec, []byte(want)) {
+					t.Errorf("spec lacks %q:\n%s", want, spec)
+				}
+			}
+			readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range []string{"make", "groupstate test --spec " + name + ".yaml --scenario " + name + ".jsonl",
+				"groupstate serve", "groupstate deploy -f " + name + ".yaml"} {
+				if !bytes.Contains(readme, []byte(want)) {
+					t.Errorf("README lacks %q", want)
+				}
+			}
+
+			build := exec.Command("make")
+			build.Dir = dir
+			if out, err := build.CombinedOutput(); err != nil {
+				t.Fatalf("make: %v\n%s", err, out)
+			}
+			stdout, stderr, code = run(t, "test", "--spec", filepath.Join(dir, name+".yaml"), "--scenario", filepath.Join(dir, name+".jsonl"))
+			if code != 0 {
+				t.Fatalf("groupstate test: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			if !strings.Contains(stdout, `"session_closed":true`) {
+				t.Errorf("the scenario emitted no session_closed row:\n%s", stdout)
+			}
+		})
+	}
+}
+
+// TestInitRefuses: a bad name, an unknown language, a non-empty directory and an --sdk that
+// is no checkout are refused with a clear error, and nothing is written.
+func TestInitRefuses(t *testing.T) {
+	tmp := t.TempDir()
+	full := filepath.Join(tmp, "full")
+	if err := os.MkdirAll(full, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(full, "keep.txt"), []byte("mine"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"init", "Logins", "--dir", filepath.Join(tmp, "a")}, `invalid name "Logins"`},
+		{[]string{"init", "log_ins", "--dir", filepath.Join(tmp, "a")}, `invalid name "log_ins"`},
+		{[]string{"init", "../x", "--dir", filepath.Join(tmp, "a")}, `invalid name "../x"`},
+		{[]string{"init", strings.Repeat("a", 64), "--dir", filepath.Join(tmp, "a")}, "1 to 63 characters"},
+		{[]string{"init", "logins", "--lang", "java", "--dir", filepath.Join(tmp, "a")}, `unknown --lang "java"`},
+		{[]string{"init", "logins", "--dir", full}, "already exists and is not empty"},
+		{[]string{"init", "logins", "--dir", filepath.Join(full, "keep.txt")}, "is not a directory"},
+		{[]string{"init", "logins", "--sdk", tmp, "--dir", filepath.Join(tmp, "a")}, "is not a groupstate checkout"},
+		{[]string{"init"}, "one argument"},
+	}
+	for _, c := range cases {
+		stdout, stderr, code := run(t, c.args...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, want an error containing %q\nstdout:\n%s\nstderr:\n%s", c.args, code, c.want, stdout, stderr)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "a")); err == nil {
+		t.Errorf("a refused init created %s", filepath.Join(tmp, "a"))
+	}
+	if b, _ := os.ReadFile(filepath.Join(full, "keep.txt")); string(b) != "mine" {
+		t.Errorf("keep.txt was changed")
+	}
+	entries, _ := os.ReadDir(full)
+	if len(entries) != 1 {
+		t.Errorf("init wrote into a non-empty directory: %d entries", len(entries))
+	}
+}
+
+// TestInitWithoutCheckout: run outside any checkout, init still creates the project and says,
+// in its output and the README, that the SDK must be pointed at.
+func TestInitWithoutCheckout(t *testing.T) {
+	cwd := t.TempDir()
+	cmd := exec.Command(groupstateBin(t), "init", "logins")
+	cmd.Dir = cwd
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("init: %v\nstdout:\n%s\nstderr:\n%s", err, o.String(), e.String())
+	}
+	if !strings.Contains(e.String(), "no groupstate checkout found") || !strings.Contains(o.String(), "see README.md") {
+		t.Errorf("no clear message about the missing checkout:\nstdout:\n%s\nstderr:\n%s", o.String(), e.String())
+	}
+	readme, err := os.ReadFile(filepath.Join(cwd, "logins", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(readme, []byte("No groupstate checkout was found")) || !bytes.Contains(readme, []byte("go mod edit -replace=")) {
+		t.Errorf("README does not say how to point at the SDK:\n%s", readme)
+	}
+	gomod, err := os.ReadFile(filepath.Join(cwd, "logins", "go.mod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(gomod, []byte("require github.com/groupstate/groupstate")) || bytes.Contains(gomod, []byte("\nreplace")) {
+		t.Errorf("go.mod:\n%s", gomod)
+	}
+}
