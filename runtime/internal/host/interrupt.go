@@ -6,18 +6,15 @@ import (
 
 // Interrupting guest calls.
 //
-// wazero's WithCloseOnContextDone makes a call stoppable by calling a check at every loop
-// header, which costs about 3x in guest time (RATIONALE.md). Instead, instrument rewrites the
-// module once, at deploy time: it adds a mutable i32 global, exported as [StopGlobal], and at
-// the start of every loop body inserts
+// wazero's WithCloseOnContextDone makes a call stoppable by leaving compiled code at every
+// loop header, which costs about 3x in guest time (RATIONALE.md). Instead, instrument rewrites
+// the module once, at load time: it adds two mutable i32 globals, a stop flag exported as
+// [StopGlobal] and an iteration counter, and at the start of every loop body inserts
+// [loopCheck]: count down, and every [fuelPerYield] iterations leave compiled code for a
+// moment (so the Go runtime can preempt the goroutine) and trap if the stop flag is set.
 //
-//	global.get $stop
-//	if
-//	  unreachable
-//	end
-//
-// The host sets the global to 1 when a call's deadline passes (or its context is done), and
-// the guest traps at its next loop iteration. Code without loops ends by itself (recursion
+// The host sets the flag when a call's deadline passes (or its context is done), and the
+// guest traps within fuelPerYield iterations. Code without loops ends by itself (recursion
 // ends in a stack overflow trap). A module that uses an instruction the scanner does not know
 // is left as it is, and the host falls back to wazero's checks.
 
@@ -64,7 +61,11 @@ func instrument(wasm []byte) (out []byte, ok bool) {
 		}
 	}
 	stop := importedGlobals + globals
-	newGlobal := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b} // i32, mutable, i32.const 0, end
+	fuel := stop + 1
+	newGlobals := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b} // stop: i32, mutable, i32.const 0, end
+	newGlobals = append(newGlobals, 0x7f, 0x01, 0x41)  // fuel: i32, mutable, i32.const N, end
+	newGlobals = appendSleb(newGlobals, fuelPerYield)
+	newGlobals = append(newGlobals, 0x0b)
 
 	var w []byte
 	w = append(w, wasm[:8]...)
@@ -77,14 +78,14 @@ func instrument(wasm []byte) (out []byte, ok bool) {
 	for _, s := range sections {
 		// The global section comes after memory (5) and tag (13) and before export (7).
 		if !hasGlobalSection && !placedGlobal && s.id != 0 && order(s.id) > order(6) {
-			emit(6, append(appendU32(nil, 1), newGlobal...))
+			emit(6, append(appendU32(nil, 2), newGlobals...))
 			placedGlobal = true
 		}
 		switch s.id {
 		case 6:
 			r := &wreader{b: s.content}
 			n := r.u32()
-			emit(6, append(append(appendU32(nil, n+1), s.content[r.off:]...), newGlobal...))
+			emit(6, append(append(appendU32(nil, n+2), s.content[r.off:]...), newGlobals...))
 		case 7:
 			r := &wreader{b: s.content}
 			n := r.u32()
@@ -96,7 +97,7 @@ func instrument(wasm []byte) (out []byte, ok bool) {
 			c = appendU32(c, stop)
 			emit(7, c)
 		case 10:
-			c, err := instrumentCode(s.content, stop)
+			c, err := instrumentCode(s.content, stop, fuel)
 			if err != nil {
 				return nil, false
 			}
@@ -161,12 +162,38 @@ func exportsName(content []byte, name string) bool {
 	return false
 }
 
+// fuelPerYield is how many loop iterations run between two yields to the host.
+const fuelPerYield int64 = 1 << 16
+
+// loopCheck is inserted at the start of every loop body: count the iteration down, and every
+// fuelPerYield iterations leave compiled code (memory.grow 0 returns to the Go side of wazero,
+// where the Go scheduler and garbage collector can stop the goroutine: compiled code has no
+// safepoints, and a loop that never leaves it would block the whole process at the next
+// stop-the-world), then trap if the stop flag is set.
+func loopCheck(stop, fuel uint32) []byte {
+	g := func(op byte, idx uint32) []byte { return append([]byte{op}, appendU32(nil, idx)...) }
+	var c []byte
+	c = append(c, g(0x23, fuel)...)       // global.get fuel
+	c = append(c, 0x41, 0x01, 0x6b)       // i32.const 1; i32.sub
+	c = append(c, g(0x24, fuel)...)       // global.set fuel
+	c = append(c, g(0x23, fuel)...)       // global.get fuel
+	c = append(c, 0x45, 0x04, 0x40)       // i32.eqz; if
+	c = append(c, 0x41)                   //   i32.const N
+	c = appendSleb(c, fuelPerYield)       //
+	c = append(c, g(0x24, fuel)...)       //   global.set fuel
+	c = append(c, 0x41, 0x00)             //   i32.const 0
+	c = append(c, 0x40, 0x00, 0x1a)       //   memory.grow 0; drop
+	c = append(c, g(0x23, stop)...)       //   global.get stop
+	c = append(c, 0x04, 0x40, 0x00, 0x0b) // if unreachable end
+	return append(c, 0x0b)                // end
+}
+
 // instrumentCode rewrites the code section.
-func instrumentCode(content []byte, stop uint32) ([]byte, error) {
+func instrumentCode(content []byte, stop, fuel uint32) ([]byte, error) {
 	r := &wreader{b: content}
 	n := r.u32()
 	out := appendU32(nil, n)
-	check := append(append([]byte{0x23}, appendU32(nil, stop)...), 0x04, 0x40, 0x00, 0x0b)
+	check := loopCheck(stop, fuel)
 	var body []byte
 	for range n {
 		size := int(r.u32())
@@ -343,6 +370,17 @@ func (r *wreader) blockType() {
 		return
 	}
 	r.sleb() // a type index as s33
+}
+
+func appendSleb(b []byte, v int64) []byte {
+	for {
+		c := byte(v & 0x7f)
+		v >>= 7
+		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
+			return append(b, c)
+		}
+		b = append(b, c|0x80)
+	}
 }
 
 func appendU32(b []byte, v uint32) []byte {
