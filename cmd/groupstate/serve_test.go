@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -122,6 +123,14 @@ func TestServeDeployFlow(t *testing.T) {
 	}
 	if body := httpGet(t, metrics+"/healthz"); body != "ok\n" {
 		t.Fatalf("/healthz: %q", body)
+	}
+	// status --watch keeps printing until interrupted.
+	wctx, wcancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
+	watch := exec.CommandContext(wctx, groupstateBin(t), "status", "logincount", "--json", "--watch=500ms", "--server", url)
+	wout, _ := watch.Output()
+	wcancel()
+	if n := strings.Count(string(wout), `"name":"logincount"`); n < 3 {
+		t.Fatalf("status --watch printed %d documents in 2.5s:\n%s", n, wout)
 	}
 	if out, _, code := cli("list"); code != 0 || !strings.Contains(out, "logincount") || !strings.Contains(out, "running") {
 		t.Fatalf("list: exit %d\n%s", code, out)
