@@ -91,6 +91,15 @@ func NewService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 		rt.Close(ctx)
 		return nil, err
 	}
+	// Record NATS outages in every deployment's status (last_error), keeping whatever
+	// handler the connection already had.
+	prev := cfg.Conn.Opts.DisconnectedErrCB
+	cfg.Conn.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
+		if prev != nil {
+			prev(c, err)
+		}
+		s.noteOutage(err)
+	})
 	return s, nil
 }
 
@@ -309,6 +318,25 @@ func (s *Service) recoverStore(ctx context.Context, records map[string]natsio.Re
 	}
 	for _, rec := range records {
 		s.apply(ctx, rec)
+	}
+}
+
+// noteOutage records a lost NATS connection in every running deployment's status.
+func (s *Service) noteOutage(err error) {
+	msg := "NATS connection lost"
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	s.mu.Lock()
+	runners := make([]*runner, 0, len(s.runners))
+	for _, r := range s.runners {
+		runners = append(runners, r)
+	}
+	s.mu.Unlock()
+	for _, r := range runners {
+		r.mu.Lock()
+		r.status.LastError, r.status.LastErrorAt = msg, time.Now()
+		r.mu.Unlock()
 	}
 }
 
