@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/groupstate/groupstate/runtime/internal/host"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/state"
 	"github.com/groupstate/groupstate/timeouts"
@@ -42,12 +41,9 @@ func (s *Service) prepare(ctx context.Context, rec natsio.Record) (*runner, erro
 	if err != nil {
 		return nil, err
 	}
-	wasm, err := s.reg.GetModule(ctx, rec.ModuleDigest)
+	wasm, err := s.reg.GetModule(ctx, rec.ModuleDigest) // verifies the bytes' SHA-256
 	if err != nil {
 		return nil, fmt.Errorf("loading module %s: %w", rec.ModuleDigest, err)
-	}
-	if got := host.Digest(wasm); got != rec.ModuleDigest {
-		return nil, fmt.Errorf("module bytes have SHA-256 %s, the deployment names %s", got, rec.ModuleDigest)
 	}
 	inStream, err := natsio.EnsureStream(ctx, s.js, spec.Input.Stream, natsio.StreamName(spec.Name+"_IN"), spec.Input.Subjects, 0)
 	if err != nil {

@@ -5,8 +5,6 @@ package host
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -62,12 +60,6 @@ type Config struct {
 	// NoInstrument keeps the module as it is and interrupts calls with wazero's checks
 	// (for comparisons; slower).
 	NoInstrument bool
-}
-
-// Digest returns the hex SHA-256 of wasm, the module's identity.
-func Digest(wasm []byte) string {
-	sum := sha256.Sum256(wasm)
-	return hex.EncodeToString(sum[:])
 }
 
 // Host is one deployment's running module: a wazero runtime with the module compiled and a

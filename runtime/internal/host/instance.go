@@ -68,7 +68,7 @@ func (h *Host) newInstance(ctx context.Context) (*instance, error) {
 	defer cancel()
 	mod, err := h.rt.InstantiateModule(ictx, h.compiled, mc)
 	if err != nil {
-		return nil, fmt.Errorf("%w: instantiating: %v", ErrInit, describeTrap(ictx, err))
+		return nil, fmt.Errorf("%w: instantiating: %v", ErrInit, describeTrap(err))
 	}
 	in.mod = mod
 	if h.instrumented {
@@ -80,7 +80,7 @@ func (h *Host) newInstance(ctx context.Context) (*instance, error) {
 		if f := mod.ExportedFunction(abi.ExportInitialize); f != nil {
 			if err := in.invoke(ictx, f); err != nil {
 				mod.Close(ctx)
-				return nil, fmt.Errorf("%w: instantiating: %v", ErrInit, describeTrap(ictx, err))
+				return nil, fmt.Errorf("%w: instantiating: %v", ErrInit, describeTrap(err))
 			}
 		}
 	}
@@ -97,7 +97,7 @@ func (h *Host) newInstance(ctx context.Context) (*instance, error) {
 // handshake checks the module's ABI version and runs gs_init.
 func (in *instance) handshake(ctx context.Context, initBuf []byte) error {
 	if err := in.invoke(ctx, in.mod.ExportedFunction(abi.ExportABIVersion)); err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrInit, abi.ExportABIVersion, describeTrap(ctx, err))
+		return fmt.Errorf("%w: %s: %v", ErrInit, abi.ExportABIVersion, describeTrap(err))
 	}
 	if v := uint32(in.stack[0]); v != abi.Version {
 		return fmt.Errorf("%w: the module implements ABI version %d; this runtime supports version %d (rebuild it with a matching SDK)", ErrABIVersion, v, abi.Version)
@@ -127,7 +127,7 @@ func (in *instance) call(ctx context.Context, fn api.Function, size int, maxResu
 	}
 	in.stack[0] = uint64(size)
 	if err := in.invoke(ctx, in.allocFn); err != nil {
-		return nil, fmt.Errorf("%s: %w", abi.ExportAlloc, describeTrap(ctx, err))
+		return nil, fmt.Errorf("%s: %w", abi.ExportAlloc, describeTrap(err))
 	}
 	ptr := uint32(in.stack[0])
 	view, ok := in.mem.Read(ptr, uint32(size))
@@ -139,7 +139,7 @@ func (in *instance) call(ctx context.Context, fn api.Function, size int, maxResu
 	}
 	in.stack[0], in.stack[1] = uint64(ptr), uint64(size)
 	if err := in.invoke(ctx, fn); err != nil {
-		return nil, describeTrap(ctx, err)
+		return nil, describeTrap(err)
 	}
 	rptr, rlen := abi.UnpackResult(in.stack[0])
 	if rlen > maxResult {
@@ -216,7 +216,7 @@ func (in *instance) invoke(ctx context.Context, fn api.Function) error {
 }
 
 // describeTrap turns wazero's errors into messages that say what happened.
-func describeTrap(ctx context.Context, err error) error {
+func describeTrap(err error) error {
 	if errors.Is(err, ErrTimeLimit) || errors.Is(err, context.Canceled) {
 		return err
 	}

@@ -25,30 +25,9 @@ const (
 	tI64 = 0x7e
 )
 
-func uleb(v uint64) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			b = append(b, c|0x80)
-			continue
-		}
-		return append(b, c)
-	}
-}
-
-func sleb(v int64) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+// uleb and sleb reuse the instrumenter's encoders (interrupt.go).
+func uleb(v uint64) []byte { return appendU32(nil, uint32(v)) }
+func sleb(v int64) []byte  { return appendSleb(nil, v) }
 
 func name(s string) []byte { return append(uleb(uint64(len(s))), s...) }
 
