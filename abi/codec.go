@@ -163,6 +163,26 @@ func (g *Group) Rows() iter.Seq[[]byte] {
 	}
 }
 
+// RowCursor reads the rows of a [Group] one by one, like [Group.Rows] but without a closure,
+// so a loop over it allocates nothing. The zero RowCursor has no rows.
+type RowCursor struct {
+	r    reader
+	left uint32
+}
+
+// Cursor returns a cursor at the group's first row.
+func (g *Group) Cursor() RowCursor { return RowCursor{r: reader{b: g.rows}, left: g.RowCount} }
+
+// Next returns the next row (aliasing the process buffer) and true, or nil and false after
+// the last one.
+func (c *RowCursor) Next() ([]byte, bool) {
+	if c.left == 0 {
+		return nil, false
+	}
+	c.left--
+	return c.r.bytes(), true
+}
+
 // InputReader reads a process buffer group by group.
 type InputReader struct {
 	r      reader

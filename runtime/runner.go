@@ -127,25 +127,39 @@ func (r *runner) setError(err error) {
 	r.publishStatus(context.Background(), true)
 }
 
-// loop is the deployment's micro-batch loop.
+// loop is the deployment's micro-batch loop. Fetching runs ahead of it (see prefetch), so the
+// next batch's rows arrive while the current batch runs.
 func (r *runner) loop(ctx context.Context) {
 	defer close(r.done)
 	defer r.publishStatus(context.Background(), true)
 	work := context.WithoutCancel(ctx) // a batch in flight finishes even when stopping
-	var pending []natsio.Msg           // fetched, not yet committed
+	fctx, stopFetching := context.WithCancel(ctx)
+	fetched, fetcherDone := r.prefetch(fctx)
+	defer func() {
+		// The fetcher ends before the runner counts as stopped, so a redeploy's new runner
+		// never shares the consumer with it.
+		stopFetching()
+		<-fetcherDone
+	}()
+	var pending []natsio.Msg // fetched, not yet committed
 	noData := false
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		if len(pending) == 0 && !noData {
-			msgs, err := r.src.Fetch(ctx, r.spec.Trigger.MaxRows, r.spec.Trigger.Interval.Std())
-			if err != nil {
+			var f fetchResult
+			select {
+			case f = <-fetched:
+			case <-ctx.Done():
+				return
+			}
+			if f.err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				r.fault(ctx, fmt.Errorf("fetching input: %w", err), &backoff)
+				r.fault(ctx, fmt.Errorf("fetching input: %w", f.err), &backoff)
 				continue
 			}
-			pending = msgs
+			pending = f.msgs
 		}
 		rep, last, err := r.runBatch(work, pending)
 		if err != nil {
@@ -167,13 +181,43 @@ func (r *runner) loop(ctx context.Context) {
 				r.logger.Warn("acknowledging input failed; it will be redelivered and skipped", "err", err)
 			}
 		}
-		pending = pending[:0]
+		pending = nil
 		noData = rep.NeedsNoDataBatch
 		backoff = 100 * time.Millisecond
 		r.record(rep)
 		r.s.cfg.Metrics.batch(r.spec.Name, rep)
 		r.publishStatus(work, false)
 	}
+}
+
+// fetchResult is one fetch of the input: up to Trigger.MaxRows messages, or an error.
+type fetchResult struct {
+	msgs []natsio.Msg
+	err  error
+}
+
+// prefetch fetches input ahead of the batch loop, one fetch at a time, until ctx ends: while
+// a batch runs, the next fetch is in flight or waiting in the channel (at most two batches of
+// rows are held, the running one and the next). Order is kept (one goroutine fetches, the
+// channel is FIFO), and nothing is acknowledged here: rows fetched but never run are
+// redelivered after a restart, and rows at or before the committed position are skipped.
+// After a fetch error it waits for the loop to take the error, so the loop's backoff paces
+// the retries.
+func (r *runner) prefetch(ctx context.Context) (<-chan fetchResult, <-chan struct{}) {
+	out := make(chan fetchResult)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			msgs, err := r.src.Fetch(ctx, r.spec.Trigger.MaxRows, r.spec.Trigger.Interval.Std())
+			select {
+			case out <- fetchResult{msgs: msgs, err: err}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, done
 }
 
 // runBatch runs one batch of msgs (possibly none), skipping rows at or before the committed

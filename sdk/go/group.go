@@ -19,6 +19,7 @@ type RawGroup struct {
 	key   Key
 	count int
 	rows  iter.Seq[[]byte]
+	group *abi.Group // the rows' source, for the typed layer's allocation-free loop
 	state RawState
 	w     *abi.ResultWriter
 	enc   *jsonEncoder

@@ -40,6 +40,7 @@ func NewModule() *Module {
 	// m.group serves every group without allocating.
 	m.rows = m.group.Rows()
 	m.g.rows = m.rows
+	m.g.group = &m.group
 	m.g.w = &m.w
 	m.g.enc = &m.enc
 	return m

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"reflect"
+	"sync/atomic"
 	"time"
 )
 
@@ -24,30 +26,100 @@ func HandleTyped[R, S, O any](m *Module, h func(key Key, rows iter.Seq[R], state
 }
 
 // Typed adapts a typed handler to a [RawHandler].
+//
+// Values are decoded and encoded with encoding/json unless their types offer a faster way: a
+// row type R or state type S whose pointer implements [json.Unmarshaler] is decoded by
+// calling UnmarshalJSON directly (no reflection, no second pass to validate), a state type S
+// or output type O implementing [JSONAppender] (with a value or pointer receiver) is encoded
+// by calling AppendJSON, and rows of an empty struct type are not decoded at all. Package
+// github.com/groupstate/groupstate/sdk/go/jsonobj helps write such methods. With all of them
+// in place a call allocates nothing per row or per group.
 func Typed[R, S, O any](h func(key Key, rows iter.Seq[R], state *GroupState[S], out *Emitter[O]) error) RawHandler {
+	skipRows := isEmptyStruct[R]()
+	var idle atomic.Pointer[typedCall[R, S, O]]
 	return func(g *RawGroup) error {
-		st := GroupState[S]{raw: &g.state, g: g}
-		out := Emitter[O]{g: g}
-		return h(g.key, typedRows[R](g), &st, &out)
+		// One typedCall is reused from call to call, so a call allocates no handles; a
+		// concurrent call (the same RawHandler on two Modules at once) gets its own.
+		t := idle.Swap(nil)
+		if t == nil {
+			t = newTypedCall[R, S, O](skipRows)
+		}
+		defer idle.Store(t)
+		t.g = g
+		t.state.begin(g)
+		t.out.g = g
+		return h(g.key, t.rows, &t.state, &t.out)
 	}
 }
 
-// typedRows decodes the rows of g into R as they are iterated.
-func typedRows[R any](g *RawGroup) iter.Seq[R] {
-	return func(yield func(R) bool) {
-		i := 0
-		for row := range g.rows {
-			var r R
-			if err := json.Unmarshal(row, &r); err != nil {
-				g.fail(fmt.Errorf("row %d: %w", i, err))
+// typedCall holds the handles of one typed call, reused for the next.
+type typedCall[R, S, O any] struct {
+	g     *RawGroup
+	row   R
+	rows  iter.Seq[R]
+	state GroupState[S]
+	out   Emitter[O]
+}
+
+func newTypedCall[R, S, O any](skipRows bool) *typedCall[R, S, O] {
+	t := &typedCall[R, S, O]{}
+	// The fast paths are bound once to the fields they decode into or encode from, so a call
+	// makes no type assertion.
+	rowDec, _ := any(&t.row).(json.Unmarshaler)
+	t.state.dec, _ = any(&t.state.cached).(json.Unmarshaler)
+	t.state.enc, _ = any(&t.state.scratch).(JSONAppender)
+	t.out.enc, _ = any(&t.out.scratch).(JSONAppender)
+	t.rows = func(yield func(R) bool) {
+		g := t.g
+		c := g.group.Cursor()
+		for i := 0; ; i++ {
+			row, ok := c.Next()
+			if !ok {
 				return
 			}
-			if !yield(r) {
+			var zero R
+			t.row = zero
+			if !skipRows {
+				var err error
+				if rowDec != nil {
+					err = rowDec.UnmarshalJSON(row)
+				} else {
+					err = json.Unmarshal(row, &t.row)
+				}
+				if err != nil {
+					g.fail(fmt.Errorf("row %d: %w", i, err))
+					return
+				}
+			}
+			if !yield(t.row) {
 				return
 			}
-			i++
 		}
 	}
+	return t
+}
+
+// JSONAppender is implemented by state and output types that encode themselves as JSON,
+// which the typed layer then uses instead of encoding/json's reflection (see [Typed]).
+// AppendJSON appends exactly one JSON value to dst and returns the extended slice. The SDK
+// does not check what it appends: the host rejects an emitted row that is not valid JSON
+// (failing the group), and a state that does not decode fails the key's next call.
+type JSONAppender interface {
+	AppendJSON(dst []byte) ([]byte, error)
+}
+
+// appendJSON returns what a appends, in a buffer reused by the next appendJSON.
+func (e *jsonEncoder) appendJSON(a JSONAppender) ([]byte, error) {
+	b, err := a.AppendJSON(e.fast[:0])
+	e.fast = b
+	return b, err
+}
+
+// isEmptyStruct reports whether T is a struct type without fields, whose rows need no
+// decoding (the host has already checked that every row is a JSON object).
+func isEmptyStruct[T any]() bool {
+	t := reflect.TypeFor[T]()
+	return t.Kind() == reflect.Struct && t.NumField() == 0
 }
 
 // GroupState is the state handle of the typed layer: the key's state as a value of type S,
@@ -59,6 +131,16 @@ type GroupState[S any] struct {
 	g       *RawGroup
 	cached  S
 	cacheOK bool
+	scratch S                // the value being encoded by Update
+	dec     json.Unmarshaler // bound to &cached, when *S has UnmarshalJSON
+	enc     JSONAppender     // bound to &scratch, when S has AppendJSON
+}
+
+// begin prepares s for a call of g.
+func (s *GroupState[S]) begin(g *RawGroup) {
+	var zero S
+	s.raw, s.g = &g.state, g
+	s.cached, s.cacheOK = zero, false
 }
 
 // Exists reports whether the key has a state value.
@@ -72,11 +154,20 @@ func (s *GroupState[S]) Get() (S, error) {
 		return zero, ErrNoState
 	}
 	if !s.cacheOK {
-		var v S
-		if err := json.Unmarshal(s.raw.value, &v); err != nil {
+		var zero S
+		s.cached = zero
+		var err error
+		if s.dec != nil {
+			err = s.dec.UnmarshalJSON(s.raw.value)
+		} else {
+			err = json.Unmarshal(s.raw.value, &s.cached)
+		}
+		if err != nil {
+			v := s.cached
+			s.cached = zero
 			return v, fmt.Errorf("groupstate: decoding state: %w", err)
 		}
-		s.cached, s.cacheOK = v, true
+		s.cacheOK = true
 	}
 	return s.cached, nil
 }
@@ -99,7 +190,16 @@ func (s *GroupState[S]) GetOption() (S, bool) {
 // pointer, map or slice) is [ErrNullState]; an encoding error is returned as is. On error the
 // state is unchanged.
 func (s *GroupState[S]) Update(v S) error {
-	b, err := s.g.enc.encode(v)
+	var b []byte
+	var err error
+	if s.enc != nil {
+		s.scratch = v
+		b, err = s.g.enc.appendJSON(s.enc)
+		var zero S
+		s.scratch = zero
+	} else {
+		b, err = s.g.enc.encode(v)
+	}
 	if err != nil {
 		return fmt.Errorf("groupstate: encoding state: %w", err)
 	}
@@ -140,13 +240,24 @@ func (s *GroupState[S]) CurrentProcessingTimeMs() int64 { return s.raw.procTimeM
 // Emitter emits values of type O, encoded as JSON, as the group's output rows. It is valid
 // only during the call that received it.
 type Emitter[O any] struct {
-	g *RawGroup
+	g       *RawGroup
+	scratch O            // the value being encoded by Emit
+	enc     JSONAppender // bound to &scratch, when O has AppendJSON
 }
 
 // Emit encodes v as JSON (without HTML escaping) and emits it as one output row. A value that
 // fails to encode fails the group.
 func (e *Emitter[O]) Emit(v O) {
-	b, err := e.g.enc.encode(v)
+	var b []byte
+	var err error
+	if e.enc != nil {
+		e.scratch = v
+		b, err = e.g.enc.appendJSON(e.enc)
+		var zero O
+		e.scratch = zero
+	} else {
+		b, err = e.g.enc.encode(v)
+	}
 	if err != nil {
 		e.g.fail(fmt.Errorf("emit: %w", err))
 		return
@@ -156,8 +267,9 @@ func (e *Emitter[O]) Emit(v O) {
 
 // jsonEncoder encodes values to JSON into a reused buffer.
 type jsonEncoder struct {
-	buf bytes.Buffer
-	enc *json.Encoder
+	buf  bytes.Buffer
+	enc  *json.Encoder
+	fast []byte // AppendJSON's buffer
 }
 
 // encode returns the JSON of v, valid until the next encode.
