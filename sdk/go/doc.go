@@ -39,6 +39,11 @@
 //   - [HandleRaw] (raw): rows, state and emitted rows are bytes, nothing is decoded and nothing
 //     is allocated per row.
 //
+// The typed layer uses encoding/json unless a type implements json.Unmarshaler (rows, state)
+// or [JSONAppender] (state, outputs); package github.com/groupstate/groupstate/sdk/go/jsonobj
+// writes those methods without reflection, which matters most under WebAssembly (see
+// [Typed]).
+//
 // [OnInit] receives the deployment's config once per instance, and [Log] writes to the host's
 // log.
 //
