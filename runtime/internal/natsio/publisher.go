@@ -127,27 +127,21 @@ func truncate(s string, n int) string {
 // returns only after every one was acknowledged by its stream, or with the
 // first error (a failed publish, an entry without a subject, ctx done). After
 // an error the caller delivers all entries again; the message ids make that
-// safe. An empty entries is a no-op.
+// safe. An empty entries is a no-op. Deliver is Start followed by Wait.
 func (p *Publisher) Deliver(ctx context.Context, deployment string, entries []state.OutboxEntry) error {
+	return p.Start(ctx, deployment, entries).Wait(ctx)
+}
+
+// Start publishes entries like [Publisher.Deliver] but returns once the last
+// one is sent, with the acknowledgements of up to [PublishWindow] of them
+// still on their way; [Delivery.Wait] awaits them. This lets the caller
+// prepare more work while the streams store the messages.
+func (p *Publisher) Start(ctx context.Context, deployment string, entries []state.OutboxEntry) *Delivery {
+	d := &Delivery{p: p, deployment: deployment}
 	if len(entries) == 0 {
-		return nil
+		return d
 	}
-	type inflight struct {
-		fut jetstream.PubAckFuture
-		id  state.OutboxID
-	}
-	window := make([]inflight, 0, min(len(entries), PublishWindow))
-	head := 0 // window[head:] are awaiting acks
-	await := func(f inflight) error {
-		select {
-		case <-f.fut.Ok():
-			return nil
-		case err := <-f.fut.Err():
-			return fmt.Errorf("natsio: publishing %s to %s: %w", p.msgID(deployment, f.id), f.fut.Msg().Subject, err)
-		case <-ctx.Done():
-			return fmt.Errorf("natsio: awaiting publish acknowledgements: %w", ctx.Err())
-		}
-	}
+	d.window = make([]inflight, 0, min(len(entries), PublishWindow))
 	for i := range entries {
 		e := &entries[i]
 		var subject string
@@ -163,19 +157,21 @@ func (p *Publisher) Deliver(ctx context.Context, deployment string, entries []st
 			subject = p.subj.Late
 		}
 		if subject == "" {
-			return fmt.Errorf("%w: %s kind %s", ErrNoSubject, p.msgID(deployment, e.ID), e.Kind)
+			d.err = fmt.Errorf("%w: %s kind %s", ErrNoSubject, p.msgID(deployment, e.ID), e.Kind)
+			return d
 		}
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("natsio: delivering: %w", err)
+			d.err = fmt.Errorf("natsio: delivering: %w", err)
+			return d
 		}
-		if len(window)-head >= PublishWindow {
-			if err := await(window[head]); err != nil {
-				return err
+		if len(d.window)-d.head >= PublishWindow {
+			if d.err = d.await(ctx, d.window[d.head]); d.err != nil {
+				return d
 			}
-			head++
-			if head >= PublishWindow {
-				window = append(window[:0], window[head:]...)
-				head = 0
+			d.head++
+			if d.head >= PublishWindow {
+				d.window = append(d.window[:0], d.window[d.head:]...)
+				d.head = 0
 			}
 		}
 		m := &nats.Msg{Subject: subject, Data: e.Payload, Header: make(nats.Header, len(e.Headers)+4)}
@@ -191,14 +187,48 @@ func (p *Publisher) Deliver(ctx context.Context, deployment string, entries []st
 		m = p.fit(m, e.Kind)
 		fut, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(publishStallWait))
 		if err != nil {
-			return fmt.Errorf("natsio: publishing %s to %s: %w", p.msgID(deployment, e.ID), m.Subject, err)
+			d.err = fmt.Errorf("natsio: publishing %s to %s: %w", p.msgID(deployment, e.ID), m.Subject, err)
+			return d
 		}
-		window = append(window, inflight{fut: fut, id: e.ID})
+		d.window = append(d.window, inflight{fut: fut, id: e.ID})
 	}
-	for _, f := range window[head:] {
-		if err := await(f); err != nil {
-			return err
+	return d
+}
+
+// Delivery is a delivery started by [Publisher.Start].
+type Delivery struct {
+	p          *Publisher
+	deployment string
+	window     []inflight // window[head:] are awaiting acknowledgement
+	head       int
+	err        error
+}
+
+type inflight struct {
+	fut jetstream.PubAckFuture
+	id  state.OutboxID
+}
+
+// Wait returns nil once every message of the delivery was acknowledged by its
+// stream, or the first error: of publishing (also one Start met), of an
+// acknowledgement, or ctx's. After an error the caller delivers all entries
+// again. Wait may be called more than once; it returns the same result.
+func (d *Delivery) Wait(ctx context.Context) error {
+	for d.err == nil && d.head < len(d.window) {
+		if d.err = d.await(ctx, d.window[d.head]); d.err == nil {
+			d.head++
 		}
 	}
-	return nil
+	return d.err
+}
+
+func (d *Delivery) await(ctx context.Context, f inflight) error {
+	select {
+	case <-f.fut.Ok():
+		return nil
+	case err := <-f.fut.Err():
+		return fmt.Errorf("natsio: publishing %s to %s: %w", d.p.msgID(d.deployment, f.id), f.fut.Msg().Subject, err)
+	case <-ctx.Done():
+		return fmt.Errorf("natsio: awaiting publish acknowledgements: %w", ctx.Err())
+	}
 }

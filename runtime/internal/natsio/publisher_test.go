@@ -149,6 +149,38 @@ func TestPublisherLargeBatch(t *testing.T) {
 	}
 }
 
+// TestPublisherStart shows that Start returns with acknowledgements outstanding and Wait
+// collects them, twice with the same result; a delivery that failed in Start reports it from
+// Wait.
+func TestPublisherStart(t *testing.T) {
+	e := newEnv(t)
+	setupOutputs(t, e)
+	p := NewPublisher(e.js, Subjects{Output: "dep.out", DeadLetter: "dep.dlq"})
+	n := PublishWindow + 5
+	entries := make([]state.OutboxEntry, n)
+	for i := range entries {
+		entries[i] = state.OutboxEntry{ID: state.OutboxID{BatchID: 2, Seq: uint32(i)}, Kind: state.OutboxOutput, Payload: fmt.Appendf(nil, "%d", i)}
+	}
+	d := p.Start(e.ctx, "dep", entries)
+	if pending := len(d.window) - d.head; pending == 0 || pending > PublishWindow {
+		t.Fatalf("%d acknowledgements outstanding after Start, want 1..%d", pending, PublishWindow)
+	}
+	if err := d.Wait(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Wait(e.ctx); err != nil {
+		t.Fatalf("second Wait: %v", err)
+	}
+	if got := len(streamMsgs(t, e, "OUT")); got != n {
+		t.Fatalf("stream holds %d, want %d", got, n)
+	}
+	bad := NewPublisher(e.js, Subjects{Output: "dep.out"}).Start(e.ctx, "dep",
+		[]state.OutboxEntry{{ID: state.OutboxID{BatchID: 3}, Kind: state.OutboxDeadLetter, Payload: []byte("x")}})
+	if err := bad.Wait(e.ctx); !errors.Is(err, ErrNoSubject) {
+		t.Fatalf("Wait after a failed Start: %v", err)
+	}
+}
+
 func TestPublisherErrors(t *testing.T) {
 	e := newEnv(t)
 	setupOutputs(t, e)
