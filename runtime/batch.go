@@ -1,10 +1,12 @@
 package runtime
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"time"
 
 	"github.com/groupstate/groupstate/abi"
@@ -33,11 +35,12 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 		// out, which keeps outputs in order and holds input back (it stays in the stream).
 		return nil, fmt.Errorf("%w: %w", ErrDeliveryPending, err)
 	}
-	b := &batchRun{e: e, T: in.ProcessingTimeMs, W: e.wm.Current(), id: e.progress.BatchID + 1}
+	b := &e.run
+	*b = batchRun{e: e, T: in.ProcessingTimeMs, W: e.wm.Current(), id: e.progress.BatchID + 1, keyBuf: b.keyBuf}
 	b.rep.BatchID = b.id
 	b.rep.RowsIn = len(in.Rows)
 	b.sb = e.ks.NewBatch(b.id)
-	defer b.sb.Close()
+	defer b.done()
 
 	b.groupRows(in.Rows)
 	if err := b.addData(); err != nil {
@@ -54,7 +57,8 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 		b.rep.BatchID, b.rep.Skipped = e.progress.BatchID, true
 		b.rep.WatermarkMs = e.progress.WatermarkMs
 		b.rep.Duration = time.Since(start)
-		return &b.rep, nil
+		rep := b.rep
+		return &rep, nil
 	}
 	if err := b.call(ctx); err != nil {
 		e.wm.Discard()
@@ -71,7 +75,7 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 		return nil, fmt.Errorf("runtime: committing batch %d: %w", b.id, err)
 	}
 	_, advanced := e.wm.Advance()
-	if p, err := e.ks.Progress(); err == nil {
+	if p, ok := b.sb.Committed(); ok {
 		e.progress = p
 	} else {
 		e.progress.BatchID, e.progress.WatermarkMs, e.progress.Position = b.id, next, pos
@@ -85,7 +89,8 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 		e.logger.Warn("outbox delivery failed; will retry before the next batch", "batch", b.id, "err", err)
 	}
 	b.rep.Duration = time.Since(start)
-	return &b.rep, nil
+	rep := b.rep
+	return &rep, nil
 }
 
 // batchRun is the work of one RunBatch.
@@ -95,22 +100,118 @@ type batchRun struct {
 	id   uint64
 	sb   *state.Batch
 	rep  BatchReport
+	in   []Row
 
-	keys   map[string]int // canonical key -> index in groups
-	groups []handler.Group
-	prev   []state.Entry
-	rows   [][]Row // per group, the rows (for dead letters)
+	groups []handler.Group // data groups (the first nData), then timeout groups
+	prev   []state.Entry   // per group, its entry before the batch
 	nData  int
 	outbox []state.OutboxEntry
-	keyBuf []byte
+	keys   []byte // the batch's group keys (Group.Key and outbox keys point into it)
+	keyBuf []byte // the key of the row being read
+}
+
+// batchBuffers is the working memory of batches, kept by the engine and reused by every
+// RunBatch so that a batch allocates nothing per row or per group (the engine runs one batch
+// at a time). Everything here lives for one batch only; what outlives it or reaches the sink
+// (group keys, the outbox slice) is allocated per batch instead, in one piece.
+type batchBuffers struct {
+	seed     maphash.Seed
+	table    []int32  // open-addressing hash of the data groups' keys: group index+1, 0 = empty
+	rowGroup []int32  // per input row: its group, or -1 (dead-lettered or late)
+	rowStart []int32  // per data group i: its rows are rowData[rowStart[i]:rowStart[i+1]]
+	cursor   []int32  // per data group: row count, then fill position
+	rowData  [][]byte // every grouped row's data, grouped (Group.Rows are sub-slices)
+	rowIdx   []int32  // the input index of each rowData entry, for dead letters
+	groups   []handler.Group
+	prev     []state.Entry
+	results  []handler.Result
+	vals     []byte // state values read by the batch (Group.State and prev point into it)
+	keyCap   int    // key bytes of the previous batch, to size the next one's
+	outCap   int    // outbox entries of the previous batch
+}
+
+// done releases the batch: it closes the state batch and drops the references the reused
+// buffers hold, so that no row, state or result is kept alive after RunBatch returns.
+func (b *batchRun) done() {
+	b.sb.Close()
+	bf := &b.e.buf
+	bf.keyCap, bf.outCap = len(b.keys), len(b.outbox)
+	if cap(b.groups) > cap(bf.groups) {
+		bf.groups = b.groups // keep the grown arrays for the next batch
+	}
+	if cap(b.prev) > cap(bf.prev) {
+		bf.prev = b.prev
+	}
+	if cap(bf.vals) > maxKeptValues {
+		bf.vals = nil
+	}
+	clear(bf.rowData[:cap(bf.rowData)])
+	clear(bf.groups[:cap(bf.groups)])
+	clear(bf.prev[:cap(bf.prev)])
+	clear(bf.results[:cap(bf.results)])
+	keyBuf := b.keyBuf
+	*b = batchRun{keyBuf: keyBuf}
+}
+
+// maxKeptValues is the most state-value bytes the engine keeps for the next batch.
+const maxKeptValues = 64 << 20
+
+// resize returns s with length n, reusing its array when it is large enough and keeping
+// its first min(len(s), n) elements.
+func resize[T any](s []T, n int) []T {
+	if cap(s) < n {
+		ns := make([]T, n, n+n/4)
+		copy(ns, s)
+		return ns
+	}
+	return s[:n]
+}
+
+// keep copies key into the batch's key arena and returns the copy.
+func (b *batchRun) keep(key []byte) []byte {
+	if b.keys == nil {
+		b.keys = make([]byte, 0, max(b.e.buf.keyCap+b.e.buf.keyCap/4, 256))
+	}
+	n := len(b.keys)
+	b.keys = append(b.keys, key...)
+	return b.keys[n:len(b.keys):len(b.keys)]
+}
+
+// find returns the index of the data group of key, or -1 and the table slot where it goes.
+func (b *batchRun) find(key []byte) (group int, slot int) {
+	t := b.e.buf.table
+	mask := len(t) - 1
+	for p := int(maphash.Bytes(b.e.buf.seed, key)) & mask; ; p = (p + 1) & mask {
+		v := t[p]
+		if v == 0 {
+			return -1, p
+		}
+		if bytes.Equal(b.groups[v-1].Key, key) {
+			return int(v - 1), p
+		}
+	}
 }
 
 // groupRows validates and groups the rows, dead-lettering those it cannot use and dropping
-// late ones.
+// late ones. It allocates nothing per row: a first pass finds each row's group (a hash table
+// over the engine's buffers), a second lays the rows out group by group in one slice, of
+// which each Group.Rows is a part.
 func (b *batchRun) groupRows(rows []Row) {
 	e := b.e
-	b.keys = make(map[string]int)
-	for _, r := range rows {
+	bf := &e.buf
+	b.in = rows
+	n := 1
+	for n < 2*len(rows) {
+		n <<= 1 // at most half full: a group per row at worst
+	}
+	bf.table = resize(bf.table, n)
+	clear(bf.table)
+	bf.rowGroup = resize(bf.rowGroup, len(rows))
+	b.groups = bf.groups[:0]
+	counts := bf.cursor[:0]
+	grouped := 0
+	for j, r := range rows {
+		bf.rowGroup[j] = -1
 		key, evt, reason, err := e.extract(r.Data, b.keyBuf[:0])
 		if err != nil {
 			b.deadLetter(nil, r, reason, err)
@@ -122,24 +223,45 @@ func (b *batchRun) groupRows(rows []Row) {
 			if e.rules.DropsLate() && timeouts.IsLate(evt, b.W) {
 				b.rep.LateRows++
 				if e.spec.Late.Subject != "" {
-					b.append(state.OutboxLate, key, r.Data, rowHeaders(r, ReasonLate,
+					b.append(state.OutboxLate, b.keep(key), r.Data, rowHeaders(r, ReasonLate,
 						fmt.Sprintf("event time %d is at or before the watermark %d", evt, b.W)))
 				}
 				continue
 			}
 		}
-		i, ok := b.keys[string(key)]
-		if !ok {
+		i, slot := b.find(key)
+		if i < 0 {
 			i = len(b.groups)
-			k := string(key)
-			b.keys[k] = i
-			b.groups = append(b.groups, handler.Group{Key: []byte(k)})
-			b.rows = append(b.rows, nil)
+			bf.table[slot] = int32(i + 1)
+			b.groups = append(b.groups, handler.Group{Key: b.keep(key)})
+			counts = append(counts, 0)
 		}
-		b.groups[i].Rows = append(b.groups[i].Rows, r.Data)
-		b.rows[i] = append(b.rows[i], r)
+		counts[i]++
+		bf.rowGroup[j] = int32(i)
+		grouped++
 	}
+	bf.cursor = counts
 	b.nData = len(b.groups)
+	bf.rowStart = resize(bf.rowStart, b.nData+1)
+	bf.rowStart[0] = 0
+	for i, c := range counts {
+		bf.rowStart[i+1] = bf.rowStart[i] + c
+		counts[i] = bf.rowStart[i] // from here on, the next position of group i
+	}
+	bf.rowData = resize(bf.rowData, grouped)
+	bf.rowIdx = resize(bf.rowIdx, grouped)
+	for j, i := range bf.rowGroup {
+		if i >= 0 {
+			p := counts[i]
+			counts[i]++
+			bf.rowData[p] = rows[j].Data
+			bf.rowIdx[p] = int32(j)
+		}
+	}
+	for i := range b.groups {
+		lo, hi := bf.rowStart[i], bf.rowStart[i+1]
+		b.groups[i].Rows = bf.rowData[lo:hi:hi]
+	}
 }
 
 // extract finds a row's canonical key and event time.
@@ -171,11 +293,39 @@ func (e *Engine) extract(data, keyBuf []byte) (key []byte, evt int64, reason str
 	if err != nil {
 		return nil, 0, ReasonMissingEventTime, fmt.Errorf("event time field %q is missing or null", e.spec.EventTime.Field)
 	}
-	evt, err = timeouts.ParseEventTime(tok)
+	evt, ok := plainInt(tok)
+	if !ok {
+		evt, err = timeouts.ParseEventTime(tok)
+	}
 	if err != nil {
 		return nil, 0, ReasonBadEventTime, fmt.Errorf("event time field %q: %v", e.spec.EventTime.Field, err)
 	}
 	return key, evt, "", nil
+}
+
+// plainInt parses tok when it is a plain JSON integer of at most 18 digits (no fraction, no
+// exponent, no leading zero), the usual form of an epoch-milliseconds event time, which
+// always fits an int64 and which [timeouts.ParseEventTime] reads as the same number. It
+// spares that general parser, which allocates, for every row; anything else returns false.
+func plainInt(tok []byte) (int64, bool) {
+	digits := tok
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
+		return 0, false
+	}
+	var v int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if len(digits) < len(tok) {
+		v = -v
+	}
+	return v, true
 }
 
 func tokenKind(tok []byte) string {
@@ -192,7 +342,9 @@ func tokenKind(tok []byte) string {
 
 // addData reads the state of every key with rows.
 func (b *batchRun) addData() error {
-	b.prev = make([]state.Entry, len(b.groups))
+	bf := &b.e.buf
+	b.prev = resize(bf.prev, len(b.groups))
+	bf.vals = bf.vals[:0]
 	for i := range b.groups {
 		if err := b.load(i); err != nil {
 			return err
@@ -201,12 +353,15 @@ func (b *batchRun) addData() error {
 	return nil
 }
 
+// load reads group i's state into the batch's value buffer.
 func (b *batchRun) load(i int) error {
 	g := &b.groups[i]
-	en, _, err := b.e.ks.Get(g.Key)
+	bf := &b.e.buf
+	en, _, vals, err := b.e.ks.GetAppend(bf.vals, g.Key)
 	if err != nil {
 		return fmt.Errorf("runtime: reading state of key %s: %w", g.Key, err)
 	}
+	bf.vals = vals
 	b.prev[i] = en
 	if en.HasValue {
 		g.Flags |= abi.GroupStateExists
@@ -222,21 +377,18 @@ func (b *batchRun) addTimeouts() error {
 	if !ok {
 		return nil
 	}
-	var expired [][]byte
 	err := b.e.ks.Expired(bound, func(key []byte, _ int64) error {
-		if _, hasData := b.keys[string(key)]; !hasData {
-			expired = append(expired, append([]byte(nil), key...))
+		if i, _ := b.find(key); i < 0 {
+			b.groups = append(b.groups, handler.Group{Key: b.keep(key), Flags: abi.GroupTimedOut})
 		}
 		return nil
 	})
 	if err != nil {
 		return fmt.Errorf("runtime: scanning timers: %w", err)
 	}
-	for _, k := range expired {
-		b.groups = append(b.groups, handler.Group{Key: k, Flags: abi.GroupTimedOut})
-		b.prev = append(b.prev, state.Entry{})
-		b.rows = append(b.rows, nil)
-		if err := b.load(len(b.groups) - 1); err != nil {
+	b.prev = resize(b.prev, len(b.groups))
+	for i := b.nData; i < len(b.groups); i++ {
+		if err := b.load(i); err != nil {
 			return err
 		}
 	}
@@ -248,7 +400,9 @@ func (b *batchRun) call(ctx context.Context) error {
 	if len(b.groups) == 0 {
 		return nil
 	}
-	results := make([]handler.Result, len(b.groups))
+	bf := &b.e.buf
+	bf.results = resize(bf.results, len(b.groups))
+	results := bf.results
 	c := &handler.Call{ProcessingTimeMs: b.T, WatermarkMs: b.W, Groups: b.groups}
 	if err := b.e.h.Process(ctx, c, results); err != nil {
 		return fmt.Errorf("runtime: running the handler: %w", err)
@@ -324,8 +478,9 @@ func (b *batchRun) fail(i int, err error) error {
 		b.rep.DeadLetters++
 		return nil
 	}
-	for _, r := range b.rows[i] {
-		b.deadLetter(g.Key, r, ReasonHandlerError, err)
+	bf := &b.e.buf
+	for _, j := range bf.rowIdx[bf.rowStart[i]:bf.rowStart[i+1]] {
+		b.deadLetter(g.Key, b.in[j], ReasonHandlerError, err)
 	}
 	return nil
 }
@@ -348,5 +503,8 @@ func rowHeaders(r Row, reason, msg string) map[string]string {
 
 func (b *batchRun) append(kind state.OutboxKind, key, payload []byte, headers map[string]string) {
 	id := b.sb.AppendOutbox(kind, key, payload, headers)
+	if b.outbox == nil {
+		b.outbox = make([]state.OutboxEntry, 0, max(b.e.buf.outCap+b.e.buf.outCap/4, 16))
+	}
 	b.outbox = append(b.outbox, state.OutboxEntry{ID: id, Kind: kind, Key: key, Payload: payload, Headers: headers})
 }

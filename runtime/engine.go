@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"strconv"
 	"time"
@@ -132,6 +133,9 @@ type Engine struct {
 	progress state.Progress
 	pending  bool // the outbox may hold undelivered entries
 	closed   bool
+
+	run batchRun     // the batch being run, reused
+	buf batchBuffers // working memory of batches, reused
 }
 
 // NewEngine starts a deployment's engine: it validates the module, starts its instances, reads
@@ -153,6 +157,7 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg EngineConfig) (*Engine, err
 	}
 	logger = logger.With("deployment", spec.Name)
 	e := &Engine{spec: spec, ks: cfg.Store.Deployment(spec.Name), sink: cfg.Sink, logger: logger, pending: true}
+	e.buf.seed = maphash.MakeSeed()
 	e.rules = timeouts.Rules{Mode: spec.Mode(), HasWatermark: spec.EventTime != nil}
 	e.keyPath = mustPath(spec.Key.Field)
 	if spec.EventTime != nil {

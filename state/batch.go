@@ -1,7 +1,10 @@
 package state
 
 import (
+	"bytes"
+	"cmp"
 	"fmt"
+	"slices"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -11,7 +14,8 @@ import (
 // until Commit, which writes them all in one synced Pebble batch.
 //
 // A Batch is not safe for concurrent use. Its contents are held in memory
-// (Pebble's batch buffer) until Commit or Close.
+// (its own record of the Sets, and Pebble's batch buffer) until Commit or
+// Close.
 type Batch struct {
 	d       *Deployment
 	id      uint64
@@ -26,6 +30,10 @@ type Batch struct {
 	position    uint64
 
 	seq uint32
+
+	log       *setLog // the Sets, written at Commit (nil once closed)
+	committed bool
+	progress  Progress // what Commit wrote
 }
 
 // NewBatch starts the batch batchID. batchID must be greater than the
@@ -41,6 +49,10 @@ func (d *Deployment) NewBatch(batchID uint64) *Batch {
 	}
 	defer d.s.release()
 	b.pb = d.s.db.NewBatch()
+	b.log, _ = d.s.logs.Get().(*setLog)
+	if b.log == nil {
+		b.log = &setLog{}
+	}
 	return b
 }
 
@@ -57,25 +69,74 @@ func (b *Batch) Set(key []byte, prev, next Entry) {
 	if b.pb == nil {
 		return
 	}
-	p := b.d.prefix
-	if prev.TimeoutMs != 0 && prev.TimeoutMs != next.TimeoutMs {
-		b.scratch = timerKey(b.scratch[:0], p, prev.TimeoutMs, key)
-		_ = b.pb.Delete(b.scratch, nil)
-	}
-	if next.TimeoutMs != 0 {
-		b.scratch = timerKey(b.scratch[:0], p, next.TimeoutMs, key)
-		_ = b.pb.Set(b.scratch, nil, nil)
-	}
-	b.scratch = valueKey(b.scratch[:0], p, key)
-	if next.exists() {
-		n := len(b.scratch)
-		b.scratch = appendEntry(b.scratch, next)
-		_ = b.pb.Set(b.scratch[:n], b.scratch[n:], nil)
-	} else {
-		_ = b.pb.Delete(b.scratch, nil)
-	}
+	b.log.add(key, prev.TimeoutMs, next)
 	b.keysDelta += b2i(next.HasValue) - b2i(prev.HasValue)
 	b.timersDelta += b2i(next.TimeoutMs != 0) - b2i(prev.TimeoutMs != 0)
+}
+
+// writeSets writes the recorded Sets to the Pebble batch: first the timer
+// index changes ordered by timer key, then the entries ordered by key.
+// Pebble applies a batch to its memtable (a skiplist) in batch order, and
+// an insert right after the previous one reuses its position instead of
+// searching from the top, so writing in key order makes the commit much
+// cheaper than writing in the handler's order. Writes of one key keep
+// their order (ties are broken by Set order), so the last one wins, as it
+// would unsorted.
+func (b *Batch) writeSets() {
+	l, p := b.log, b.d.prefix
+	ops := l.timers[:0]
+	for i := range l.recs {
+		r := &l.recs[i]
+		if r.prevTimeout != 0 && r.prevTimeout != r.e.TimeoutMs {
+			ops = append(ops, timerOp{ts: r.prevTimeout, rec: int32(i), seq: int32(len(ops)), del: true})
+		}
+		if r.e.TimeoutMs != 0 {
+			ops = append(ops, timerOp{ts: r.e.TimeoutMs, rec: int32(i), seq: int32(len(ops))})
+		}
+	}
+	slices.SortFunc(ops, func(x, y timerOp) int {
+		if c := cmp.Compare(x.ts, y.ts); c != 0 {
+			return c
+		}
+		if c := bytes.Compare(l.key(int(x.rec)), l.key(int(y.rec))); c != 0 {
+			return c
+		}
+		return cmp.Compare(x.seq, y.seq)
+	})
+	for _, op := range ops {
+		b.scratch = timerKey(b.scratch[:0], p, op.ts, l.key(int(op.rec)))
+		if op.del {
+			_ = b.pb.Delete(b.scratch, nil)
+		} else {
+			_ = b.pb.Set(b.scratch, nil, nil)
+		}
+	}
+	l.timers = ops
+
+	order := l.order[:0]
+	for i := range l.recs {
+		order = append(order, int32(i))
+	}
+	slices.SortFunc(order, func(x, y int32) int {
+		if c := bytes.Compare(l.key(int(x)), l.key(int(y))); c != 0 {
+			return c
+		}
+		return cmp.Compare(x, y)
+	})
+	for _, i := range order {
+		r := &l.recs[i]
+		b.scratch = valueKey(b.scratch[:0], p, l.key(int(i)))
+		if r.e.exists() {
+			n := len(b.scratch)
+			e := r.e
+			e.Value = l.value(int(i))
+			b.scratch = appendEntry(b.scratch, e)
+			_ = b.pb.Set(b.scratch[:n], b.scratch[n:], nil)
+		} else {
+			_ = b.pb.Delete(b.scratch, nil)
+		}
+	}
+	l.order = order
 }
 
 func b2i(v bool) int64 {
@@ -151,14 +212,33 @@ func (b *Batch) Commit() error {
 			"deployment", d.name, "batch", b.id, "keys", next.Keys, "timer_keys", next.TimerKeys)
 		next.Keys, next.TimerKeys = max(next.Keys, 0), max(next.TimerKeys, 0)
 	}
+	b.writeSets()
 	b.scratch = sectionKey(b.scratch[:0], d.prefix, sectionProgress)
 	n := len(b.scratch)
 	b.scratch = appendProgress(b.scratch, next)
 	_ = b.pb.Set(b.scratch[:n], b.scratch[n:], nil)
-	if err := d.s.write(func() error { return b.pb.Commit(pebble.Sync) }); err != nil {
+	c := d.s.cache
+	if c != nil {
+		d.stripe.beginWrite()
+	}
+	err = d.s.write(func() error { return b.pb.Commit(pebble.Sync) })
+	if c != nil {
+		// Only a commit that succeeded reaches the cache; a failed one
+		// empties it, whatever Pebble's memory now holds.
+		c.endWrite(d.stripe, d.name, b.log, err == nil)
+	}
+	if err != nil {
 		return fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
 	}
+	b.committed, b.progress = true, next
 	return nil
+}
+
+// Committed returns the Progress that Commit wrote; ok is false until
+// Commit succeeded. It spares a read of the progress record after a
+// commit.
+func (b *Batch) Committed() (p Progress, ok bool) {
+	return b.progress, b.committed
 }
 
 // Close discards the batch. It is safe to call more than once and after
@@ -169,4 +249,14 @@ func (b *Batch) Close() {
 		b.pb = nil
 	}
 	b.scratch = nil
+	if b.log != nil {
+		if cap(b.log.arena) <= maxPooledLog {
+			b.log.reset()
+			b.d.s.logs.Put(b.log)
+		}
+		b.log = nil
+	}
 }
+
+// maxPooledLog is the largest set log (in arena bytes) kept for reuse.
+const maxPooledLog = 16 << 20

@@ -1,6 +1,7 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -14,7 +15,8 @@ type Deployment struct {
 	s      *Store
 	name   string
 	prefix []byte
-	err    error // invalid name
+	err    error        // invalid name
+	stripe *cacheStripe // of the hot-state cache; nil without one
 }
 
 // Name returns the deployment's name.
@@ -37,19 +39,65 @@ func (d *Deployment) acquireWrite() error {
 // Get returns key's entry; found is false when the key has neither a value
 // nor a timeout. The returned Value is a copy owned by the caller.
 func (d *Deployment) Get(key []byte) (e Entry, found bool, err error) {
+	e, found, _, err = d.GetAppend(nil, key)
+	return e, found, err
+}
+
+// GetAppend is Get for callers that read many keys into one buffer: it
+// appends the value to dst and returns the extended buffer, with e.Value
+// the appended bytes (capacity cut, so appending to e.Value never
+// overwrites what follows). Values returned before stay valid when the
+// buffer grows; the caller may reuse the buffer once it no longer needs
+// them. Reads are served from the store's hot-state cache when it holds
+// key (see Options.StateCacheSize), else from Pebble.
+func (d *Deployment) GetAppend(dst, key []byte) (e Entry, found bool, buf []byte, err error) {
 	if err := d.acquire(); err != nil {
-		return Entry{}, false, err
+		return Entry{}, false, dst, err
 	}
 	defer d.s.release()
-	v, found, err := d.s.readValue(valueKey(nil, d.prefix, key))
-	if err != nil || !found {
-		return Entry{}, false, err
+	c := d.s.cache
+	var tok readToken
+	if c != nil {
+		// The token comes first: a write that begins after it stops the
+		// fill below, and one in progress makes this read bypass the cache.
+		if tok = d.stripe.startRead(); tok.ok {
+			var hit bool
+			if e, found, hit, buf = c.get(d.name, key, dst); hit {
+				return e, found, buf, nil
+			}
+		}
 	}
-	e, err = decodeEntry(v)
+	kb, _ := d.s.keyBufs.Get().(*[]byte)
+	if kb == nil {
+		kb = new([]byte)
+	}
+	*kb = valueKey((*kb)[:0], d.prefix, key)
+	defer d.s.keyBufs.Put(kb)
+	raw, closer, err := d.s.db.Get(*kb)
+	if errors.Is(err, pebble.ErrNotFound) {
+		if c != nil {
+			c.fill(d.stripe, tok, d.name, key, Entry{}, false)
+		}
+		return Entry{}, false, dst, nil
+	}
 	if err != nil {
-		return Entry{}, false, fmt.Errorf("key %q: %w", key, err)
+		return Entry{}, false, dst, err
 	}
-	return e, true, nil
+	defer closer.Close()
+	e, err = decodeEntry(raw) // e.Value aliases raw
+	if err != nil {
+		return Entry{}, false, dst, fmt.Errorf("key %q: %w", key, err)
+	}
+	if c != nil {
+		c.fill(d.stripe, tok, d.name, key, e, true)
+	}
+	buf = dst
+	if e.HasValue {
+		n := len(buf)
+		buf = append(buf, e.Value...)
+		e.Value = valueTail(buf, n)
+	}
+	return e, true, buf, nil
 }
 
 // Expired calls fn, in ascending timeout order (ties by key bytes), for
@@ -143,12 +191,16 @@ func (d *Deployment) progress() (Progress, error) {
 
 // Drop deletes every key of the deployment (state, timers, progress and
 // outbox) with one synced range deletion. Space is reclaimed by later
-// compactions.
+// compactions. It empties the hot-state cache.
 func (d *Deployment) Drop() error {
 	if err := d.acquireWrite(); err != nil {
 		return err
 	}
 	defer d.s.release()
+	if c := d.s.cache; c != nil {
+		d.stripe.beginWrite()
+		defer c.endWrite(d.stripe, d.name, nil, false) // rare: empty it all, not just d's keys
+	}
 	return d.s.write(func() error {
 		return d.s.db.DeleteRange(d.prefix, prefixEnd(d.prefix), pebble.Sync)
 	})

@@ -16,7 +16,18 @@
 // durable together or not at all.
 //
 // State lives on disk; the Go heap holds only Pebble's block cache (see
-// Options.CacheSize), memtables, and the contents of the batch being built.
+// Options.CacheSize), memtables, the hot-state cache (a bounded copy of
+// recently read or committed entries, see Options.StateCacheSize), and the
+// contents of the batch being built.
+//
+// # The hot-state cache
+//
+// Deployment.Get is served from a write-through cache when it can. The
+// cache holds only what is committed: a Batch's Sets enter it after its
+// Commit succeeded, a failed Commit (or a store failure, or Drop) empties
+// it, and a Store starts with it empty, so reopening after a failure reads
+// from disk. A read that missed fills it only when no commit ran since the
+// read began. Expired, Keys, Progress and Outbox always read Pebble.
 //
 // # Key layout
 //

@@ -37,6 +37,14 @@ type Options struct {
 	// 4096-key batch about 40% slower to commit).
 	MemTableSize uint64
 
+	// StateCacheSize is the byte budget of the hot-state cache: committed
+	// state entries (and the absence of keys) kept in the Go heap so that
+	// most Deployment.Get calls skip Pebble. Default DefaultStateCacheSize
+	// (64 MiB); negative disables the cache. Each entry is charged its key
+	// and value bytes plus a fixed overhead, so the budget bounds the heap
+	// the cache holds (up to the garbage collector's slack).
+	StateCacheSize int64
+
 	// Logger receives the store's logs. Default slog.Default(). Pebble's own
 	// informational messages are logged at slog.LevelDebug (silent with the
 	// default handler), its errors at slog.LevelError.
@@ -65,6 +73,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.CacheSize == 0 {
 		o.CacheSize = DefaultCacheSize
+	}
+	if o.StateCacheSize == 0 {
+		o.StateCacheSize = DefaultStateCacheSize
 	}
 	if o.MemTableSize == 0 {
 		o.MemTableSize = DefaultMemTableSize

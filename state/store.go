@@ -24,10 +24,14 @@ const pebbleFormat = pebble.FormatValueSeparation
 
 // Store is an open state store. It is safe for concurrent use.
 type Store struct {
-	db   *pebble.DB
-	opts Options
-	dir  string
-	id   string
+	db    *pebble.DB
+	opts  Options
+	dir   string
+	id    string
+	cache *stateCache // nil when disabled
+
+	logs    sync.Pool // *setLog, reused by batches
+	keyBufs sync.Pool // *[]byte, Pebble keys of Get
 
 	mu     sync.RWMutex // guards closed and failed
 	closed bool
@@ -81,7 +85,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: open %s: %w", dir, err)
 	}
-	s := &Store{db: db, opts: o, dir: dir}
+	// A store starts with an empty cache: what it holds is only ever what
+	// this Store read or committed.
+	s := &Store{db: db, opts: o, dir: dir, cache: newStateCache(o.StateCacheSize)}
 	if err := s.checkFormat(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("state: open %s: %w", dir, err)
@@ -211,6 +217,9 @@ func (s *Store) write(f func() error) (err error) {
 				panic(r)
 			}
 			err = fmt.Errorf("%w: %s", ErrFailed, fe.msg)
+			if s.cache != nil {
+				s.cache.clear() // Pebble's memory may now hold what did not reach disk
+			}
 			s.mu.Lock()
 			if s.failed == nil {
 				s.failed = err
@@ -254,7 +263,11 @@ func (s *Store) Dir() string { return s.dir }
 // cheap and does no I/O. If name is not valid (see ValidateName), every
 // operation on the handle returns an error wrapping ErrInvalidName.
 func (s *Store) Deployment(name string) *Deployment {
-	return &Deployment{s: s, name: name, prefix: deploymentPrefix(name), err: ValidateName(name)}
+	d := &Deployment{s: s, name: name, prefix: deploymentPrefix(name), err: ValidateName(name)}
+	if s.cache != nil {
+		d.stripe = s.cache.stripe(name)
+	}
+	return d
 }
 
 // Deployments returns the sorted names of the deployments that have any
