@@ -201,6 +201,8 @@ func (d *Deployment) Drop() error {
 		d.stripe.beginWrite()
 		defer c.endWrite(d.stripe, d.name, nil, false) // rare: empty it all, not just d's keys
 	}
+	d.s.setOutboxFloor(d.name, nil)
+	defer d.s.setOutboxFloor(d.name, nil) // batch ids start again at 1
 	return d.s.write(func() error {
 		return d.s.db.DeleteRange(d.prefix, prefixEnd(d.prefix), pebble.Sync)
 	})

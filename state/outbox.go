@@ -159,9 +159,18 @@ func (d *Deployment) Outbox(fn func(OutboxEntry) error) error {
 }
 
 // AckOutbox deletes every outbox entry with an id <= upTo, once they have
-// been delivered. It is one range deletion from the first pending entry, not
-// synced: after a crash some acknowledged entries may reappear and be
-// delivered again (which deterministic message ids make harmless).
+// been delivered. It is not synced: after a crash some acknowledged entries
+// may reappear and be delivered again (which deterministic message ids make
+// harmless).
+//
+// Entries are deleted one by one, starting where the previous AckOutbox of
+// the deployment ended (the store remembers it). Not with a range deletion:
+// every range tombstone in a memtable makes the next read of any key
+// re-fragment all of the memtable's range tombstones, so one per batch made
+// reads slower with every batch until the memtable was flushed, which a
+// deployment with little data does rarely. And not from a scan for the first
+// live entry: deleted entries stay in Pebble as tombstones until compaction,
+// and the scan would walk over all of them.
 func (d *Deployment) AckOutbox(upTo OutboxID) error {
 	if err := d.acquireWrite(); err != nil {
 		return err
@@ -169,24 +178,6 @@ func (d *Deployment) AckOutbox(upTo OutboxID) error {
 	defer d.s.release()
 	lower := sectionKey(nil, d.prefix, sectionOutbox)
 	sectionEnd := prefixEnd(lower)
-	// Start the range at the first pending entry rather than at the section
-	// start: successive acks then write disjoint tombstones instead of a
-	// growing stack of overlapping ones.
-	iter, err := d.s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: sectionEnd})
-	if err != nil {
-		return err
-	}
-	var start []byte
-	if iter.First() {
-		start = append([]byte(nil), iter.Key()...)
-	}
-	err = iter.Error()
-	if cerr := iter.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil || start == nil {
-		return err
-	}
 	var end []byte
 	switch {
 	case upTo.Seq < ^uint32(0):
@@ -196,8 +187,82 @@ func (d *Deployment) AckOutbox(upTo OutboxID) error {
 	default:
 		end = sectionEnd
 	}
+	start := d.s.outboxFloor(d.name)
+	if start == nil || string(start) >= string(end) {
+		// Not known yet (first ack since the store opened), or ahead of upTo (an ack of
+		// entries that came again after a crash): find the first entry. The range starts at
+		// it rather than at the section start, so tombstones stay disjoint.
+		var err error
+		if start, err = d.firstOutboxKey(lower, sectionEnd); err != nil || start == nil {
+			return err
+		}
+	}
 	if string(start) >= string(end) {
 		return nil
 	}
-	return d.s.write(func() error { return d.s.db.DeleteRange(start, end, pebble.NoSync) })
+	err := d.s.write(func() error {
+		iter, err := d.s.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+		if err != nil {
+			return err
+		}
+		b := d.s.db.NewBatch()
+		defer b.Close()
+		for ok := iter.First(); ok; ok = iter.Next() {
+			if err := b.Delete(iter.Key(), nil); err != nil {
+				iter.Close()
+				return err
+			}
+		}
+		err = iter.Error()
+		if cerr := iter.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil || b.Empty() {
+			return err
+		}
+		return b.Commit(pebble.NoSync)
+	})
+	if err == nil {
+		d.s.setOutboxFloor(d.name, end)
+	}
+	return err
+}
+
+// firstOutboxKey returns the key of the first outbox entry, or nil when there is none.
+func (d *Deployment) firstOutboxKey(lower, upper []byte) ([]byte, error) {
+	iter, err := d.s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return nil, err
+	}
+	var first []byte
+	if iter.First() {
+		first = append([]byte(nil), iter.Key()...)
+	}
+	err = iter.Error()
+	if cerr := iter.Close(); err == nil {
+		err = cerr
+	}
+	return first, err
+}
+
+// outboxFloor returns the outbox key below which every entry of deployment was
+// acknowledged by this store, or nil when unknown.
+func (s *Store) outboxFloor(deployment string) []byte {
+	s.floorMu.Lock()
+	defer s.floorMu.Unlock()
+	return s.floors[deployment]
+}
+
+// setOutboxFloor records the floor of deployment (nil forgets it).
+func (s *Store) setOutboxFloor(deployment string, key []byte) {
+	s.floorMu.Lock()
+	defer s.floorMu.Unlock()
+	if key == nil {
+		delete(s.floors, deployment)
+		return
+	}
+	if s.floors == nil {
+		s.floors = map[string][]byte{}
+	}
+	s.floors[deployment] = key
 }

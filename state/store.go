@@ -33,6 +33,9 @@ type Store struct {
 	logs    sync.Pool // *setLog, reused by batches
 	keyBufs sync.Pool // *[]byte, Pebble keys of Get
 
+	floorMu sync.Mutex
+	floors  map[string][]byte // deployment -> outbox key below which all is acknowledged (outbox.go)
+
 	mu     sync.RWMutex // guards closed and failed
 	closed bool
 	failed error

@@ -387,6 +387,37 @@ func TestOutboxOrderAndAck(t *testing.T) {
 	requireEqual(t, uint64(3), p.BatchID)
 }
 
+// TestOutboxAckAfterDrop shows that acknowledgements still delete everything they cover after
+// a Drop, when batch ids start again at 1 below where earlier acks ended, and through a second
+// handle of the same deployment.
+func TestOutboxAckAfterDrop(t *testing.T) {
+	s := openMem(t)
+	d := s.Deployment("outbox")
+	commit := func(batches int) {
+		for batch := uint64(1); batch <= uint64(batches); batch++ {
+			b := d.NewBatch(batch)
+			b.AppendOutbox(OutboxOutput, []byte(`"k"`), []byte(`{}`), nil)
+			b.AppendOutbox(OutboxOutput, []byte(`"k"`), []byte(`{}`), nil)
+			requireNoError(t, b.Commit())
+		}
+	}
+	pending := func() int {
+		n := 0
+		requireNoError(t, s.Deployment("outbox").Outbox(func(OutboxEntry) error { n++; return nil }))
+		return n
+	}
+	commit(5)
+	requireNoError(t, d.AckOutbox(OutboxID{2, math.MaxUint32}))
+	requireEqual(t, 6, pending())
+	requireNoError(t, d.Drop())
+	commit(5)
+	requireEqual(t, 10, pending())
+	requireNoError(t, s.Deployment("outbox").AckOutbox(OutboxID{5, 0}))
+	requireEqual(t, 1, pending(), "after ack 5.0 through another handle")
+	requireNoError(t, d.AckOutbox(OutboxID{5, 1}))
+	requireEqual(t, 0, pending())
+}
+
 func TestFormatVersion(t *testing.T) {
 	t.Run("newer version refused", func(t *testing.T) {
 		fs := vfs.NewMem()
