@@ -19,7 +19,8 @@ import (
 // RunBatch runs one micro-batch (DESIGN section 3): it drops late rows, calls the handler once
 // per key with rows, then once per key whose timeout expired and that got no rows, and commits
 // state, timers, watermark, position and outbox in one synced Pebble batch. Then it delivers
-// the outbox to the sink.
+// the outbox to the sink: with the NATS sink it sends the batch's messages and returns, and the
+// next RunBatch awaits their acknowledgements after its own commit (see deliverCommitted).
 //
 // On error nothing of the batch is committed and the engine is as before the call, so the
 // same input may be run again. A failed delivery after the commit is not an error of the
@@ -53,7 +54,12 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 	}
 	if len(in.Rows) == 0 && len(b.groups) == 0 && (in.Position == 0 || in.Position == e.progress.Position) {
 		// A no-data batch with no timeout to fire changes nothing: skip the commit, so an idle
-		// deployment does not sync Pebble every trigger interval.
+		// deployment does not sync Pebble every trigger interval. The last batch's delivery
+		// finishes here, so an idle deployment's outbox empties.
+		if err := e.finishInflight(ctx); err != nil {
+			e.pending = true
+			e.logger.Warn("outbox delivery failed; will retry before the next batch", "err", err)
+		}
 		b.rep.BatchID, b.rep.Skipped = e.progress.BatchID, true
 		b.rep.WatermarkMs = e.progress.WatermarkMs
 		b.rep.Duration = time.Since(start)
@@ -83,7 +89,7 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 	b.rep.WatermarkMs = next
 	b.rep.WatermarkAdvanced = advanced
 	b.rep.NeedsNoDataBatch = advanced && e.rules.Mode == timeouts.EventTime
-	if err := e.deliver(ctx, b.outbox); err != nil {
+	if err := e.deliverCommitted(ctx, b.outbox); err != nil {
 		// Committed: the entries stay in the outbox and go out before the next batch runs.
 		e.pending = true
 		e.logger.Warn("outbox delivery failed; will retry before the next batch", "batch", b.id, "err", err)

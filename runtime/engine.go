@@ -12,6 +12,7 @@ import (
 	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
 	"github.com/groupstate/groupstate/runtime/internal/host"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
 	"github.com/groupstate/groupstate/state"
 	"github.com/groupstate/groupstate/timeouts"
@@ -132,6 +133,7 @@ type Engine struct {
 	wm       *timeouts.Watermark
 	progress state.Progress
 	pending  bool // the outbox may hold undelivered entries
+	inflight *inflight
 	closed   bool
 
 	run batchRun     // the batch being run, reused
@@ -230,12 +232,17 @@ func (e *Engine) Progress() state.Progress { return e.progress }
 // Spec returns the engine's spec.
 func (e *Engine) Spec() *Spec { return e.spec }
 
-// Close stops the engine's module instances. It does not close the store.
+// Close waits for the delivery of the last batch's outbox (until ctx ends; what is not
+// acknowledged by then is delivered again by the next engine) and stops the engine's module
+// instances. It does not close the store.
 func (e *Engine) Close(ctx context.Context) error {
 	if e.closed {
 		return nil
 	}
 	e.closed = true
+	if err := e.finishInflight(ctx); err != nil {
+		e.logger.Warn("outbox delivery did not finish before close; the next start delivers it", "err", err)
+	}
 	return e.h.Close(ctx)
 }
 
@@ -244,6 +251,7 @@ func (e *Engine) deliverPending(ctx context.Context) error {
 	if !e.pending {
 		return nil
 	}
+	e.abandonInflight(ctx)
 	var entries []state.OutboxEntry
 	if err := e.ks.Outbox(func(en state.OutboxEntry) error {
 		entries = append(entries, en)
@@ -266,6 +274,64 @@ func (e *Engine) deliver(ctx context.Context, entries []state.OutboxEntry) error
 		return fmt.Errorf("runtime: delivering %d outbox entries: %w", len(entries), err)
 	}
 	return e.ks.AckOutbox(entries[len(entries)-1].ID)
+}
+
+// startingSink is a Sink that can send a delivery and have its acknowledgements awaited later
+// (the NATS sink, natsio.Publisher).
+type startingSink interface {
+	Start(ctx context.Context, deployment string, entries []state.OutboxEntry) *natsio.Delivery
+}
+
+// inflight is a batch's delivery whose acknowledgements are on their way.
+type inflight struct {
+	d    *natsio.Delivery
+	n    int
+	last state.OutboxID
+}
+
+// deliverCommitted delivers what the batch just committed. With a sink that can, it only
+// sends the entries: their acknowledgements are awaited after the next batch committed (or
+// when it is skipped, or at Close), so the next batch runs while the streams store this one's
+// messages. Outputs stay in order, because a batch's entries are sent only after the previous
+// batch's were acknowledged; when they were not, nothing more is sent until the whole outbox
+// is delivered again (deliverPending, before the next batch).
+func (e *Engine) deliverCommitted(ctx context.Context, entries []state.OutboxEntry) error {
+	if err := e.finishInflight(ctx); err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	ss, ok := e.sink.(startingSink)
+	if !ok {
+		return e.deliver(ctx, entries)
+	}
+	e.inflight = &inflight{d: ss.Start(ctx, e.spec.Name, entries), n: len(entries), last: entries[len(entries)-1].ID}
+	return nil
+}
+
+// finishInflight awaits the acknowledgements of the delivery in flight, if any, and deletes
+// its entries from the outbox.
+func (e *Engine) finishInflight(ctx context.Context) error {
+	f := e.inflight
+	if f == nil {
+		return nil
+	}
+	e.inflight = nil
+	if err := f.d.Wait(ctx); err != nil {
+		return fmt.Errorf("runtime: delivering %d outbox entries: %w", f.n, err)
+	}
+	return e.ks.AckOutbox(f.last)
+}
+
+// abandonInflight forgets the delivery in flight before the outbox is delivered again as a
+// whole: it waits for the acknowledgements (so nothing of it is still being sent) but ignores
+// the outcome.
+func (e *Engine) abandonInflight(ctx context.Context) {
+	if f := e.inflight; f != nil {
+		e.inflight = nil
+		_ = f.d.Wait(ctx)
+	}
 }
 
 func itoa(v uint64) string { return strconv.FormatUint(v, 10) }

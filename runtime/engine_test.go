@@ -7,11 +7,15 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -362,5 +366,65 @@ limits: {max_row_bytes: 200}
 			d.Headers[runtime.HeaderSubject] != "in.test" || d.Headers[runtime.HeaderSequence] != fmt.Sprint(2*i+2) {
 			t.Errorf("row %q: dead letter %q %v, want reason %s", tc.row, d.Payload, d.Headers, tc.reason)
 		}
+	}
+}
+
+// TestPipelinedDeliveryKeepsOrder drives an engine with the NATS sink, whose deliveries are
+// sent after a batch commits and awaited after the next one commits. When the output stream
+// disappears, a batch's delivery fails only once the next batch has committed: that batch's
+// outputs must then not be sent, no further batch may run until the outbox is delivered, and
+// once the stream is back every output arrives exactly once, in order.
+func TestPipelinedDeliveryKeepsOrder(t *testing.T) {
+	env := startNATS(t)
+	ctx := context.Background()
+	outStream := jetstream.StreamConfig{Name: "PIPE_OUT", Subjects: []string{"pipe.out"}, Duplicates: time.Minute}
+	_, err := env.js.CreateStream(ctx, outStream)
+	require(t, err)
+	st := openStore(t, "")
+	sink := natsio.NewPublisher(env.js, natsio.Subjects{Output: "pipe.out", DeadLetter: "pipe.dlq"})
+	eng := newEngine(t, specFromYAML(t, probeSpec), probeWasm(t), st, sink)
+	emit := func(pos uint64, v int) runtime.BatchInput {
+		return runtime.BatchInput{ProcessingTimeMs: int64(pos) * 1000, Position: pos, Rows: rows(fmt.Sprintf(`{"k":"a","ops":[{"emit":%d}]}`, v))}
+	}
+	_, err = eng.RunBatch(ctx, emit(1, 1))
+	require(t, err)
+	_, err = eng.RunBatch(ctx, runtime.BatchInput{ProcessingTimeMs: 1500}) // skipped: finishes batch 1's delivery
+	require(t, err)
+	require(t, env.js.DeleteStream(ctx, "PIPE_OUT"))
+
+	_, err = eng.RunBatch(ctx, emit(2, 2)) // sent to no stream: its acknowledgements fail
+	require(t, err)
+	_, err = eng.RunBatch(ctx, emit(3, 3)) // commits, finds batch 2 undelivered, sends nothing
+	require(t, err, "a failed delivery is not an error of the batch that finds it")
+	before, _ := st.Deployment("probe").Progress()
+	if _, err := eng.RunBatch(ctx, emit(4, 4)); !errors.Is(err, runtime.ErrDeliveryPending) {
+		t.Fatalf("batch 4 with batches 2 and 3 undelivered: err = %v, want ErrDeliveryPending", err)
+	}
+	if after, _ := st.Deployment("probe").Progress(); after != before {
+		t.Fatalf("a batch ran while outputs were pending: %+v -> %+v", before, after)
+	}
+
+	_, err = env.js.CreateStream(ctx, outStream)
+	require(t, err)
+	_, err = eng.RunBatch(ctx, emit(4, 4)) // delivers 2 and 3, runs 4 and sends it
+	require(t, err)
+	require(t, eng.Close(ctx)) // awaits batch 4's delivery
+	s, err := env.js.Stream(ctx, "PIPE_OUT")
+	require(t, err)
+	info, err := s.Info(ctx)
+	require(t, err)
+	var got []string
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
+		m, err := s.GetMsg(ctx, seq)
+		require(t, err)
+		got = append(got, string(m.Data))
+	}
+	if strings.Join(got, ",") != "2,3,4" {
+		t.Fatalf("output stream holds %v, want [2 3 4] (1 went with the deleted stream)", got)
+	}
+	var left int
+	require(t, st.Deployment("probe").Outbox(func(state.OutboxEntry) error { left++; return nil }))
+	if left != 0 {
+		t.Fatalf("%d entries left in the outbox", left)
 	}
 }
