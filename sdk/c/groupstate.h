@@ -14,8 +14,10 @@
  *
  * Build a WASI *reactor* (never a command: the host never runs _start):
  *
- *     clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 \
+ *     clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -mbulk-memory \
  *           -Wl,--stack-first -Wl,--strip-all -o handler.wasm handler.c
+ *
+ * (-mbulk-memory is optional and makes memcpy and memset native copies in the host.)
  *
  * The implementation exports memory, gs_abi_version, gs_alloc, gs_init and gs_process, and
  * imports only groupstate.group_begin, groupstate.log (when gs_log is used) and, on a fatal
@@ -208,6 +210,10 @@ int gs_emit_jw(gs_group *g, gs_jw *w);  /* gs_jw_end + gs_emit */
 #include <string.h>
 
 #define GS__EXPORT(name) __attribute__((export_name(name)))
+/* On a public function: its calls in the file that holds the implementation (usually the
+ * handler's own) are inlined, so a field name given as a string literal is measured and
+ * checked at compile time. The function itself stays an ordinary external one. */
+#define GS__INLINE __attribute__((always_inline))
 #define GS__IMPORT(name) __attribute__((import_module("groupstate"), import_name(name)))
 
 GS__IMPORT("group_begin") void gs__host_group_begin(int32_t index);
@@ -260,30 +266,39 @@ typedef struct gs__blk {
 } gs__blk;
 static gs__blk *gs__arena;
 
-void *gs_arena_alloc(size_t size) {
+static __attribute__((noinline)) void *gs__arena_grow(size_t size) { /* a new block, then as below */
+	gs__blk *b = gs__arena;
+	size_t cap = b ? b->cap * 2 : 16384;
+	if (cap < size) cap = size;
+	gs__blk *nb = (gs__blk *)malloc(sizeof(gs__blk) + cap);
+	if (!nb) return NULL;
+	nb->prev = b, nb->cap = cap, nb->used = size;
+	gs__arena = nb;
+	return nb + 1;
+}
+
+GS__INLINE void *gs_arena_alloc(size_t size) {
+	if (size > SIZE_MAX - 7) return NULL;
 	size = (size + 7) & ~(size_t)7;
 	gs__blk *b = gs__arena;
-	if (!b || b->cap - b->used < size) {
-		size_t cap = b ? b->cap * 2 : 16384;
-		if (cap < size) cap = size;
-		gs__blk *nb = (gs__blk *)malloc(sizeof(gs__blk) + cap);
-		if (!nb) return NULL;
-		nb->prev = b, nb->cap = cap, nb->used = 0;
-		gs__arena = b = nb;
-	}
+	if (!b || b->cap - b->used < size) return gs__arena_grow(size);
 	void *p = (char *)(b + 1) + b->used;
 	b->used += size;
 	return p;
 }
 
-static void gs__arena_reset(void) {
-	gs__blk *b = gs__arena;
-	if (!b) return;
+static __attribute__((noinline)) void gs__arena_free_old(gs__blk *b) {
 	while (b->prev) { /* keep the newest (largest) block */
 		gs__blk *p = b->prev;
 		b->prev = p->prev;
 		free(p);
 	}
+}
+
+static inline void gs__arena_reset(void) { /* once per group: the common case inline */
+	gs__blk *b = gs__arena;
+	if (!b) return;
+	if (b->prev) gs__arena_free_old(b);
 	b->used = 0;
 }
 
@@ -295,11 +310,14 @@ static void gs__die(const char *msg) {
 	__builtin_trap();
 }
 
-static void gs__out_reserve(size_t n) {
-	if (gs__out_cap - gs__out_len >= n) return;
+/* The result buffer is written through gs__out_reserve, which returns where the next n bytes
+ * go (growing the buffer when needed), and the stores below; the caller then adds what it
+ * wrote to gs__out_len. Fixed-size parts are reserved once and stored field by field. */
+static __attribute__((noinline)) void gs__out_grow(size_t n) {
 	size_t cap = gs__out_cap ? gs__out_cap : 65536;
+	if (n > ((size_t)1 << 31)) gs__die("groupstate: result too large\n");
 	while (cap - gs__out_len < n) {
-		if (cap > ((size_t)1 << 31)) gs__die("groupstate: result too large\n");
+		if (cap >= ((size_t)1 << 31)) gs__die("groupstate: result too large\n");
 		cap *= 2;
 	}
 	char *p = (char *)realloc(gs__out, cap);
@@ -307,28 +325,71 @@ static void gs__out_reserve(size_t n) {
 	gs__out = p, gs__out_cap = cap;
 }
 
-static void gs__out_bytes(const void *p, size_t n) {
-	gs__out_reserve(n);
-	if (n) memcpy(gs__out + gs__out_len, p, n);
-	gs__out_len += n;
+static inline char *gs__out_reserve(size_t n) {
+	if (gs__out_cap - gs__out_len < n) gs__out_grow(n);
+	return gs__out + gs__out_len;
 }
-static void gs__out_u32(uint32_t v) {
-	unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
-	gs__out_bytes(b, 4);
+
+/* Little-endian stores at any address (WebAssembly is little-endian; memcpy of a constant
+ * size compiles to one unaligned store). Each returns the address after what it stored. */
+static inline char *gs__st_u32(char *d, uint32_t v) { memcpy(d, &v, 4); return d + 4; }
+static inline char *gs__st_i64(char *d, int64_t v) { memcpy(d, &v, 8); return d + 8; }
+
+/* memcpy for the short strings the SDK copies most (names, keys, small values): up to 32
+ * bytes with a few overlapping word loads and stores, no loop and no call; longer ones with
+ * memcpy. Reads only [s, s+n); writes only [d, d+n). */
+static inline void gs__copy(char *d, const char *s, size_t n) {
+	if (n >= 8 && n <= 32) {
+		uint64_t a, b, c, e;
+		if (n <= 16) {
+			memcpy(&a, s, 8), memcpy(&b, s + n - 8, 8);
+			memcpy(d, &a, 8), memcpy(d + n - 8, &b, 8);
+		} else {
+			memcpy(&a, s, 8), memcpy(&b, s + 8, 8), memcpy(&c, s + n - 16, 8), memcpy(&e, s + n - 8, 8);
+			memcpy(d, &a, 8), memcpy(d + 8, &b, 8), memcpy(d + n - 16, &c, 8), memcpy(d + n - 8, &e, 8);
+		}
+	} else if (n >= 4 && n < 8) {
+		uint32_t a, b;
+		memcpy(&a, s, 4), memcpy(&b, s + n - 4, 4);
+		memcpy(d, &a, 4), memcpy(d + n - 4, &b, 4);
+	} else if (n > 0 && n < 4) {
+		char a = s[0], b = s[n / 2], c = s[n - 1];
+		d[0] = a, d[n / 2] = b, d[n - 1] = c;
+	} else if (n) memcpy(d, s, n);
 }
-static void gs__out_i64(int64_t s) {
-	uint64_t v = (uint64_t)s;
-	gs__out_u32((uint32_t)v);
-	gs__out_u32((uint32_t)(v >> 32));
+
+/* Eight bytes at a time. Loops over text cost a bounds check and an interruption check per
+ * iteration in the host's compiled code, so the scanners below test a word of 8 bytes at once
+ * (only words that lie wholly inside the text) and look at single bytes only near what they
+ * are looking for. gs__has_less(x, n) is non-zero iff some byte of x is below n (n <= 128),
+ * gs__has_byte(x, c) iff some byte equals c (exactly; the usual bit tricks). */
+#define GS__ONES 0x0101010101010101ull
+#define GS__HIGH 0x8080808080808080ull
+static inline uint64_t gs__ld64(const char *p) { uint64_t x; memcpy(&x, p, 8); return x; }
+static inline uint64_t gs__has_less(uint64_t x, unsigned n) { return (x - GS__ONES * n) & ~x & GS__HIGH; }
+static inline uint64_t gs__has_byte(uint64_t x, unsigned c) { return gs__has_less(x ^ (GS__ONES * c), 1); }
+
+/* memcmp(a, b, n) == 0, without a call for n <= 16. */
+static inline bool gs__eq(const char *a, const char *b, size_t n) {
+	if (n >= 8 && n <= 16) return gs__ld64(a) == gs__ld64(b) && gs__ld64(a + n - 8) == gs__ld64(b + n - 8);
+	if (n >= 8) return !memcmp(a, b, n);
+	for (size_t i = 0; i < n; i++)
+		if (a[i] != b[i]) return false;
+	return true;
 }
+
+static inline void gs__out_u32(uint32_t v) {
+	gs__st_u32(gs__out_reserve(4), v);
+	gs__out_len += 4;
+}
+/* A byte string: u32 length, then the bytes. */
 static void gs__out_str(const void *p, size_t n) {
-	gs__out_u32((uint32_t)n);
-	gs__out_bytes(p, n);
+	if (n > ((size_t)1 << 31)) gs__die("groupstate: result too large\n");
+	char *d = gs__st_u32(gs__out_reserve(4 + n), (uint32_t)n);
+	gs__copy(d, (const char *)p, n);
+	gs__out_len += 4 + n;
 }
-static void gs__out_patch_u32(size_t at, uint32_t v) {
-	unsigned char b[4] = {(unsigned char)v, (unsigned char)(v >> 8), (unsigned char)(v >> 16), (unsigned char)(v >> 24)};
-	memcpy(gs__out + at, b, 4);
-}
+static inline void gs__out_patch_u32(size_t at, uint32_t v) { gs__st_u32(gs__out + at, v); }
 static int64_t gs__pack(void) {
 	return (int64_t)(((uint64_t)(uintptr_t)gs__out << 32) | (uint64_t)(uint32_t)gs__out_len);
 }
@@ -358,14 +419,22 @@ static const char *gs__bytes(gs__rd *r, size_t *n) {
 	return p;
 }
 
-/* A small decimal formatter for messages. */
+/* Writes s in decimal at dst (at most 20 bytes, no NUL) and returns its length. */
+static size_t gs__digits(char *dst, int64_t s) {
+	uint64_t v = s < 0 ? 0 - (uint64_t)s : (uint64_t)s, p10 = 10;
+	size_t len = 1 + (s < 0);
+	for (int i = 1; i < 20 && v >= p10; i++) len++, p10 *= 10; /* 10^19 still fits */
+	char *q = dst + len;
+	for (; v > 0xffffffffu; v /= 10) *--q = (char)('0' + v % 10); /* 64-bit division is slow */
+	uint32_t u = (uint32_t)v;
+	do *--q = (char)('0' + u % 10), u /= 10; while (u);
+	if (s < 0) dst[0] = '-';
+	return len;
+}
+
+/* A small decimal formatter for messages: NUL-terminated; returns the end (the NUL). */
 static char *gs__fmt_i64(char *dst, int64_t s) {
-	char tmp[24];
-	int n = 0;
-	uint64_t v = s < 0 ? 0 - (uint64_t)s : (uint64_t)s;
-	do { tmp[n++] = (char)('0' + v % 10); v /= 10; } while (v);
-	if (s < 0) *dst++ = '-';
-	while (n) *dst++ = tmp[--n];
+	dst += gs__digits(dst, s);
 	*dst = 0;
 	return dst;
 }
@@ -482,8 +551,7 @@ GS__EXPORT("gs_process") int64_t gs_process(int32_t ptr, int32_t len) {
 	gs__out_u32(0);
 	gs__out_u32(count);
 	for (uint32_t i = 0; i < count; i++) {
-		gs_group g;
-		memset(&g, 0, sizeof g);
+		gs_group g; /* every field is set below (a memset per group costs a call) */
 		uint32_t flags = gs__u32(&r);
 		g.key.ptr = gs__bytes(&r, &g.key.len);
 		g.state = gs__bytes(&r, &g.state_len);
@@ -503,7 +571,10 @@ GS__EXPORT("gs_process") int64_t gs_process(int32_t ptr, int32_t len) {
 		g.timed_out = (flags & 1) != 0;
 		g.exists = (flags & 2) != 0;
 		if (!g.exists) g.state = NULL, g.state_len = 0;
+		g.action = 0, g.timeout_set = false, g.timeout_ms = 0;
+		g.value = NULL, g.value_len = 0;
 		g.t = t, g.w = w;
+		g.err = NULL, g.err_code = 0;
 		gs__arena_reset();
 		gs__host_group_begin((int32_t)i);
 		size_t emits_at = gs__out_len;
@@ -518,16 +589,24 @@ GS__EXPORT("gs_process") int64_t gs_process(int32_t ptr, int32_t len) {
 				gs__fmt_i64(num, rc);
 				m = gs__cat("groupstate: handler returned ", num, NULL, NULL);
 			}
-			gs__out_u32(1), gs__out_u32(0), gs__out_u32(0), gs__out_i64(0), gs__out_u32(0);
+			/* status 1, action 0, flags 0, timeout 0, no state, then the message */
+			char *d = gs__out_reserve(24);
+			d = gs__st_u32(d, 1), d = gs__st_u32(d, 0), d = gs__st_u32(d, 0);
+			d = gs__st_i64(d, 0), gs__st_u32(d, 0);
+			gs__out_len += 24;
 			gs__out_str(m, strlen(m));
 		} else {
-			gs__out_u32(0);
-			gs__out_u32((uint32_t)g.action);
-			gs__out_u32(g.timeout_set ? 1 : 0);
-			gs__out_i64(g.timeout_set ? g.timeout_ms : 0);
-			if (g.action == 1) gs__out_str(g.value, g.value_len);
-			else gs__out_u32(0);
-			gs__out_u32(0);
+			/* status 0, action, flags, timeout, state (with UPDATE), no error */
+			size_t vlen = g.action == 1 ? g.value_len : 0;
+			if (vlen > ((size_t)1 << 31)) gs__die("groupstate: result too large\n");
+			char *d = gs__out_reserve(28 + vlen);
+			d = gs__st_u32(d, 0), d = gs__st_u32(d, (uint32_t)g.action);
+			d = gs__st_u32(d, g.timeout_set ? 1 : 0);
+			d = gs__st_i64(d, g.timeout_set ? g.timeout_ms : 0);
+			d = gs__st_u32(d, (uint32_t)vlen);
+			gs__copy(d, g.value, vlen), d += vlen;
+			gs__st_u32(d, 0);
+			gs__out_len += 28 + vlen;
 		}
 	}
 	if (r.p != r.end) return gs__call_error("groupstate: trailing bytes in process buffer");
@@ -600,7 +679,7 @@ int gs_state_update(gs_group *g, const void *value, size_t len) {
 	if (!value) return gs__err(g, GS_ERR_NULL_STATE, "groupstate: null is not a valid state value");
 	char *c = (char *)gs_arena_alloc(len ? len : 1);
 	if (!c) return gs__err(g, GS_ERR_NOMEM, "groupstate: out of memory");
-	if (len) memcpy(c, value, len);
+	gs__copy(c, (const char *)value, len);
 	g->value = c, g->value_len = len, g->exists = true, g->action = 1;
 	return GS_OK;
 }
@@ -759,14 +838,34 @@ static const char *gs__ws(const char *p, const char *e) {
 	return p;
 }
 
-/* Returns the end of the string token at p (p at '"'), or NULL. */
-static const char *gs__skip_string(const char *p, const char *e) {
+/* Returns the end of the string token at p (p at '"'), or NULL; sets *esc when the string
+ * has a backslash escape. */
+static inline const char *gs__skip_string_esc(const char *p, const char *e, bool *esc) {
 	for (p++; p < e; p++) {
-		if (*p == '"') return p + 1;
-		if (*p == '\\' && ++p == e) return NULL;
-		if ((unsigned char)*p < 0x20) return NULL;
+		while (e - p >= 8) { /* skip words without '"', '\\' or a control byte */
+			uint64_t x = gs__ld64(p), m = gs__has_byte(x, '"') | gs__has_byte(x, '\\') | gs__has_less(x, 0x20);
+			if (m) { /* the lowest flagged byte is the first such byte (little-endian) */
+				p += __builtin_ctzll(m) >> 3;
+				break;
+			}
+			p += 8;
+		}
+		if (p == e) break;
+		char c = *p;
+		if (c == '"') return p + 1;
+		if (c == '\\') {
+			*esc = true;
+			if (++p == e) return NULL;
+			c = *p;
+		}
+		if ((unsigned char)c < 0x20) return NULL;
 	}
 	return NULL;
+}
+
+static const char *gs__skip_string(const char *p, const char *e) {
+	bool esc;
+	return gs__skip_string_esc(p, e, &esc);
 }
 
 /* Returns the end of the value at p (no leading whitespace), or NULL. Containers are skipped
@@ -797,7 +896,8 @@ static const char *gs__skip_value(const char *p, const char *e) {
 
 gs_json_iter gs_json_iter_begin(const char *obj, size_t len) { return (gs_json_iter){obj, obj + len, 0}; }
 
-int gs_json_iter_next(gs_json_iter *it, gs_slice *name, gs_slice *value) {
+/* gs_json_iter_next, also telling whether the name has escapes (*esc). */
+static inline int gs__iter_next(gs_json_iter *it, gs_slice *name, gs_slice *value, bool *esc) {
 	const char *p = gs__ws(it->p, it->end), *e = it->end;
 	if (it->state < 0) return GS_ERR_JSON;
 	if (it->state == 3) return 0;
@@ -812,7 +912,8 @@ int gs_json_iter_next(gs_json_iter *it, gs_slice *name, gs_slice *value) {
 		p = gs__ws(p + 1, e);
 	}
 	if (p == e || *p != '"') goto bad;
-	const char *q = gs__skip_string(p, e);
+	*esc = false;
+	const char *q = gs__skip_string_esc(p, e, esc);
 	if (!q) goto bad;
 	*name = (gs_slice){p, (size_t)(q - p)};
 	p = gs__ws(q, e);
@@ -826,6 +927,11 @@ int gs_json_iter_next(gs_json_iter *it, gs_slice *name, gs_slice *value) {
 bad:
 	it->state = -1;
 	return GS_ERR_JSON;
+}
+
+int gs_json_iter_next(gs_json_iter *it, gs_slice *name, gs_slice *value) {
+	bool esc;
+	return gs__iter_next(it, name, value, &esc);
 }
 
 static int gs__hex4(const char *p, uint32_t *v) {
@@ -885,24 +991,28 @@ int gs_json_decode_string(gs_slice tok, char *dst, size_t *out_len) {
 
 bool gs_json_name_is(gs_slice tok, const char *name) {
 	size_t n = strlen(name);
-	if (tok.len == n + 2 && !memchr(tok.ptr, '\\', tok.len)) return !memcmp(tok.ptr + 1, name, n);
-	if (!memchr(tok.ptr, '\\', tok.len)) return false;
+	if (!memchr(tok.ptr, '\\', tok.len)) return tok.len == n + 2 && gs__eq(tok.ptr + 1, name, n);
 	char small[128], *buf = tok.len <= sizeof small ? small : (char *)gs_arena_alloc(tok.len);
 	size_t l;
 	if (!buf || gs_json_decode_string(tok, buf, &l) != GS_OK) return false;
 	return l == n && !memcmp(buf, name, n);
 }
 
-int gs_json_find(const char *obj, size_t len, const char *name, gs_slice *value) {
+/* gs_json_find for a name of n bytes. */
+static __attribute__((noinline)) int gs__json_find_n(const char *obj, size_t len, const char *name, size_t n, gs_slice *value) {
 	gs_json_iter it = gs_json_iter_begin(obj, len);
 	gs_slice k, v;
-	bool found = false;
+	bool found = false, esc;
 	int rc;
-	while ((rc = gs_json_iter_next(&it, &k, &v)) == 1)
-		if (gs_json_name_is(k, name)) *value = v, found = true;
+	while ((rc = gs__iter_next(&it, &k, &v, &esc)) == 1) /* names without escapes compared in place */
+		if (esc ? gs_json_name_is(k, name) : k.len == n + 2 && gs__eq(k.ptr + 1, name, n)) *value = v, found = true;
 	if (rc < 0) return GS_ERR_JSON;
 	if (!found || gs_json_is_null(*value)) return GS_ERR_NOT_FOUND;
 	return GS_OK;
+}
+
+GS__INLINE int gs_json_find(const char *obj, size_t len, const char *name, gs_slice *value) {
+	return gs__json_find_n(obj, len, name, strlen(name), value);
 }
 
 bool gs_json_is_null(gs_slice t) { return t.len == 4 && !memcmp(t.ptr, "null", 4); }
@@ -942,22 +1052,22 @@ int gs_json_bool(gs_slice t, bool *out) {
 	return GS_ERR_JSON;
 }
 
-int gs_json_get_int64(const char *obj, size_t len, const char *name, int64_t *out) {
+GS__INLINE int gs_json_get_int64(const char *obj, size_t len, const char *name, int64_t *out) {
 	gs_slice v;
 	int rc = gs_json_find(obj, len, name, &v);
 	return rc ? rc : gs_json_int64(v, out);
 }
-int gs_json_get_double(const char *obj, size_t len, const char *name, double *out) {
+GS__INLINE int gs_json_get_double(const char *obj, size_t len, const char *name, double *out) {
 	gs_slice v;
 	int rc = gs_json_find(obj, len, name, &v);
 	return rc ? rc : gs_json_double(v, out);
 }
-int gs_json_get_bool(const char *obj, size_t len, const char *name, bool *out) {
+GS__INLINE int gs_json_get_bool(const char *obj, size_t len, const char *name, bool *out) {
 	gs_slice v;
 	int rc = gs_json_find(obj, len, name, &v);
 	return rc ? rc : gs_json_bool(v, out);
 }
-int gs_json_get_string(const char *obj, size_t len, const char *name, gs_slice *out) {
+GS__INLINE int gs_json_get_string(const char *obj, size_t len, const char *name, gs_slice *out) {
 	gs_slice v;
 	int rc = gs_json_find(obj, len, name, &v);
 	if (rc) return rc;
@@ -973,18 +1083,48 @@ int gs_json_get_string(const char *obj, size_t len, const char *name, gs_slice *
 
 /* ---- JSON writing --------------------------------------------------------------------- */
 
-static void gs__jw_put(gs_jw *w, const char *s, size_t n) {
-	if (w->err) return;
-	if (w->cap - w->len < n) {
-		size_t cap = w->cap ? w->cap * 2 : 256;
-		while (cap - w->len < n) cap *= 2;
-		char *b = (char *)gs_arena_alloc(cap);
-		if (!b) { w->err = GS_ERR_NOMEM; return; }
-		if (w->len) memcpy(b, w->buf, w->len);
-		w->buf = b, w->cap = cap;
-	}
-	memcpy(w->buf + w->len, s, n);
+/* Grows w to hold n more bytes; false (and w->err) when out of memory. */
+static __attribute__((noinline)) bool gs__jw_grow(gs_jw *w, size_t n) {
+	size_t cap = w->cap ? w->cap * 2 : 256;
+	if (n > SIZE_MAX / 4 || w->len > SIZE_MAX / 4) { w->err = GS_ERR_NOMEM; return false; } /* cap cannot overflow */
+	while (cap - w->len < n) cap *= 2;
+	char *b = (char *)gs_arena_alloc(cap);
+	if (!b) { w->err = GS_ERR_NOMEM; return false; }
+	if (w->len) memcpy(b, w->buf, w->len);
+	w->buf = b, w->cap = cap;
+	return true;
+}
+
+/* Where the next n bytes go (the caller adds what it wrote to w->len); NULL after an error. */
+static inline char *gs__jw_reserve(gs_jw *w, size_t n) {
+	if (w->err) return NULL;
+	if (w->cap - w->len < n && !gs__jw_grow(w, n)) return NULL;
+	return w->buf + w->len;
+}
+
+static inline void gs__jw_put(gs_jw *w, const char *s, size_t n) {
+	char *d = gs__jw_reserve(w, n);
+	if (!d) return;
+	gs__copy(d, s, n);
 	w->len += n;
+}
+
+/* Whether a byte goes into a JSON string as it is, whatever follows it: printable ASCII
+ * other than the quote and the backslash (and DEL, which JSON allows). */
+static inline bool gs__jw_plain(unsigned char c) { return c >= 0x20 && c < 0x80 && c != '"' && c != '\\'; }
+static inline uint64_t gs__jw_special8(uint64_t x) { /* non-zero iff some byte is not plain */
+	return (x & GS__HIGH) | gs__has_less(x, 0x20) | gs__has_byte(x, '"') | gs__has_byte(x, '\\');
+}
+/* Whether all of [s, s+n) is plain. */
+static inline __attribute__((always_inline)) bool gs__jw_all_plain(const char *s, size_t n) {
+	if (n < 8) {
+		for (size_t i = 0; i < n; i++)
+			if (!gs__jw_plain((unsigned char)s[i])) return false;
+		return true;
+	}
+	for (size_t i = 0; i + 8 < n; i += 8)
+		if (gs__jw_special8(gs__ld64(s + i))) return false;
+	return !gs__jw_special8(gs__ld64(s + n - 8)); /* the last 8 bytes, overlapping */
 }
 
 /* Writes s as a JSON string: only the escapes JSON requires (", \, control characters),
@@ -992,11 +1132,20 @@ static void gs__jw_put(gs_jw *w, const char *s, size_t n) {
 static void gs__jw_quote(gs_jw *w, const char *s, size_t n) {
 	static const char hex[] = "0123456789abcdef";
 	const unsigned char *p = (const unsigned char *)s, *e = p + n, *run = p;
+	if (gs__jw_all_plain(s, n)) { /* the common case: nothing to escape or check, one reservation */
+		char *d = gs__jw_reserve(w, n + 2);
+		if (!d) return;
+		d[0] = '"';
+		gs__copy(d + 1, s, n);
+		d[n + 1] = '"';
+		w->len += n + 2;
+		return;
+	}
 	gs__jw_put(w, "\"", 1);
 	while (p < e) {
 		unsigned char c = *p;
+		if (gs__jw_plain(c)) { p++; continue; }
 		size_t l = c < 0x80 ? 1 : c >= 0xc2 && c < 0xe0 ? 2 : c >= 0xe0 && c < 0xf0 ? 3 : c >= 0xf0 && c < 0xf5 ? 4 : 0;
-		if (c >= 0x20 && c != '"' && c != '\\' && l == 1) { p++; continue; }
 		if (l > 1 && (size_t)(e - p) >= l) { /* check continuation bytes and overlongs/surrogates */
 			bool ok = true;
 			for (size_t i = 1; i < l; i++) ok = ok && (p[i] & 0xc0) == 0x80;
@@ -1020,28 +1169,55 @@ static void gs__jw_quote(gs_jw *w, const char *s, size_t n) {
 	gs__jw_put(w, "\"", 1);
 }
 
-static void gs__jw_name(gs_jw *w, const char *name) {
+/* Writes [,]"name": for a name of n bytes; plain: gs__jw_all_plain(name, n). */
+static __attribute__((noinline)) void gs__jw_name_n(gs_jw *w, const char *name, size_t n, bool plain) {
+	if (plain) { /* nothing to escape: one reservation */
+		char *d = gs__jw_reserve(w, n + 4);
+		size_t k = 0;
+		if (!d) { w->fields++; return; }
+		if (w->fields++) d[k++] = ',';
+		d[k++] = '"';
+		gs__copy(d + k, name, n);
+		k += n;
+		d[k++] = '"', d[k++] = ':';
+		w->len += k;
+		return;
+	}
 	if (w->fields++) gs__jw_put(w, ",", 1);
-	gs__jw_quote(w, name, strlen(name));
+	gs__jw_quote(w, name, n);
 	gs__jw_put(w, ":", 1);
 }
 
+/* Inlined, so that for a literal name both arguments are constants. */
+static inline __attribute__((always_inline)) void gs__jw_name(gs_jw *w, const char *name) {
+	size_t n = strlen(name);
+	gs__jw_name_n(w, name, n, gs__jw_all_plain(name, n));
+}
+
+static __attribute__((noinline)) void gs__jw_put_n(gs_jw *w, const char *s, size_t n) { gs__jw_put(w, s, n); }
+
+static __attribute__((noinline)) void gs__jw_int64_value(gs_jw *w, int64_t v) {
+	char *d = gs__jw_reserve(w, 20);
+	if (d) w->len += gs__digits(d, v);
+}
+
 void gs_jw_begin(gs_jw *w) {
-	*w = (gs_jw){NULL, 0, 0, 0, 0};
-	gs__jw_put(w, "{", 1);
+	char *b = (char *)gs_arena_alloc(256);
+	*w = (gs_jw){b, 1, 256, 0, b ? 0 : GS_ERR_NOMEM};
+	if (b) b[0] = '{';
+	else w->len = 0, w->cap = 0;
 }
-void gs_jw_raw(gs_jw *w, const char *name, const char *json, size_t len) {
+GS__INLINE void gs_jw_raw(gs_jw *w, const char *name, const char *json, size_t len) {
 	gs__jw_name(w, name);
-	gs__jw_put(w, json, len);
+	gs__jw_put_n(w, json, len);
 }
-void gs_jw_int64(gs_jw *w, const char *name, int64_t v) {
-	char b[24];
+GS__INLINE void gs_jw_int64(gs_jw *w, const char *name, int64_t v) {
 	gs__jw_name(w, name);
-	gs__jw_put(w, b, (size_t)(gs__fmt_i64(b, v) - b));
+	gs__jw_int64_value(w, v);
 }
-void gs_jw_bool(gs_jw *w, const char *name, bool v) { gs_jw_raw(w, name, v ? "true" : "false", v ? 4 : 5); }
-void gs_jw_null(gs_jw *w, const char *name) { gs_jw_raw(w, name, "null", 4); }
-void gs_jw_string(gs_jw *w, const char *name, const char *s, size_t len) {
+GS__INLINE void gs_jw_bool(gs_jw *w, const char *name, bool v) { gs_jw_raw(w, name, v ? "true" : "false", v ? 4 : 5); }
+GS__INLINE void gs_jw_null(gs_jw *w, const char *name) { gs_jw_raw(w, name, "null", 4); }
+GS__INLINE void gs_jw_string(gs_jw *w, const char *name, const char *s, size_t len) {
 	gs__jw_name(w, name);
 	gs__jw_quote(w, s, len);
 }

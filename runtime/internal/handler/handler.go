@@ -92,6 +92,13 @@ func Encode(dst []byte, call *Call) []byte {
 // Decode reads a result buffer into results, copying everything it keeps. It fails when the
 // buffer is malformed or holds a different number of groups; the error then applies to every
 // group of the call.
+//
+// The copies are fresh memory, never reused: a result stays valid for as long as the caller
+// keeps it. All the states and emitted rows of one call share one byte slice (sized by the
+// buffer, which bounds them), and all the emit lists one slice of slices, so a call costs a
+// few allocations instead of a few per group; keeping any one of them keeps that call's whole
+// slice alive, so copy what must outlive the batch. Each State and Emits slice has its
+// capacity capped at its length, so appending to one never writes into another.
 func Decode(buf []byte, results []Result) error {
 	rr, err := abi.NewResultReader(buf)
 	if err != nil {
@@ -100,7 +107,7 @@ func Decode(buf []byte, results []Result) error {
 	if int(rr.Count()) != len(results) {
 		return fmt.Errorf("%w: %d results for %d groups", abi.ErrMalformed, rr.Count(), len(results))
 	}
-	// One arena per call for everything copied out, instead of one allocation per value.
+	d := decoder{size: len(buf)}
 	var g abi.GroupResult
 	for i := range results {
 		ok, err := rr.Next(&g)
@@ -110,7 +117,7 @@ func Decode(buf []byte, results []Result) error {
 		if !ok {
 			return abi.ErrMalformed
 		}
-		results[i] = decodeOne(&g)
+		results[i] = d.one(&g, len(results)-i)
 	}
 	if ok, err := rr.Next(&g); ok || err != nil {
 		if err == nil {
@@ -121,7 +128,25 @@ func Decode(buf []byte, results []Result) error {
 	return nil
 }
 
-func decodeOne(g *abi.GroupResult) Result {
+// decoder holds the memory one Decode copies into, allocated when first needed.
+type decoder struct {
+	size  int      // the buffer's: what the arena needs at most
+	arena []byte   // states and emitted rows, each a distinct part of the buffer
+	emits [][]byte // the Emits of every result, back to back
+}
+
+// copy appends b to the arena and returns the copy (never nil), its capacity capped.
+func (d *decoder) copy(b []byte) []byte {
+	if d.arena == nil {
+		d.arena = make([]byte, 0, d.size)
+	}
+	start := len(d.arena)
+	d.arena = append(d.arena, b...)
+	return d.arena[start:len(d.arena):len(d.arena)]
+}
+
+// one decodes a group result; left counts it and the groups after it.
+func (d *decoder) one(g *abi.GroupResult, left int) Result {
 	if g.Status != abi.StatusOK {
 		msg := string(g.Error)
 		if msg == "" {
@@ -129,26 +154,22 @@ func decodeOne(g *abi.GroupResult) Result {
 		}
 		return Result{Err: &GroupError{Message: msg}}
 	}
-	size := len(g.State)
-	for e := range g.Emits() {
-		size += len(e)
-	}
-	arena := make([]byte, 0, size)
 	r := Result{Action: g.Action, TimeoutMs: abi.NoTimeout}
 	if g.Flags&abi.ResultTimeoutSet != 0 {
 		r.TimeoutSet, r.TimeoutMs = true, g.TimeoutMs
 	}
 	if g.Action == abi.ActionUpdate {
-		arena = append(arena, g.State...)
-		r.State = arena[:len(g.State):len(g.State)]
+		r.State = d.copy(g.State)
 	}
 	if g.EmitCount > 0 {
-		r.Emits = make([][]byte, 0, g.EmitCount)
-		for e := range g.Emits() {
-			start := len(arena)
-			arena = append(arena, e...)
-			r.Emits = append(r.Emits, arena[start:len(arena):len(arena)])
+		if d.emits == nil {
+			d.emits = make([][]byte, 0, int(g.EmitCount)+left-1) // a guess: one per group
 		}
+		start := len(d.emits)
+		for e := range g.Emits() {
+			d.emits = append(d.emits, d.copy(e))
+		}
+		r.Emits = d.emits[start:len(d.emits):len(d.emits)]
 	}
 	return r
 }

@@ -2,6 +2,7 @@ package handler
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/groupstate/groupstate/abi"
@@ -56,4 +57,84 @@ func FuzzDecode(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte, n uint8) {
 		_ = Decode(b, make([]Result, n))
 	})
+}
+
+// TestDecodeSharedMemory: the results of one call share their backing memory, which must not
+// let one result's slices reach into another's, nor a later call's results into an earlier's;
+// and a call allocates the same whatever its number of groups.
+func TestDecodeSharedMemory(t *testing.T) {
+	build := func(n int, tag string) []byte {
+		var w abi.ResultWriter
+		w.Reset()
+		for i := range n {
+			w.BeginGroup()
+			w.Emit([]byte(tag + "e" + string(rune('a'+i%26))))
+			if tag != "x" {
+				w.Emit([]byte(tag + "f"))
+			}
+			w.EndGroup(abi.GroupResult{Action: abi.ActionUpdate, State: []byte(tag + "s")})
+		}
+		return w.Bytes()
+	}
+	buf := build(2, "1")
+	first := make([]Result, 2)
+	if err := Decode(buf, first); err != nil {
+		t.Fatal(err)
+	}
+	_ = append(first[0].State, "XX"...)
+	_ = append(first[0].Emits[1], "XX"...)
+	_ = append(first[0].Emits, []byte("XX"))
+	if string(first[1].State) != "1s" || len(first[1].Emits) != 2 || string(first[1].Emits[0]) != "1eb" {
+		t.Fatalf("appending to result 0 changed result 1: %q %q", first[1].State, first[1].Emits)
+	}
+	copy(buf, build(2, "2"))
+	second := make([]Result, 2)
+	if err := Decode(buf, second); err != nil {
+		t.Fatal(err)
+	}
+	if string(second[0].State) != "2s" || string(first[0].State) != "1s" || string(first[0].Emits[0]) != "1ea" || string(first[0].Emits[1]) != "1f" {
+		t.Fatalf("a later call changed an earlier call's results: %q %q", first[0].State, first[0].Emits)
+	}
+	// An update to an empty value still has a (non-nil) value.
+	var w abi.ResultWriter
+	w.Reset()
+	w.BeginGroup()
+	w.EndGroup(abi.GroupResult{Action: abi.ActionUpdate, State: []byte{}})
+	empty := make([]Result, 1)
+	if err := Decode(w.Bytes(), empty); err != nil || empty[0].State == nil || len(empty[0].State) != 0 {
+		t.Fatalf("empty update: %v %#v", err, empty[0].State)
+	}
+
+	allocs := func(n int) float64 { // one emit per group
+		buf, res := build(n, "x"), make([]Result, n)
+		return testing.AllocsPerRun(20, func() {
+			if err := Decode(buf, res); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	if a, b := allocs(4), allocs(400); a != b || b > 4 {
+		t.Fatalf("Decode allocates %v times for 4 groups and %v for 400; want a constant, at most 4", a, b)
+	}
+}
+
+// BenchmarkDecode decodes a result buffer of 4096 groups shaped like logincount's (a small
+// state update, one emitted row and a timeout each).
+func BenchmarkDecode(b *testing.B) {
+	const n = 4096
+	var w abi.ResultWriter
+	w.Reset()
+	for i := range n {
+		w.BeginGroup()
+		w.Emit(fmt.Appendf(nil, `{"user_id":"user-%06d","total_logins":42}`, i))
+		w.EndGroup(abi.GroupResult{Action: abi.ActionUpdate, Flags: abi.ResultTimeoutSet, TimeoutMs: 11000, State: []byte(`{"login_count":42}`)})
+	}
+	buf, res := w.Bytes(), make([]Result, n)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := Decode(buf, res); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/group")
 }

@@ -246,3 +246,87 @@ func TestInterruptLoop(t *testing.T) {
 		t.Fatalf("next call: %v %v", err, in.stack[0])
 	}
 }
+
+// TestInstrumentBulkMemory: modules built with bulk memory (memory.copy and memory.fill, as
+// clang emits for memcpy and memset with -mbulk-memory) are instrumented: the scanner skips
+// the instructions' immediates exactly, so the loop after them gets its check, and the
+// rewritten module computes what the original does.
+func TestInstrumentBulkMemory(t *testing.T) {
+	var (
+		memFill = []byte{0xfc, 0x0b, 0x00}       // memory.fill 0
+		memCopy = []byte{0xfc, 0x0a, 0x00, 0x00} // memory.copy 0 0
+		load    = []byte{0x28, 0x02, 0x00}       // i32.load align=4 offset=0
+		store   = []byte{0x36, 0x02, 0x00}       // i32.store align=4 offset=0
+	)
+	cat := func(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
+	// once: fill [0,4) with 42, copy it to [4,8), load [4,8).
+	once := cat(i32Const(0), i32Const(42), i32Const(4), memFill,
+		i32Const(4), i32Const(0), i32Const(4), memCopy,
+		i32Const(4), load)
+	// count: clear [16,24), then mem[16]++ and copy it to mem[20] until it reaches 3; return
+	// mem[20]. Each bulk instruction is followed by a loop (the inner one runs once), so an
+	// instruction whose immediates were over-skipped would hide that loop from the scanner.
+	count := cat(i32Const(16), i32Const(0), i32Const(8), memFill,
+		[]byte{0x03, 0x40}, // loop
+		i32Const(16), i32Const(16), load, i32Const(1), []byte{0x6a}, store,
+		i32Const(20), i32Const(16), i32Const(4), memCopy,
+		[]byte{0x03, 0x40, 0x0b},                                  // an inner loop, run once
+		i32Const(16), load, i32Const(3), []byte{0x49, 0x0d, 0x00}, // i32.lt_u; br_if 0
+		[]byte{0x0b}, // end
+		i32Const(20), load)
+	// spin: an endless loop that only copies and fills.
+	spin := cat([]byte{0x03, 0x40},
+		i32Const(8), i32Const(0), i32Const(8), memCopy,
+		i32Const(0), i32Const(1), i32Const(8), memFill,
+		[]byte{0x0c, 0x00, 0x0b}) // br 0; end
+	m := wasmModule{memory: true, funcs: []wasmFunc{
+		{export: "once", results: []byte{tI32}, body: once},
+		{export: "count", results: []byte{tI32}, body: count},
+		{export: "spin", body: spin},
+	}}
+	wasm, ok := instrument(m.bytes())
+	if !ok {
+		t.Fatal("a module with memory.copy and memory.fill was not instrumented")
+	}
+	// Each loop, and nothing else, got a check right after its block type. The module has no
+	// globals of its own, so the added stop flag is global 0 and the counter global 1.
+	check := loopCheck(0, 1)
+	for _, f := range m.funcs {
+		var want []byte
+		rest := f.body
+		for { // the body's only 0x03 0x40 bytes are loop headers
+			i := bytes.Index(rest, []byte{0x03, 0x40})
+			if i < 0 {
+				break
+			}
+			want, rest = cat(want, rest[:i+2], check), rest[i+2:]
+		}
+		want = cat(want, rest)
+		if !bytes.Contains(wasm, want) {
+			t.Errorf("%s: instrumented body not found:\n%x", f.export, want)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+
+	ctx := context.Background()
+	rt := wazero.NewRuntime(ctx)
+	defer rt.Close(ctx)
+	mod, err := rt.Instantiate(ctx, wasm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]uint64{"once": 0x2a2a2a2a, "count": 3} {
+		if got, err := mod.ExportedFunction(name).Call(ctx); err != nil || len(got) != 1 || got[0] != want {
+			t.Errorf("%s() = %v, %v; want %#x", name, got, err, want)
+		}
+	}
+	in := &instance{mod: mod, stack: make([]uint64, 2)}
+	in.stop = mod.ExportedGlobal(StopGlobal).(api.MutableGlobal)
+	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := in.invoke(tctx, mod.ExportedFunction("spin")); !errors.Is(err, ErrTimeLimit) {
+		t.Fatalf("spin: %v, want the time limit", err)
+	}
+}

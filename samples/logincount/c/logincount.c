@@ -5,8 +5,8 @@
  *
  * Build (from the repository root; `make samples-c` runs the same command):
  *
- *   clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -g0 -Wall -Werror \
- *     -ffile-prefix-map=$PWD/= -Wl,--stack-first -Wl,--strip-all -Isdk/c \
+ *   clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -mbulk-memory -g0 \
+ *     -Wall -Werror -ffile-prefix-map=$PWD/= -Wl,--stack-first -Wl,--strip-all -Isdk/c \
  *     -o samples/logincount/c/logincount.wasm samples/logincount/c/logincount.c
  */
 #define GROUPSTATE_IMPLEMENTATION

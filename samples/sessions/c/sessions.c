@@ -7,8 +7,8 @@
  *
  * Build (from the repository root; `make samples-c` runs the same command):
  *
- *   clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -g0 -Wall -Werror \
- *     -ffile-prefix-map=$PWD/= -Wl,--stack-first -Wl,--strip-all -Isdk/c \
+ *   clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor -O2 -mbulk-memory -g0 \
+ *     -Wall -Werror -ffile-prefix-map=$PWD/= -Wl,--stack-first -Wl,--strip-all -Isdk/c \
  *     -o samples/sessions/c/sessions.wasm samples/sessions/c/sessions.c
  */
 #define GROUPSTATE_IMPLEMENTATION
