@@ -180,6 +180,14 @@ func (c *RowCursor) Next() ([]byte, bool) {
 		return nil, false
 	}
 	c.left--
+	// The group's rows were checked by InputReader.Next (or are a caller's own buffer, which
+	// bytes checks): read the length in place when it fits, else through the reader.
+	if b, off := c.r.b, c.r.off; c.r.err == nil && len(b)-off >= 4 {
+		if n := int(le.Uint32(b[off:])); n <= len(b)-off-4 {
+			c.r.off = off + 4 + n
+			return b[off+4 : off+4+n : off+4+n], true
+		}
+	}
 	return c.r.bytes(), true
 }
 
@@ -216,18 +224,46 @@ func (ir *InputReader) Next(g *Group) (bool, error) {
 	}
 	ir.left--
 	r := &ir.r
-	g.Flags = r.u32()
-	g.Key = r.bytes()
-	g.State = r.bytes()
-	g.RowCount = r.u32()
-	start := r.off
-	for i := uint32(0); i < g.RowCount && r.err == nil; i++ {
-		r.bytes()
-	}
 	if r.err != nil {
 		return false, r.err
 	}
-	g.rows = r.b[start:r.off]
+	// One function with its own offset rather than a reader call per field: this runs once
+	// per group inside every Go module, where calls are what costs.
+	b, off := r.b, r.off
+	if len(b)-off < 8 {
+		return false, r.malformed()
+	}
+	g.Flags = le.Uint32(b[off:])
+	n := int(le.Uint32(b[off+4:]))
+	off += 8
+	if n > len(b)-off-4 {
+		return false, r.malformed()
+	}
+	g.Key = b[off : off+n : off+n]
+	off += n
+	n = int(le.Uint32(b[off:]))
+	off += 4
+	if n > len(b)-off-4 {
+		return false, r.malformed()
+	}
+	g.State = b[off : off+n : off+n]
+	off += n
+	g.RowCount = le.Uint32(b[off:])
+	off += 4
+	start := off
+	for i := uint32(0); i < g.RowCount; i++ {
+		if len(b)-off < 4 {
+			return false, r.malformed()
+		}
+		n = int(le.Uint32(b[off:]))
+		off += 4
+		if n > len(b)-off {
+			return false, r.malformed()
+		}
+		off += n
+	}
+	g.rows = b[start:off]
+	r.off = off
 	return true, nil
 }
 
@@ -421,6 +457,12 @@ type reader struct {
 	b   []byte
 	off int
 	err error
+}
+
+// malformed records and returns ErrMalformed.
+func (r *reader) malformed() error {
+	r.err = ErrMalformed
+	return r.err
 }
 
 func (r *reader) need(n int) bool {

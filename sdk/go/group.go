@@ -24,6 +24,7 @@ type RawGroup struct {
 	w     *abi.ResultWriter
 	enc   *jsonEncoder
 	err   error // first failure recorded by the typed layer
+	typed any   // the typed layer's reusable handles (typed.go)
 }
 
 // Index returns the 0-based position of the group in the current batch of calls.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"iter"
 	"reflect"
-	"sync/atomic"
 	"time"
 )
 
@@ -36,15 +35,14 @@ func HandleTyped[R, S, O any](m *Module, h func(key Key, rows iter.Seq[R], state
 // in place a call allocates nothing per row or per group.
 func Typed[R, S, O any](h func(key Key, rows iter.Seq[R], state *GroupState[S], out *Emitter[O]) error) RawHandler {
 	skipRows := isEmptyStruct[R]()
-	var idle atomic.Pointer[typedCall[R, S, O]]
 	return func(g *RawGroup) error {
-		// One typedCall is reused from call to call, so a call allocates no handles; a
-		// concurrent call (the same RawHandler on two Modules at once) gets its own.
-		t := idle.Swap(nil)
-		if t == nil {
+		// The handles live with the Module's RawGroup and are reused from call to call, so a
+		// call allocates none; a Module runs one call at a time, so they are never shared.
+		t, ok := g.typed.(*typedCall[R, S, O])
+		if !ok {
 			t = newTypedCall[R, S, O](skipRows)
+			g.typed = t
 		}
-		defer idle.Store(t)
 		t.g = g
 		t.state.begin(g)
 		t.out.g = g

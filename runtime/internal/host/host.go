@@ -199,14 +199,18 @@ func (h *Host) Process(ctx context.Context, call *handler.Call, results []handle
 type span struct{ lo, hi int }
 
 // chunks cuts the groups into runs of at most MaxGroupsPerCall groups and MaxBytesPerCall
-// bytes, and into at least as many runs as there are instances when the call is big enough to
-// be worth spreading.
+// bytes. A call big enough to be worth spreading (256 groups or more) is cut into a multiple
+// of the instance count of runs of equal size, so the instances finish together: 9500 groups
+// on two instances are four runs of 2375, not 4096, 4096 and 1308 (of which the last would run
+// alone).
 func (h *Host) chunks(call *handler.Call) []span {
 	lim := h.cfg.Limits
 	n := len(call.Groups)
 	per := lim.MaxGroupsPerCall
-	if spread := (n + lim.Instances - 1) / lim.Instances; lim.Instances > 1 && n >= 256 && spread < per {
-		per = spread
+	if k := lim.Instances; k > 1 && n >= 256 {
+		runs := (n + per - 1) / per
+		runs = (runs + k - 1) / k * k
+		per = (n + runs - 1) / runs
 	}
 	var out []span
 	lo, bytes := 0, 0

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -151,6 +152,33 @@ func TestChunking(t *testing.T) {
 	for i, r := range res {
 		if r.Err != nil || r.Action != abi.ActionUpdate || len(r.Emits) != 1 || !strings.Contains(string(r.Emits[0]), string(call.Groups[i].Key)) {
 			t.Fatalf("result %d: %+v", i, r)
+		}
+	}
+}
+
+// TestChunkBalance: big calls are cut into equal runs, as many as a multiple of the instances.
+func TestChunkBalance(t *testing.T) {
+	tests := []struct {
+		groups, instances int
+		want              []int // run sizes
+	}{
+		{9500, 2, []int{2375, 2375, 2375, 2375}},
+		{8192, 2, []int{4096, 4096}},
+		{5000, 2, []int{2500, 2500}},
+		{1000, 2, []int{500, 500}},
+		{1000, 3, []int{334, 334, 332}},
+		{255, 2, []int{255}}, // too small to spread
+		{9500, 1, []int{4096, 4096, 1308}},
+	}
+	for _, tt := range tests {
+		h := &Host{cfg: Config{Limits: Limits{MaxGroupsPerCall: 4096, MaxBytesPerCall: 8 << 20, Instances: tt.instances}}}
+		call := &handler.Call{Groups: make([]handler.Group, tt.groups)}
+		var got []int
+		for _, s := range h.chunks(call) {
+			got = append(got, s.hi-s.lo)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(tt.want) {
+			t.Errorf("%d groups on %d instances: runs %v, want %v", tt.groups, tt.instances, got, tt.want)
 		}
 	}
 }

@@ -58,19 +58,26 @@ func Each(obj []byte, f func(name, value []byte) error) error {
 		return s.end()
 	}
 	var nameBuf []byte
+	b := s.b
 	for {
 		s.ws()
-		if s.i >= len(s.b) || s.b[s.i] != '"' {
+		if s.i >= len(b) || b[s.i] != '"' {
 			return s.fail("want a member name")
 		}
+		// The common cases are scanned here rather than through scanner methods: a member
+		// name without escapes, and a value that is a string without escapes or a number.
+		// Function calls are what a WebAssembly build of Go pays most for.
 		start := s.i
-		escaped, err := s.str()
-		if err != nil {
-			return err
-		}
-		name := s.b[start+1 : s.i-1]
-		if escaped {
-			if nameBuf, err = appendUnquoted(nameBuf[:0], s.b[start:s.i]); err != nil {
+		j := plainStringEnd(b, start+1)
+		var name []byte
+		if j < len(b) && b[j] == '"' {
+			name, s.i = b[start+1:j], j+1
+		} else {
+			if _, err := s.str(); err != nil {
+				return err
+			}
+			var err error
+			if nameBuf, err = appendUnquoted(nameBuf[:0], b[start:s.i]); err != nil {
 				return err
 			}
 			name = nameBuf
@@ -81,10 +88,23 @@ func Each(obj []byte, f func(name, value []byte) error) error {
 		}
 		s.ws()
 		vstart := s.i
-		if err := s.value(0); err != nil {
-			return err
+		switch {
+		case s.i < len(b) && b[s.i] == '"':
+			if j := plainStringEnd(b, s.i+1); j < len(b) && b[j] == '"' {
+				s.i = j + 1
+			} else if _, err := s.str(); err != nil {
+				return err
+			}
+		case s.i < len(b) && (b[s.i] == '-' || (b[s.i] >= '0' && b[s.i] <= '9')):
+			if err := s.number(); err != nil {
+				return err
+			}
+		default:
+			if err := s.value(0); err != nil {
+				return err
+			}
 		}
-		if err := f(name, s.b[vstart:s.i]); err != nil {
+		if err := f(name, b[vstart:s.i]); err != nil {
 			return err
 		}
 		s.ws()
@@ -96,6 +116,15 @@ func Each(obj []byte, f func(name, value []byte) error) error {
 		}
 		return s.fail("want ',' or '}' after a member")
 	}
+}
+
+// plainStringEnd returns the index of the first quote, backslash or control character at or
+// after i in b (len(b) if none): where a string's plain run ends.
+func plainStringEnd(b []byte, i int) int {
+	for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+		i++
+	}
+	return i
 }
 
 // maxDepth bounds the nesting [Each] walks through, so hostile input cannot exhaust the stack.

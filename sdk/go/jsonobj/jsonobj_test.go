@@ -93,8 +93,16 @@ func TestValues(t *testing.T) {
 			t.Errorf("Int(%q) = %d, %v; want %d, %v", tt.in, got, err, tt.want, tt.err)
 		}
 	}
-	if f, err := Float([]byte("-1.5e3")); err != nil || f != -1500 {
-		t.Errorf("Float = %v, %v", f, err)
+	for in, want := range map[string]float64{"-1.5e3": -1500, "0": 0, "7": 7, "1700000000000": 1700000000000,
+		"999999999999999": 999999999999999, "9999999999999999": 9999999999999999, "-0": 0, "1.25": 1.25} {
+		if f, err := Float([]byte(in)); err != nil || f != want {
+			t.Errorf("Float(%s) = %v, %v; want %v", in, f, err, want)
+		}
+	}
+	for _, in := range []string{"01", "1x", "", "00"} {
+		if _, err := Float([]byte(in)); !errors.Is(err, ErrSyntax) {
+			t.Errorf("Float(%q) = %v, want ErrSyntax", in, err)
+		}
 	}
 	if _, err := Float([]byte("1e999")); !errors.Is(err, ErrType) {
 		t.Errorf("Float(1e999) = %v, want ErrType", err)

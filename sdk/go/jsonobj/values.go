@@ -81,6 +81,20 @@ func Int(v []byte) (int64, error) {
 // Float returns the JSON number v as a float64 (the nearest one, as strconv.ParseFloat
 // rounds). Another type, or a number out of float64's range, is an error wrapping [ErrType].
 func Float(v []byte) (float64, error) {
+	// A plain integer of up to 15 digits is exactly a float64: no need for the parser.
+	if i := len(v); i > 0 && i <= 15 && (v[0] != '0' || i == 1) {
+		var n int64
+		for _, c := range v {
+			if c < '0' || c > '9' {
+				n = -1
+				break
+			}
+			n = n*10 + int64(c-'0')
+		}
+		if n >= 0 {
+			return float64(n), nil
+		}
+	}
 	if err := check(v, "a number", isNumberStart); err != nil {
 		return 0, err
 	}
