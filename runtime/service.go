@@ -72,7 +72,10 @@ func NewService(ctx context.Context, cfg ServiceConfig) (*Service, error) {
 	}
 	// Publishes that get no acknowledgement fail after a while instead of waiting forever
 	// (for example when the connection drops mid-delivery); the outbox delivers them again.
-	js, err := jetstream.New(cfg.Conn, jetstream.WithPublishAsyncTimeout(publishTimeout))
+	// Deliveries keep up to natsio.PublishWindow publishes in flight each (see Engine's
+	// pipelined delivery), so the context allows that many for several deployments at once.
+	js, err := jetstream.New(cfg.Conn, jetstream.WithPublishAsyncTimeout(publishTimeout),
+		jetstream.WithPublishAsyncMaxPending(natsio.PublishAsyncMaxPending))
 	if err != nil {
 		return nil, err
 	}

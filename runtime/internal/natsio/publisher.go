@@ -13,11 +13,19 @@ import (
 	"github.com/groupstate/groupstate/state"
 )
 
-// PublishWindow is the most publishes [Publisher.Deliver] keeps awaiting an
-// acknowledgement at once. It stays below jetstream's default
-// PublishAsyncMaxPending (4000) so that a JetStream context shared with other
-// publishers rarely stalls.
-const PublishWindow = 2048
+// PublishWindow is the most publishes [Publisher.Start] and
+// [Publisher.Deliver] keep awaiting an acknowledgement at once. It is larger
+// than a batch's outputs usually are (the default trigger.max_rows is 10000),
+// so that [Publisher.Start] returns without waiting for acknowledgements and
+// the engine runs the next batch while they arrive. The JetStream context must
+// allow as many pending publishes ([PublishAsyncMaxPending]); with a smaller
+// limit (jetstream's default is 4000) a publish waits for a free slot.
+const PublishWindow = 16384
+
+// PublishAsyncMaxPending is the async publish limit the runtime gives its
+// JetStream context (jetstream.WithPublishAsyncMaxPending): room for four
+// deployments delivering a full window at once.
+const PublishAsyncMaxPending = 4 * PublishWindow
 
 // publishStallWait is how long one publish may wait for a free slot in the
 // JetStream context's async window before failing.
@@ -132,15 +140,29 @@ func (p *Publisher) Deliver(ctx context.Context, deployment string, entries []st
 	return p.Start(ctx, deployment, entries).Wait(ctx)
 }
 
-// Start publishes entries like [Publisher.Deliver] but returns once the last
-// one is sent, with the acknowledgements of up to [PublishWindow] of them
-// still on their way; [Delivery.Wait] awaits them. This lets the caller
-// prepare more work while the streams store the messages.
+// Start delivers entries like [Publisher.Deliver] but returns at once: the
+// messages are sent by a goroutine of their own, in order, and
+// [Delivery.Wait] awaits the end of the sending and the acknowledgements.
+// This lets the caller prepare more work on another core while the messages
+// go out and the streams store them. entries must not be modified until Wait
+// returned.
 func (p *Publisher) Start(ctx context.Context, deployment string, entries []state.OutboxEntry) *Delivery {
-	d := &Delivery{p: p, deployment: deployment}
+	d := &Delivery{p: p, deployment: deployment, sent: make(chan struct{})}
 	if len(entries) == 0 {
+		close(d.sent)
 		return d
 	}
+	go func() {
+		defer close(d.sent)
+		d.err = d.send(ctx, entries)
+	}()
+	return d
+}
+
+// send publishes entries in order, awaiting acknowledgements only when more
+// than [PublishWindow] are pending.
+func (d *Delivery) send(ctx context.Context, entries []state.OutboxEntry) error {
+	p, deployment := d.p, d.deployment
 	d.window = make([]inflight, 0, min(len(entries), PublishWindow))
 	for i := range entries {
 		e := &entries[i]
@@ -157,16 +179,14 @@ func (p *Publisher) Start(ctx context.Context, deployment string, entries []stat
 			subject = p.subj.Late
 		}
 		if subject == "" {
-			d.err = fmt.Errorf("%w: %s kind %s", ErrNoSubject, p.msgID(deployment, e.ID), e.Kind)
-			return d
+			return fmt.Errorf("%w: %s kind %s", ErrNoSubject, p.msgID(deployment, e.ID), e.Kind)
 		}
 		if err := ctx.Err(); err != nil {
-			d.err = fmt.Errorf("natsio: delivering: %w", err)
-			return d
+			return fmt.Errorf("natsio: delivering: %w", err)
 		}
 		if len(d.window)-d.head >= PublishWindow {
-			if d.err = d.await(ctx, d.window[d.head]); d.err != nil {
-				return d
+			if err := d.await(ctx, d.window[d.head]); err != nil {
+				return err
 			}
 			d.head++
 			if d.head >= PublishWindow {
@@ -187,21 +207,22 @@ func (p *Publisher) Start(ctx context.Context, deployment string, entries []stat
 		m = p.fit(m, e.Kind)
 		fut, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(publishStallWait))
 		if err != nil {
-			d.err = fmt.Errorf("natsio: publishing %s to %s: %w", p.msgID(deployment, e.ID), m.Subject, err)
-			return d
+			return fmt.Errorf("natsio: publishing %s to %s: %w", p.msgID(deployment, e.ID), m.Subject, err)
 		}
 		d.window = append(d.window, inflight{fut: fut, id: e.ID})
 	}
-	return d
+	return nil
 }
 
 // Delivery is a delivery started by [Publisher.Start].
 type Delivery struct {
 	p          *Publisher
 	deployment string
-	window     []inflight // window[head:] are awaiting acknowledgement
-	head       int
-	err        error
+	sent       chan struct{} // closed when the sending goroutine is done
+	// Written by the sending goroutine until sent is closed, then by Wait.
+	window []inflight // window[head:] are awaiting acknowledgement
+	head   int
+	err    error
 }
 
 type inflight struct {
@@ -214,6 +235,13 @@ type inflight struct {
 // acknowledgement, or ctx's. After an error the caller delivers all entries
 // again. Wait may be called more than once; it returns the same result.
 func (d *Delivery) Wait(ctx context.Context) error {
+	select {
+	case <-d.sent:
+	case <-ctx.Done():
+		// The goroutine still sends; it ends by itself (a publish fails after its stall wait
+		// or is acknowledged), and the caller delivers everything again anyway.
+		return fmt.Errorf("natsio: awaiting publish acknowledgements: %w", ctx.Err())
+	}
 	for d.err == nil && d.head < len(d.window) {
 		if d.err = d.await(ctx, d.window[d.head]); d.err == nil {
 			d.head++
