@@ -231,17 +231,17 @@ type inflight struct {
 }
 
 // Wait returns nil once every message of the delivery was acknowledged by its
-// stream, or the first error: of publishing (also one Start met), of an
-// acknowledgement, or ctx's. After an error the caller delivers all entries
-// again. Wait may be called more than once; it returns the same result.
+// stream, or the first error: of sending, of an acknowledgement, or ctx's
+// while awaiting acknowledgements. It always waits for the sending goroutine
+// to end first, so no message of the delivery is sent after Wait returned.
+// After an error the caller delivers all entries again. Wait may be called
+// more than once; it returns the same result.
 func (d *Delivery) Wait(ctx context.Context) error {
-	select {
-	case <-d.sent:
-	case <-ctx.Done():
-		// The goroutine still sends; it ends by itself (a publish fails after its stall wait
-		// or is acknowledged), and the caller delivers everything again anyway.
-		return fmt.Errorf("natsio: awaiting publish acknowledgements: %w", ctx.Err())
-	}
+	// The sending must be over whatever ctx says: after an error the caller sends everything
+	// again, and a goroutine still sending the old copies could then land a message after a
+	// later one. It ends soon by itself: it stops at the first error, checks Start's ctx
+	// before every message, and a publish waits at most publishStallWait for a slot.
+	<-d.sent
 	for d.err == nil && d.head < len(d.window) {
 		if d.err = d.await(ctx, d.window[d.head]); d.err == nil {
 			d.head++
