@@ -16,11 +16,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/state"
 )
 
 func newServeCommand() *cobra.Command {
 	var cf connFlags
-	var dataDir, listen, logLevel, logFormat, metricsAddr string
+	var dataDir, listen, logLevel, logFormat, metricsAddr, stateCache string
 	cmd := &cobra.Command{
 		Use:   "serve --data DIR [--listen HOST:PORT] [--server URL] [--metrics HOST:PORT]",
 		Short: "Run the runtime (with an embedded NATS server unless --server is given)",
@@ -34,6 +35,10 @@ SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs 
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if dataDir == "" {
 				return fmt.Errorf("--data is required")
+			}
+			cacheSize, err := parseStateCache(stateCache)
+			if err != nil {
+				return err
 			}
 			logger, err := newLogger(logLevel, logFormat)
 			if err != nil {
@@ -63,7 +68,8 @@ SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs 
 				return err
 			}
 			defer nc.Drain()
-			cfg := runtime.ServiceConfig{DataDir: filepath.Join(dataDir, "runtime"), Conn: nc, Logger: logger}
+			cfg := runtime.ServiceConfig{DataDir: filepath.Join(dataDir, "runtime"), Conn: nc, Logger: logger,
+				StateOptions: &state.Options{StateCacheSize: cacheSize}}
 			reg := prometheus.NewRegistry()
 			if metricsAddr != "" {
 				reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -89,7 +95,24 @@ SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs 
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")
 	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics, /healthz and /readyz on HOST:PORT")
+	cmd.Flags().StringVar(&stateCache, "state-cache", "64MiB", "memory for the hot-state cache shared by all deployments (e.g. 256MiB; 0 turns it off)")
 	return cmd
+}
+
+// parseStateCache reads --state-cache: a size, or 0 for no cache (state.Options wants a
+// negative size for that).
+func parseStateCache(s string) (int64, error) {
+	n, err := runtime.ParseByteSize(s)
+	if err != nil {
+		return 0, fmt.Errorf("--state-cache: %w", err)
+	}
+	if n == 0 {
+		return -1, nil
+	}
+	if n > 1<<50 {
+		return 0, fmt.Errorf("--state-cache: %s is too large", s)
+	}
+	return int64(n), nil
 }
 
 // serveMetrics serves /metrics, /healthz (the process is up) and /readyz (the runtime runs

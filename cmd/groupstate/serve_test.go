@@ -173,3 +173,23 @@ func waitCLI(t *testing.T, cond func() bool) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+func TestParseStateCache(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		bad  bool
+	}{
+		{"64MiB", 64 << 20, false},
+		{"1GiB", 1 << 30, false},
+		{"0", -1, false}, // off
+		{"12qq", 0, true},
+		{"-5", 0, true},
+	}
+	for _, tt := range tests {
+		got, err := parseStateCache(tt.in)
+		if (err != nil) != tt.bad || got != tt.want {
+			t.Errorf("parseStateCache(%q) = %d, %v; want %d, error %v", tt.in, got, err, tt.want, tt.bad)
+		}
+	}
+}
