@@ -1,6 +1,8 @@
 package state
 
 import (
+	"bytes"
+	"encoding/binary"
 	"hash/maphash"
 	"sync"
 	"sync/atomic"
@@ -13,10 +15,14 @@ const DefaultStateCacheSize = 64 << 20
 // stateCache is a write-through cache of committed state entries, in front
 // of Pebble for Deployment.Get (see RATIONALE.md, "The hot-state cache").
 //
-// It is sharded by key hash; each shard is a map from key to a slot and a
-// CLOCK ring over the slots, bounded by the bytes charged to its entries.
-// An absent key may be cached too (a slot with present false), so reads of
-// new or removed keys skip Pebble as well.
+// It is sharded by key hash; each shard indexes slots by a 64-bit hash of
+// deployment and key, keeps the key and value bytes in one byte arena, and
+// runs a CLOCK ring over the slots, bounded by the bytes charged to its
+// entries. No entry holds a pointer (slots are plain integers, the index a
+// map of integers, the arena a byte slice), so the garbage collector never
+// scans the entries, however many there are. An absent key may be cached
+// too (a slot without the present flag), so reads of new or removed keys
+// skip Pebble as well.
 //
 // Coherence: a deployment's writes (Batch.Commit, Drop) are bracketed by
 // beginWrite and endWrite on the deployment's stripe. While a write is in
@@ -45,36 +51,76 @@ type cacheStripe struct {
 	_      [48]byte      // keep stripes on separate cache lines
 }
 
-// cacheKey names a cached entry: deployment name and group key.
-type cacheKey struct{ dep, key string }
+// slotCharge is what a slot costs beyond its region in the arena (key and
+// value bytes plus regionHeader): the slot itself, its index entry, and
+// their share of the slot slice's and the index map's spare capacity
+// (measured: 75 to 92 bytes per entry outside the arena, with 10-byte keys
+// and 40-byte values, at 100k to 300k entries).
+const slotCharge = 96
 
-// slotCharge is what a slot costs beyond its key and value bytes: the slot
-// itself, the map entry, and their share of the slice's and the map's spare
-// capacity (measured: about 160 bytes per entry with 10-byte keys and
-// 40-byte values, at 150k to 500k entries).
-const slotCharge = 160
+// regionHeader is the size of the header before each region (an entry's
+// key and value bytes) in a shard's arena: the slot of a live region, or
+// deadRegion and the size of a dead one, so compaction can walk the arena.
+const regionHeader = 4
 
-// cacheSlot is one cached entry.
+// deadRegion marks a region header whose slot was removed; the low bits
+// hold the region's size, header included.
+const deadRegion = 1 << 31
+
+// maxShardBudget bounds a shard's budget so arena offsets fit in a uint32
+// (with room for the dead-region mark).
+const maxShardBudget = 1 << 30
+
+// Slot flags.
+const (
+	slotLive    = 1 << iota // the slot holds an entry (else it is on the free list)
+	slotPresent             // the key has a stored entry (else it is cached as absent)
+	slotHasVal
+	slotRef // CLOCK reference bit
+)
+
+// cacheSlot is one cached entry. Its key and value are in the shard's
+// arena at off: a region header, the key, then room bytes for the value.
 type cacheSlot struct {
-	k       cacheKey
-	value   []byte // the value (capacity reused across updates)
+	hash    uint64 // index key: of the deployment id and the key
 	timeout int64
 	updated int64
-	charge  int64 // bytes charged to the shard
-	live    bool  // the slot holds an entry (else it is on the free list)
-	present bool  // the key has a stored entry (else it is cached as absent)
-	hasVal  bool
-	ref     bool // CLOCK reference bit
+	off     uint32 // of the region (its header) in the arena
+	keyLen  uint32
+	valLen  uint32
+	room    uint32 // value bytes reserved, at least valLen
+	next    int32  // next slot of the same hash, or of the free list; -1 ends
+	dep     uint16 // the deployment's id in the shard's table
+	flags   uint8
+}
+
+// regionSize returns the arena bytes of s's region.
+func (s *cacheSlot) regionSize() int64 {
+	return int64(regionHeader) + int64(s.keyLen) + int64(s.room)
+}
+
+// cacheDep is a deployment name of a shard's table, with the number of
+// slots that refer to it.
+type cacheDep struct {
+	name string
+	refs int
 }
 
 type cacheShard struct {
 	mu     sync.Mutex
-	index  map[cacheKey]int32
+	index  map[uint64]int32 // hash to the first slot of that hash
 	slots  []cacheSlot
-	free   []int32
+	arena  []byte // regions of the slots, and dead regions
+	free   int32  // first free slot, -1 for none
+	n      int    // live slots
+	dead   int64  // arena bytes of dead regions
 	hand   int
-	used   int64
+	used   int64 // n*slotCharge + len(arena): regions, dead ones too
 	budget int64
+	// Deployments of the slots, by id; ids of free entries are in depFree.
+	deps    []cacheDep
+	depIDs  map[string]uint16
+	depFree []uint16
 }
 
 // newStateCache returns a cache of at most budget bytes, nil when budget
@@ -85,19 +131,21 @@ func newStateCache(budget int64) *stateCache {
 	}
 	// One shard per 4 MiB, 1 to 16: enough to spread the deployments'
 	// goroutines, while a small budget still holds entries of some size.
-	n := int(min(max(budget>>22, 1), 16))
+	// More for huge budgets, so that offsets fit.
+	n := min(max(budget>>22, 1), 16)
+	n = max(n, (budget+maxShardBudget-1)/maxShardBudget)
 	c := &stateCache{seed: maphash.MakeSeed(), shards: make([]cacheShard, n)}
 	for i := range c.shards {
-		c.shards[i].budget = budget / int64(n)
+		c.shards[i].budget = budget / n
+		c.shards[i].free = -1
 	}
 	return c
 }
 
-func (c *stateCache) shard(key []byte) *cacheShard {
-	if len(c.shards) == 1 {
-		return &c.shards[0]
-	}
-	return &c.shards[maphash.Bytes(c.seed, key)%uint64(len(c.shards))]
+// shard returns the shard of a key and the key's hash.
+func (c *stateCache) shard(key []byte) (*cacheShard, uint64) {
+	h := maphash.Bytes(c.seed, key)
+	return &c.shards[h%uint64(len(c.shards))], h
 }
 
 // stripe returns the write stripe of deployment dep.
@@ -121,23 +169,25 @@ func (st *cacheStripe) startRead() readToken {
 // to dst (e.Value aliases the appended bytes), found reporting whether the
 // key has a stored entry.
 func (c *stateCache) get(dep string, key, dst []byte) (e Entry, found, hit bool, buf []byte) {
-	sh := c.shard(key)
+	sh, kh := c.shard(key)
 	sh.mu.Lock()
-	i, ok := sh.index[cacheKey{dep, string(key)}]
-	if !ok {
+	i := sh.lookup(dep, key, kh)
+	if i < 0 {
 		sh.mu.Unlock()
 		return Entry{}, false, false, dst
 	}
 	s := &sh.slots[i]
-	s.ref = true
-	if !s.present {
+	s.flags |= slotRef
+	if s.flags&slotPresent == 0 {
 		sh.mu.Unlock()
 		return Entry{}, false, true, dst
 	}
-	e = Entry{HasValue: s.hasVal, TimeoutMs: s.timeout, UpdatedMs: s.updated}
-	if s.hasVal {
+	e = Entry{TimeoutMs: s.timeout, UpdatedMs: s.updated}
+	if s.flags&slotHasVal != 0 {
+		e.HasValue = true
 		n := len(dst)
-		dst = append(dst, s.value...)
+		start := int(s.off) + regionHeader + int(s.keyLen)
+		dst = append(dst, sh.arena[start:start+int(s.valLen)]...)
 		e.Value = valueTail(dst, n)
 	}
 	sh.mu.Unlock()
@@ -159,10 +209,10 @@ func (c *stateCache) fill(st *cacheStripe, tok readToken, dep string, key []byte
 	if !tok.ok {
 		return
 	}
-	sh := c.shard(key)
+	sh, kh := c.shard(key)
 	sh.mu.Lock()
 	if st.gen.Load() == tok.gen {
-		sh.store(dep, key, e, found)
+		sh.store(dep, key, kh, e, found)
 	}
 	sh.mu.Unlock()
 }
@@ -185,9 +235,9 @@ func (c *stateCache) endWrite(st *cacheStripe, dep string, log *setLog, committe
 			key := log.key(i)
 			e := r.e
 			e.Value = log.value(i)
-			sh := c.shard(key)
+			sh, kh := c.shard(key)
 			sh.mu.Lock()
-			sh.store(dep, key, e, e.exists())
+			sh.store(dep, key, kh, e, e.exists())
 			sh.mu.Unlock()
 		}
 	} else {
@@ -204,7 +254,8 @@ func (c *stateCache) clear() {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
-		sh.index, sh.slots, sh.free, sh.hand, sh.used = nil, nil, nil, 0, 0
+		sh.index, sh.slots, sh.arena, sh.free, sh.n, sh.dead = nil, nil, nil, -1, 0, 0
+		sh.hand, sh.used, sh.deps, sh.depIDs, sh.depFree = 0, 0, nil, nil, nil
 		sh.mu.Unlock()
 	}
 }
@@ -215,78 +266,219 @@ func (c *stateCache) len() int {
 	for i := range c.shards {
 		sh := &c.shards[i]
 		sh.mu.Lock()
-		n += len(sh.index)
+		n += sh.n
 		sh.mu.Unlock()
 	}
 	return n
 }
 
+// slotHash is the index key of key (of hash kh) of deployment id.
+func slotHash(kh uint64, id uint16) uint64 {
+	return kh ^ (uint64(id)+1)*0x9e3779b97f4a7c15
+}
+
+// depID returns the id of deployment dep in the shard's table.
+func (sh *cacheShard) depID(dep string) (uint16, bool) {
+	if len(sh.deps) <= 8 {
+		for i := range sh.deps {
+			if d := &sh.deps[i]; d.refs > 0 && d.name == dep {
+				return uint16(i), true
+			}
+		}
+		return 0, false
+	}
+	id, ok := sh.depIDs[dep]
+	return id, ok
+}
+
+// lookup returns the slot of dep's key (of hash kh), -1 for none. The
+// caller holds sh.mu.
+func (sh *cacheShard) lookup(dep string, key []byte, kh uint64) int32 {
+	id, ok := sh.depID(dep)
+	if !ok {
+		return -1
+	}
+	i, ok := sh.index[slotHash(kh, id)]
+	if !ok {
+		return -1
+	}
+	for i >= 0 {
+		s := &sh.slots[i]
+		if s.dep == id && int(s.keyLen) == len(key) {
+			start := int(s.off) + regionHeader
+			if bytes.Equal(sh.arena[start:start+len(key)], key) {
+				return i
+			}
+		}
+		i = s.next
+	}
+	return -1
+}
+
+// addDep returns the id of dep, adding it to the table; ok is false when
+// the table is full.
+func (sh *cacheShard) addDep(dep string) (id uint16, ok bool) {
+	if id, ok := sh.depID(dep); ok {
+		return id, true
+	}
+	if n := len(sh.depFree); n > 0 {
+		id = sh.depFree[n-1]
+		sh.depFree = sh.depFree[:n-1]
+		sh.deps[id].name = dep
+	} else {
+		if len(sh.deps) > 1<<16-1 {
+			return 0, false
+		}
+		id = uint16(len(sh.deps))
+		sh.deps = append(sh.deps, cacheDep{name: dep})
+	}
+	if sh.depIDs == nil {
+		sh.depIDs = make(map[string]uint16)
+	}
+	sh.depIDs[dep] = id
+	return id, true
+}
+
 // store puts key's entry (found false: its absence) into the shard, making
 // room by CLOCK eviction. An entry larger than the shard is not cached.
 // The caller holds sh.mu.
-func (sh *cacheShard) store(dep string, key []byte, e Entry, found bool) {
+func (sh *cacheShard) store(dep string, key []byte, kh uint64, e Entry, found bool) {
 	hasVal := found && e.HasValue
-	vlen := 0
+	var value []byte
 	if hasVal {
-		vlen = len(e.Value)
+		value = e.Value
 	}
-	i, ok := sh.index[cacheKey{dep, string(key)}]
-	var buf []byte // the value buffer to reuse
-	if ok {
+	vlen := len(value)
+	flags := uint8(slotLive | slotRef)
+	if found {
+		flags |= slotPresent
+	}
+	if hasVal {
+		flags |= slotHasVal
+	}
+	if i := sh.lookup(dep, key, kh); i >= 0 {
 		s := &sh.slots[i]
-		sh.used -= s.charge
-		s.charge = 0
-		buf = s.value
-		if cap(buf) < vlen || cap(buf) > 2*vlen+64 {
-			buf = nil // too small, or much too large: reallocated below
+		if vlen <= int(s.room) && int(s.room) <= 2*vlen+64 {
+			// The value fits where the last one is: no charge changes.
+			start := int(s.off) + regionHeader + int(s.keyLen)
+			copy(sh.arena[start:], value)
+			sh.setEntry(s, e, vlen, flags)
+			return
 		}
+		sh.remove(i) // too small, or much too large: stored anew below
 	}
-	need := int64(slotCharge + len(key) + max(vlen, cap(buf)))
-	if need > sh.budget || !sh.evict(need, i, ok) {
-		if ok {
-			sh.remove(i) // it does not fit even alone
-		}
+	size := int64(regionHeader + len(key) + vlen)
+	need := slotCharge + size
+	if need > sh.budget || !sh.evict(need) {
 		return
 	}
+	id, ok := sh.addDep(dep)
 	if !ok {
-		if sh.index == nil {
-			sh.index = make(map[cacheKey]int32)
-		}
-		if n := len(sh.free); n > 0 {
-			i = sh.free[n-1]
-			sh.free = sh.free[:n-1]
-		} else {
-			sh.slots = append(sh.slots, cacheSlot{})
-			i = int32(len(sh.slots) - 1)
-		}
-		k := cacheKey{dep, string(key)}
-		sh.slots[i] = cacheSlot{k: k, live: true}
-		sh.index[k] = i
+		return
 	}
-	s := &sh.slots[i]
-	if hasVal && buf == nil {
-		buf = make([]byte, 0, vlen)
-	}
-	if hasVal {
-		buf = append(buf[:0], e.Value...)
+	i := sh.free
+	if i >= 0 {
+		sh.free = sh.slots[i].next
 	} else {
-		buf = buf[:0]
+		sh.slots = append(sh.slots, cacheSlot{})
+		i = int32(len(sh.slots) - 1)
 	}
-	*s = cacheSlot{k: s.k, value: buf, timeout: e.TimeoutMs, live: true, present: found, hasVal: hasVal, ref: true}
-	if hasVal {
-		s.updated = e.UpdatedMs
+	off := sh.alloc(int(size))
+	binary.LittleEndian.PutUint32(sh.arena[off:], uint32(i))
+	copy(sh.arena[off+regionHeader:], key)
+	copy(sh.arena[off+regionHeader+len(key):], value)
+	s := &sh.slots[i]
+	*s = cacheSlot{hash: slotHash(kh, id), off: uint32(off), keyLen: uint32(len(key)), room: uint32(vlen), next: -1, dep: id}
+	sh.setEntry(s, e, vlen, flags)
+	if sh.index == nil {
+		sh.index = make(map[uint64]int32)
 	}
-	s.charge = int64(slotCharge + len(key) + cap(buf))
-	sh.used += s.charge
+	if head, ok := sh.index[s.hash]; ok {
+		s.next = head
+	}
+	sh.index[s.hash] = i
+	sh.deps[id].refs++
+	sh.n++
+	sh.used += slotCharge // alloc charged the region
 }
 
-// evict frees slots by CLOCK until need more bytes fit, never evicting
-// slot keep when keepOK. It reports whether they fit.
-func (sh *cacheShard) evict(need int64, keep int32, keepOK bool) bool {
+// setEntry sets the fields of slot s from e, of a value of vlen bytes.
+func (sh *cacheShard) setEntry(s *cacheSlot, e Entry, vlen int, flags uint8) {
+	s.flags = flags
+	s.valLen = uint32(vlen)
+	s.timeout = e.TimeoutMs
+	s.updated = 0
+	if flags&slotHasVal != 0 {
+		s.updated = e.UpdatedMs
+	}
+}
+
+// alloc appends a region of size bytes to the arena and returns its
+// offset, charging it to the shard. The caller made room for it (evict),
+// so the arena never grows past what the budget leaves to regions.
+func (sh *cacheShard) alloc(size int) int {
+	if len(sh.arena)+size > cap(sh.arena) {
+		if sh.dead*4 >= int64(len(sh.arena)) {
+			sh.compact()
+		}
+		if len(sh.arena)+size > cap(sh.arena) {
+			limit := int(sh.budget) - sh.n*slotCharge
+			c := min(max(2*cap(sh.arena), 4<<10), limit)
+			c = max(c, len(sh.arena)+size)
+			arena := make([]byte, len(sh.arena), c)
+			copy(arena, sh.arena)
+			sh.arena = arena
+		}
+	}
+	off := len(sh.arena)
+	sh.arena = sh.arena[:off+size]
+	sh.used += int64(size)
+	return off
+}
+
+// compact moves the live regions of the arena to its start, dropping the
+// dead ones and the unused room of values. It works in place, unless the
+// arena's capacity is well over what the budget now leaves to regions
+// (it grew while entries were few and large): then it moves them to a
+// smaller arena.
+func (sh *cacheShard) compact() {
+	dst := sh.arena
+	if limit := int(sh.budget) - sh.n*slotCharge; cap(dst) > limit+limit/8+4<<10 {
+		dst = make([]byte, len(sh.arena)-int(sh.dead), max(limit, len(sh.arena)-int(sh.dead)))
+	}
+	w := 0
+	for r := 0; r < len(sh.arena); {
+		h := binary.LittleEndian.Uint32(sh.arena[r:])
+		if h&deadRegion != 0 {
+			r += int(h &^ deadRegion)
+			continue
+		}
+		s := &sh.slots[h]
+		size := int(s.regionSize())
+		keep := regionHeader + int(s.keyLen) + int(s.valLen)
+		copy(dst[w:cap(dst)], sh.arena[r:r+keep]) // w <= r: safe in place
+		s.off, s.room = uint32(w), s.valLen
+		r += size
+		w += keep
+	}
+	sh.used -= int64(len(sh.arena) - w)
+	sh.arena = dst[:w]
+	sh.dead = 0
+}
+
+// evict makes room for need more bytes, by compacting the arena when a
+// quarter of it is dead and else by CLOCK eviction. It reports whether
+// they fit.
+func (sh *cacheShard) evict(need int64) bool {
 	// Two turns of the hand clear every reference bit and evict every
-	// other slot, so the loop ends.
-	for steps := 2 * len(sh.slots); sh.used+need > sh.budget; steps-- {
-		if steps < 0 || len(sh.slots) == 0 {
+	// other slot, and a compaction needs an eviction before the next, so
+	// the loop ends.
+	for steps := 2 * len(sh.slots); sh.used+need > sh.budget; {
+		if sh.dead > 0 && sh.dead*4 >= int64(len(sh.arena)) {
+			sh.compact()
+			continue
+		}
+		if steps--; steps < 0 || len(sh.slots) == 0 {
 			return false
 		}
 		if sh.hand >= len(sh.slots) {
@@ -295,11 +487,11 @@ func (sh *cacheShard) evict(need int64, keep int32, keepOK bool) bool {
 		i := int32(sh.hand)
 		sh.hand++
 		s := &sh.slots[i]
-		if !s.live || (keepOK && i == keep) {
+		if s.flags&slotLive == 0 {
 			continue
 		}
-		if s.ref {
-			s.ref = false
+		if s.flags&slotRef != 0 {
+			s.flags &^= slotRef
 			continue
 		}
 		sh.remove(i)
@@ -307,13 +499,41 @@ func (sh *cacheShard) evict(need int64, keep int32, keepOK bool) bool {
 	return true
 }
 
-// remove frees slot i.
+// remove frees slot i; its region becomes dead (still charged until a
+// compaction).
 func (sh *cacheShard) remove(i int32) {
 	s := &sh.slots[i]
-	delete(sh.index, s.k)
-	sh.used -= s.charge
-	*s = cacheSlot{}
-	sh.free = append(sh.free, i)
+	if head := sh.index[s.hash]; head == i {
+		if s.next >= 0 {
+			sh.index[s.hash] = s.next
+		} else {
+			delete(sh.index, s.hash)
+		}
+	} else {
+		p := head
+		for sh.slots[p].next != i {
+			p = sh.slots[p].next
+		}
+		sh.slots[p].next = s.next
+	}
+	size := s.regionSize()
+	binary.LittleEndian.PutUint32(sh.arena[s.off:], deadRegion|uint32(size))
+	sh.dead += size
+	sh.used -= slotCharge
+	d := &sh.deps[s.dep]
+	if d.refs--; d.refs == 0 {
+		delete(sh.depIDs, d.name)
+		d.name = ""
+		sh.depFree = append(sh.depFree, s.dep)
+	}
+	*s = cacheSlot{next: sh.free}
+	sh.free = i
+	sh.n--
+	if sh.n == 0 { // nothing live: the whole arena is dead
+		sh.used -= int64(len(sh.arena))
+		sh.arena = sh.arena[:0]
+		sh.dead = 0
+	}
 }
 
 // setLog records the Sets of a Batch, written to Pebble in key order at

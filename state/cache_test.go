@@ -306,12 +306,7 @@ func TestCacheEviction(t *testing.T) {
 			if sh.used > sh.budget || sh.used < 0 {
 				t.Fatalf("batch %d: shard %d uses %d bytes of %d", batch, i, sh.used, sh.budget)
 			}
-			var sum int64
-			for _, sl := range sh.slots {
-				sum += sl.charge
-			}
-			requireEqual(t, sh.used, sum, "shard %d: charges", i)
-			requireEqual(t, len(sh.index), len(sh.slots)-len(sh.free), "shard %d: live slots", i)
+			requireShardConsistent(t, sh)
 		}
 	}
 	if n := s.cache.len(); n == 0 || n >= len(keys) {
