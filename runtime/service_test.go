@@ -285,26 +285,48 @@ func TestServiceTimeouts(t *testing.T) {
 
 	env.publish("logins.web", `{"user_id":"ada"}`)
 	env.waitStream("LOGINCOUNT_OUT", 1)
-	clock.Advance(9 * time.Second) // timeout is T+10s: not yet
-	time.Sleep(100 * time.Millisecond)
-	if n := len(env.streamMsgs("LOGINCOUNT_OUT")); n != 1 {
-		t.Fatalf("timeout fired early: %d outputs", n)
+	clock.Advance(9 * time.Second) // ada's timeout is T+10s: not yet
+	// Rows of two other users are the barrier: every batch at T+9s had its chance to fire
+	// ada's timeout by the time m1's output is out, and m2's output is sent only after m1's
+	// batch (and anything it fired) was acknowledged.
+	env.publish("logins.web", `{"user_id":"m1"}`)
+	env.waitStream("LOGINCOUNT_OUT", 2)
+	env.publish("logins.web", `{"user_id":"m2"}`)
+	for _, o := range env.waitStream("LOGINCOUNT_OUT", 3) {
+		if strings.Contains(o, "session_closed") {
+			t.Fatalf("timeout fired early: %s", o)
+		}
 	}
-	clock.Advance(2 * time.Second)
-	out := env.waitStream("LOGINCOUNT_OUT", 2)
-	if out[1] != `{"user_id":"ada","total_logins":1,"session_closed":true}` {
+	clock.Advance(2 * time.Second) // T+11s: ada's timeout has passed, m1's and m2's (T+19s) not
+	out := env.waitStream("LOGINCOUNT_OUT", 4)
+	if out[3] != `{"user_id":"ada","total_logins":1,"session_closed":true}` {
 		t.Fatalf("processing-time timeout: %v", out)
 	}
 
-	env.publish("clicks.web", `{"user_id":"p","ts":20000}`, `{"user_id":"p","ts":21000}`)
-	time.Sleep(100 * time.Millisecond)
-	if n := len(env.streamMsgs("GS_SESSIONS_OUT")); n != 0 {
-		t.Fatalf("session closed before the watermark passed it: %d", n)
+	// Event time: sessions end at their last event + 5s and close once the watermark (max event
+	// time - 10s) is strictly past that. Each step's expected output is also the barrier that
+	// shows nothing else closed before it.
+	session := func(user string, start, end, events int) string {
+		return fmt.Sprintf(`{"user_id":%q,"start":%d,"end":%d,"events":%d}`, user, start, end, events)
 	}
-	// Watermark 40000-10000 = 30000 > 21000+5000: p's session closes in the no-data batch.
-	env.publish("clicks.web", `{"user_id":"q","ts":40000}`)
-	out = env.waitStream("GS_SESSIONS_OUT", 1)
-	if out[0] != `{"user_id":"p","start":20000,"end":21000,"events":2}` {
+	env.publish("clicks.web", `{"user_id":"p","ts":20000}`, `{"user_id":"p","ts":21000}`,
+		`{"user_id":"s","ts":14000}`, `{"user_id":"v","ts":20500}`, `{"user_id":"x","ts":21500}`)
+	env.publish("clicks.web", `{"user_id":"r","ts":35000}`) // watermark 25000: s (19000) closes
+	if out := env.waitStream("GS_SESSIONS_OUT", 1); out[0] != session("s", 14000, 14000, 1) {
+		t.Fatalf("watermark 25000: %v", out)
+	}
+	env.publish("clicks.web", `{"user_id":"u","ts":36000}`) // 26000: v (25500) closes, p (26000) not
+	if out := env.waitStream("GS_SESSIONS_OUT", 2); out[1] != session("v", 20500, 20500, 1) {
+		t.Fatalf("watermark 26000: %v", out)
+	}
+	// A row that closes x's session by data (a gap of more than 5s), in a later batch: had p
+	// closed at watermark 26000 (not strictly past its end), its output would come before x's.
+	env.publish("clicks.web", `{"user_id":"x","ts":27000}`)
+	if out := env.waitStream("GS_SESSIONS_OUT", 3); out[2] != session("x", 21500, 21500, 1) {
+		t.Fatalf("after x's gap: %v", out)
+	}
+	env.publish("clicks.web", `{"user_id":"q","ts":40000}`) // 30000: p closes
+	if out := env.waitStream("GS_SESSIONS_OUT", 4); out[3] != session("p", 20000, 21000, 2) {
 		t.Fatalf("event-time timeout: %v", out)
 	}
 }
