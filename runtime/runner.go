@@ -128,11 +128,14 @@ func (r *runner) setError(err error) {
 }
 
 // loop is the deployment's micro-batch loop. Fetching runs ahead of it (see prefetch), so the
-// next batch's rows arrive while the current batch runs.
+// next batch's rows arrive while the current batch runs, and acknowledging input runs beside
+// it (see acker).
 func (r *runner) loop(ctx context.Context) {
 	defer close(r.done)
 	defer r.publishStatus(context.Background(), true)
 	work := context.WithoutCancel(ctx) // a batch in flight finishes even when stopping
+	acks := startAcker(r.src, r.logger)
+	defer acks.stop() // after the fetcher stopped (deferred below, so it runs first)
 	fctx, stopFetching := context.WithCancel(ctx)
 	fetched, fetcherDone := r.prefetch(fctx)
 	defer func() {
@@ -176,10 +179,7 @@ func (r *runner) loop(ctx context.Context) {
 			continue // the same rows again
 		}
 		if last != nil {
-			if err := r.src.Ack(work, *last); err != nil {
-				// Redelivered rows at or before the committed position are skipped.
-				r.logger.Warn("acknowledging input failed; it will be redelivered and skipped", "err", err)
-			}
+			acks.ack(*last)
 		}
 		pending = nil
 		noData = rep.NeedsNoDataBatch
@@ -201,8 +201,8 @@ type fetchResult struct {
 // rows are held, the running one and the next). Order is kept (one goroutine fetches, the
 // channel is FIFO), and nothing is acknowledged here: rows fetched but never run are
 // redelivered after a restart, and rows at or before the committed position are skipped.
-// After a fetch error it waits for the loop to take the error, so the loop's backoff paces
-// the retries.
+// After a fetch error it fetches again once the loop has taken the error, so it retries at
+// most once ahead of the loop's backoff.
 func (r *runner) prefetch(ctx context.Context) (<-chan fetchResult, <-chan struct{}) {
 	out := make(chan fetchResult)
 	done := make(chan struct{})

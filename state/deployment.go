@@ -191,7 +191,9 @@ func (d *Deployment) progress() (Progress, error) {
 
 // Drop deletes every key of the deployment (state, timers, progress and
 // outbox) with one synced range deletion. Space is reclaimed by later
-// compactions. It empties the hot-state cache.
+// compactions. It empties the hot-state cache. Stop the deployment's engine
+// first: batch ids start again at 1 after a Drop, and an acknowledgement of
+// an old outbox id arriving afterwards would delete new entries.
 func (d *Deployment) Drop() error {
 	if err := d.acquireWrite(); err != nil {
 		return err

@@ -23,7 +23,7 @@ func newServeCommand() *cobra.Command {
 	var cf connFlags
 	var dataDir, listen, logLevel, logFormat, metricsAddr, stateCache string
 	cmd := &cobra.Command{
-		Use:   "serve --data DIR [--listen HOST:PORT] [--server URL] [--metrics HOST:PORT]",
+		Use:   "serve --data DIR [--listen HOST:PORT] [--server URL] [--metrics HOST:PORT] [--state-cache SIZE]",
 		Short: "Run the runtime (with an embedded NATS server unless --server is given)",
 		Long: `Runs every deployment registered in NATS. Without --server it embeds a NATS server with
 JetStream (storage under DIR/nats) listening on --listen, so one command runs everything on
@@ -109,8 +109,8 @@ func parseStateCache(s string) (int64, error) {
 	if n == 0 {
 		return -1, nil
 	}
-	if n > 1<<50 {
-		return 0, fmt.Errorf("--state-cache: %s is too large", s)
+	if n > 1<<40 {
+		return 0, fmt.Errorf("--state-cache: %s is more than 1TiB", s)
 	}
 	return int64(n), nil
 }
