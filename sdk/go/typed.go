@@ -106,10 +106,17 @@ type JSONAppender interface {
 	AppendJSON(dst []byte) ([]byte, error)
 }
 
-// appendJSON returns what a appends, in a buffer reused by the next appendJSON.
-func (e *jsonEncoder) appendJSON(a JSONAppender) ([]byte, error) {
-	b, err := a.AppendJSON(e.fast[:0])
+// encodeValue returns the JSON of v, valid until e's next use: through fast, which is bound
+// to *scratch, when it is set (v is copied there for the call), else with encoding/json.
+func encodeValue[T any](e *jsonEncoder, fast JSONAppender, scratch *T, v T) ([]byte, error) {
+	if fast == nil {
+		return e.encode(v)
+	}
+	*scratch = v
+	b, err := fast.AppendJSON(e.fast[:0])
 	e.fast = b
+	var zero T
+	*scratch = zero
 	return b, err
 }
 
@@ -188,16 +195,7 @@ func (s *GroupState[S]) GetOption() (S, bool) {
 // pointer, map or slice) is [ErrNullState]; an encoding error is returned as is. On error the
 // state is unchanged.
 func (s *GroupState[S]) Update(v S) error {
-	var b []byte
-	var err error
-	if s.enc != nil {
-		s.scratch = v
-		b, err = s.g.enc.appendJSON(s.enc)
-		var zero S
-		s.scratch = zero
-	} else {
-		b, err = s.g.enc.encode(v)
-	}
+	b, err := encodeValue(s.g.enc, s.enc, &s.scratch, v)
 	if err != nil {
 		return fmt.Errorf("groupstate: encoding state: %w", err)
 	}
@@ -246,16 +244,7 @@ type Emitter[O any] struct {
 // Emit encodes v as JSON (without HTML escaping) and emits it as one output row. A value that
 // fails to encode fails the group.
 func (e *Emitter[O]) Emit(v O) {
-	var b []byte
-	var err error
-	if e.enc != nil {
-		e.scratch = v
-		b, err = e.g.enc.appendJSON(e.enc)
-		var zero O
-		e.scratch = zero
-	} else {
-		b, err = e.g.enc.encode(v)
-	}
+	b, err := encodeValue(e.g.enc, e.enc, &e.scratch, v)
 	if err != nil {
 		e.g.fail(fmt.Errorf("emit: %w", err))
 		return
