@@ -1,7 +1,7 @@
 # Builds the committed sample modules and runs the tests.
 #
 #   make samples   rebuild every samples/<name>/<language>/<name>.wasm from source
-#   make fixtures  rebuild the .wasm test fixtures under runtime/testdata
+#   make fixtures  rebuild the .wasm test fixtures under runtime/engine/testdata
 #   make test      go test ./...
 #
 # Each language has its own list of samples and its own pattern rule; to add a language, add
@@ -21,8 +21,8 @@ SAMPLE_MODULES := $(GO_MODULES)
 .DEFAULT_GOAL := all
 include $(wildcard mk/*.mk)
 
-# Test fixtures: Go handlers the runtime's tests load (runtime/testdata/<name>/<name>.wasm).
-FIXTURES := runtime/testdata/probe/probe.wasm
+# Test fixtures: Go handlers the runtime's tests load (runtime/engine/testdata/<name>/<name>.wasm).
+FIXTURES := runtime/engine/testdata/probe/probe.wasm
 
 .PHONY: all samples samples-go fixtures test clean-samples
 
@@ -47,7 +47,7 @@ fixtures: $(FIXTURES)
 $(EXTISM_PLUGIN):
 	$(CLANG) --target=wasm32-unknown-unknown -nostdlib -O2 -g0 -Wl,--no-entry -Wl,--strip-all -o $@ $(@:.wasm=.c)
 
-GO_FIXTURES := runtime/testdata/probe/probe.wasm
+GO_FIXTURES := runtime/engine/testdata/probe/probe.wasm
 .PHONY: $(GO_FIXTURES)
 $(GO_FIXTURES):
 	$(GOWASM) build -buildmode=c-shared -trimpath -buildvcs=false -o $@ ./$(dir $@)

@@ -31,9 +31,7 @@ type Batch struct {
 
 	seq uint32
 
-	log       *setLog // the Sets, written at Commit (nil once closed)
-	committed bool
-	progress  Progress // what Commit wrote
+	log *setLog // the Sets, written at Commit (nil once closed)
 }
 
 // NewBatch starts the batch batchID. batchID must be greater than the
@@ -156,10 +154,10 @@ func (b *Batch) SetProgress(watermarkMs int64, position uint64) {
 	b.position = position
 }
 
-// AppendOutbox adds an outbox entry and returns its id: the batch id and a
-// sequence number 0, 1, 2, ... in call order. key, payload and headers are
-// copied (headers are stored sorted by name).
-func (b *Batch) AppendOutbox(kind OutboxKind, key, payload []byte, headers map[string]string) OutboxID {
+// AppendOutbox adds an outbox entry and returns its id (the batch id and a
+// sequence number 0, 1, 2, ... in call order). e.ID is ignored; e's slices
+// and strings are copied.
+func (b *Batch) AppendOutbox(e *OutboxEntry) OutboxID {
 	id := OutboxID{BatchID: b.id, Seq: b.seq}
 	b.seq++
 	if b.pb == nil {
@@ -167,35 +165,37 @@ func (b *Batch) AppendOutbox(kind OutboxKind, key, payload []byte, headers map[s
 	}
 	b.scratch = outboxKey(b.scratch[:0], b.d.prefix, id)
 	n := len(b.scratch)
-	b.scratch = appendOutboxValue(b.scratch, kind, key, payload, headers)
+	b.scratch = appendOutboxValue(b.scratch, e)
 	_ = b.pb.Set(b.scratch[:n], b.scratch[n:], nil)
 	return id
 }
 
 // Commit writes every Set, the progress record and the outbox entries in
-// one Pebble batch committed with pebble.Sync: all or nothing. On error
-// nothing is visible (if the error wraps ErrFailed the store must be
-// reopened; see the package documentation). Commit ends the batch whether
-// or not it succeeds; a second Commit returns ErrBatchDone.
-func (b *Batch) Commit() error {
+// one Pebble batch committed with pebble.Sync: all or nothing. It returns
+// the Progress it wrote (what Deployment.Progress reads afterwards), which
+// spares a read of the progress record after a commit. On error the
+// Progress is zero and nothing is visible (if the error wraps ErrFailed the
+// store must be reopened; see the package documentation). Commit ends the
+// batch whether or not it succeeds; a second Commit returns ErrBatchDone.
+func (b *Batch) Commit() (Progress, error) {
 	if b.err != nil {
-		return b.err
+		return Progress{}, b.err
 	}
 	if b.pb == nil {
-		return ErrBatchDone
+		return Progress{}, ErrBatchDone
 	}
 	defer b.Close()
 	d := b.d
 	if err := d.acquireWrite(); err != nil {
-		return err
+		return Progress{}, err
 	}
 	defer d.s.release()
 	prev, err := d.progress()
 	if err != nil {
-		return err
+		return Progress{}, err
 	}
 	if b.id <= prev.BatchID {
-		return fmt.Errorf("%w: batch %d, last committed %d (deployment %s)", ErrBatchOrder, b.id, prev.BatchID, d.name)
+		return Progress{}, fmt.Errorf("%w: batch %d, last committed %d (deployment %s)", ErrBatchOrder, b.id, prev.BatchID, d.name)
 	}
 	next := Progress{
 		BatchID:     b.id,
@@ -228,17 +228,9 @@ func (b *Batch) Commit() error {
 		c.endWrite(d.stripe, d.name, b.log, err == nil)
 	}
 	if err != nil {
-		return fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
+		return Progress{}, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
 	}
-	b.committed, b.progress = true, next
-	return nil
-}
-
-// Committed returns the Progress that Commit wrote; ok is false until
-// Commit succeeded. It spares a read of the progress record after a
-// commit.
-func (b *Batch) Committed() (p Progress, ok bool) {
-	return b.progress, b.committed
+	return next, nil
 }
 
 // Close discards the batch. It is safe to call more than once and after

@@ -34,7 +34,7 @@ func BenchmarkCommit(b *testing.B) {
 			prev[i].HasValue, prev[i].TimeoutMs = true, next.TimeoutMs
 		}
 		batch.SetProgress(int64(n), uint64(n))
-		if err := batch.Commit(); err != nil {
+		if _, err := batch.Commit(); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -56,7 +56,7 @@ func BenchmarkGet(b *testing.B) {
 		for i := start; i < start+10_000; i++ {
 			batch.Set([]byte(fmt.Sprintf(`"user-%08d"`, i)), Entry{}, Entry{Value: value, HasValue: true, TimeoutMs: int64(i)})
 		}
-		if err := batch.Commit(); err != nil {
+		if _, err := batch.Commit(); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -120,7 +120,7 @@ func TestCacheCoherence(t *testing.T) {
 			b.Set([]byte("a"), valT("1", 10), valT("2", 20))
 			b.Set([]byte("r"), Entry{}, val("gone"))
 			b.Set([]byte("r"), val("gone"), Entry{})
-			requireNoError(t, b.Commit())
+			requireNoError(t, commitErr(b))
 			requireCached(t, d, "a", valT("2", 20), true)
 			requireCached(t, d, "r", Entry{}, false)
 		}},
@@ -138,7 +138,7 @@ func TestCacheCoherence(t *testing.T) {
 			commit(t, d, 1, map[string]Entry{"a": val("v1")})
 			b := d.NewBatch(1) // not after the last committed batch
 			b.Set([]byte("a"), val("v1"), val("refused"))
-			requireErrorIs(t, b.Commit(), ErrBatchOrder)
+			requireErrorIs(t, commitErr(b), ErrBatchOrder)
 			requireCached(t, d, "a", val("v1"), true)
 		}},
 		{"a discarded batch changes nothing", func(t *testing.T, s *Store, d *Deployment) {
@@ -146,7 +146,7 @@ func TestCacheCoherence(t *testing.T) {
 			b := d.NewBatch(2)
 			b.Set([]byte("a"), val("v1"), val("discarded"))
 			b.Close()
-			requireErrorIs(t, b.Commit(), ErrBatchDone)
+			requireErrorIs(t, commitErr(b), ErrBatchDone)
 			requireCached(t, d, "a", val("v1"), true)
 		}},
 		{"Drop empties it", func(t *testing.T, s *Store, d *Deployment) {
@@ -205,7 +205,7 @@ func TestCacheCommitFailure(t *testing.T) {
 	b.Set([]byte("a"), valT("a1", 100), valT("a2", 200))
 	b.Set([]byte("b"), val("b1"), Entry{})
 	b.Set([]byte("c"), Entry{}, val("c2"))
-	requireErrorIs(t, b.Commit(), ErrFailed)
+	requireErrorIs(t, commitErr(b), ErrFailed)
 	requireEqual(t, 0, s.cache.len(), "entries cached after a failed commit")
 	_, _, err = d.Get([]byte("a"))
 	requireErrorIs(t, err, ErrFailed)
@@ -455,7 +455,7 @@ func TestCacheMonotonicReads(t *testing.T) {
 			b.Set(key(i), prev[i], next)
 			prev[i] = next
 		}
-		requireNoError(t, b.Commit())
+		requireNoError(t, commitErr(b))
 	}
 	done.Store(true)
 	wg.Wait()
@@ -498,7 +498,7 @@ func TestSetOrderWithinBatch(t *testing.T) {
 		b.Set([]byte(fmt.Sprint("y", i%7)), y, Entry{TimeoutMs: 5})
 		prev = next
 	}
-	requireNoError(t, b.Commit())
+	requireNoError(t, commitErr(b))
 	if prev.TimeoutMs == 0 {
 		t.Fatal("the test should end with x set")
 	}
@@ -513,11 +513,11 @@ func TestSetOrderWithinBatch(t *testing.T) {
 	for i := range 7 {
 		b := d.NewBatch(uint64(100 + i)) // clear the y keys again
 		b.Set([]byte(fmt.Sprint("y", i)), Entry{TimeoutMs: 5}, Entry{})
-		requireNoError(t, b.Commit())
+		requireNoError(t, commitErr(b))
 	}
 	b = d.NewBatch(200)
 	b.Set([]byte("x"), prev, Entry{})
-	requireNoError(t, b.Commit())
+	requireNoError(t, commitErr(b))
 	requireEqual(t, []timer{{"z", 1}, {"a", 5}, {"m", 5}}, expired(t, d, math.MaxInt64))
 	want := map[string]Entry{"a": {TimeoutMs: 5}, "m": valT("m2", 5), "z": valT("z2", 1)}
 	requireEqual(t, want, allKeys(t, d))

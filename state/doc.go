@@ -33,7 +33,8 @@
 //
 // All integers are big-endian so that byte order is numeric order.
 //
-//	"\x00format"                               -> u32 format version (FormatVersion)
+//	"\x00format"                               -> u32 format version (FormatVersion, 2)
+//	"\x00id"                                   -> the store's identity (Store.ID)
 //	'd' u8(len(name)) name                     deployment prefix P
 //	P 'v' key                                  -> entry: u8 flags | i64 timeout | value
 //	P 't' u64(timeout ^ 1<<63) key             -> empty (timer index)
@@ -47,9 +48,34 @@
 // The progress record is u8 version (1) | u64 batch id | i64 watermark |
 // u64 position | i64 keys | i64 timer keys.
 //
-// An outbox entry is u8 kind | uvarint len(key) key | uvarint n headers |
-// n × (uvarint len(name) name uvarint len(value) value), sorted by name |
-// payload (the rest of the value).
+// An outbox entry (the value; its id is the key) is
+//
+//	u8 kind | u8 flags | uvarint len(key) key
+//	| [uvarint len(reason) reason]      if flags bit 1
+//	| [uvarint len(error) error]        if flags bit 2
+//	| [uvarint len(subject) subject]    if flags bit 3
+//	| [uvarint sequence]                if flags bit 4
+//	| payload                           the rest of the value
+//
+// Flags: bit 0 = TimeoutCall; bits 1 to 4 say that Reason, Error, Subject
+// and Sequence are present, which the encoder sets exactly when they are
+// non-empty (non-zero), so an output costs two bytes besides key and
+// payload. Other bits, and a present field that is empty (zero), are
+// corrupt.
+//
+// # Format versions
+//
+// The "\x00format" key holds the version of this layout. Open writes it on
+// a new store, refuses a store with a version other than 1 and
+// FormatVersion, or a non-empty database without one (ErrFormatVersion),
+// and migrates version 1 in one synced Pebble batch before it returns.
+// Version 1 differed only in the outbox value: u8 kind | uvarint len(key)
+// key | uvarint n headers | n × (uvarint len(name) name uvarint len(value)
+// value) | payload, the headers being the engine's NATS headers
+// ("Groupstate-Reason", "Groupstate-Error", "Groupstate-Subject",
+// "Groupstate-Sequence" in decimal, "Groupstate-Timeout-Call" = "true"). The
+// migration turns them into the fields above and drops any other header. A
+// read-only Open of a version-1 store fails with ErrFormatVersion.
 //
 // The deployment name is length-prefixed, so deployment "a" (prefix
 // "d\x01a") never sees the keys of deployment "ab" (prefix "d\x02ab").

@@ -27,9 +27,9 @@ func Example() {
 	b := d.NewBatch(1)
 	defer b.Close()
 	b.Set(key, prev, state.Entry{Value: []byte(`{"login_count":1}`), HasValue: true, TimeoutMs: 70_000})
-	b.AppendOutbox(state.OutboxOutput, key, []byte(`{"user_id":"alice","total_logins":1}`), nil)
+	b.AppendOutbox(&state.OutboxEntry{Kind: state.OutboxOutput, Key: key, Payload: []byte(`{"user_id":"alice","total_logins":1}`)})
 	b.SetProgress(0, 17) // watermark, last input sequence
-	if err := b.Commit(); err != nil {
+	if _, err := b.Commit(); err != nil {
 		log.Fatal(err)
 	}
 

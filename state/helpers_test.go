@@ -117,5 +117,15 @@ func commit(t testing.TB, d *Deployment, id uint64, sets map[string]Entry) {
 		requireNoError(t, err)
 		b.Set([]byte(k), prev, next)
 	}
-	requireNoError(t, b.Commit())
+	requireNoError(t, commitErr(b))
+}
+
+// commitErr commits b and returns Commit's error, checking on the way that a failed Commit
+// returns the zero Progress (the error then says otherwise, still wrapping Commit's).
+func commitErr(b *Batch) error {
+	p, err := b.Commit()
+	if err != nil && p != (Progress{}) {
+		return fmt.Errorf("Commit returned %+v with error %w", p, err)
+	}
+	return err
 }

@@ -3,7 +3,6 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
-	"sort"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -53,78 +52,129 @@ func (id OutboxID) String() string { return fmt.Sprintf("%d.%d", id.BatchID, id.
 type OutboxEntry struct {
 	ID      OutboxID
 	Kind    OutboxKind
-	Key     []byte            // group key (canonical JSON scalar), may be empty
-	Payload []byte            // message body
-	Headers map[string]string // e.g. reason, original subject/sequence; may be nil
+	Key     []byte // group key (canonical JSON scalar), may be empty
+	Payload []byte // message body
+	// Reason says why a dead letter or late row is in the outbox (a reason code such as
+	// "invalid_json"; empty for outputs).
+	Reason string
+	// Error is the human-readable error of a dead letter or late row.
+	Error string
+	// Subject and Sequence are the input subject and stream sequence of the row (empty and 0
+	// when unknown, and for outputs).
+	Subject  string
+	Sequence uint64
+	// TimeoutCall marks the dead letter of a failed timeout call (it has no payload).
+	TimeoutCall bool
 }
 
-// appendOutboxValue encodes kind, key, headers (sorted by name) and payload.
-func appendOutboxValue(dst []byte, kind OutboxKind, key, payload []byte, headers map[string]string) []byte {
-	dst = append(dst, byte(kind))
-	dst = binary.AppendUvarint(dst, uint64(len(key)))
-	dst = append(dst, key...)
-	dst = binary.AppendUvarint(dst, uint64(len(headers)))
-	if len(headers) > 0 {
-		names := make([]string, 0, len(headers))
-		for n := range headers {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
-			v := headers[n]
-			dst = binary.AppendUvarint(dst, uint64(len(n)))
-			dst = append(dst, n...)
-			dst = binary.AppendUvarint(dst, uint64(len(v)))
-			dst = append(dst, v...)
+// Flags of an outbox value (format version 2; see the package documentation). A
+// has-bit is set exactly when its field is non-empty (non-zero for the sequence),
+// and only then is the field stored.
+const (
+	outboxTimeoutCall = 1 << 0
+	outboxHasReason   = 1 << 1
+	outboxHasError    = 1 << 2
+	outboxHasSubject  = 1 << 3
+	outboxHasSequence = 1 << 4
+
+	outboxKnownFlags = outboxTimeoutCall | outboxHasReason | outboxHasError | outboxHasSubject | outboxHasSequence
+)
+
+// appendOutboxValue appends the value of outbox entry e (all but its ID) to dst.
+func appendOutboxValue(dst []byte, e *OutboxEntry) []byte {
+	var flags byte
+	if e.TimeoutCall {
+		flags |= outboxTimeoutCall
+	}
+	if e.Reason != "" {
+		flags |= outboxHasReason
+	}
+	if e.Error != "" {
+		flags |= outboxHasError
+	}
+	if e.Subject != "" {
+		flags |= outboxHasSubject
+	}
+	if e.Sequence != 0 {
+		flags |= outboxHasSequence
+	}
+	dst = append(dst, byte(e.Kind), flags)
+	dst = binary.AppendUvarint(dst, uint64(len(e.Key)))
+	dst = append(dst, e.Key...)
+	for _, f := range [...]string{e.Reason, e.Error, e.Subject} {
+		if f != "" {
+			dst = binary.AppendUvarint(dst, uint64(len(f)))
+			dst = append(dst, f...)
 		}
 	}
-	return append(dst, payload...)
+	if e.Sequence != 0 {
+		dst = binary.AppendUvarint(dst, e.Sequence)
+	}
+	return append(dst, e.Payload...)
 }
 
-// decodeOutboxValue decodes b into e. e.Key and e.Payload alias b.
+// decodeOutboxValue decodes the value b into e, leaving e.ID alone. e.Key and
+// e.Payload alias b (e.Key's capacity is cut, so appending to it never
+// overwrites what follows); the strings are copies.
 func decodeOutboxValue(b []byte, e *OutboxEntry) error {
 	corrupt := func(what string) error { return fmt.Errorf("%w: outbox entry %s: %s", ErrCorrupt, e.ID, what) }
-	if len(b) < 1 {
-		return corrupt("empty")
+	if len(b) < 2 {
+		return corrupt("shorter than kind and flags")
 	}
-	e.Kind = OutboxKind(b[0])
-	b = b[1:]
-	bytesField := func() ([]byte, bool) {
+	kind, flags := OutboxKind(b[0]), b[1]
+	if flags&^outboxKnownFlags != 0 {
+		return corrupt(fmt.Sprintf("unknown flags %#x", flags))
+	}
+	b = b[2:]
+	field := func() ([]byte, bool) {
 		n, w := binary.Uvarint(b)
 		if w <= 0 || n > uint64(len(b)-w) {
 			return nil, false
 		}
-		f := b[w : w+int(n)]
+		f := b[w : w+int(n) : w+int(n)]
 		b = b[w+int(n):]
 		return f, true
 	}
-	var ok bool
-	if e.Key, ok = bytesField(); !ok {
+	key, ok := field()
+	if !ok {
 		return corrupt("key")
 	}
-	nh, w := binary.Uvarint(b)
-	if w <= 0 || nh > uint64(len(b)) {
-		return corrupt("header count")
-	}
-	b = b[w:]
-	if nh > 0 {
-		e.Headers = make(map[string]string, nh)
-		for i := uint64(0); i < nh; i++ {
-			n, ok1 := bytesField()
-			v, ok2 := bytesField()
-			if !ok1 || !ok2 {
-				return corrupt("header")
-			}
-			e.Headers[string(n)] = string(v)
+	var strs [3]string // reason, error, subject: flagged by bits 1, 2, 3
+	for i, what := range [...]string{"reason", "error", "subject"} {
+		if flags&(outboxHasReason<<i) == 0 {
+			continue
 		}
+		f, ok := field()
+		if !ok || len(f) == 0 {
+			return corrupt(what)
+		}
+		strs[i] = string(f)
 	}
-	e.Payload = b
+	var seq uint64
+	if flags&outboxHasSequence != 0 {
+		var w int
+		if seq, w = binary.Uvarint(b); w <= 0 || seq == 0 {
+			return corrupt("sequence")
+		}
+		b = b[w:]
+	}
+	*e = OutboxEntry{
+		ID:          e.ID,
+		Kind:        kind,
+		Key:         key,
+		Payload:     b,
+		Reason:      strs[0],
+		Error:       strs[1],
+		Subject:     strs[2],
+		Sequence:    seq,
+		TimeoutCall: flags&outboxTimeoutCall != 0,
+	}
 	return nil
 }
 
 // Outbox calls fn for every pending outbox entry in commit order (batch id,
-// then seq). The entry passed to fn is owned by fn: its slices and map are
-// copies and may be retained. An error from fn stops the scan and is
+// then seq). The entry passed to fn is owned by fn: its slices and strings
+// are copies and may be retained. An error from fn stops the scan and is
 // returned. Entries appended by batches committed after the scan started
 // are not seen.
 func (d *Deployment) Outbox(fn func(OutboxEntry) error) error {

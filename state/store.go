@@ -15,8 +15,9 @@ import (
 )
 
 // FormatVersion is the on-disk format this package writes and reads.
-// Open refuses any other version with ErrFormatVersion.
-const FormatVersion uint32 = 1
+// Open migrates a store of version 1 (see the package documentation) and
+// refuses any other version with ErrFormatVersion.
+const FormatVersion uint32 = 2
 
 // pebbleFormat pins Pebble's format major version, so that upgrading the
 // Pebble module never silently ratchets the on-disk format.
@@ -49,7 +50,9 @@ type Store struct {
 //
 // Open writes the format version on a new store and checks it on an
 // existing one: a newer or unknown version, or a non-empty Pebble database
-// without one, fails with an error wrapping ErrFormatVersion.
+// without one, fails with an error wrapping ErrFormatVersion. A store of
+// format version 1 is migrated to FormatVersion, with one synced write,
+// before Open returns; opened read-only, it fails with ErrFormatVersion.
 func Open(dir string, opts *Options) (*Store, error) {
 	var o Options
 	if opts != nil {
@@ -148,7 +151,8 @@ func openPebble(dir string, popts *pebble.Options) (db *pebble.DB, err error) {
 	return pebble.Open(dir, popts)
 }
 
-// checkFormat writes or verifies the format-version key.
+// checkFormat writes or verifies the format-version key, migrating a
+// version-1 store.
 func (s *Store) checkFormat() error {
 	v, closer, err := s.db.Get(formatKey)
 	switch {
@@ -168,20 +172,34 @@ func (s *Store) checkFormat() error {
 		if s.opts.ReadOnly {
 			return nil
 		}
-		var buf [4]byte
-		binary.BigEndian.PutUint32(buf[:], FormatVersion)
-		return s.write(func() error { return s.db.Set(formatKey, buf[:], pebble.Sync) })
+		return s.write(func() error { return s.db.Set(formatKey, formatValue(FormatVersion), pebble.Sync) })
 	case err != nil:
 		return err
 	}
-	defer closer.Close()
-	if len(v) != 4 {
-		return fmt.Errorf("%w: malformed format version record (%d bytes)", ErrFormatVersion, len(v))
+	n := len(v)
+	var got uint32
+	if n == 4 {
+		got = binary.BigEndian.Uint32(v)
 	}
-	if got := binary.BigEndian.Uint32(v); got != FormatVersion {
-		return fmt.Errorf("%w: store has format version %d, this build supports %d", ErrFormatVersion, got, FormatVersion)
+	if err := closer.Close(); err != nil {
+		return err
 	}
-	return nil
+	switch {
+	case n != 4:
+		return fmt.Errorf("%w: malformed format version record (%d bytes)", ErrFormatVersion, n)
+	case got == FormatVersion:
+		return nil
+	case got == 1 && s.opts.ReadOnly:
+		return fmt.Errorf("%w: store has format version 1, which must be migrated to %d: open it once without ReadOnly", ErrFormatVersion, FormatVersion)
+	case got == 1:
+		return s.migrateV1()
+	}
+	return fmt.Errorf("%w: store has format version %d, this build supports %d", ErrFormatVersion, got, FormatVersion)
+}
+
+// formatValue returns the value of the format-version key for version.
+func formatValue(version uint32) []byte {
+	return binary.BigEndian.AppendUint32(nil, version)
 }
 
 // acquire registers an operation in flight; release must follow when it

@@ -168,7 +168,7 @@ func TestTimerMoves(t *testing.T) {
 	for i, st := range steps {
 		b := d.NewBatch(uint64(i + 1))
 		b.Set(k, prev, st.next)
-		requireNoError(t, b.Commit())
+		requireNoError(t, commitErr(b))
 		prev = st.next
 
 		var raw []string
@@ -200,7 +200,7 @@ func TestSameKeyTwiceInBatch(t *testing.T) {
 	b := d.NewBatch(1)
 	b.Set(k, Entry{}, valT("a", 10))
 	b.Set(k, valT("a", 10), valT("b", 20))
-	requireNoError(t, b.Commit())
+	requireNoError(t, commitErr(b))
 	requireEqual(t, []timer{{"k", 20}}, expired(t, d, math.MaxInt64))
 	p, _ := d.Progress()
 	requireEqual(t, Progress{BatchID: 1, Keys: 1, TimerKeys: 1}, p)
@@ -245,8 +245,8 @@ func TestDeploymentIsolation(t *testing.T) {
 	commit(t, ab, 1, map[string]Entry{"k": valT("from ab", 6)})
 	commit(t, b, 7, map[string]Entry{"z": val("from b")})
 	ob := ab.NewBatch(2)
-	ob.AppendOutbox(OutboxOutput, nil, []byte("ab out"), nil)
-	requireNoError(t, ob.Commit())
+	ob.AppendOutbox(&OutboxEntry{Kind: OutboxOutput, Payload: []byte("ab out")})
+	requireNoError(t, commitErr(ob))
 
 	requireEqual(t, map[string]Entry{"k": valT("from a", 5), "b": val("x")}, allKeys(t, a))
 	requireEqual(t, map[string]Entry{"k": valT("from ab", 6)}, allKeys(t, ab))
@@ -283,7 +283,7 @@ func TestInvalidName(t *testing.T) {
 	d := s.Deployment("Bad_Name")
 	_, _, err := d.Get([]byte("k"))
 	requireErrorIs(t, err, ErrInvalidName)
-	requireErrorIs(t, d.NewBatch(1).Commit(), ErrInvalidName)
+	requireErrorIs(t, commitErr(d.NewBatch(1)), ErrInvalidName)
 	requireErrorIs(t, d.Drop(), ErrInvalidName)
 }
 
@@ -299,12 +299,12 @@ func TestProgressPersists(t *testing.T) {
 	b.Set([]byte("k1"), Entry{}, valT("v1", 100))
 	b.Set([]byte("k2"), Entry{}, val("v2"))
 	b.SetProgress(42, 1001)
-	b.AppendOutbox(OutboxOutput, []byte("k1"), []byte("out"), nil)
-	requireNoError(t, b.Commit())
+	b.AppendOutbox(&OutboxEntry{Kind: OutboxOutput, Key: []byte("k1"), Payload: []byte("out")})
+	requireNoError(t, commitErr(b))
 	// A batch without SetProgress carries watermark and position over.
 	b = d.NewBatch(2)
 	b.Set([]byte("k3"), Entry{}, Entry{TimeoutMs: 5})
-	requireNoError(t, b.Commit())
+	requireNoError(t, commitErr(b))
 	requireNoError(t, s.Close())
 
 	s = openDisk(t, dir)
@@ -320,16 +320,74 @@ func TestProgressPersists(t *testing.T) {
 	requireEqual(t, []OutboxID{{1, 0}}, out)
 }
 
+// TestCommitReturnsProgress: Commit returns the Progress it wrote, which Deployment.Progress
+// reads afterwards, here and after a reopen.
+func TestCommitReturnsProgress(t *testing.T) {
+	type set struct {
+		key        string
+		prev, next Entry
+	}
+	tests := []struct {
+		name     string
+		sets     []set
+		progress *[2]uint64 // SetProgress(watermark, position)
+		outbox   int
+		want     Progress
+	}{
+		{"first batch", []set{{"a", Entry{}, valT("1", 10)}, {"b", Entry{}, val("2")}}, &[2]uint64{5, 100}, 1,
+			Progress{BatchID: 1, WatermarkMs: 5, Position: 100, Keys: 2, TimerKeys: 1}},
+		{"carries watermark and position over", []set{{"c", Entry{}, Entry{TimeoutMs: 3}}}, nil, 0,
+			Progress{BatchID: 2, WatermarkMs: 5, Position: 100, Keys: 2, TimerKeys: 2}},
+		{"deletes", []set{{"a", valT("1", 10), Entry{}}, {"c", Entry{TimeoutMs: 3}, Entry{}}}, &[2]uint64{1<<63 + 7, 101}, 2,
+			Progress{BatchID: 3, WatermarkMs: math.MinInt64 + 7, Position: 101, Keys: 1, TimerKeys: 0}},
+		{"outbox only", nil, nil, 3, Progress{BatchID: 4, WatermarkMs: math.MinInt64 + 7, Position: 101, Keys: 1}},
+		// Inconsistent prev entries drive the counters negative: Commit clamps them to 0
+		// and returns the clamped record.
+		{"clamped counters", []set{{"x", valT("?", 1), Entry{}}, {"y", valT("?", 2), Entry{}}}, nil, 0,
+			Progress{BatchID: 5, WatermarkMs: math.MinInt64 + 7, Position: 101}},
+		{"after clamping", []set{{"z", Entry{}, valT("z", 4)}}, &[2]uint64{0, 0}, 0, Progress{BatchID: 6, Keys: 1, TimerKeys: 1}},
+	}
+	dir := t.TempDir()
+	s := openDisk(t, dir)
+	d := s.Deployment("ret")
+	for i, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			b := d.NewBatch(uint64(i + 1))
+			for _, st := range tc.sets {
+				b.Set([]byte(st.key), st.prev, st.next)
+			}
+			if tc.progress != nil {
+				b.SetProgress(int64(tc.progress[0]), tc.progress[1])
+			}
+			for j := 0; j < tc.outbox; j++ {
+				b.AppendOutbox(&OutboxEntry{Kind: OutboxOutput, Payload: []byte("o")})
+			}
+			p, err := b.Commit()
+			requireNoError(t, err)
+			requireEqual(t, tc.want, p)
+			read, err := d.Progress()
+			requireNoError(t, err)
+			requireEqual(t, p, read)
+		})
+	}
+	requireNoError(t, s.Close())
+	s = openDisk(t, dir)
+	defer s.Close()
+	p, err := s.Deployment("ret").Progress()
+	requireNoError(t, err)
+	requireEqual(t, tests[len(tests)-1].want, p)
+}
+
 func TestBatchOrder(t *testing.T) {
 	s := openMem(t)
 	d := s.Deployment("order")
-	requireErrorIs(t, d.NewBatch(0).Commit(), ErrBatchOrder)
+	requireErrorIs(t, commitErr(d.NewBatch(0)), ErrBatchOrder)
 	commit(t, d, 5, nil)
-	requireErrorIs(t, d.NewBatch(5).Commit(), ErrBatchOrder)
-	requireErrorIs(t, d.NewBatch(4).Commit(), ErrBatchOrder)
+	requireErrorIs(t, commitErr(d.NewBatch(5)), ErrBatchOrder)
+	requireErrorIs(t, commitErr(d.NewBatch(4)), ErrBatchOrder)
 	b := d.NewBatch(6)
-	requireNoError(t, b.Commit())
-	requireErrorIs(t, b.Commit(), ErrBatchDone)
+	requireNoError(t, commitErr(b))
+	requireErrorIs(t, commitErr(b), ErrBatchDone)
 	b.Close() // safe after Commit
 	p, _ := d.Progress()
 	requireEqual(t, uint64(6), p.BatchID)
@@ -342,18 +400,21 @@ func TestOutboxOrderAndAck(t *testing.T) {
 	for batch := uint64(1); batch <= 3; batch++ {
 		b := d.NewBatch(batch)
 		for i := 0; i < 4; i++ {
-			kind := OutboxOutput
-			var h map[string]string
-			if i == 3 {
-				kind, h = OutboxDeadLetter, map[string]string{"reason": "trap", "subject": "in.x"}
+			e := OutboxEntry{
+				ID:      OutboxID{99, 99}, // ignored
+				Kind:    OutboxOutput,
+				Key:     []byte(fmt.Sprintf(`"k%d"`, i)),
+				Payload: []byte(fmt.Sprintf(`{"b":%d,"i":%d}`, batch, i)),
 			}
-			key := []byte(fmt.Sprintf(`"k%d"`, i))
-			payload := []byte(fmt.Sprintf(`{"b":%d,"i":%d}`, batch, i))
-			id := b.AppendOutbox(kind, key, payload, h)
+			if i == 3 {
+				e.Kind, e.Reason, e.Error, e.Subject, e.Sequence = OutboxDeadLetter, "handler_error", "trap", "in.x", batch
+			}
+			id := b.AppendOutbox(&e)
 			requireEqual(t, OutboxID{batch, uint32(i)}, id)
-			want = append(want, OutboxEntry{ID: id, Kind: kind, Key: key, Payload: payload, Headers: h})
+			e.ID = id
+			want = append(want, e)
 		}
-		requireNoError(t, b.Commit())
+		requireNoError(t, commitErr(b))
 	}
 	pending := func() []OutboxEntry {
 		var got []OutboxEntry
@@ -396,9 +457,9 @@ func TestOutboxAckAfterDrop(t *testing.T) {
 	commit := func(batches int) {
 		for batch := uint64(1); batch <= uint64(batches); batch++ {
 			b := d.NewBatch(batch)
-			b.AppendOutbox(OutboxOutput, []byte(`"k"`), []byte(`{}`), nil)
-			b.AppendOutbox(OutboxOutput, []byte(`"k"`), []byte(`{}`), nil)
-			requireNoError(t, b.Commit())
+			b.AppendOutbox(&OutboxEntry{Kind: OutboxOutput, Key: []byte(`"k"`), Payload: []byte(`{}`)})
+			b.AppendOutbox(&OutboxEntry{Kind: OutboxOutput, Key: []byte(`"k"`), Payload: []byte(`{}`)})
+			requireNoError(t, commitErr(b))
 		}
 	}
 	pending := func() int {
@@ -467,7 +528,7 @@ func TestReadOnly(t *testing.T) {
 	defer s.Close()
 	d := s.Deployment("ro")
 	requireEqual(t, map[string]Entry{"k": val("v")}, allKeys(t, d))
-	requireErrorIs(t, d.NewBatch(2).Commit(), ErrReadOnly)
+	requireErrorIs(t, commitErr(d.NewBatch(2)), ErrReadOnly)
 	requireErrorIs(t, d.AckOutbox(OutboxID{1, 0}), ErrReadOnly)
 	requireErrorIs(t, d.Drop(), ErrReadOnly)
 }
@@ -495,12 +556,12 @@ func TestClosed(t *testing.T) {
 	requireErrorIs(t, err, ErrClosed)
 	_, err = s.Deployments()
 	requireErrorIs(t, err, ErrClosed)
-	requireErrorIs(t, pending.Commit(), ErrClosed)
+	requireErrorIs(t, commitErr(pending), ErrClosed)
 	pending.Close()
 	nb := d.NewBatch(3)
 	nb.Set([]byte("k"), Entry{}, val("x")) // no-op, no panic
-	nb.AppendOutbox(OutboxOutput, nil, nil, nil)
-	requireErrorIs(t, nb.Commit(), ErrClosed)
+	nb.AppendOutbox(&OutboxEntry{Kind: OutboxOutput})
+	requireErrorIs(t, commitErr(nb), ErrClosed)
 }
 
 // TestCommitAtomicity injects a filesystem error into Commit and checks
@@ -527,8 +588,8 @@ func TestCommitAtomicity(t *testing.T) {
 			b.Set([]byte("a"), Entry{}, valT("a1", 100))
 			b.Set([]byte("b"), Entry{}, val("b1"))
 			b.SetProgress(10, 20)
-			b.AppendOutbox(OutboxOutput, []byte("a"), []byte("o1"), nil)
-			requireNoError(t, b.Commit())
+			b.AppendOutbox(&OutboxEntry{Kind: OutboxOutput, Key: []byte("a"), Payload: []byte("o1")})
+			requireNoError(t, commitErr(b))
 
 			snapshot := func(d *Deployment) string {
 				p, err := d.Progress()
@@ -545,8 +606,8 @@ func TestCommitAtomicity(t *testing.T) {
 			b.Set([]byte("b"), val("b1"), Entry{})               // delete
 			b.Set([]byte("c"), Entry{}, Entry{TimeoutMs: 50})    // new timer
 			b.SetProgress(11, 21)
-			b.AppendOutbox(OutboxOutput, []byte("a"), []byte("o2"), nil)
-			err = b.Commit()
+			b.AppendOutbox(&OutboxEntry{Kind: OutboxOutput, Key: []byte("a"), Payload: []byte("o2")})
+			_, err = b.Commit()
 			requireErrorIs(t, err, ErrFailed)
 			if !errors.Is(err, errorfs.ErrInjected) && !containsInjected(err) {
 				t.Fatalf("commit error does not mention the injected error: %v", err)
@@ -638,8 +699,8 @@ func TestConcurrentReads(t *testing.T) {
 			b.Set([]byte(fmt.Sprintf("k%d", i)), prev[i], next)
 			prev[i] = next
 		}
-		b.AppendOutbox(OutboxOutput, nil, []byte("x"), nil)
-		if err := b.Commit(); err != nil {
+		b.AppendOutbox(&OutboxEntry{Kind: OutboxOutput, Payload: []byte("x")})
+		if _, err := b.Commit(); err != nil {
 			t.Fatal(err)
 		}
 		if batch%8 == 0 {

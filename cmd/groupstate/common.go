@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/spec"
 )
 
 // defaultCacheDir is where compiled modules are kept between runs: the user's cache
@@ -27,8 +27,8 @@ func quietLogger() *slog.Logger {
 
 // loadSpecAndModule reads the spec at specPath and the module: modulePath when set, else the
 // spec's module (relative to the spec file).
-func loadSpecAndModule(specPath, modulePath string) (*runtime.Spec, []byte, error) {
-	spec, specModule, err := runtime.LoadSpec(specPath)
+func loadSpecAndModule(specPath, modulePath string) (*spec.Spec, []byte, error) {
+	sp, specModule, err := spec.LoadSpec(specPath)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -42,5 +42,5 @@ func loadSpecAndModule(specPath, modulePath string) (*runtime.Spec, []byte, erro
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading module: %w", err)
 	}
-	return spec, wasm, nil
+	return sp, wasm, nil
 }

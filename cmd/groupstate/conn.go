@@ -6,17 +6,18 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 
-	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/service"
 )
 
 // connFlags are the NATS connection flags every client command takes.
 type connFlags struct {
-	opts runtime.ConnOptions
+	opts service.ConnOptions
 }
 
 func (f *connFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.opts.URL, "server", runtime.DefaultURL(), "NATS server URL (default $NATS_URL, else nats://127.0.0.1:4222)")
+	fl.StringVar(&f.opts.URL, "server", service.DefaultURL(), "NATS server URL (default $NATS_URL, else nats://127.0.0.1:4222)")
 	fl.StringVar(&f.opts.CredsFile, "creds", "", "NATS credentials file")
 	fl.StringVar(&f.opts.NKeyFile, "nkey", "", "NATS nkey seed file")
 	fl.StringVar(&f.opts.User, "user", "", "NATS user")
@@ -30,16 +31,16 @@ func (f *connFlags) connect(name string) (*nats.Conn, error) {
 	o := f.opts
 	o.Name = "groupstate " + name
 	o.Logger = quietLogger()
-	return runtime.Connect(o)
+	return service.Connect(o)
 }
 
-// client connects and opens a runtime.Client; close releases both.
-func (f *connFlags) client(ctx context.Context, name string) (c *runtime.Client, closeFn func(), err error) {
+// client connects and opens a client.Client; close releases both.
+func (f *connFlags) client(ctx context.Context, name string) (c *client.Client, closeFn func(), err error) {
 	nc, err := f.connect(name)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err = runtime.NewClient(ctx, nc)
+	c, err = client.New(ctx, nc)
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

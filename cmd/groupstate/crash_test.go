@@ -17,7 +17,9 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/service"
+	"github.com/groupstate/groupstate/runtime/spec"
 )
 
 const crashDedupSpec = `
@@ -50,22 +52,22 @@ func TestKill9(t *testing.T) {
 	}
 	ctx := context.Background()
 	quiet := slog.New(slog.DiscardHandler)
-	srv, err := runtime.StartEmbedded(runtime.EmbeddedOptions{DataDir: t.TempDir(), Port: -1, Logger: quiet})
+	srv, err := service.StartEmbedded(service.EmbeddedOptions{DataDir: t.TempDir(), Port: -1, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
 	url := srv.ClientURL()
-	nc, err := runtime.Connect(runtime.ConnOptions{URL: url, Logger: quiet})
+	nc, err := service.Connect(service.ConnOptions{URL: url, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	client, err := runtime.NewClient(ctx, nc)
+	gs, err := client.New(ctx, nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer client.Close(ctx)
+	defer gs.Close(ctx)
 	js, _ := jetstream.New(nc)
 
 	root, _ := filepath.Abs("../..")
@@ -92,22 +94,22 @@ func TestKill9(t *testing.T) {
 		serve.Wait()
 	}()
 	for _, tmpl := range []string{crashDedupSpec, crashCountSpec} {
-		spec, err := runtime.ParseSpec([]byte(fmt.Sprintf(tmpl, root)))
+		sp, err := spec.ParseSpec([]byte(fmt.Sprintf(tmpl, root)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		wasm, err := os.ReadFile(spec.Module)
+		wasm, err := os.ReadFile(sp.Module)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := client.Deploy(ctx, spec, wasm); err != nil {
+		if _, err := gs.Deploy(ctx, sp, wasm); err != nil {
 			t.Fatal(err)
 		}
 	}
 	waitCLI(t, func() bool {
-		a, err1 := client.Status(ctx, "dedup")
-		b, err2 := client.Status(ctx, "counts")
-		return err1 == nil && err2 == nil && a.State == runtime.StatusRunning && b.State == runtime.StatusRunning
+		a, err1 := gs.Status(ctx, "dedup")
+		b, err2 := gs.Status(ctx, "counts")
+		return err1 == nil && err2 == nil && a.State == client.StatusRunning && b.State == client.StatusRunning
 	})
 
 	// Publish while a killer kills and restarts the runtime.
@@ -163,7 +165,7 @@ func TestKill9(t *testing.T) {
 	deadline := time.Now().Add(60 * time.Second)
 	for {
 		outs = streamMessages(t, js, "DEDUP_OUT")
-		st, err := client.Status(ctx, "counts")
+		st, err := gs.Status(ctx, "counts")
 		if len(outs) >= len(unique) && err == nil && st.InputLag == 0 && st.Position == rows {
 			break
 		}
@@ -189,7 +191,7 @@ func TestKill9(t *testing.T) {
 		t.Fatalf("%d unique events out, want %d", len(seen), len(unique))
 	}
 	for user, n := range perUser {
-		ks, found, err := client.State(ctx, "counts", runtime.KeyFromArg(user))
+		ks, found, err := gs.State(ctx, "counts", client.KeyFromArg(user))
 		if err != nil || !found || string(ks.Value) != fmt.Sprintf(`{"login_count":%d}`, n) {
 			t.Fatalf("state of %s: %+v found=%v err=%v; want %d logins", user, ks, found, err, n)
 		}

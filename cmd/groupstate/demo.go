@@ -14,7 +14,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
-	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/service"
+	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/samples"
 )
 
@@ -60,19 +62,19 @@ func runDemo(ctx context.Context, out io.Writer, users, clicks int, verbose bool
 
 	step := func(format string, args ...any) { fmt.Fprintf(out, "==> "+format+"\n", args...) }
 	step("starting an embedded NATS server with JetStream (storage in %s)", dir)
-	srv, err := runtime.StartEmbedded(runtime.EmbeddedOptions{DataDir: dir + "/nats", Port: -1, Logger: logger})
+	srv, err := service.StartEmbedded(service.EmbeddedOptions{DataDir: dir + "/nats", Port: -1, Logger: logger})
 	if err != nil {
 		return err
 	}
 	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
-	nc, err := runtime.Connect(runtime.ConnOptions{URL: srv.ClientURL(), Name: "groupstate demo", Logger: logger})
+	nc, err := service.Connect(service.ConnOptions{URL: srv.ClientURL(), Name: "groupstate demo", Logger: logger})
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 
 	step("starting the runtime")
-	svc, err := runtime.NewService(ctx, runtime.ServiceConfig{DataDir: dir + "/runtime", Conn: nc, Logger: logger})
+	svc, err := service.New(ctx, service.Options{DataDir: dir + "/runtime", Conn: nc, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -83,30 +85,30 @@ func runDemo(ctx context.Context, out io.Writer, users, clicks int, verbose bool
 
 	specYAML, _ := samples.FS.ReadFile("sessions/sessions.yaml")
 	wasm, _ := samples.FS.ReadFile("sessions/go/sessions.wasm")
-	spec, err := runtime.ParseSpec(specYAML)
+	sp, err := spec.ParseSpec(specYAML)
 	if err != nil {
 		return err
 	}
-	client, err := runtime.NewClient(ctx, nc)
+	gs, err := client.New(ctx, nc)
 	if err != nil {
 		return err
 	}
-	defer client.Close(context.Background())
-	d, err := client.Deploy(ctx, spec, wasm)
+	defer gs.Close(context.Background())
+	d, err := gs.Deploy(ctx, sp, wasm)
 	if err != nil {
 		return err
 	}
 	step("deployed %q: key %s, event time %s, watermark delay %s, gap %v (module %.12s)",
-		d.Name, spec.Key.Field, spec.EventTime.Field, spec.EventTime.WatermarkDelay.Std(), spec.Config["gap"], d.ModuleDigest)
+		d.Name, sp.Key.Field, sp.EventTime.Field, sp.EventTime.WatermarkDelay.Std(), sp.Config["gap"], d.ModuleDigest)
 
 	sessions := make(chan *nats.Msg, 4096)
-	sub, err := nc.ChanSubscribe(spec.Output.Subject, sessions)
+	sub, err := nc.ChanSubscribe(sp.Output.Subject, sessions)
 	if err != nil {
 		return err
 	}
 	defer sub.Unsubscribe()
 
-	if err := waitRunning(ctx, client, spec.Name); err != nil {
+	if err := waitRunning(ctx, gs, sp.Name); err != nil {
 		return err
 	}
 	subject := "clicks.web"
@@ -120,7 +122,7 @@ func runDemo(ctx context.Context, out io.Writer, users, clicks int, verbose bool
 	if err := publishJSON(nc, subject, map[string]any{"user_id": "clock", "ts": tick, "page": "/"}); err != nil {
 		return err
 	}
-	step("closed sessions, as the runtime emits them on %s:", spec.Output.Subject)
+	step("closed sessions, as the runtime emits them on %s:", sp.Output.Subject)
 	n, events := 0, int64(0)
 	quiet := time.NewTimer(3 * time.Second)
 	deadline := time.After(60 * time.Second)
@@ -144,7 +146,7 @@ func runDemo(ctx context.Context, out io.Writer, users, clicks int, verbose bool
 			return nil
 		}
 	}
-	st, err := client.Status(ctx, spec.Name)
+	st, err := gs.Status(ctx, sp.Name)
 	if err != nil {
 		return err
 	}
@@ -155,14 +157,14 @@ func runDemo(ctx context.Context, out io.Writer, users, clicks int, verbose bool
 }
 
 // waitRunning polls until the deployment's status says running.
-func waitRunning(ctx context.Context, c *runtime.Client, name string) error {
+func waitRunning(ctx context.Context, c *client.Client, name string) error {
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
 		st, err := c.Status(ctx, name)
-		if err == nil && st.State == runtime.StatusRunning {
+		if err == nil && st.State == client.StatusRunning {
 			return nil
 		}
-		if err == nil && st.State == runtime.StatusFailed {
+		if err == nil && st.State == client.StatusFailed {
 			return fmt.Errorf("deployment %s failed: %s", name, st.Error)
 		}
 		select {

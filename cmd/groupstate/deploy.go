@@ -12,14 +12,14 @@ func newDeployCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deploy -f SPEC [--module WASM]",
 		Short: "Validate and deploy a handler (redeploying a name replaces the module and keeps state)",
-		Long: `Validates the spec and the module (the module is compiled and initialized with the spec's
+		Long: `Validates the sp and the module (the module is compiled and initialized with the sp's
 config, so one that would fail at start is refused now), stores both in NATS, and the runtimes
 start it. Redeploying a name replaces the module and keeps the deployment's state.`,
 		Example: `  groupstate deploy -f samples/logincount/logincount.yaml
   groupstate deploy -f my.yaml --module build/handler.wasm`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			spec, wasm, err := loadSpecAndModule(specPath, modulePath)
+			sp, wasm, err := loadSpecAndModule(specPath, modulePath)
 			if err != nil {
 				return err
 			}
@@ -28,7 +28,7 @@ start it. Redeploying a name replaces the module and keeps the deployment's stat
 				return err
 			}
 			defer done()
-			d, err := c.Deploy(cmd.Context(), spec, wasm)
+			d, err := c.Deploy(cmd.Context(), sp, wasm)
 			if err != nil {
 				return err
 			}

@@ -89,14 +89,14 @@ func TestInit(t *testing.T) {
 					t.Errorf("not generated: %s", f)
 				}
 			}
-			spec, err := os.ReadFile(filepath.Join(dir, name+".yaml"))
+			sp, err := os.ReadFile(filepath.Join(dir, name+".yaml"))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for _, want := range []string{"name: " + name + "\n", "module: " + name + ".wasm", `["` + name + `.in"]`,
 				"field: user_id", "timeout: processing_time", "subject: " + name + ".out", "idle_timeout: 10s"} {
-				if !bytes.Contains(spec, []byte(want)) {
-					t.Errorf("spec lacks %q:\n%s", want, spec)
+				if !bytes.Contains(sp, []byte(want)) {
+					t.Errorf("spec lacks %q:\n%s", want, sp)
 				}
 			}
 			readme, err := os.ReadFile(filepath.Join(dir, "README.md"))

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/client"
 )
 
 func newListCommand() *cobra.Command {
@@ -30,14 +30,14 @@ func newListCommand() *cobra.Command {
 				return err
 			}
 			type row struct {
-				*runtime.Deployment
-				Status *runtime.Status `json:"status"`
+				*client.Deployment
+				Status *client.Status `json:"status"`
 			}
 			rows := make([]row, len(ds))
 			for i, d := range ds {
 				st, err := c.Status(cmd.Context(), d.Name)
 				if err != nil {
-					st = &runtime.Status{Name: d.Name, State: "unknown", Error: err.Error()}
+					st = &client.Status{Name: d.Name, State: "unknown", Error: err.Error()}
 				}
 				rows[i] = row{d, st}
 			}

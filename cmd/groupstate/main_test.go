@@ -52,8 +52,8 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 // binary, as users and outside tests do.
 func TestScenarioCommand(t *testing.T) {
 	cases := [][]string{
-		{"--spec", "runtime/testdata/public/logincount.yaml", "--scenario", "runtime/testdata/public/logincount.public.jsonl", "--module", "samples/logincount/go/logincount.wasm"},
-		{"--spec", "runtime/testdata/public/sessions.yaml", "--scenario", "runtime/testdata/public/sessions.public.jsonl", "--module", "samples/sessions/go/sessions.wasm"},
+		{"--spec", "runtime/engine/testdata/public/logincount.yaml", "--scenario", "runtime/engine/testdata/public/logincount.public.jsonl", "--module", "samples/logincount/go/logincount.wasm"},
+		{"--spec", "runtime/engine/testdata/public/sessions.yaml", "--scenario", "runtime/engine/testdata/public/sessions.public.jsonl", "--module", "samples/sessions/go/sessions.wasm"},
 	}
 	specs, _ := filepath.Glob("../../samples/*/*.yaml")
 	for _, s := range specs {
@@ -76,8 +76,8 @@ func TestScenarioCommand(t *testing.T) {
 // TestScenarioCommandOutput: stdout is every emitted row as compact JSON, one per line, in
 // emission order.
 func TestScenarioCommandOutput(t *testing.T) {
-	stdout, _, code := run(t, "test", "--spec", "runtime/testdata/public/logincount.yaml",
-		"--scenario", "runtime/testdata/public/logincount.public.jsonl", "--module", "samples/logincount/go/logincount.wasm")
+	stdout, _, code := run(t, "test", "--spec", "runtime/engine/testdata/public/logincount.yaml",
+		"--scenario", "runtime/engine/testdata/public/logincount.public.jsonl", "--module", "samples/logincount/go/logincount.wasm")
 	if code != 0 {
 		t.Fatalf("exit %d", code)
 	}

@@ -15,7 +15,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/service"
+	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -50,7 +51,7 @@ SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs 
 				if err != nil {
 					return err
 				}
-				srv, err := runtime.StartEmbedded(runtime.EmbeddedOptions{DataDir: filepath.Join(dataDir, "nats"), Host: host, Port: port, Logger: logger})
+				srv, err := service.StartEmbedded(service.EmbeddedOptions{DataDir: filepath.Join(dataDir, "nats"), Host: host, Port: port, Logger: logger})
 				if err != nil {
 					return err
 				}
@@ -63,19 +64,19 @@ SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs 
 			}
 			o := cf.opts
 			o.Name, o.Logger = "groupstate serve", logger
-			nc, err := runtime.Connect(o)
+			nc, err := service.Connect(o)
 			if err != nil {
 				return err
 			}
 			defer nc.Drain()
-			cfg := runtime.ServiceConfig{DataDir: filepath.Join(dataDir, "runtime"), Conn: nc, Logger: logger,
+			cfg := service.Options{DataDir: filepath.Join(dataDir, "runtime"), Conn: nc, Logger: logger,
 				StateOptions: &state.Options{StateCacheSize: cacheSize}}
 			reg := prometheus.NewRegistry()
 			if metricsAddr != "" {
 				reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-				cfg.Metrics = runtime.NewMetrics(reg)
+				cfg.Metrics = service.NewMetrics(reg)
 			}
-			svc, err := runtime.NewService(ctx, cfg)
+			svc, err := service.New(ctx, cfg)
 			if err != nil {
 				return err
 			}
@@ -102,7 +103,7 @@ SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs 
 // parseStateCache reads --state-cache: a size, or 0 for no cache (state.Options wants a
 // negative size for that).
 func parseStateCache(s string) (int64, error) {
-	n, err := runtime.ParseByteSize(s)
+	n, err := spec.ParseByteSize(s)
 	if err != nil {
 		return 0, fmt.Errorf("--state-cache: %w", err)
 	}

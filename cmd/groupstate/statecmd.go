@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/client"
 )
 
 func newStateCommand() *cobra.Command {
@@ -91,13 +91,13 @@ func stateRun(cmd *cobra.Command, cf *connFlags, args []string, asJSON bool, lim
 	defer done()
 	out := cmd.OutOrStdout()
 	if len(args) == 2 {
-		ks, found, err := c.State(cmd.Context(), args[0], runtime.KeyFromArg(args[1]))
+		ks, found, err := c.State(cmd.Context(), args[0], client.KeyFromArg(args[1]))
 		if err != nil {
 			return err
 		}
 		if asJSON {
 			if !found {
-				ks = &runtime.KeyState{Key: runtime.KeyFromArg(args[1])}
+				ks = &client.KeyState{Key: client.KeyFromArg(args[1])}
 			}
 			b, _ := json.Marshal(ks)
 			fmt.Fprintln(out, string(b))
@@ -112,7 +112,7 @@ func stateRun(cmd *cobra.Command, cf *connFlags, args []string, asJSON bool, lim
 	}
 	var start []byte
 	if after != "" {
-		start = runtime.KeyFromArg(after)
+		start = client.KeyFromArg(after)
 	}
 	keys, next, err := c.Keys(cmd.Context(), args[0], start, limit)
 	if err != nil {

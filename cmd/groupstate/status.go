@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/client"
 )
 
 func newStatusCommand() *cobra.Command {
@@ -28,7 +28,7 @@ func newStatusCommand() *cobra.Command {
 				return err
 			}
 			defer done()
-			var prev *runtime.Status
+			var prev *client.Status
 			for {
 				st, err := c.Status(cmd.Context(), args[0])
 				if err != nil {
@@ -72,7 +72,7 @@ func newStatusCommand() *cobra.Command {
 	return cmd
 }
 
-func printStatus(w io.Writer, st *runtime.Status) {
+func printStatus(w io.Writer, st *client.Status) {
 	line := func(k string, v any) { fmt.Fprintf(w, "%-20s %v\n", k+":", v) }
 	line("deployment", st.Name)
 	line("state", st.State)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/scenario"
 )
 
@@ -26,11 +26,11 @@ Steps:
   {"at": 12000, "rows": [{...}]}   a micro-batch at processing time 12000 ms
   {"restart": true}                 close everything and reopen from the same state
   {"expect": [{...}]}               rows emitted since the previous expect (any order)`,
-		Example: `  groupstate test --spec samples/logincount/logincount.yaml \
+		Example: `  groupstate test --sp samples/logincount/logincount.yaml \
     --scenario samples/logincount/logincount.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			spec, wasm, err := loadSpecAndModule(specPath, modulePath)
+			sp, wasm, err := loadSpecAndModule(specPath, modulePath)
 			if err != nil {
 				return err
 			}
@@ -39,12 +39,12 @@ Steps:
 				return err
 			}
 			defer f.Close()
-			rt, err := runtime.New(runtime.Options{CacheDir: cacheDir, Logger: quietLogger()})
+			rt, err := engine.New(engine.Options{CacheDir: cacheDir, Logger: quietLogger()})
 			if err != nil {
 				return err
 			}
 			defer rt.Close(cmd.Context())
-			opts := scenario.Options{Spec: spec, Wasm: wasm, Out: cmd.OutOrStdout(), Runtime: rt, Logger: quietLogger()}
+			opts := scenario.Options{Spec: sp, Wasm: wasm, Out: cmd.OutOrStdout(), Runtime: rt, Logger: quietLogger()}
 			if verbose {
 				opts.Log = cmd.ErrOrStderr()
 				opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))

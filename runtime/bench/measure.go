@@ -7,9 +7,11 @@ import (
 	"time"
 
 	"github.com/groupstate/groupstate/abi"
-	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
 	"github.com/groupstate/groupstate/runtime/internal/host"
+	"github.com/groupstate/groupstate/runtime/internal/nativehook"
+	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/samples/sessions/go/session"
 	groupstate "github.com/groupstate/groupstate/sdk/go"
 	"github.com/groupstate/groupstate/state"
@@ -68,7 +70,7 @@ config: {gap: 5s}
 // engineSessions runs rows rows over keys keys of the sessions workload through the engine,
 // with the WASM module wasm or (nil) the same handler compiled natively, and returns rows/s.
 func engineSessions(ctx context.Context, dir string, wasm []byte, keys, rows int, logger *slog.Logger) (float64, error) {
-	spec, err := runtime.ParseSpec([]byte(sessionsSpec))
+	sp, err := spec.ParseSpec([]byte(sessionsSpec))
 	if err != nil {
 		return 0, err
 	}
@@ -77,19 +79,19 @@ func engineSessions(ctx context.Context, dir string, wasm []byte, keys, rows int
 		return 0, err
 	}
 	defer st.Close()
-	rt, err := runtime.New(runtime.Options{Logger: logger})
+	rt, err := engine.New(engine.Options{Logger: logger})
 	if err != nil {
 		return 0, err
 	}
 	defer rt.Close(ctx)
-	cfg := runtime.EngineConfig{Spec: spec, Store: st, Logger: logger,
-		Sink: runtime.SinkFunc(func(context.Context, string, []state.OutboxEntry) error { return nil })}
+	cfg := engine.Config{Spec: sp, Store: st, Logger: logger,
+		Sink: engine.SinkFunc(func(context.Context, string, []state.OutboxEntry) error { return nil })}
 	if wasm != nil {
 		cfg.Wasm = wasm
 	} else {
 		m := groupstate.NewModule()
 		session.Register(m)
-		cfg.Native = m
+		nativehook.Use(&cfg, m)
 	}
 	eng, err := rt.NewEngine(ctx, cfg)
 	if err != nil {
@@ -97,7 +99,7 @@ func engineSessions(ctx context.Context, dir string, wasm []byte, keys, rows int
 	}
 	defer eng.Close(ctx)
 	const batchRows = 10_000
-	batch := make([]runtime.Row, batchRows)
+	batch := make([]engine.Row, batchRows)
 	next := 0
 	at := int64(1)
 	start := time.Now()
@@ -110,7 +112,7 @@ func engineSessions(ctx context.Context, dir string, wasm []byte, keys, rows int
 			next += 7919
 		}
 		at++
-		in := runtime.BatchInput{ProcessingTimeMs: at, Rows: batch}
+		in := engine.BatchInput{ProcessingTimeMs: at, Rows: batch}
 		for {
 			rep, err := eng.RunBatch(ctx, in)
 			if err != nil {
@@ -119,7 +121,7 @@ func engineSessions(ctx context.Context, dir string, wasm []byte, keys, rows int
 			if !rep.NeedsNoDataBatch {
 				break
 			}
-			in = runtime.BatchInput{ProcessingTimeMs: at}
+			in = engine.BatchInput{ProcessingTimeMs: at}
 		}
 	}
 	return float64(rows) / time.Since(start).Seconds(), nil
@@ -128,18 +130,18 @@ func engineSessions(ctx context.Context, dir string, wasm []byte, keys, rows int
 // warmRestart measures how long a deployment's engine takes to start from a warm
 // compilation cache: the cache is filled by a first start, then a fresh runtime starts it.
 func warmRestart(ctx context.Context, cacheDir string, wasm []byte, logger *slog.Logger) (float64, error) {
-	spec, err := runtime.ParseSpec([]byte(sessionsSpec))
+	sp, err := spec.ParseSpec([]byte(sessionsSpec))
 	if err != nil {
 		return 0, err
 	}
 	start := func() (time.Duration, error) {
-		rt, err := runtime.New(runtime.Options{CacheDir: cacheDir, Logger: logger})
+		rt, err := engine.New(engine.Options{CacheDir: cacheDir, Logger: logger})
 		if err != nil {
 			return 0, err
 		}
 		defer rt.Close(ctx)
 		t0 := time.Now()
-		if err := rt.ValidateModule(ctx, spec, wasm); err != nil {
+		if err := rt.ValidateModule(ctx, sp, wasm); err != nil {
 			return 0, err
 		}
 		return time.Since(t0), nil

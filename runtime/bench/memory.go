@@ -10,7 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -33,7 +34,7 @@ type MemoryPoint struct {
 // and samples the process's RSS at every tenth of the way: state lives in Pebble on disk, so
 // RSS must level off at the caches (Pebble's block cache and memtables) whatever the count.
 func memory(ctx context.Context, dir string, wasm []byte, keys int, logger *slog.Logger) ([]MemoryPoint, error) {
-	spec, err := runtime.ParseSpec([]byte(memorySpec))
+	sp, err := spec.ParseSpec([]byte(memorySpec))
 	if err != nil {
 		return nil, err
 	}
@@ -42,26 +43,26 @@ func memory(ctx context.Context, dir string, wasm []byte, keys int, logger *slog
 		return nil, err
 	}
 	defer st.Close()
-	rt, err := runtime.New(runtime.Options{Logger: logger})
+	rt, err := engine.New(engine.Options{Logger: logger})
 	if err != nil {
 		return nil, err
 	}
 	defer rt.Close(ctx)
-	eng, err := rt.NewEngine(ctx, runtime.EngineConfig{Spec: spec, Wasm: wasm, Store: st, Logger: logger,
-		Sink: runtime.SinkFunc(func(context.Context, string, []state.OutboxEntry) error { return nil })})
+	eng, err := rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: wasm, Store: st, Logger: logger,
+		Sink: engine.SinkFunc(func(context.Context, string, []state.OutboxEntry) error { return nil })})
 	if err != nil {
 		return nil, err
 	}
 	defer eng.Close(ctx)
 	const batchRows = 10_000
-	batch := make([]runtime.Row, batchRows)
+	batch := make([]engine.Row, batchRows)
 	step := keys / 10
 	var points []MemoryPoint
 	for done := 0; done < keys; {
 		for i := range batch {
 			batch[i].Data = fmt.Appendf(batch[i].Data[:0], `{"user_id":"user-%09d"}`, done+i)
 		}
-		if _, err := eng.RunBatch(ctx, runtime.BatchInput{ProcessingTimeMs: time.Now().UnixMilli(), Rows: batch}); err != nil {
+		if _, err := eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: time.Now().UnixMilli(), Rows: batch}); err != nil {
 			return nil, err
 		}
 		done += batchRows

@@ -14,35 +14,37 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/service"
+	"github.com/groupstate/groupstate/runtime/spec"
 )
 
 // natsEnv is an embedded NATS server with file storage, a connection and a running service.
 type natsEnv struct {
 	nc     *nats.Conn
 	js     jetstream.JetStream
-	client *runtime.Client
+	client *client.Client
 	stop   func()
 }
 
 func startEnv(ctx context.Context, dir string, logger *slog.Logger) (*natsEnv, error) {
-	srv, err := runtime.StartEmbedded(runtime.EmbeddedOptions{DataDir: filepath.Join(dir, "nats"), Port: -1, Logger: logger})
+	srv, err := service.StartEmbedded(service.EmbeddedOptions{DataDir: filepath.Join(dir, "nats"), Port: -1, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
-	nc, err := runtime.Connect(runtime.ConnOptions{URL: srv.ClientURL(), Logger: logger})
+	nc, err := service.Connect(service.ConnOptions{URL: srv.ClientURL(), Logger: logger})
 	if err != nil {
 		srv.Shutdown()
 		return nil, err
 	}
 	js, _ := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(8192))
-	client, err := runtime.NewClient(ctx, nc)
+	client, err := client.New(ctx, nc)
 	if err != nil {
 		nc.Close()
 		srv.Shutdown()
 		return nil, err
 	}
-	svc, err := runtime.NewService(ctx, runtime.ServiceConfig{DataDir: filepath.Join(dir, "runtime"), Conn: nc, Logger: logger})
+	svc, err := service.New(ctx, service.Options{DataDir: filepath.Join(dir, "runtime"), Conn: nc, Logger: logger})
 	if err != nil {
 		return nil, err
 	}
@@ -60,21 +62,21 @@ func startEnv(ctx context.Context, dir string, logger *slog.Logger) (*natsEnv, e
 }
 
 func (e *natsEnv) deploy(ctx context.Context, yaml string, wasm []byte) error {
-	spec, err := runtime.ParseSpec([]byte(yaml))
+	sp, err := spec.ParseSpec([]byte(yaml))
 	if err != nil {
 		return err
 	}
-	if _, err := e.client.Deploy(ctx, spec, wasm); err != nil {
+	if _, err := e.client.Deploy(ctx, sp, wasm); err != nil {
 		return err
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
-		if st, err := e.client.Status(ctx, spec.Name); err == nil && st.State == runtime.StatusRunning {
+		if st, err := e.client.Status(ctx, sp.Name); err == nil && st.State == client.StatusRunning {
 			return nil
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return fmt.Errorf("deployment %s did not start", spec.Name)
+	return fmt.Errorf("deployment %s did not start", sp.Name)
 }
 
 // publishAll publishes n rows made by row(i) to subject through JetStream, waiting for acks.

@@ -25,7 +25,8 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/groupstate/groupstate/runtime"
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -38,12 +39,11 @@ var ErrInvalidStep = errors.New("scenario: invalid step")
 // Options configures [Run].
 type Options struct {
 	// Spec is the deployment spec (required).
-	Spec *runtime.Spec
-	// Wasm is the module; or Native, an in-process module. Exactly one is set.
-	Wasm   []byte
-	Native runtime.BufferModule
+	Spec *spec.Spec
+	// Wasm is the handler module (required).
+	Wasm []byte
 	// Runtime is used to start engines; default a new one with an in-memory cache.
-	Runtime *runtime.Runtime
+	Runtime *engine.Runtime
 	// StateDir holds the scenario's state; default a temporary directory removed afterwards.
 	StateDir string
 	// Out receives every emitted row as one compact JSON line, in emission order. Default
@@ -180,7 +180,7 @@ func RunSteps(ctx context.Context, opts Options, steps []Step) error {
 		opts.StateDir = dir
 	}
 	if opts.Runtime == nil {
-		rt, err := runtime.New(runtime.Options{Logger: opts.Logger})
+		rt, err := engine.New(engine.Options{Logger: opts.Logger})
 		if err != nil {
 			return err
 		}
@@ -203,7 +203,7 @@ func RunSteps(ctx context.Context, opts Options, steps []Step) error {
 type harness struct {
 	opts    Options
 	store   *state.Store
-	eng     *runtime.Engine
+	eng     *engine.Engine
 	emitted []json.RawMessage
 }
 
@@ -212,9 +212,9 @@ func (h *harness) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	eng, err := h.opts.Runtime.NewEngine(ctx, runtime.EngineConfig{
-		Spec: h.opts.Spec, Wasm: h.opts.Wasm, Native: h.opts.Native,
-		Store: st, Sink: runtime.SinkFunc(h.deliver), Logger: h.opts.Logger,
+	eng, err := h.opts.Runtime.NewEngine(ctx, engine.Config{
+		Spec: h.opts.Spec, Wasm: h.opts.Wasm,
+		Store: st, Sink: engine.SinkFunc(h.deliver), Logger: h.opts.Logger,
 	})
 	if err != nil {
 		st.Close()
@@ -248,7 +248,7 @@ func (h *harness) deliver(_ context.Context, _ string, entries []state.OutboxEnt
 			h.emitted = append(h.emitted, append(json.RawMessage(nil), buf.Bytes()...))
 		default:
 			fmt.Fprintf(h.opts.Log, "%s key=%s reason=%s error=%q row=%s\n", kindName(e.Kind), e.Key,
-				e.Headers[runtime.HeaderReason], e.Headers[runtime.HeaderError], e.Payload)
+				e.Reason, e.Error, e.Payload)
 		}
 	}
 	return nil
@@ -274,11 +274,11 @@ func (h *harness) step(ctx context.Context, st Step) error {
 		}
 		return nil
 	}
-	rows := make([]runtime.Row, len(st.Rows))
+	rows := make([]engine.Row, len(st.Rows))
 	for i, r := range st.Rows {
-		rows[i] = runtime.Row{Data: r, Sequence: uint64(i + 1)}
+		rows[i] = engine.Row{Data: r, Sequence: uint64(i + 1)}
 	}
-	in := runtime.BatchInput{ProcessingTimeMs: *st.At, Rows: rows}
+	in := engine.BatchInput{ProcessingTimeMs: *st.At, Rows: rows}
 	for {
 		rep, err := h.eng.RunBatch(ctx, in)
 		if err != nil {
@@ -287,7 +287,7 @@ func (h *harness) step(ctx context.Context, st Step) error {
 		if !rep.NeedsNoDataBatch {
 			return nil
 		}
-		in = runtime.BatchInput{ProcessingTimeMs: *st.At}
+		in = engine.BatchInput{ProcessingTimeMs: *st.At}
 	}
 }
 

@@ -187,7 +187,7 @@ func TestChunkBalance(t *testing.T) {
 // host falls back to wazero's slower interruption), and the result still satisfies the ABI.
 func TestInstrumentSamples(t *testing.T) {
 	mods, _ := filepath.Glob("../../../samples/*/*/*.wasm")
-	mods = append(mods, "../../testdata/probe/probe.wasm")
+	mods = append(mods, "../../engine/testdata/probe/probe.wasm")
 	if len(mods) < 10 {
 		t.Fatalf("found only %d modules", len(mods))
 	}

@@ -46,7 +46,8 @@ type Subjects struct {
 	Late string
 }
 
-// Publisher publishes outbox entries to JetStream. It satisfies runtime.Sink.
+// Publisher publishes outbox entries to JetStream; the service hands it to the engine as
+// its sink.
 // Every subject it publishes to must be captured by a stream (see
 // [EnsureStream]), or Deliver fails with jetstream.ErrNoStreamResponse; the
 // streams should have a duplicate window of at least [MinDuplicateWindow] so
@@ -71,25 +72,32 @@ func (p *Publisher) WithInstance(instance string) *Publisher {
 	return p
 }
 
-// MsgID returns the Nats-Msg-Id of the outbox entry id of deployment:
-// "deployment.batch.seq". It is deterministic, so a re-delivery is dropped by
-// the stream's duplicate window.
-func MsgID(deployment string, id state.OutboxID) string {
-	return deployment + "." + strconv.FormatUint(id.BatchID, 10) + "." + strconv.FormatUint(uint64(id.Seq), 10)
-}
-
-// msgID is MsgID with the publisher's instance: "deployment.instance.batch.seq".
-func (p *Publisher) msgID(deployment string, id state.OutboxID) string {
-	if p.instance == "" {
-		return MsgID(deployment, id)
+// MsgID returns the Nats-Msg-Id of the outbox entry id of deployment, written by the state
+// store instance (empty: none): "deployment.instance.batch.seq", or "deployment.batch.seq"
+// without an instance. It is deterministic, so a re-delivery is dropped by the stream's
+// duplicate window.
+func MsgID(deployment, instance string, id state.OutboxID) string {
+	b := make([]byte, 0, len(deployment)+len(instance)+24)
+	b = append(b, deployment...)
+	b = append(b, '.')
+	if instance != "" {
+		b = append(b, instance...)
+		b = append(b, '.')
 	}
-	return deployment + "." + p.instance + "." + strconv.FormatUint(id.BatchID, 10) + "." + strconv.FormatUint(uint64(id.Seq), 10)
+	b = strconv.AppendUint(b, id.BatchID, 10)
+	b = append(b, '.')
+	b = strconv.AppendUint(b, uint64(id.Seq), 10)
+	return string(b)
 }
 
-// ReasonTooLarge is the dead-letter reason of an entry too large for the server's
+func (p *Publisher) msgID(deployment string, id state.OutboxID) string {
+	return MsgID(deployment, p.instance, id)
+}
+
+// ReasonTooLargeToPublish is the dead-letter reason of an entry too large for the server's
 // max_payload: it is replaced by a small dead letter saying so, instead of failing every
 // delivery forever.
-const ReasonTooLarge = "too_large_to_publish"
+const ReasonTooLargeToPublish = "too_large_to_publish"
 
 // fit returns m, or when m is larger than the connection's max_payload, a small dead letter
 // in its place (same message id, so it is still published exactly once).
@@ -110,7 +118,7 @@ func (p *Publisher) fit(m *nats.Msg, kind state.OutboxKind) *nats.Msg {
 			stub.Header.Set(k, v)
 		}
 	}
-	stub.Header.Set(HeaderReason, ReasonTooLarge)
+	stub.Header.Set(HeaderReason, ReasonTooLargeToPublish)
 	msg := fmt.Sprintf("a %s of %d bytes for %s is larger than the server's max_payload of %d bytes; it was dropped", kind, size, m.Subject, limit)
 	if r := m.Header.Get(HeaderReason); r != "" {
 		msg += " (it was a dead letter: " + r + ": " + truncate(m.Header.Get(HeaderError), 200) + ")"
@@ -194,10 +202,7 @@ func (d *Delivery) send(ctx context.Context, entries []state.OutboxEntry) error 
 				d.head = 0
 			}
 		}
-		m := &nats.Msg{Subject: subject, Data: e.Payload, Header: make(nats.Header, len(e.Headers)+4)}
-		for k, v := range e.Headers {
-			m.Header.Set(k, v)
-		}
+		m := &nats.Msg{Subject: subject, Data: e.Payload, Header: entryHeaders(e)}
 		m.Header.Set(HeaderDeployment, deployment)
 		if len(e.Key) > 0 {
 			m.Header.Set(HeaderKey, string(e.Key))
@@ -212,6 +217,28 @@ func (d *Delivery) send(ctx context.Context, entries []state.OutboxEntry) error 
 		d.window = append(d.window, inflight{fut: fut, id: e.ID})
 	}
 	return nil
+}
+
+// entryHeaders returns the headers that carry e's reason, error, input subject and sequence
+// and timeout-call mark (none for an output), with room for the ones every message gets.
+func entryHeaders(e *state.OutboxEntry) nats.Header {
+	h := make(nats.Header, 8)
+	if e.Reason != "" {
+		h.Set(HeaderReason, e.Reason)
+	}
+	if e.Error != "" {
+		h.Set(HeaderError, e.Error)
+	}
+	if e.Subject != "" {
+		h.Set(HeaderSubject, e.Subject)
+	}
+	if e.Sequence != 0 {
+		h.Set(HeaderSequence, strconv.FormatUint(e.Sequence, 10))
+	}
+	if e.TimeoutCall {
+		h.Set(HeaderTimeoutCall, "true")
+	}
+	return h
 }
 
 // Delivery is a delivery started by [Publisher.Start].

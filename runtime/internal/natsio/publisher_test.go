@@ -65,7 +65,7 @@ func TestPublisherDeliver(t *testing.T) {
 	}
 	entries = append(entries,
 		state.OutboxEntry{ID: state.OutboxID{BatchID: 7, Seq: 10}, Kind: state.OutboxDeadLetter, Payload: []byte("bad"),
-			Headers: map[string]string{HeaderReason: "invalid_json", HeaderSequence: "42"}},
+			Reason: "invalid_json", Sequence: 42},
 		state.OutboxEntry{ID: state.OutboxID{BatchID: 7, Seq: 11}, Kind: state.OutboxLate, Key: []byte("1"), Payload: []byte(`{"late":true}`)},
 		state.OutboxEntry{ID: state.OutboxID{BatchID: 8, Seq: 0}, Kind: state.OutboxOutput, Payload: []byte(`{"nokey":1}`)},
 	)
@@ -201,7 +201,7 @@ func TestPublisherErrors(t *testing.T) {
 }
 
 func TestMsgID(t *testing.T) {
-	if got := MsgID("login-count", state.OutboxID{BatchID: 12, Seq: 3}); got != "login-count.12.3" {
+	if got := MsgID("login-count", "", state.OutboxID{BatchID: 12, Seq: 3}); got != "login-count.12.3" {
 		t.Fatalf("MsgID = %q", got)
 	}
 }
@@ -226,7 +226,7 @@ func TestPublisherTooLarge(t *testing.T) {
 		t.Fatalf("outputs: %d", len(out))
 	}
 	dlq := streamMsgs(t, e, "DLQ")
-	if len(dlq) != 1 || dlq[0].Header.Get(HeaderReason) != ReasonTooLarge || !strings.Contains(dlq[0].Header.Get(HeaderError), "max_payload") ||
+	if len(dlq) != 1 || dlq[0].Header.Get(HeaderReason) != ReasonTooLargeToPublish || !strings.Contains(dlq[0].Header.Get(HeaderError), "max_payload") ||
 		dlq[0].Header.Get(HeaderKey) != `"k"` || dlq[0].Header.Get(jetstream.MsgIDHeader) != "dep.abcd.1.0" {
 		t.Fatalf("dead letters: %+v", dlq)
 	}

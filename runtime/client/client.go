@@ -1,0 +1,253 @@
+// Package client manages groupstate deployments over NATS and asks the runtimes that run
+// them about their state: deploy, undeploy, list, status, and a key's state. It is what the
+// CLI's client commands use; it needs only a NATS connection (the runtimes run package
+// service).
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/api"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/rowjson"
+	"github.com/groupstate/groupstate/runtime/spec"
+)
+
+// Errors of the client.
+var (
+	// ErrNotDeployed: no deployment has that name.
+	ErrNotDeployed = errors.New("client: no such deployment")
+	// ErrNoRuntime: no runtime answered (is groupstate serve running?).
+	ErrNoRuntime = errors.New("client: no runtime answered; is groupstate serve running?")
+)
+
+// Client manages deployments in NATS and asks running runtimes about them. It is safe for
+// concurrent use.
+type Client struct {
+	nc  *nats.Conn
+	reg *natsio.Registry
+	rt  *engine.Runtime // compiles modules to validate them before a deploy
+}
+
+// New opens the deployment registry over nc (creating its buckets if missing).
+func New(ctx context.Context, nc *nats.Conn) (*Client, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, err
+	}
+	reg, err := natsio.OpenRegistry(ctx, js)
+	if err != nil {
+		return nil, fmt.Errorf("client: opening the deployment registry: %w", err)
+	}
+	rt, err := engine.New(engine.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &Client{nc: nc, reg: reg, rt: rt}, nil
+}
+
+// Close releases the client's resources (not the connection).
+func (c *Client) Close(ctx context.Context) error { return c.rt.Close(ctx) }
+
+// Deployment is a deployed spec and module.
+type Deployment struct {
+	Name         string     `json:"name"`
+	Spec         *spec.Spec `json:"spec"`
+	ModuleDigest string     `json:"module_digest"`
+	ModuleSize   int64      `json:"module_size"`
+	DeployedAt   time.Time  `json:"deployed_at"`
+	Revision     uint64     `json:"revision"`
+}
+
+// Deploy validates the spec and the module (it compiles the module and runs its
+// initialization with the spec's config, so a module that would fail at start is refused
+// here), stores the module by its SHA-256 and the spec, and so starts or replaces the
+// deployment on the runtimes watching this NATS. A redeploy keeps the deployment's state.
+func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte) (*Deployment, error) {
+	if err := sp.ValidateForService(); err != nil {
+		return nil, err
+	}
+	if err := c.rt.ValidateModule(ctx, sp, wasm); err != nil {
+		return nil, err
+	}
+	digest, err := c.reg.PutModule(ctx, wasm)
+	if err != nil {
+		return nil, fmt.Errorf("client: storing the module: %w", err)
+	}
+	specJSON, err := json.Marshal(sp)
+	if err != nil {
+		return nil, err
+	}
+	rec := natsio.Record{Name: sp.Name, Spec: specJSON, ModuleDigest: digest, ModuleSize: int64(len(wasm)), DeployedAt: time.Now().UTC()}
+	rev, err := c.reg.Put(ctx, rec)
+	if err != nil {
+		return nil, fmt.Errorf("client: storing the deployment: %w", err)
+	}
+	return &Deployment{Name: sp.Name, Spec: sp, ModuleDigest: digest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rev}, nil
+}
+
+// Undeploy removes the deployment: its runtime stops it after the batch in flight. Its state
+// stays on that runtime's disk, so deploying the same name again resumes it there (unless
+// another runtime claims it first).
+func (c *Client) Undeploy(ctx context.Context, name string) error {
+	err := c.reg.Delete(ctx, name)
+	if errors.Is(err, natsio.ErrNotFound) {
+		return fmt.Errorf("%w: %q", ErrNotDeployed, name)
+	}
+	if err != nil {
+		return err
+	}
+	return c.reg.Disown(ctx, name)
+}
+
+// Get returns one deployment.
+func (c *Client) Get(ctx context.Context, name string) (*Deployment, error) {
+	rec, err := c.reg.Get(ctx, name)
+	if errors.Is(err, natsio.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %q", ErrNotDeployed, name)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return deploymentOf(rec)
+}
+
+// List returns every deployment, sorted by name.
+func (c *Client) List(ctx context.Context) ([]*Deployment, error) {
+	recs, err := c.reg.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]*Deployment, 0, len(recs))
+	for _, rec := range recs {
+		d, err := deploymentOf(rec)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+func deploymentOf(rec natsio.Record) (*Deployment, error) {
+	sp, err := api.SpecOf(rec)
+	if err != nil {
+		return nil, err
+	}
+	return &Deployment{Name: rec.Name, Spec: sp, ModuleDigest: rec.ModuleDigest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rec.Revision}, nil
+}
+
+// Status returns the deployment's last published status.
+func (c *Client) Status(ctx context.Context, name string) (*Status, error) {
+	doc, err := c.reg.GetStatus(ctx, name)
+	if errors.Is(err, natsio.ErrNotFound) {
+		if _, gerr := c.reg.Get(ctx, name); errors.Is(gerr, natsio.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %q", ErrNotDeployed, name)
+		}
+		return &Status{Name: name, State: "pending"}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var st Status
+	if err := json.Unmarshal(doc, &st); err != nil {
+		return nil, fmt.Errorf("client: status of %q: %w", name, err)
+	}
+	return &st, nil
+}
+
+// KeyState is one key's state as a runtime holds it.
+type KeyState struct {
+	// Key is the canonical JSON scalar of the key.
+	Key json.RawMessage `json:"key"`
+	// Value is the state value (JSON for the SDKs' typed layers), absent when the key only
+	// has a timeout.
+	Value json.RawMessage `json:"value,omitempty"`
+	// HasValue tells whether Value is set.
+	HasValue bool `json:"has_value"`
+	// TimeoutMs is the key's timeout, 0 when none.
+	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+	// UpdatedMs is when the value last changed: the processing time of the batch that set it.
+	UpdatedMs int64 `json:"updated_ms,omitempty"`
+}
+
+// KeyFromArg turns a key typed on a command line into its canonical form: a JSON scalar
+// (42, "x") is taken as JSON, anything else as a string, so `alice` and `"alice"` are the
+// same key and `42` is the number.
+func KeyFromArg(arg string) []byte {
+	if rowjson.Validate([]byte(`{"k":`+arg+`}`)) == nil {
+		if k, err := rowjson.AppendCanonicalKey(nil, []byte(arg)); err == nil {
+			return k
+		}
+	}
+	b, _ := json.Marshal(arg)
+	k, _ := rowjson.AppendCanonicalKey(nil, b)
+	return k
+}
+
+// State asks the runtime running the deployment for one key's state. found is false when
+// the key has neither a value nor a timeout.
+func (c *Client) State(ctx context.Context, name string, key []byte) (ks *KeyState, found bool, err error) {
+	if _, err := c.Get(ctx, name); err != nil {
+		return nil, false, err
+	}
+	var reply api.StateReply
+	if err := c.request(ctx, api.Subject(api.VerbState, name), api.StateRequest{Key: key}, &reply); err != nil {
+		return nil, false, err
+	}
+	if !reply.Found {
+		return nil, false, nil
+	}
+	ks = (*KeyState)(&reply.KeyState)
+	return ks, true, nil
+}
+
+// Keys lists up to limit keys of the deployment after the key after (nil: from the start), in
+// key order. next is the last key returned, to pass as after for the next page; nil at the
+// end.
+func (c *Client) Keys(ctx context.Context, name string, after []byte, limit int) (keys []KeyState, next []byte, err error) {
+	if _, err := c.Get(ctx, name); err != nil {
+		return nil, nil, err
+	}
+	var reply api.KeysReply
+	if err := c.request(ctx, api.Subject(api.VerbKeys, name), api.KeysRequest{After: after, Limit: limit}, &reply); err != nil {
+		return nil, nil, err
+	}
+	keys = make([]KeyState, len(reply.Keys))
+	for i, k := range reply.Keys {
+		keys[i] = KeyState(k)
+	}
+	return keys, reply.Next, nil
+}
+
+func (c *Client) request(ctx context.Context, subject string, req, reply any) error {
+	data, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	msg, err := c.nc.RequestWithContext(ctx, subject, data)
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, context.DeadlineExceeded) {
+		return ErrNoRuntime
+	}
+	if err != nil {
+		return err
+	}
+	var e api.Error
+	if json.Unmarshal(msg.Data, &e) == nil && e.Error != "" {
+		return errors.New(e.Error)
+	}
+	return json.Unmarshal(msg.Data, reply)
+}

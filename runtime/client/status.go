@@ -1,0 +1,53 @@
+package client
+
+import "time"
+
+// Deployment states in [Status].
+const (
+	StatusRunning = "running"
+	StatusFailed  = "failed"
+	StatusStopped = "stopped"
+)
+
+// Status is a deployment's progress, like Spark's StreamingQueryProgress. The service
+// publishes it to the status bucket after batches (at most once a second) and on every change
+// of state; `groupstate status` reads it. Counters count since the deployment started on its
+// runtime.
+type Status struct {
+	Name  string `json:"name"`
+	State string `json:"state"`
+	// Error is the current error: set while the deployment cannot make progress (or after it
+	// stopped by one), cleared by the next batch that commits.
+	Error string `json:"error,omitempty"`
+	// LastError and LastErrorAt are the most recent error and when it happened; they stay
+	// after the deployment recovered, so an outage shows.
+	LastError    string    `json:"last_error,omitempty"`
+	LastErrorAt  time.Time `json:"last_error_at,omitzero"`
+	ModuleDigest string    `json:"module_digest"`
+	// Owner is the ID of the runtime (its state store) that runs the deployment.
+	Owner      string    `json:"owner,omitempty"`
+	DeployedAt time.Time `json:"deployed_at,omitzero"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	UpdatedAt  time.Time `json:"updated_at,omitzero"`
+
+	Batches       int64 `json:"batches"`
+	RowsIn        int64 `json:"rows_in"`
+	LateRows      int64 `json:"late_rows_dropped"`
+	DeadLetters   int64 `json:"dead_letters"`
+	TimeoutsFired int64 `json:"timeouts_fired"`
+	Emitted       int64 `json:"rows_out"`
+
+	StateKeys int64 `json:"state_keys"`
+	TimerKeys int64 `json:"timer_keys"`
+	// StateBytes is the estimated size of the deployment's state on disk.
+	StateBytes int64 `json:"state_bytes"`
+
+	LastBatchID uint64    `json:"last_batch_id"`
+	LastBatchMs float64   `json:"last_batch_duration_ms"`
+	LastBatchAt time.Time `json:"last_batch_at,omitzero"`
+	WatermarkMs int64     `json:"watermark_ms"`
+	// Position is the last input stream sequence committed.
+	Position uint64 `json:"input_position"`
+	// InputLag is the number of input messages not yet delivered to the deployment.
+	InputLag int64 `json:"input_lag"`
+}

@@ -1,0 +1,323 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/maphash"
+	"log/slog"
+	"time"
+
+	"github.com/groupstate/groupstate/abi"
+	"github.com/groupstate/groupstate/runtime/internal/handler"
+	"github.com/groupstate/groupstate/runtime/internal/host"
+	"github.com/groupstate/groupstate/runtime/internal/nativehook"
+	"github.com/groupstate/groupstate/runtime/internal/rowjson"
+	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/state"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+// Errors of the engine.
+var (
+	// ErrInvalidModule: the module is not a usable ABI v1 module (wrapped with what is wrong).
+	ErrInvalidModule = host.ErrInvalidModule
+	// ErrABIVersion: the module was built for an ABI version this runtime does not support.
+	ErrABIVersion = host.ErrABIVersion
+	// ErrModuleInit: the module's initialization failed (its message is wrapped).
+	ErrModuleInit = host.ErrInit
+	// ErrKeyFailed: under on_error: fail, a call for one key failed; the batch did not commit.
+	ErrKeyFailed = errors.New("engine: handler failed for a key")
+	// ErrDeliveryPending: outputs of an earlier batch could not be delivered yet, so no new
+	// batch ran. Retry later; nothing is lost (the outputs are committed in the outbox).
+	ErrDeliveryPending = errors.New("engine: earlier outputs are not delivered yet")
+	// ErrIncompleteConfig: a Config misses its Spec, Wasm, Store or Sink.
+	ErrIncompleteConfig = errors.New("engine: Config needs Spec, Wasm, Store and Sink")
+	// ErrEngineClosed: the engine was closed.
+	ErrEngineClosed = errors.New("engine: closed")
+)
+
+func init() {
+	nativehook.Use = func(cfg any, m handler.BufferModule) { cfg.(*Config).native = m }
+}
+
+// Config configures an [Engine]. The engine keeps the Spec and the Store; it does not modify
+// either, and Wasm may be reused once NewEngine returned.
+type Config struct {
+	// Spec is the deployment spec (required, validated by NewEngine).
+	Spec *spec.Spec
+	// Wasm is the handler module (required).
+	Wasm []byte
+	// Store holds state; the engine uses the keyspace of Spec.Name (required; not closed by
+	// the engine).
+	Store *state.Store
+	// Sink receives outputs and dead letters after each commit (required).
+	Sink Sink
+	// Logger defaults to the runtime's logger, with the deployment name attached.
+	Logger *slog.Logger
+
+	native handler.BufferModule // in place of Wasm, for groupstate's own tests (nativehook)
+}
+
+// Row is one input message.
+type Row struct {
+	// Data is the JSON message. The engine does not modify it and does not keep it after
+	// RunBatch returns, except as copies.
+	Data []byte
+	// Subject is the subject it arrived on (for dead-letter headers; may be empty).
+	Subject string
+	// Sequence is its input stream sequence (for dead-letter headers; may be 0).
+	Sequence uint64
+}
+
+// BatchInput is one micro-batch.
+type BatchInput struct {
+	// ProcessingTimeMs is the batch's processing time T (wall clock at batch start).
+	ProcessingTimeMs int64
+	// Rows in arrival order; none for a no-data batch.
+	Rows []Row
+	// Position is the input position after this batch (committed with it); 0 keeps the
+	// previous position.
+	Position uint64
+}
+
+// BatchReport describes a committed batch.
+type BatchReport struct {
+	// BatchID is the committed batch's id (1, 2, ...).
+	BatchID uint64
+	// RowsIn counts input rows, LateRows those dropped as late, DeadLetters rows sent to the
+	// dead-letter sink (bad rows and the rows of failed keys).
+	RowsIn, LateRows, DeadLetters int
+	// DataCalls and TimeoutCalls count handler calls; FailedKeys those that failed.
+	DataCalls, TimeoutCalls, FailedKeys int
+	// Emitted counts emitted rows.
+	Emitted int
+	// WatermarkMs is the watermark the next batch gets; WatermarkAdvanced tells whether this
+	// batch moved it.
+	WatermarkMs       int64
+	WatermarkAdvanced bool
+	// NeedsNoDataBatch is set when DESIGN section 3 rule 7 asks for a no-data batch right
+	// now: under event-time timeouts, after a batch that advanced the watermark.
+	NeedsNoDataBatch bool
+	// Duration is how long the batch took.
+	Duration time.Duration
+	// Skipped is set for a no-data batch that had nothing to do (no timeout expired): nothing
+	// was committed and BatchID is the previous batch's.
+	Skipped bool
+}
+
+// KeyError is the error of a key whose call failed.
+type KeyError struct {
+	// Key is the canonical JSON scalar of the key.
+	Key string
+	// Err is the failure.
+	Err error
+}
+
+func (e *KeyError) Error() string { return fmt.Sprintf("key %s: %v", e.Key, e.Err) }
+func (e *KeyError) Unwrap() error { return e.Err }
+
+// Engine runs one deployment's micro-batches. It is not safe for concurrent use: one goroutine
+// drives it.
+type Engine struct {
+	spec     *spec.Spec
+	rules    timeouts.Rules
+	keyPath  rowjson.Path
+	timePath rowjson.Path
+	delayMs  int64
+	h        handler.Handler
+	ks       *state.Deployment
+	sink     Sink
+	logger   *slog.Logger
+	wm       *timeouts.Watermark
+	progress state.Progress
+	pending  bool // the outbox may hold undelivered entries
+	inflight *inflight
+	closed   bool
+
+	run batchRun     // the batch being run, reused
+	buf batchBuffers // working memory of batches, reused
+}
+
+// NewEngine starts a deployment's engine: it validates the spec and the module, starts the
+// module's instances and reads the deployment's progress. It writes nothing and sends
+// nothing: outbox entries left by an earlier run go out at the start of the first RunBatch.
+func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
+	if cfg.Spec == nil || cfg.Store == nil || cfg.Sink == nil || (cfg.Wasm == nil && cfg.native == nil) {
+		return nil, ErrIncompleteConfig
+	}
+	sp := cfg.Spec
+	if err := sp.Validate(); err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = r.logger
+	}
+	logger = logger.With("deployment", sp.Name)
+	e := &Engine{spec: sp, ks: cfg.Store.Deployment(sp.Name), sink: cfg.Sink, logger: logger, pending: true}
+	e.buf.seed = maphash.MakeSeed()
+	e.rules = timeouts.Rules{Mode: sp.Timeout, HasWatermark: sp.EventTime != nil}
+	e.keyPath = mustPath(sp.Key.Field)
+	if sp.EventTime != nil {
+		e.timePath = mustPath(sp.EventTime.Field)
+		e.delayMs = sp.EventTime.WatermarkDelay.Std().Milliseconds()
+	}
+	p, err := e.ks.Progress()
+	if err != nil {
+		return nil, err
+	}
+	e.progress = p
+	e.wm = timeouts.NewWatermark(e.delayMs, p.WatermarkMs)
+
+	if cfg.native != nil {
+		init := initFor(sp)
+		st, msg, err := abi.ParseInitResult(cfg.native.Init(abi.AppendInit(nil, init)))
+		if err != nil || st != abi.StatusOK {
+			return nil, fmt.Errorf("%w: %s", ErrModuleInit, msg)
+		}
+		e.h = handler.NewNative(cfg.native)
+	} else {
+		h, err := host.New(ctx, r.hostConfig(sp, cfg.Wasm, logger, sp.Limits.Instances))
+		if err != nil {
+			return nil, err
+		}
+		e.h = h
+	}
+	return e, nil
+}
+
+// initFor is the init buffer content a module gets for spec.
+func initFor(sp *spec.Spec) abi.Init {
+	init := abi.Init{ABIVersion: abi.Version, Mode: abi.TimeoutMode(sp.Timeout), Name: []byte(sp.Name), Config: sp.ConfigJSON()}
+	if sp.EventTime != nil {
+		init.Flags |= abi.InitHasWatermark
+	}
+	return init
+}
+
+// hostConfig is the WASM host configuration of spec's module.
+func (r *Runtime) hostConfig(sp *spec.Spec, wasm []byte, logger *slog.Logger, instances int) host.Config {
+	return host.Config{
+		Wasm:   wasm,
+		Cache:  r.cache,
+		Init:   initFor(sp),
+		Logger: logger,
+		Limits: host.Limits{
+			MemoryBytes:    uint64(sp.Limits.Memory),
+			CallTimeout:    sp.Limits.CallTimeout.Std(),
+			MaxResultBytes: uint32(min(uint64(sp.Limits.MaxOutputBytes), 1<<31)),
+			Instances:      instances,
+		},
+	}
+}
+
+func mustPath(s string) rowjson.Path {
+	p, err := rowjson.ParsePath(s)
+	if err != nil {
+		panic(err) // Validate checked it
+	}
+	return p
+}
+
+// Progress returns the last committed progress.
+func (e *Engine) Progress() state.Progress { return e.progress }
+
+// Spec returns the engine's spec.
+func (e *Engine) Spec() *spec.Spec { return e.spec }
+
+// Close waits for the delivery of the last batch's outbox (until ctx ends; what is not
+// acknowledged by then is delivered again by the next engine) and stops the engine's module
+// instances. It does not close the store.
+func (e *Engine) Close(ctx context.Context) error {
+	if e.closed {
+		return nil
+	}
+	e.closed = true
+	if err := e.finishInflight(ctx); err != nil {
+		e.logger.Warn("outbox delivery did not finish before close; the next start delivers it", "err", err)
+	}
+	return e.h.Close(ctx)
+}
+
+// deliverPending hands the outbox to the sink and acknowledges what it took.
+func (e *Engine) deliverPending(ctx context.Context) error {
+	if !e.pending {
+		return nil
+	}
+	e.abandonInflight(ctx)
+	var entries []state.OutboxEntry
+	if err := e.ks.Outbox(func(en state.OutboxEntry) error {
+		entries = append(entries, en)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if err := e.deliver(ctx, entries); err != nil {
+		return err
+	}
+	e.pending = false
+	return nil
+}
+
+func (e *Engine) deliver(ctx context.Context, entries []state.OutboxEntry) error {
+	if len(entries) == 0 {
+		return nil
+	}
+	if err := e.sink.Deliver(ctx, e.spec.Name, entries); err != nil {
+		return fmt.Errorf("engine: delivering %d outbox entries: %w", len(entries), err)
+	}
+	return e.ks.AckOutbox(entries[len(entries)-1].ID)
+}
+
+// inflight is a batch's delivery whose acknowledgements are on their way.
+type inflight struct {
+	d    Delivery
+	n    int
+	last state.OutboxID
+}
+
+// deliverCommitted delivers what the batch just committed. With a sink that can, it only
+// sends the entries: their acknowledgements are awaited after the next batch committed (or
+// when it is skipped, or at Close), so the next batch runs while the streams store this one's
+// messages. Outputs stay in order, because a batch's entries are sent only after the previous
+// batch's were acknowledged; when they were not, nothing more is sent until the whole outbox
+// is delivered again (deliverPending, before the next batch).
+func (e *Engine) deliverCommitted(ctx context.Context, entries []state.OutboxEntry) error {
+	if err := e.finishInflight(ctx); err != nil {
+		return err
+	}
+	if len(entries) == 0 {
+		return nil
+	}
+	ps, ok := e.sink.(PipelinedSink)
+	if !ok {
+		return e.deliver(ctx, entries)
+	}
+	e.inflight = &inflight{d: ps.Start(ctx, e.spec.Name, entries), n: len(entries), last: entries[len(entries)-1].ID}
+	return nil
+}
+
+// finishInflight awaits the acknowledgements of the delivery in flight, if any, and deletes
+// its entries from the outbox.
+func (e *Engine) finishInflight(ctx context.Context) error {
+	f := e.inflight
+	if f == nil {
+		return nil
+	}
+	e.inflight = nil
+	if err := f.d.Wait(ctx); err != nil {
+		return fmt.Errorf("engine: delivering %d outbox entries: %w", f.n, err)
+	}
+	return e.ks.AckOutbox(f.last)
+}
+
+// abandonInflight forgets the delivery in flight before the outbox is delivered again as a
+// whole: it waits for the acknowledgements (so nothing of it is still being sent) but ignores
+// the outcome.
+func (e *Engine) abandonInflight(ctx context.Context) {
+	if f := e.inflight; f != nil {
+		e.inflight = nil
+		_ = f.d.Wait(ctx)
+	}
+}

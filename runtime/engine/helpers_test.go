@@ -1,0 +1,148 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/state"
+)
+
+// require fails the test at once on err, like wazero's internal require helper.
+func require(t testing.TB, err error, msgAndArgs ...any) {
+	t.Helper()
+	if err != nil {
+		if len(msgAndArgs) > 0 {
+			t.Fatalf("%v: %v", msgAndArgs, err)
+		}
+		t.Fatal(err)
+	}
+}
+
+var (
+	rtOnce sync.Once
+	rtVal  *engine.Runtime
+)
+
+// sharedRuntime is one runtime for the package's tests, so each module compiles once.
+func sharedRuntime(t testing.TB) *engine.Runtime {
+	rtOnce.Do(func() {
+		rt, err := engine.New(engine.Options{CacheDir: filepath.Join(os.TempDir(), "groupstate-test-cache"), Logger: discardLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rtVal = rt
+	})
+	return rtVal
+}
+
+// discardLogger drops logs; set GROUPSTATE_TEST_LOG=1 to see them.
+func discardLogger() *slog.Logger {
+	if os.Getenv("GROUPSTATE_TEST_LOG") != "" {
+		return slog.Default()
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require(t, err)
+	return b
+}
+
+// loadSpec reads a spec and its module.
+func loadSpec(t testing.TB, path string) (*spec.Spec, []byte) {
+	t.Helper()
+	sp, mod, err := spec.LoadSpec(path)
+	require(t, err)
+	return sp, readFile(t, mod)
+}
+
+// specFromYAML parses a spec written in a test.
+func specFromYAML(t testing.TB, y string) *spec.Spec {
+	t.Helper()
+	sp, err := spec.ParseSpec([]byte(strings.TrimSpace(y)))
+	require(t, err)
+	return sp
+}
+
+// collector is a Sink that keeps everything delivered.
+type collector struct {
+	mu      sync.Mutex
+	entries []state.OutboxEntry
+}
+
+func (c *collector) Deliver(_ context.Context, _ string, entries []state.OutboxEntry) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range entries {
+		e.Key = bytes.Clone(e.Key)
+		e.Payload = bytes.Clone(e.Payload)
+		c.entries = append(c.entries, e)
+	}
+	return nil
+}
+
+// take returns and forgets what was delivered, of one kind.
+func (c *collector) take(kind state.OutboxKind) []state.OutboxEntry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out, rest []state.OutboxEntry
+	for _, e := range c.entries {
+		if e.Kind == kind {
+			out = append(out, e)
+		} else {
+			rest = append(rest, e)
+		}
+	}
+	c.entries = rest
+	return out
+}
+
+func payloads(entries []state.OutboxEntry) []string {
+	s := make([]string, len(entries))
+	for i, e := range entries {
+		s[i] = string(e.Payload)
+	}
+	return s
+}
+
+// openStore opens a state store in a fresh directory.
+func openStore(t testing.TB, dir string) *state.Store {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	st, err := state.Open(dir, &state.Options{Logger: discardLogger()})
+	require(t, err)
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+// newEngine starts an engine over a fresh store.
+func newEngine(t testing.TB, sp *spec.Spec, wasm []byte, st *state.Store, sink engine.Sink) *engine.Engine {
+	t.Helper()
+	if st == nil {
+		st = openStore(t, "")
+	}
+	eng, err := sharedRuntime(t).NewEngine(context.Background(), engine.Config{Spec: sp, Wasm: wasm, Store: st, Sink: sink})
+	require(t, err)
+	t.Cleanup(func() { eng.Close(context.Background()) })
+	return eng
+}
+
+func rows(data ...string) []engine.Row {
+	r := make([]engine.Row, len(data))
+	for i, d := range data {
+		r[i] = engine.Row{Data: []byte(d), Subject: "in.test", Sequence: uint64(i + 1)}
+	}
+	return r
+}

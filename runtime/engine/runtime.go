@@ -1,0 +1,61 @@
+// Package engine is groupstate's embeddable micro-batch engine: it loads handler modules
+// compiled to WebAssembly, runs micro-batches with Spark's GroupState semantics
+// (docs/semantics.md) over a Pebble state store, and hands what the handlers emit to a
+// [Sink]. It imports no NATS and no Prometheus: a Go program runs it in-process,
+//
+//	rt, _ := engine.New(engine.Options{CacheDir: dir})
+//	eng, _ := rt.NewEngine(ctx, engine.Config{Spec: spec, Wasm: wasm, Store: store, Sink: sink})
+//	report, err := eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: now, Rows: rows})
+//
+// and the NATS service (package service, groupstate serve) is built from the same engine.
+package engine
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/tetratelabs/wazero"
+)
+
+// Options configures a [Runtime].
+type Options struct {
+	// CacheDir is the directory of the on-disk compilation cache, shared by every deployment
+	// and every restart, so a module is compiled once per digest. Empty: an in-memory cache
+	// (compiled code is lost when the process exits).
+	CacheDir string
+	// Logger receives the runtime's and the modules' logs. Default slog.Default().
+	Logger *slog.Logger
+}
+
+// Runtime holds what deployments share: the compilation cache and the logger. Create one per
+// process; it is safe for concurrent use.
+type Runtime struct {
+	cache  wazero.CompilationCache
+	logger *slog.Logger
+}
+
+// New creates a Runtime.
+func New(opts Options) (*Runtime, error) {
+	r := &Runtime{logger: opts.Logger}
+	if r.logger == nil {
+		r.logger = slog.Default()
+	}
+	if opts.CacheDir == "" {
+		r.cache = wazero.NewCompilationCache()
+		return r, nil
+	}
+	if err := os.MkdirAll(opts.CacheDir, 0o755); err != nil {
+		return nil, fmt.Errorf("engine: compilation cache: %w", err)
+	}
+	c, err := wazero.NewCompilationCacheWithDir(opts.CacheDir)
+	if err != nil {
+		return nil, fmt.Errorf("engine: compilation cache: %w", err)
+	}
+	r.cache = c
+	return r, nil
+}
+
+// Close releases the compilation cache's in-memory part. Engines must be closed first.
+func (r *Runtime) Close(ctx context.Context) error { return r.cache.Close(ctx) }

@@ -1,0 +1,18 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/groupstate/groupstate/runtime/internal/host"
+	"github.com/groupstate/groupstate/runtime/spec"
+)
+
+// ValidateModule checks that wasm is a usable module for spec: it compiles, satisfies the ABI,
+// and initializes with the spec's config within its limits.
+func (r *Runtime) ValidateModule(ctx context.Context, sp *spec.Spec, wasm []byte) error {
+	h, err := host.New(ctx, r.hostConfig(sp, wasm, r.logger, 1))
+	if err != nil {
+		return err
+	}
+	return h.Close(ctx)
+}

@@ -1,0 +1,86 @@
+// Package api is the wire format shared by the service and its client: the request-reply
+// subjects a runtime answers on, their JSON bodies, and how a stored deployment record turns
+// back into a spec.
+package api
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/spec"
+)
+
+// Prefix is the prefix of the request-reply subjects: a runtime answers questions about the
+// deployments it runs on Prefix + "<verb>.<deployment>"; requests and replies are JSON.
+const Prefix = "groupstate.api."
+
+// The verbs of the request-reply API.
+const (
+	// VerbState asks for one key's state ([StateRequest], [StateReply]).
+	VerbState = "state"
+	// VerbKeys lists keys a page at a time ([KeysRequest], [KeysReply]).
+	VerbKeys = "keys"
+)
+
+// Subject is the request subject of verb for deployment.
+func Subject(verb, deployment string) string { return Prefix + verb + "." + deployment }
+
+// KeyState is one key's state on the wire. The client's public KeyState has the very same
+// fields (it converts this type), so the two cannot drift apart.
+type KeyState struct {
+	Key       json.RawMessage `json:"key"`
+	Value     json.RawMessage `json:"value,omitempty"`
+	HasValue  bool            `json:"has_value"`
+	TimeoutMs int64           `json:"timeout_ms,omitempty"`
+	UpdatedMs int64           `json:"updated_ms,omitempty"`
+}
+
+// StateRequest asks for the state of Key (a canonical JSON scalar).
+type StateRequest struct {
+	Key json.RawMessage `json:"key"`
+}
+
+// StateReply answers a [StateRequest]; Found is false when the key has neither a value nor a
+// timeout.
+type StateReply struct {
+	Found bool `json:"found"`
+	KeyState
+}
+
+// KeysRequest asks for up to Limit keys after After (none: from the first key).
+type KeysRequest struct {
+	After json.RawMessage `json:"after,omitempty"`
+	Limit int             `json:"limit"`
+}
+
+// The page sizes of [KeysRequest]: a Limit outside 1..MaxKeysLimit is taken as DefaultKeysLimit.
+const (
+	DefaultKeysLimit = 1000
+	MaxKeysLimit     = 10000
+)
+
+// KeysReply answers a [KeysRequest]. Next is the last key of a full page (the After of the
+// next request), empty on the last page.
+type KeysReply struct {
+	Keys []KeyState      `json:"keys"`
+	Next json.RawMessage `json:"next,omitempty"`
+}
+
+// Error is the reply to a request that failed.
+type Error struct {
+	Error string `json:"error"`
+}
+
+// SpecOf decodes and validates the spec stored in a deployment record.
+func SpecOf(rec natsio.Record) (*spec.Spec, error) {
+	var sp spec.Spec
+	if err := json.Unmarshal(rec.Spec, &sp); err != nil {
+		return nil, fmt.Errorf("%w: stored spec: %v", spec.ErrInvalidSpec, err)
+	}
+	sp.EnsureDefaults()
+	if err := sp.Validate(); err != nil {
+		return nil, err
+	}
+	return &sp, nil
+}

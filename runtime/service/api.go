@@ -1,0 +1,88 @@
+package service
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/groupstate/groupstate/runtime/internal/api"
+	"github.com/groupstate/groupstate/state"
+)
+
+// serveAPI answers state and key listing requests for the deployments this runtime runs.
+// Only a runtime that runs the deployment answers (a queue group per deployment would be
+// wrong: each runtime has its own state).
+func (s *Service) serveAPI() (*nats.Subscription, error) {
+	return s.cfg.Conn.Subscribe(api.Prefix+">", func(m *nats.Msg) {
+		verb, name, ok := strings.Cut(strings.TrimPrefix(m.Subject, api.Prefix), ".")
+		if !ok {
+			return
+		}
+		s.mu.Lock()
+		_, running := s.runners[name]
+		st := s.store
+		s.mu.Unlock()
+		if !running || st == nil {
+			return // another runtime may run it; no reply means none does
+		}
+		reply, err := answer(st.Deployment(name), verb, m.Data)
+		if err != nil {
+			reply = api.Error{Error: err.Error()}
+		}
+		data, _ := json.Marshal(reply)
+		_ = m.Respond(data)
+	})
+}
+
+func answer(d *state.Deployment, verb string, data []byte) (any, error) {
+	switch verb {
+	case api.VerbState:
+		var req api.StateRequest
+		if err := json.Unmarshal(data, &req); err != nil {
+			return nil, err
+		}
+		e, found, err := d.Get(req.Key)
+		if err != nil || !found {
+			return api.StateReply{}, err
+		}
+		return api.StateReply{Found: true, KeyState: keyState(req.Key, e)}, nil
+	case api.VerbKeys:
+		var req api.KeysRequest
+		if err := json.Unmarshal(data, &req); err != nil {
+			return nil, err
+		}
+		if req.Limit <= 0 || req.Limit > api.MaxKeysLimit {
+			req.Limit = api.DefaultKeysLimit
+		}
+		var reply api.KeysReply
+		reply.Keys = []api.KeyState{}
+		after := []byte(req.After)
+		if len(after) == 0 {
+			after = nil
+		}
+		err := d.Keys(after, req.Limit, func(key []byte, e state.Entry) error {
+			reply.Keys = append(reply.Keys, keyState(append([]byte(nil), key...), e))
+			return nil
+		})
+		if len(reply.Keys) == req.Limit {
+			reply.Next = reply.Keys[len(reply.Keys)-1].Key
+		}
+		return reply, err
+	}
+	return nil, errors.New("unknown request " + verb)
+}
+
+func keyState(key []byte, e state.Entry) api.KeyState {
+	ks := api.KeyState{Key: json.RawMessage(key), HasValue: e.HasValue, TimeoutMs: e.TimeoutMs, UpdatedMs: e.UpdatedMs}
+	if e.HasValue {
+		v := append([]byte(nil), e.Value...)
+		if json.Valid(v) {
+			ks.Value = v
+		} else {
+			ks.Value, _ = json.Marshal(string(v)) // a raw handler's non-JSON state, as a string
+		}
+	}
+	return ks
+}

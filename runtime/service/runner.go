@@ -1,0 +1,313 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/api"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/state"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+// runner drives one deployment: it fetches rows from the input stream, runs micro-batches,
+// acknowledges the input once a batch committed, and publishes the deployment's status.
+type runner struct {
+	s      *Service
+	rec    natsio.Record
+	spec   *spec.Spec
+	eng    *engine.Engine
+	ks     *state.Deployment
+	src    *natsio.Source
+	logger *slog.Logger
+
+	cancel context.CancelFunc
+	done   chan struct{}
+
+	mu         sync.Mutex
+	status     client.Status
+	lastStatus time.Time
+}
+
+// revision is a deployment record whose spec and module were checked.
+type revision struct {
+	rec  natsio.Record
+	spec *spec.Spec
+	wasm []byte
+}
+
+// check validates rec before anything of a running revision is touched: its spec, and its
+// module (loaded and verified by SHA-256, compiled and initialized with the spec's config).
+// It has no side effects, so a refused redeploy leaves the running revision alone.
+func (s *Service) check(ctx context.Context, rec natsio.Record) (*revision, error) {
+	sp, err := api.SpecOf(rec)
+	if err != nil {
+		return nil, err
+	}
+	wasm, err := s.reg.GetModule(ctx, rec.ModuleDigest) // verifies the bytes' SHA-256
+	if err != nil {
+		return nil, fmt.Errorf("loading module %s: %w", rec.ModuleDigest, err)
+	}
+	if err := s.rt.ValidateModule(ctx, sp, wasm); err != nil {
+		return nil, err
+	}
+	return &revision{rec: rec, spec: sp, wasm: wasm}, nil
+}
+
+// build creates what a checked revision needs to run: streams, the input consumer (which it
+// resets to its ack floor) and the engine. The previous runner of the deployment, if any,
+// must have stopped: only one writer uses the consumer and the state at a time.
+func (s *Service) build(ctx context.Context, rv *revision) (*runner, error) {
+	rec, sp, wasm := rv.rec, rv.spec, rv.wasm
+	inStream, err := natsio.EnsureStream(ctx, s.js, sp.Input.Stream, natsio.StreamName(sp.Name+"_IN"), sp.Input.Subjects, 0)
+	if err != nil {
+		return nil, fmt.Errorf("input stream: %w", err)
+	}
+	if _, err := natsio.EnsureStream(ctx, s.js, sp.Output.Stream, natsio.StreamName(sp.Name+"_OUT"), []string{sp.Output.Subject}, natsio.MinDuplicateWindow); err != nil {
+		return nil, fmt.Errorf("output stream: %w", err)
+	}
+	if _, err := natsio.EnsureStream(ctx, s.js, sp.DeadLetter.Stream, natsio.StreamName(sp.Name+"_DLQ"), []string{sp.DeadLetter.Subject}, natsio.MinDuplicateWindow); err != nil {
+		return nil, fmt.Errorf("dead-letter stream: %w", err)
+	}
+	if sp.Late.Subject != "" {
+		if _, err := natsio.EnsureStream(ctx, s.js, sp.Late.Stream, natsio.StreamName(sp.Name+"_LATE"), []string{sp.Late.Subject}, natsio.MinDuplicateWindow); err != nil {
+			return nil, fmt.Errorf("late stream: %w", err)
+		}
+	}
+	src, err := natsio.NewSource(ctx, s.js, inStream, consumerName(sp.Name), sp.Input.Subjects)
+	if err != nil {
+		return nil, fmt.Errorf("input consumer: %w", err)
+	}
+	logger := s.logger.With("deployment", sp.Name)
+	s.mu.Lock()
+	store := s.store
+	s.mu.Unlock()
+	pub := natsio.NewPublisher(s.js, natsio.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject}).
+		WithInstance(store.ID())
+	eng, err := s.rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: wasm, Store: store, Sink: publisherSink{pub}, Logger: s.logger})
+	if err != nil {
+		return nil, err
+	}
+	r := &runner{s: s, rec: rec, spec: sp, eng: eng, src: src, logger: logger, done: make(chan struct{})}
+	r.status = client.Status{Name: sp.Name, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: store.ID()}
+	r.ks = store.Deployment(sp.Name)
+	return r, nil
+}
+
+func consumerName(deployment string) string { return "groupstate-" + deployment }
+
+func (r *runner) start(ctx context.Context) {
+	ctx, r.cancel = context.WithCancel(ctx)
+	go r.loop(ctx)
+}
+
+// stop ends the loop after the batch in flight and closes the engine.
+func (r *runner) stop() {
+	if r.cancel != nil {
+		r.cancel()
+		<-r.done
+	}
+	r.eng.Close(context.Background())
+}
+
+// failed tells whether the deployment stopped by an error (on_error: fail, a failed store).
+func (r *runner) failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status.State == client.StatusFailed
+}
+
+func (r *runner) setError(err error) {
+	r.mu.Lock()
+	r.status.Error = err.Error()
+	r.status.LastError, r.status.LastErrorAt = err.Error(), time.Now()
+	r.mu.Unlock()
+	r.publishStatus(context.Background(), true)
+}
+
+// loop is the deployment's micro-batch loop. Fetching runs ahead of it (see prefetch), so the
+// next batch's rows arrive while the current batch runs, and acknowledging input runs beside
+// it (see acker).
+func (r *runner) loop(ctx context.Context) {
+	defer close(r.done)
+	defer r.publishStatus(context.Background(), true)
+	work := context.WithoutCancel(ctx) // a batch in flight finishes even when stopping
+	acks := startAcker(r.src, r.logger)
+	defer acks.stop() // after the fetcher stopped (deferred below, so it runs first)
+	fctx, stopFetching := context.WithCancel(ctx)
+	fetched, fetcherDone := r.prefetch(fctx)
+	defer func() {
+		// The fetcher ends before the runner counts as stopped, so a redeploy's new runner
+		// never shares the consumer with it.
+		stopFetching()
+		<-fetcherDone
+	}()
+	var pending []natsio.Msg // fetched, not yet committed
+	noData := false
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		if len(pending) == 0 && !noData {
+			var f fetchResult
+			select {
+			case f = <-fetched:
+			case <-ctx.Done():
+				return
+			}
+			if f.err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				r.fault(ctx, fmt.Errorf("fetching input: %w", f.err), &backoff)
+				continue
+			}
+			pending = f.msgs
+		}
+		rep, last, err := r.runBatch(work, pending)
+		if err != nil {
+			if errors.Is(err, state.ErrFailed) {
+				r.fail(err)
+				r.s.signalStoreFailed()
+				return
+			}
+			if errors.Is(err, engine.ErrKeyFailed) {
+				r.fail(err) // on_error: fail stops the deployment; nothing of the batch committed
+				return
+			}
+			r.fault(ctx, err, &backoff)
+			continue // the same rows again
+		}
+		if last != nil {
+			acks.ack(*last)
+		}
+		pending = nil
+		noData = rep.NeedsNoDataBatch
+		backoff = 100 * time.Millisecond
+		r.record(rep)
+		r.s.cfg.Metrics.batch(r.spec.Name, rep)
+		r.publishStatus(work, false)
+	}
+}
+
+// fetchResult is one fetch of the input: up to Trigger.MaxRows messages, or an error.
+type fetchResult struct {
+	msgs []natsio.Msg
+	err  error
+}
+
+// prefetch fetches input ahead of the batch loop, one fetch at a time, until ctx ends: while
+// a batch runs, the next fetch is in flight or waiting in the channel (at most two batches of
+// rows are held, the running one and the next). Order is kept (one goroutine fetches, the
+// channel is FIFO), and nothing is acknowledged here: rows fetched but never run are
+// redelivered after a restart, and rows at or before the committed position are skipped.
+// After a fetch error it fetches again once the loop has taken the error, so it retries at
+// most once ahead of the loop's backoff.
+func (r *runner) prefetch(ctx context.Context) (<-chan fetchResult, <-chan struct{}) {
+	out := make(chan fetchResult)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			msgs, err := r.src.Fetch(ctx, r.spec.Trigger.MaxRows, r.spec.Trigger.Interval.Std())
+			select {
+			case out <- fetchResult{msgs: msgs, err: err}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out, done
+}
+
+// runBatch runs one batch of msgs (possibly none), skipping rows at or before the committed
+// position (redeliveries after a crash). It returns the last message, to acknowledge.
+func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.BatchReport, *natsio.Msg, error) {
+	pos := r.eng.Progress().Position
+	rows := make([]engine.Row, 0, len(msgs))
+	var last *natsio.Msg
+	var maxSeq uint64
+	for i := range msgs {
+		m := &msgs[i]
+		last = m
+		if m.Sequence <= pos {
+			continue
+		}
+		rows = append(rows, engine.Row{Data: m.Data, Subject: m.Subject, Sequence: m.Sequence})
+		maxSeq = max(maxSeq, m.Sequence)
+	}
+	in := engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(r.s.cfg.Clock.Now()), Rows: rows, Position: maxSeq}
+	rep, err := r.eng.RunBatch(ctx, in)
+	return rep, last, err
+}
+
+func (r *runner) fault(ctx context.Context, err error, backoff *time.Duration) {
+	r.logger.Error("batch failed; retrying", "err", err, "in", *backoff)
+	r.setError(err)
+	select {
+	case <-ctx.Done():
+	case <-time.After(*backoff):
+	}
+	*backoff = min(2**backoff, 10*time.Second)
+}
+
+func (r *runner) fail(err error) {
+	r.logger.Error("deployment stopped by an error", "err", err)
+	r.mu.Lock()
+	r.status.State = client.StatusFailed
+	r.status.Error = err.Error()
+	r.status.LastError, r.status.LastErrorAt = err.Error(), time.Now()
+	r.mu.Unlock()
+}
+
+// record adds a batch report to the status counters.
+func (r *runner) record(rep *engine.BatchReport) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := &r.status
+	st.Error = ""
+	if rep.Skipped {
+		return
+	}
+	st.Batches++
+	st.RowsIn += int64(rep.RowsIn)
+	st.LateRows += int64(rep.LateRows)
+	st.DeadLetters += int64(rep.DeadLetters)
+	st.TimeoutsFired += int64(rep.TimeoutCalls)
+	st.Emitted += int64(rep.Emitted)
+	st.LastBatchID = rep.BatchID
+	st.LastBatchMs = float64(rep.Duration.Microseconds()) / 1000
+	st.WatermarkMs = rep.WatermarkMs
+	st.LastBatchAt = time.Now()
+}
+
+// publishStatus writes the status document, at most once a second unless forced.
+func (r *runner) publishStatus(ctx context.Context, force bool) {
+	r.mu.Lock()
+	if !force && time.Since(r.lastStatus) < time.Second {
+		r.mu.Unlock()
+		return
+	}
+	r.lastStatus = time.Now()
+	st := r.status
+	r.mu.Unlock()
+	p := r.eng.Progress()
+	st.StateKeys, st.TimerKeys, st.Position = p.Keys, p.TimerKeys, p.Position
+	if r.spec.EventTime != nil {
+		st.WatermarkMs = p.WatermarkMs
+	}
+	if n, err := r.src.Pending(ctx); err == nil {
+		st.InputLag = int64(n)
+	}
+	if n, err := r.ks.DiskUsage(); err == nil {
+		st.StateBytes = int64(n)
+	}
+	st.UpdatedAt = time.Now()
+	r.s.cfg.Metrics.status(&st, r.spec.EventTime != nil)
+	r.s.putStatus(ctx, &st)
+}

@@ -1,0 +1,375 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/state"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+// Options configures a [Service].
+type Options struct {
+	// DataDir holds the state store (DataDir/state) and the compilation cache
+	// (DataDir/cache). Required.
+	DataDir string
+	// Conn is the NATS connection (required; not closed by the service).
+	Conn *nats.Conn
+	// Logger defaults to slog.Default().
+	Logger *slog.Logger
+	// Clock gives batch processing times. Default timeouts.System.
+	Clock timeouts.Clock
+	// Metrics, when set, receive the deployments' Prometheus metrics (see NewMetrics).
+	Metrics *Metrics
+	// StateOptions tune the state store (for example its cache size, or a fault-injecting
+	// filesystem in tests). Logger is set by the service. Optional.
+	StateOptions *state.Options
+}
+
+// ErrIncompleteOptions: Options miss DataDir or Conn.
+var ErrIncompleteOptions = errors.New("service: Options need DataDir and Conn")
+
+// Service runs every deployment registered in NATS: it watches the deployments bucket and
+// starts, replaces and stops deployments as they are deployed, redeployed and undeployed.
+type Service struct {
+	cfg    Options
+	logger *slog.Logger
+	rt     *engine.Runtime
+	js     jetstream.JetStream
+	reg    *natsio.Registry
+
+	mu      sync.Mutex
+	store   *state.Store
+	runners map[string]*runner
+
+	ready       atomic.Bool
+	storeFailed chan struct{}
+	retry       chan natsio.Record
+	backoff     map[string]time.Duration // per deployment, for retries of a failed start
+}
+
+// publishTimeout bounds the wait for one publish acknowledgement.
+const publishTimeout = 15 * time.Second
+
+// New opens the state store and the registry.
+func New(ctx context.Context, cfg Options) (*Service, error) {
+	if cfg.DataDir == "" || cfg.Conn == nil {
+		return nil, ErrIncompleteOptions
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = timeouts.System
+	}
+	// Publishes that get no acknowledgement fail after a while instead of waiting forever
+	// (for example when the connection drops mid-delivery); the outbox delivers them again.
+	// Deliveries keep up to natsio.PublishWindow publishes in flight each (see Engine's
+	// pipelined delivery), so the context allows that many for several deployments at once.
+	js, err := jetstream.New(cfg.Conn, jetstream.WithPublishAsyncTimeout(publishTimeout),
+		jetstream.WithPublishAsyncMaxPending(natsio.PublishAsyncMaxPending))
+	if err != nil {
+		return nil, err
+	}
+	reg, err := natsio.OpenRegistry(ctx, js)
+	if err != nil {
+		return nil, fmt.Errorf("service: opening the deployment registry: %w", err)
+	}
+	rt, err := engine.New(engine.Options{CacheDir: filepath.Join(cfg.DataDir, "cache"), Logger: cfg.Logger})
+	if err != nil {
+		return nil, err
+	}
+	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg,
+		runners: map[string]*runner{}, storeFailed: make(chan struct{}, 1),
+		retry: make(chan natsio.Record, 16), backoff: map[string]time.Duration{}}
+	if s.store, err = s.openStore(); err != nil {
+		rt.Close(ctx)
+		return nil, err
+	}
+	// Record NATS outages in every deployment's status (last_error), keeping whatever
+	// handler the connection already had.
+	prev := cfg.Conn.Opts.DisconnectedErrCB
+	cfg.Conn.SetDisconnectErrHandler(func(c *nats.Conn, err error) {
+		if prev != nil {
+			prev(c, err)
+		}
+		s.noteOutage(err)
+	})
+	return s, nil
+}
+
+func (s *Service) openStore() (*state.Store, error) {
+	var o state.Options
+	if s.cfg.StateOptions != nil {
+		o = *s.cfg.StateOptions
+	}
+	o.Logger = s.logger
+	st, err := state.Open(filepath.Join(s.cfg.DataDir, "state"), &o)
+	if err != nil {
+		return nil, fmt.Errorf("service: opening the state store: %w", err)
+	}
+	return st, nil
+}
+
+// Run runs deployments until ctx is done. Then every deployment finishes the batch in flight,
+// commits it and delivers its outputs, and Run returns nil.
+func (s *Service) Run(ctx context.Context) error {
+	defer s.rt.Close(context.Background())
+	defer func() {
+		s.mu.Lock()
+		st := s.store
+		s.mu.Unlock()
+		if st != nil {
+			st.Close()
+		}
+	}()
+	events, err := s.reg.Watch(ctx)
+	if err != nil {
+		return fmt.Errorf("service: watching deployments: %w", err)
+	}
+	api, err := s.serveAPI()
+	if err != nil {
+		return err
+	}
+	defer api.Unsubscribe()
+	s.logger.Info("runtime started", "data", s.cfg.DataDir)
+	s.ready.Store(true)
+	defer s.ready.Store(false)
+	records := map[string]natsio.Record{}
+	for {
+		select {
+		case <-ctx.Done():
+			s.stopAll()
+			s.logger.Info("runtime stopped")
+			return nil
+		case ev, ok := <-events:
+			if !ok {
+				if ctx.Err() != nil {
+					continue
+				}
+				s.stopAll()
+				return errors.New("service: the deployment watch ended")
+			}
+			if ev.InitialDone {
+				continue
+			}
+			name := ev.Record.Name
+			if ev.Deleted {
+				delete(records, name)
+				delete(s.backoff, name)
+				s.undeploy(ctx, name)
+				continue
+			}
+			records[name] = ev.Record
+			delete(s.backoff, name)
+			s.apply(ctx, ev.Record)
+		case rec := <-s.retry:
+			if cur, ok := records[rec.Name]; ok && cur.Revision == rec.Revision {
+				s.apply(ctx, rec)
+			}
+		case <-s.storeFailed:
+			s.recoverStore(ctx, records)
+		}
+	}
+}
+
+// apply starts or replaces the deployment of rec. When the new revision cannot start, the
+// running one (if any) keeps running and the error goes to the deployment's status.
+func (s *Service) apply(ctx context.Context, rec natsio.Record) {
+	s.mu.Lock()
+	old := s.runners[rec.Name]
+	me := s.store.ID()
+	s.mu.Unlock()
+	if old != nil && !old.failed() && old.rec.ModuleDigest == rec.ModuleDigest && string(old.rec.Spec) == string(rec.Spec) {
+		return
+	}
+	// Exactly one runtime runs a deployment: its state lives on that runtime's disk.
+	owner, err := s.reg.Claim(ctx, rec.Name, me)
+	if err != nil {
+		s.retryLater(rec, err)
+		return
+	}
+	if owner != me {
+		s.logger.Info("deployment is run by another runtime", "deployment", rec.Name, "owner", owner)
+		return
+	}
+	rv, err := s.check(ctx, rec)
+	if err != nil {
+		s.logger.Error("deployment refused", "deployment", rec.Name, "err", err)
+		if old != nil && !old.failed() {
+			old.setError(fmt.Errorf("redeploy refused, still running the previous revision: %w", err))
+		} else {
+			s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: me, UpdatedAt: time.Now()})
+		}
+		if !permanent(err) {
+			s.retryLater(rec, err)
+		}
+		return
+	}
+	delete(s.backoff, rec.Name)
+	if old != nil {
+		// One writer at a time: the old runner commits its last batch and lets go of the
+		// consumer before the new one resets the consumer and reads the progress.
+		s.mu.Lock()
+		delete(s.runners, rec.Name)
+		s.mu.Unlock()
+		old.stop()
+	}
+	r, err := s.build(ctx, rv)
+	if err != nil {
+		s.logger.Error("deployment could not start", "deployment", rec.Name, "err", err)
+		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: me, UpdatedAt: time.Now()})
+		s.retryLater(rec, err)
+		return
+	}
+	s.mu.Lock()
+	s.runners[rec.Name] = r
+	s.mu.Unlock()
+	r.start(ctx)
+	s.logger.Info("deployment running", "deployment", rec.Name, "module", rec.ModuleDigest[:12])
+}
+
+// permanent tells whether a deployment failed to start for a reason that only a new deploy
+// can fix (as opposed to NATS being unreachable for a moment).
+func permanent(err error) bool {
+	return errors.Is(err, spec.ErrInvalidSpec) || errors.Is(err, engine.ErrInvalidModule) || errors.Is(err, engine.ErrABIVersion) || errors.Is(err, engine.ErrModuleInit)
+}
+
+// retryLater starts rec again after a backoff that doubles per failure, up to a minute.
+func (s *Service) retryLater(rec natsio.Record, err error) {
+	d := max(s.backoff[rec.Name]*2, 500*time.Millisecond)
+	d = min(d, time.Minute)
+	s.backoff[rec.Name] = d
+	s.logger.Warn("deployment could not start; retrying", "deployment", rec.Name, "in", d, "err", err)
+	time.AfterFunc(d, func() {
+		select {
+		case s.retry <- rec:
+		default:
+		}
+	})
+}
+
+// undeploy stops a deployment that was removed, and gives up its ownership.
+func (s *Service) undeploy(ctx context.Context, name string) {
+	s.mu.Lock()
+	_, running := s.runners[name]
+	me := s.store.ID()
+	s.mu.Unlock()
+	s.stop(name, "undeployed")
+	if running {
+		if err := s.reg.Release(ctx, name, me); err != nil {
+			s.logger.Warn("releasing the deployment failed", "deployment", name, "err", err)
+		}
+	}
+}
+
+func (s *Service) stop(name, why string) {
+	s.mu.Lock()
+	r := s.runners[name]
+	delete(s.runners, name)
+	s.mu.Unlock()
+	if r != nil {
+		r.stop()
+		r.status.State = client.StatusStopped
+		r.publishStatus(context.Background(), true)
+		s.logger.Info("deployment stopped", "deployment", name, "why", why)
+	}
+}
+
+func (s *Service) stopAll() {
+	s.mu.Lock()
+	runners := s.runners
+	s.runners = map[string]*runner{}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, r := range runners {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r.stop()
+		}()
+	}
+	wg.Wait()
+}
+
+// recoverStore handles a failed state store (a Pebble write error): it stops every
+// deployment, reopens the store until that works, and starts them again from what reached
+// disk.
+func (s *Service) recoverStore(ctx context.Context, records map[string]natsio.Record) {
+	s.logger.Error("state store failed; stopping deployments and reopening it")
+	s.stopAll()
+	s.mu.Lock()
+	if s.store != nil {
+		s.store.Close()
+		s.store = nil
+	}
+	s.mu.Unlock()
+	for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, 10*time.Second) {
+		st, err := s.openStore()
+		if err == nil {
+			s.mu.Lock()
+			s.store = st
+			s.mu.Unlock()
+			break
+		}
+		s.logger.Error("reopening the state store failed; retrying", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
+	for _, rec := range records {
+		s.apply(ctx, rec)
+	}
+}
+
+// noteOutage records a lost NATS connection in every running deployment's status.
+func (s *Service) noteOutage(err error) {
+	msg := "NATS connection lost"
+	if err != nil {
+		msg += ": " + err.Error()
+	}
+	s.mu.Lock()
+	runners := make([]*runner, 0, len(s.runners))
+	for _, r := range s.runners {
+		runners = append(runners, r)
+	}
+	s.mu.Unlock()
+	for _, r := range runners {
+		r.mu.Lock()
+		r.status.LastError, r.status.LastErrorAt = msg, time.Now()
+		r.mu.Unlock()
+	}
+}
+
+func (s *Service) signalStoreFailed() {
+	select {
+	case s.storeFailed <- struct{}{}:
+	default:
+	}
+}
+
+// Ready reports whether the service has started watching deployments (for /readyz).
+func (s *Service) Ready() bool { return s.ready.Load() }
+
+func (s *Service) putStatus(ctx context.Context, st *client.Status) {
+	doc, _ := json.Marshal(st)
+	if err := s.reg.PutStatus(ctx, st.Name, doc); err != nil {
+		s.logger.Warn("publishing status failed", "deployment", st.Name, "err", err)
+	}
+}

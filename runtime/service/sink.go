@@ -1,0 +1,19 @@
+package service
+
+import (
+	"context"
+
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/state"
+)
+
+// publisherSink is the NATS publisher as the engine's [engine.PipelinedSink].
+type publisherSink struct{ *natsio.Publisher }
+
+var _ engine.PipelinedSink = publisherSink{}
+
+// Start implements [engine.PipelinedSink].
+func (p publisherSink) Start(ctx context.Context, deployment string, entries []state.OutboxEntry) engine.Delivery {
+	return p.Publisher.Start(ctx, deployment, entries)
+}

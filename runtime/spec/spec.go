@@ -1,0 +1,321 @@
+// Package spec is the deployment spec of groupstate: the YAML document that names a
+// deployment's module, input subjects, key, event time, timeout mode, outputs and limits
+// (docs/spec.md is the field reference). [ParseSpec] and [LoadSpec] read and validate one; every
+// default is declared here, once.
+package spec
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/groupstate/groupstate/runtime/internal/rowjson"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+// ErrInvalidSpec is wrapped by every spec validation error.
+var ErrInvalidSpec = errors.New("spec: invalid deployment spec")
+
+// Spec is a deployment spec. Field names and meanings are a contract; docs/spec.md is the
+// field reference with defaults. A Spec is a plain value: not safe for concurrent mutation,
+// safe to share once parsed.
+type Spec struct {
+	// Name identifies the deployment: [a-z0-9-]+, at most 63 characters.
+	Name string `yaml:"name" json:"name"`
+	// Module is the path of the .wasm file, relative to the spec file.
+	Module string `yaml:"module" json:"module"`
+	// Input selects the rows.
+	Input InputSpec `yaml:"input" json:"input"`
+	// Key selects the grouping key.
+	Key KeySpec `yaml:"key" json:"key"`
+	// EventTime, when set, names the event-time column and the watermark delay.
+	EventTime *EventTimeSpec `yaml:"event_time,omitempty" json:"event_time,omitempty"`
+	// Timeout is the timeout mode: none (default), processing_time or event_time.
+	Timeout timeouts.Mode `yaml:"timeout" json:"timeout"`
+	// Output is where emitted rows go.
+	Output OutputSpec `yaml:"output" json:"output"`
+	// OnError is what a failing call for one key does: dead_letter (default) or fail.
+	OnError OnError `yaml:"on_error" json:"on_error"`
+	// DeadLetter is where rows that cannot be processed go; default subject <name>.dlq.
+	DeadLetter SinkSpec `yaml:"dead_letter" json:"dead_letter"`
+	// Late, when its subject is set, receives late rows dropped under event-time timeouts.
+	Late SinkSpec `yaml:"late" json:"late"`
+	// Trigger cuts micro-batches.
+	Trigger TriggerSpec `yaml:"trigger" json:"trigger"`
+	// Limits bound the module.
+	Limits LimitsSpec `yaml:"limits" json:"limits"`
+	// Config is handed to the module at start as a JSON object.
+	Config map[string]any `yaml:"config" json:"config,omitempty"`
+}
+
+// InputSpec names the input subjects and, optionally, the stream that captures them.
+type InputSpec struct {
+	Subjects []string `yaml:"subjects" json:"subjects"`
+	Stream   string   `yaml:"stream,omitempty" json:"stream,omitempty"`
+}
+
+// KeySpec names the grouping key's field (a dotted JSON path; string or number values).
+type KeySpec struct {
+	Field string `yaml:"field" json:"field"`
+}
+
+// EventTimeSpec names the event-time field (epoch milliseconds or RFC 3339) and the delay the
+// watermark trails the largest event time seen.
+type EventTimeSpec struct {
+	Field          string   `yaml:"field" json:"field"`
+	WatermarkDelay Duration `yaml:"watermark_delay" json:"watermark_delay"`
+}
+
+// OutputSpec names the output subject and, optionally, the stream that keeps it.
+type OutputSpec struct {
+	Subject string `yaml:"subject" json:"subject"`
+	Stream  string `yaml:"stream,omitempty" json:"stream,omitempty"`
+}
+
+// SinkSpec names a subject and optionally its stream.
+type SinkSpec struct {
+	Subject string `yaml:"subject,omitempty" json:"subject,omitempty"`
+	Stream  string `yaml:"stream,omitempty" json:"stream,omitempty"`
+}
+
+// TriggerSpec cuts micro-batches. A batch takes the rows available when it starts, up to
+// MaxRows; when none are, it waits up to Interval for the first one. Under processing-time
+// timeouts a batch runs at least every Interval, with or without rows.
+type TriggerSpec struct {
+	// Interval defaults to 10ms.
+	Interval Duration `yaml:"interval,omitempty" json:"interval,omitempty"`
+	// MaxRows defaults to 10000.
+	MaxRows int `yaml:"max_rows,omitempty" json:"max_rows,omitempty"`
+}
+
+// LimitsSpec bounds a deployment's module. Zero values take the defaults.
+type LimitsSpec struct {
+	// Memory caps each instance's linear memory. Default 256MiB.
+	Memory ByteSize `yaml:"memory,omitempty" json:"memory,omitempty"`
+	// CallTimeout bounds one guest call. Default 5s.
+	CallTimeout Duration `yaml:"call_timeout,omitempty" json:"call_timeout,omitempty"`
+	// MaxOutputBytes caps what one guest call may return. Default 64MiB.
+	MaxOutputBytes ByteSize `yaml:"max_output_bytes,omitempty" json:"max_output_bytes,omitempty"`
+	// MaxRowBytes caps one input row; larger rows are dead-lettered. Default 1MiB.
+	MaxRowBytes ByteSize `yaml:"max_row_bytes,omitempty" json:"max_row_bytes,omitempty"`
+	// Instances is how many module instances run guest calls in parallel. Default: the
+	// number of CPUs.
+	Instances int `yaml:"instances,omitempty" json:"instances,omitempty"`
+}
+
+// OnError is what a failing call for one key does (docs/semantics.md, "Atomicity").
+type OnError string
+
+// The policies of [Spec.OnError].
+const (
+	// OnErrorDeadLetter sends the key's rows and the error to the dead-letter subject, keeps
+	// the key's state as it was before the call, and lets the other keys proceed.
+	OnErrorDeadLetter OnError = "dead_letter"
+	// OnErrorFail fails the batch: nothing of it commits and the deployment stops.
+	OnErrorFail OnError = "fail"
+)
+
+// Defaults of the fields left unset (see [Spec.EnsureDefaults]).
+const (
+	DefaultTriggerInterval = 10 * time.Millisecond
+	DefaultMaxRows         = 10000
+	DefaultMemory          = 256 << 20
+	DefaultCallTimeout     = 5 * time.Second
+	DefaultMaxOutputBytes  = 64 << 20
+	DefaultMaxRowBytes     = 1 << 20
+)
+
+var nameRE = regexp.MustCompile(`^[a-z0-9-]+$`)
+
+// ParseSpec parses and validates a spec. Unknown fields are errors, so a typo does not go
+// unnoticed.
+func ParseSpec(data []byte) (*Spec, error) {
+	data, modeProblem := takeBadTimeout(data)
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSpec, err)
+	}
+	s.EnsureDefaults()
+	if err := s.validate(modeProblem); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// takeBadTimeout finds a top-level timeout that is not a mode. Decoding it into
+// [timeouts.Mode] would stop the decoder at once, and the spec's other problems would go
+// unreported; so it is reported as a problem of its own and the document is decoded with the
+// default mode in its place. Anything else is returned as it is.
+func takeBadTimeout(data []byte) ([]byte, string) {
+	var doc yaml.Node
+	if yaml.Unmarshal(data, &doc) != nil || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return data, "" // the decoder reports it
+	}
+	m := doc.Content[0].Content
+	for i := 0; i+1 < len(m); i += 2 {
+		if m[i].Value != "timeout" || m[i+1].Kind != yaml.ScalarNode {
+			continue
+		}
+		_, err := timeouts.ParseMode(m[i+1].Value)
+		if err == nil {
+			return data, ""
+		}
+		m[i+1].Value = timeouts.None.String()
+		fixed, merr := yaml.Marshal(&doc)
+		if merr != nil {
+			return data, ""
+		}
+		return fixed, "timeout: " + err.Error()
+	}
+	return data, ""
+}
+
+// LoadSpec reads and parses the spec at path. It resolves Module relative to the spec's
+// directory (unless absolute) and returns that path too.
+func LoadSpec(path string) (*Spec, string, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, "", err
+	}
+	s, err := ParseSpec(data)
+	if err != nil {
+		return nil, "", fmt.Errorf("%s: %w", path, err)
+	}
+	mod := s.Module
+	if mod != "" && !filepath.IsAbs(mod) {
+		mod = filepath.Join(filepath.Dir(path), mod)
+	}
+	return s, mod, nil
+}
+
+// EnsureDefaults fills in the defaults of every unset field.
+func (s *Spec) EnsureDefaults() {
+	if s.OnError == "" {
+		s.OnError = OnErrorDeadLetter
+	}
+	if s.DeadLetter.Subject == "" && s.Name != "" {
+		s.DeadLetter.Subject = s.Name + ".dlq"
+	}
+	if s.Trigger.Interval == 0 {
+		s.Trigger.Interval = Duration(DefaultTriggerInterval)
+	}
+	if s.Trigger.MaxRows == 0 {
+		s.Trigger.MaxRows = DefaultMaxRows
+	}
+	l := &s.Limits
+	if l.Memory == 0 {
+		l.Memory = DefaultMemory
+	}
+	if l.CallTimeout == 0 {
+		l.CallTimeout = Duration(DefaultCallTimeout)
+	}
+	if l.MaxOutputBytes == 0 {
+		l.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if l.MaxRowBytes == 0 {
+		l.MaxRowBytes = DefaultMaxRowBytes
+	}
+}
+
+// Validate reports every problem of the spec in one error wrapping [ErrInvalidSpec].
+func (s *Spec) Validate() error { return s.validate("") }
+
+// validate is Validate with a problem found while decoding (none when empty) listed first.
+func (s *Spec) validate(decodeProblem string) error {
+	var p []string
+	if decodeProblem != "" {
+		p = append(p, decodeProblem)
+	}
+	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
+	switch {
+	case s.Name == "":
+		add("name is required")
+	case len(s.Name) > 63 || !nameRE.MatchString(s.Name):
+		add("name %q must be 1 to 63 characters of [a-z0-9-]", s.Name)
+	}
+	if s.Key.Field == "" {
+		add("key.field is required")
+	} else if _, err := rowjson.ParsePath(s.Key.Field); err != nil {
+		add("key.field %q is not a valid field path", s.Key.Field)
+	}
+	if !s.Timeout.Valid() {
+		add("timeout: unknown timeout mode %s", s.Timeout)
+	}
+	if s.EventTime != nil {
+		if s.EventTime.Field == "" {
+			add("event_time.field is required when event_time is set")
+		} else if _, err := rowjson.ParsePath(s.EventTime.Field); err != nil {
+			add("event_time.field %q is not a valid field path", s.EventTime.Field)
+		}
+		if s.EventTime.WatermarkDelay < 0 {
+			add("event_time.watermark_delay must not be negative")
+		}
+	}
+	if s.Timeout == timeouts.EventTime && s.EventTime == nil {
+		add("timeout: event_time needs event_time.field and event_time.watermark_delay")
+	}
+	if s.OnError != OnErrorDeadLetter && s.OnError != OnErrorFail {
+		add("on_error %q must be %q or %q", s.OnError, OnErrorDeadLetter, OnErrorFail)
+	}
+	for _, subj := range s.Input.Subjects {
+		if subj == "" || strings.ContainsAny(subj, " \t\r\n") {
+			add("input.subjects: %q is not a valid subject", subj)
+		}
+	}
+	if s.Trigger.Interval < 0 || s.Trigger.MaxRows < 0 {
+		add("trigger.interval and trigger.max_rows must not be negative")
+	}
+	if s.Limits.Instances < 0 {
+		add("limits.instances must not be negative")
+	}
+	if s.Config != nil {
+		if _, err := json.Marshal(s.Config); err != nil {
+			add("config cannot be represented as JSON: %v", err)
+		}
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidSpec, strings.Join(p, "; "))
+}
+
+// ValidateForService is Validate plus what only the NATS service needs: input subjects and
+// an output subject. (Scenario files run without NATS, so their specs may leave them out.)
+func (s *Spec) ValidateForService() error {
+	var p []string
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if len(s.Input.Subjects) == 0 {
+		p = append(p, "input.subjects is required: the subjects to read rows from")
+	}
+	if s.Output.Subject == "" {
+		p = append(p, "output.subject is required: where emitted rows are published")
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidSpec, strings.Join(p, "; "))
+}
+
+// ConfigJSON returns Config as a JSON object ("{}" when empty).
+func (s *Spec) ConfigJSON() []byte {
+	if len(s.Config) == 0 {
+		return []byte("{}")
+	}
+	b, err := json.Marshal(s.Config)
+	if err != nil {
+		return []byte("{}")
+	}
+	return b
+}

@@ -1,0 +1,114 @@
+package spec_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+// specFromYAML parses a spec written in a test.
+func specFromYAML(t testing.TB, y string) *spec.Spec {
+	t.Helper()
+	s, err := spec.ParseSpec([]byte(strings.TrimSpace(y)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestParseSpecDefaults(t *testing.T) {
+	s := specFromYAML(t, `
+name: logincount
+module: logincount.wasm
+input:
+  subjects: ["logins.>"]
+key:
+  field: user_id
+output:
+  subject: logincount.out
+`)
+	if s.Timeout != timeouts.None || s.OnError != spec.OnErrorDeadLetter || s.DeadLetter.Subject != "logincount.dlq" {
+		t.Fatalf("defaults: timeout %q on_error %q dead_letter %q", s.Timeout, s.OnError, s.DeadLetter.Subject)
+	}
+	if s.Trigger.Interval.Std() != spec.DefaultTriggerInterval || s.Trigger.MaxRows != spec.DefaultMaxRows {
+		t.Fatalf("trigger defaults: %+v", s.Trigger)
+	}
+	if s.Limits.Memory != spec.DefaultMemory || s.Limits.CallTimeout.Std() != spec.DefaultCallTimeout || s.Limits.MaxRowBytes != spec.DefaultMaxRowBytes {
+		t.Fatalf("limit defaults: %+v", s.Limits)
+	}
+	if string(s.ConfigJSON()) != "{}" {
+		t.Fatalf("config %s", s.ConfigJSON())
+	}
+}
+
+func TestParseSpecFields(t *testing.T) {
+	s := specFromYAML(t, `
+name: sessions
+module: x.wasm
+key: {field: user.id}
+event_time: {field: ts, watermark_delay: 1m30s}
+timeout: event_time
+output: {subject: s.out, stream: S_OUT}
+dead_letter: {subject: s.bad, stream: S_BAD}
+on_error: fail
+limits: {memory: 32MiB, call_timeout: 250ms, max_row_bytes: 4KiB, instances: 3}
+config:
+  gap: 5s
+  nested: {a: [1, 2]}
+`)
+	if s.EventTime.WatermarkDelay.Std() != 90*time.Second || s.Limits.Memory != 32<<20 || s.Limits.MaxRowBytes != 4096 || s.Limits.Instances != 3 {
+		t.Fatalf("%+v %+v", s.EventTime, s.Limits)
+	}
+	if got := string(s.ConfigJSON()); got != `{"gap":"5s","nested":{"a":[1,2]}}` {
+		t.Fatalf("config %s", got)
+	}
+}
+
+func TestParseSpecErrors(t *testing.T) {
+	base := "name: ok\nkey: {field: k}\n"
+	tests := []struct{ yaml, want string }{
+		{"key: {field: k}\n", "name is required"},
+		{"name: Has_Upper\nkey: {field: k}\n", `name "Has_Upper" must be 1 to 63 characters of [a-z0-9-]`},
+		{"name: ok\n", "key.field is required"},
+		{"name: ok\nkey: {field: a..b}\n", `key.field "a..b" is not a valid field path`},
+		{base + "timeout: sometimes\n", `timeout: timeouts: unknown timeout mode "sometimes"`},
+		{base + "timeout: event_time\n", "timeout: event_time needs event_time.field and event_time.watermark_delay"},
+		{base + "on_error: ignore\n", `on_error "ignore" must be "dead_letter" or "fail"`},
+		{base + "event_time: {watermark_delay: 10s}\n", "event_time.field is required"},
+		{base + "event_time: {field: ts, watermark_delay: 10}\n", "no unit"},
+		{base + "limits: {memory: lots}\n", `"lots" is not a size`},
+		{base + "outptu: {subject: x}\n", "field outptu not found"},
+		{"name: [\n", "invalid deployment spec"},
+	}
+	for _, tc := range tests {
+		_, err := spec.ParseSpec([]byte(tc.yaml))
+		if !errors.Is(err, spec.ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseSpec(%q):\n  err  %v\n  want ErrInvalidSpec containing %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+// TestParseSpecReportsEveryProblem: one error lists all problems, so a user fixes them in one
+// round.
+func TestParseSpecReportsEveryProblem(t *testing.T) {
+	_, err := spec.ParseSpec([]byte("name: BAD\ntimeout: never\non_error: shrug\nevent_time: {watermark_delay: 1s}\n"))
+	for _, want := range []string{"name", "key.field", "timeout", "event_time.field", "on_error"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %v does not mention %s", err, want)
+		}
+	}
+}
+
+func FuzzParseSpec(f *testing.F) {
+	f.Add([]byte("name: a\nkey: {field: k}\ntimeout: processing_time\nconfig: {x: 1}\n"))
+	f.Add([]byte("name: a\nkey: {field: k}\nevent_time: {field: ts, watermark_delay: 1s}\ntimeout: event_time\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if s, err := spec.ParseSpec(b); err == nil {
+			_ = s.ConfigJSON()
+		}
+	})
+}
