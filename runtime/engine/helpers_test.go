@@ -58,7 +58,6 @@ func readFile(t testing.TB, path string) []byte {
 	return b
 }
 
-
 // specFromYAML parses a spec written in a test.
 func specFromYAML(t testing.TB, y string) *spec.Spec {
 	t.Helper()
