@@ -43,7 +43,7 @@ func streamMsgs(t *testing.T, e *env, stream string) []*jetstream.RawStreamMsg {
 func setupOutputs(t *testing.T, e *env) {
 	t.Helper()
 	for name, subj := range map[string]string{"OUT": "dep.out", "DLQ": "dep.dlq", "LATE": "dep.late"} {
-		if _, err := EnsureStream(e.ctx, e.js, name, "", []string{subj}, time.Minute); err != nil {
+		if _, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: name, Subjects: []string{subj}, Duplicates: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 	}
