@@ -51,6 +51,9 @@ func (s *Service) check(ctx context.Context, rec natsio.Record) (*revision, erro
 	if err != nil {
 		return nil, err
 	}
+	if err := sp.ValidateForService(); err != nil {
+		return nil, err // a record written by an older client, or by hand
+	}
 	wasm, err := s.reg.GetModule(ctx, rec.ModuleDigest) // verifies the bytes' SHA-256
 	if err != nil {
 		return nil, fmt.Errorf("loading module %s: %w", rec.ModuleDigest, err)
@@ -66,19 +69,29 @@ func (s *Service) check(ctx context.Context, rec natsio.Record) (*revision, erro
 // must have stopped: only one writer uses the consumer and the state at a time.
 func (s *Service) build(ctx context.Context, rv *revision) (*runner, error) {
 	rec, sp, wasm := rv.rec, rv.spec, rv.wasm
-	inStream, err := natsio.EnsureStream(ctx, s.js, sp.Input.Stream, natsio.StreamName(sp.Name+"_IN"), sp.Input.Subjects, 0)
+	inStream, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: sp.Input.Stream, Fallback: natsio.StreamName(sp.Name + "_IN"),
+		Subjects: sp.Input.Subjects, MaxAge: sp.Input.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge})
 	if err != nil {
 		return nil, fmt.Errorf("input stream: %w", err)
 	}
-	if _, err := natsio.EnsureStream(ctx, s.js, sp.Output.Stream, natsio.StreamName(sp.Name+"_OUT"), []string{sp.Output.Subject}, natsio.MinDuplicateWindow); err != nil {
-		return nil, fmt.Errorf("output stream: %w", err)
+	// Outputs are never stored in the input stream (the spec refuses subjects that the input
+	// subjects match, but a named or adopted input stream may capture more than they do).
+	outputs := []struct {
+		what, suffix string
+		sink         spec.SinkSpec
+	}{
+		{"output", "_OUT", spec.SinkSpec{Subject: sp.Output.Subject, Stream: sp.Output.Stream, MaxAge: sp.Output.MaxAge}},
+		{"dead-letter", "_DLQ", sp.DeadLetter},
+		{"late", "_LATE", sp.Late},
 	}
-	if _, err := natsio.EnsureStream(ctx, s.js, sp.DeadLetter.Stream, natsio.StreamName(sp.Name+"_DLQ"), []string{sp.DeadLetter.Subject}, natsio.MinDuplicateWindow); err != nil {
-		return nil, fmt.Errorf("dead-letter stream: %w", err)
-	}
-	if sp.Late.Subject != "" {
-		if _, err := natsio.EnsureStream(ctx, s.js, sp.Late.Stream, natsio.StreamName(sp.Name+"_LATE"), []string{sp.Late.Subject}, natsio.MinDuplicateWindow); err != nil {
-			return nil, fmt.Errorf("late stream: %w", err)
+	for _, o := range outputs {
+		if o.sink.Subject == "" {
+			continue // no late subject
+		}
+		if _, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: o.sink.Stream, Fallback: natsio.StreamName(sp.Name + o.suffix),
+			Subjects: []string{o.sink.Subject}, Duplicates: natsio.MinDuplicateWindow,
+			MaxAge: o.sink.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Avoid: inStream}); err != nil {
+			return nil, fmt.Errorf("%s stream: %w", o.what, err)
 		}
 	}
 	src, err := natsio.NewSource(ctx, s.js, inStream, consumerName(sp.Name), sp.Input.Subjects)

@@ -233,7 +233,9 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 	if err != nil {
 		s.logger.Error("deployment could not start", "deployment", rec.Name, "err", err)
 		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: me, UpdatedAt: time.Now()})
-		s.retryLater(rec, err)
+		if !permanent(err) {
+			s.retryLater(rec, err)
+		}
 		return
 	}
 	s.mu.Lock()
@@ -246,7 +248,7 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 // permanent tells whether a deployment failed to start for a reason that only a new deploy
 // can fix (as opposed to NATS being unreachable for a moment).
 func permanent(err error) bool {
-	return errors.Is(err, spec.ErrInvalidSpec) || errors.Is(err, engine.ErrInvalidModule) || errors.Is(err, engine.ErrABIVersion) || errors.Is(err, engine.ErrModuleInit)
+	return errors.Is(err, spec.ErrInvalidSpec) || errors.Is(err, engine.ErrInvalidModule) || errors.Is(err, engine.ErrABIVersion) || errors.Is(err, engine.ErrModuleInit) || errors.Is(err, natsio.ErrAvoidedStream)
 }
 
 // retryLater starts rec again after a backoff that doubles per failure, up to a minute.

@@ -18,6 +18,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
+	"github.com/groupstate/groupstate/runtime/internal/subject"
 	"github.com/groupstate/groupstate/timeouts"
 )
 
@@ -60,6 +61,10 @@ type Spec struct {
 type InputSpec struct {
 	Subjects []string `yaml:"subjects" json:"subjects"`
 	Stream   string   `yaml:"stream,omitempty" json:"stream,omitempty"`
+	// MaxAge is how long the stream keeps messages. Unset: a stream groupstate creates keeps
+	// them for [DefaultStreamMaxAge], and an existing stream's retention is left alone; set:
+	// the stream, created or existing, keeps them this long.
+	MaxAge Duration `yaml:"max_age,omitempty" json:"max_age,omitempty"`
 }
 
 // KeySpec names the grouping key's field (a dotted JSON path; string or number values).
@@ -78,12 +83,20 @@ type EventTimeSpec struct {
 type OutputSpec struct {
 	Subject string `yaml:"subject" json:"subject"`
 	Stream  string `yaml:"stream,omitempty" json:"stream,omitempty"`
+	// MaxAge is how long the stream keeps messages. Unset: a stream groupstate creates keeps
+	// them for [DefaultStreamMaxAge], and an existing stream's retention is left alone; set:
+	// the stream, created or existing, keeps them this long.
+	MaxAge Duration `yaml:"max_age,omitempty" json:"max_age,omitempty"`
 }
 
 // SinkSpec names a subject and optionally its stream.
 type SinkSpec struct {
 	Subject string `yaml:"subject,omitempty" json:"subject,omitempty"`
 	Stream  string `yaml:"stream,omitempty" json:"stream,omitempty"`
+	// MaxAge is how long the stream keeps messages. Unset: a stream groupstate creates keeps
+	// them for [DefaultStreamMaxAge], and an existing stream's retention is left alone; set:
+	// the stream, created or existing, keeps them this long.
+	MaxAge Duration `yaml:"max_age,omitempty" json:"max_age,omitempty"`
 }
 
 // TriggerSpec cuts micro-batches. A batch takes the rows available when it starts, up to
@@ -131,7 +144,15 @@ const (
 	DefaultCallTimeout     = 5 * time.Second
 	DefaultMaxOutputBytes  = 64 << 20
 	DefaultMaxRowBytes     = 1 << 20
+	// DefaultStreamMaxAge is how long the streams groupstate creates (input, output,
+	// dead-letter, late) keep messages when the spec sets no max_age: a week.
+	DefaultStreamMaxAge = 7 * 24 * time.Hour
 )
+
+// DuplicateWindow is the duplicate window of the streams groupstate publishes to: a
+// redelivery of the outbox after a crash within it is dropped by the stream (exactly once
+// for stream consumers). It is also the smallest max_age a spec may set.
+const DuplicateWindow = 10 * time.Minute
 
 var nameRE = regexp.MustCompile(`^[a-z0-9-]+$`)
 
@@ -267,9 +288,22 @@ func (s *Spec) validate(decodeProblem string) error {
 	if s.OnError != OnErrorDeadLetter && s.OnError != OnErrorFail {
 		add("on_error %q must be %q or %q", s.OnError, OnErrorDeadLetter, OnErrorFail)
 	}
-	for _, subj := range s.Input.Subjects {
-		if subj == "" || strings.ContainsAny(subj, " \t\r\n") {
-			add("input.subjects: %q is not a valid subject", subj)
+	for _, in := range s.Input.Subjects {
+		if err := subject.CheckPattern(in); err != nil {
+			add("input.subjects: %q is not a valid subject: it %v", in, err)
+		}
+	}
+	for _, out := range s.published() {
+		if err := subject.CheckLiteral(out.subject); out.subject != "" && err != nil {
+			add("%s %q is not a subject to publish to: it %v", out.field, out.subject, err)
+		}
+	}
+	for _, a := range []struct {
+		field string
+		age   Duration
+	}{{"input.max_age", s.Input.MaxAge}, {"output.max_age", s.Output.MaxAge}, {"dead_letter.max_age", s.DeadLetter.MaxAge}, {"late.max_age", s.Late.MaxAge}} {
+		if a.age < 0 || (a.age > 0 && a.age.Std() < DuplicateWindow) {
+			add("%s must be at least %s (or unset)", a.field, time.Duration(DuplicateWindow))
 		}
 	}
 	if s.Trigger.Interval < 0 || s.Trigger.MaxRows < 0 {
@@ -290,22 +324,50 @@ func (s *Spec) validate(decodeProblem string) error {
 }
 
 // ValidateForService is Validate plus what only the NATS service needs: input subjects and
-// an output subject. (Scenario files run without NATS, so their specs may leave them out.)
+// an output subject, every subject valid, and no subject the deployment publishes to (output,
+// dead-letter, late) matched by an input subject: the deployment would read its own messages
+// back, and one bad row would become a storm. (Scenario files run without NATS, so their
+// specs may leave subjects out.)
 func (s *Spec) ValidateForService() error {
 	var p []string
 	if err := s.Validate(); err != nil {
 		return err
 	}
+	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
 	if len(s.Input.Subjects) == 0 {
-		p = append(p, "input.subjects is required: the subjects to read rows from")
+		add("input.subjects is required: the subjects to read rows from")
 	}
 	if s.Output.Subject == "" {
-		p = append(p, "output.subject is required: where emitted rows are published")
+		add("output.subject is required: where emitted rows are published")
+	}
+	for _, out := range s.published() {
+		if out.subject == "" || subject.CheckLiteral(out.subject) != nil {
+			continue // Validate reported it
+		}
+		for _, in := range s.Input.Subjects {
+			if subject.Subset(out.subject, in) {
+				add("%s %q is matched by input subject %q: the deployment would read what it publishes as input (a feedback loop); choose a subject outside the input subjects", out.field, out.subject, in)
+			}
+		}
+	}
+	for _, st := range []struct{ field, name string }{{"output.stream", s.Output.Stream}, {"dead_letter.stream", s.DeadLetter.Stream}, {"late.stream", s.Late.Stream}} {
+		if st.name != "" && st.name == s.Input.Stream {
+			add("%s %q is the input stream: outputs must not be stored where input is read", st.field, st.name)
+		}
 	}
 	if len(p) == 0 {
 		return nil
 	}
 	return fmt.Errorf("%w: %s", ErrInvalidSpec, strings.Join(p, "; "))
+}
+
+// published lists the subjects the deployment publishes to, with their field names.
+func (s *Spec) published() []struct{ field, subject string } {
+	return []struct{ field, subject string }{
+		{"output.subject", s.Output.Subject},
+		{"dead_letter.subject", s.DeadLetter.Subject},
+		{"late.subject", s.Late.Subject},
+	}
 }
 
 // ConfigJSON returns Config as a JSON object ("{}" when empty).

@@ -112,3 +112,44 @@ func FuzzParseSpec(f *testing.F) {
 		}
 	})
 }
+
+// TestValidateForServiceRefusesFeedbackLoops: a subject the deployment publishes to that an
+// input subject matches would be read back as input (one bad row became thousands of dead
+// letters a second). Each is refused with both subjects named; so are invalid subjects and
+// an output stream that is the input stream.
+func TestValidateForServiceRefusesFeedbackLoops(t *testing.T) {
+	base := "key: {field: k}\noutput: {subject: orders-out}\n"
+	tests := []struct{ yaml, want string }{
+		{"name: orders\ninput: {subjects: [\"orders.>\"]}\n" + base,
+			`dead_letter.subject "orders.dlq" is matched by input subject "orders.>"`},
+		{"name: x\ninput: {subjects: [\"orders.*\"]}\nkey: {field: k}\noutput: {subject: orders.out}\n",
+			`output.subject "orders.out" is matched by input subject "orders.*"`},
+		{"name: x\ninput: {subjects: [\"in\", \">\"]}\n" + base,
+			`output.subject "orders-out" is matched by input subject ">"`},
+		{"name: x\ninput: {subjects: [in.a]}\n" + base + "late: {subject: in.a}\n",
+			`late.subject "in.a" is matched by input subject "in.a"`},
+		{"name: x\ninput: {subjects: [in]}\nkey: {field: k}\noutput: {subject: out.>}\n",
+			`output.subject "out.>" is not a subject to publish to`},
+		{"name: x\ninput: {subjects: [in..a]}\n" + base, `input.subjects: "in..a" is not a valid subject`},
+		{"name: x\ninput: {subjects: [in.>.a]}\n" + base, `input.subjects: "in.>.a" is not a valid subject`},
+		{"name: x\ninput: {subjects: [in], stream: IN}\nkey: {field: k}\noutput: {subject: out, stream: IN}\n",
+			`output.stream "IN" is the input stream`},
+		{"name: x\ninput: {subjects: [in], max_age: 1m}\n" + base, "input.max_age must be at least 10m0s"},
+	}
+	for _, tc := range tests {
+		s, err := spec.ParseSpec([]byte(tc.yaml))
+		if err == nil {
+			err = s.ValidateForService()
+		}
+		if !errors.Is(err, spec.ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("spec %q:\n  err  %v\n  want ErrInvalidSpec containing %q", tc.yaml, err, tc.want)
+		}
+	}
+	ok := specFromYAML(t, "name: orders\ninput: {subjects: [\"orders.in.>\"], max_age: 24h}\nkey: {field: k}\noutput: {subject: orders.out, max_age: 10m}\n")
+	if err := ok.ValidateForService(); err != nil {
+		t.Fatalf("subjects outside the input subjects: %v", err)
+	}
+	if ok.Input.MaxAge.Std() != 24*time.Hour || ok.Output.MaxAge.Std() != spec.DuplicateWindow {
+		t.Fatalf("max_age: %+v %+v", ok.Input, ok.Output)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -94,37 +95,91 @@ func (p *Publisher) msgID(deployment string, id state.OutboxID) string {
 	return MsgID(deployment, p.instance, id)
 }
 
-// ReasonTooLargeToPublish is the dead-letter reason of an entry too large for the server's
-// max_payload: it is replaced by a small dead letter saying so, instead of failing every
-// delivery forever.
-const ReasonTooLargeToPublish = "too_large_to_publish"
+// Dead-letter reasons of entries the publisher could not publish. Such an entry is replaced
+// by a small dead letter saying why (same message id, so it is still published exactly once),
+// instead of failing every delivery forever and holding back every later batch.
+const (
+	// ReasonTooLargeToPublish: the message is larger than the server's max_payload.
+	ReasonTooLargeToPublish = "too_large_to_publish"
+	// ReasonUnpublishable: the server refused the message for good: larger than its
+	// stream's max_msg_size, an invalid subject, or no permission to publish to it.
+	ReasonUnpublishable = "unpublishable"
+)
 
-// fit returns m, or when m is larger than the connection's max_payload, a small dead letter
-// in its place (same message id, so it is still published exactly once).
-func (p *Publisher) fit(m *nats.Msg, kind state.OutboxKind) *nats.Msg {
-	limit := p.js.Conn().MaxPayload()
-	size := len(m.Subject) + len(m.Data)
+// headerFraming is what a message's headers cost on the wire beyond their lines: the
+// "NATS/1.0\r\n" status line and the blank line that ends them.
+const headerFraming = len("NATS/1.0\r\n") + len("\r\n")
+
+// wireSize is what m counts against the server's max_payload: data plus headers.
+func wireSize(m *nats.Msg) int {
+	size := len(m.Data)
+	if len(m.Header) > 0 {
+		size += headerFraming
+	}
 	for k, vs := range m.Header {
 		for _, v := range vs {
-			size += len(k) + len(v) + 4
+			size += len(k) + len(": ") + len(v) + len("\r\n")
 		}
 	}
+	return size
+}
+
+// fit returns m, or when m is larger than the connection's max_payload, a small dead letter
+// in its place.
+func (p *Publisher) fit(m *nats.Msg) *nats.Msg {
+	limit, size := p.js.Conn().MaxPayload(), wireSize(m)
 	if limit <= 0 || int64(size) <= limit || p.subj.DeadLetter == "" {
 		return m
 	}
+	return p.stub(m, ReasonTooLargeToPublish, fmt.Sprintf("%d bytes for %s is larger than the server's max_payload of %d bytes", size, m.Subject, limit))
+}
+
+// stub is the small dead letter that replaces m, which cannot be published for reason.
+func (p *Publisher) stub(m *nats.Msg, reason, why string) *nats.Msg {
 	stub := &nats.Msg{Subject: p.subj.DeadLetter, Header: nats.Header{}}
-	for _, k := range []string{HeaderDeployment, HeaderKey, HeaderBatch, HeaderSubject, HeaderSequence, jetstream.MsgIDHeader} {
+	for _, k := range []string{HeaderDeployment, HeaderKey, HeaderBatch, HeaderSubject, HeaderSequence, HeaderTimeoutCall, jetstream.MsgIDHeader} {
 		if v := m.Header.Get(k); v != "" {
 			stub.Header.Set(k, v)
 		}
 	}
-	stub.Header.Set(HeaderReason, ReasonTooLargeToPublish)
-	msg := fmt.Sprintf("a %s of %d bytes for %s is larger than the server's max_payload of %d bytes; it was dropped", kind, size, m.Subject, limit)
+	stub.Header.Set(HeaderReason, reason)
+	kind := "message"
+	if m.Subject == p.subj.DeadLetter {
+		kind = "dead letter"
+	}
+	msg := "a " + kind + " could not be published and was dropped: " + why
 	if r := m.Header.Get(HeaderReason); r != "" {
 		msg += " (it was a dead letter: " + r + ": " + truncate(m.Header.Get(HeaderError), 200) + ")"
 	}
 	stub.Header.Set(HeaderError, msg)
 	return stub
+}
+
+// refused tells whether err, from publishing m, is a refusal that publishing m again cannot
+// change: the stream's max_msg_size, an invalid subject, the server's max_payload, or a
+// permission violation for m's subject (the server reports those on the connection, and the
+// publish itself only times out, so the connection's last error is consulted).
+func (p *Publisher) refused(m *nats.Msg, err error) bool {
+	switch {
+	case errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum), errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrMaxPayload):
+		return true
+	case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		last := p.js.Conn().LastError()
+		return last != nil && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `Publish to "`+m.Subject+`"`)
+	}
+	return false
+}
+
+// replace publishes the stub of m, which was refused with err, and waits for its
+// acknowledgement. It fails when there is no dead-letter subject or the stub is refused too.
+func (p *Publisher) replace(ctx context.Context, m *nats.Msg, err error) error {
+	if p.subj.DeadLetter == "" {
+		return err
+	}
+	if _, perr := p.js.PublishMsg(ctx, p.stub(m, ReasonUnpublishable, err.Error())); perr != nil {
+		return fmt.Errorf("%w; its dead letter failed too: %w", err, perr)
+	}
+	return nil
 }
 
 func truncate(s string, n int) string {
@@ -209,8 +264,14 @@ func (d *Delivery) send(ctx context.Context, entries []state.OutboxEntry) error 
 		}
 		m.Header.Set(HeaderBatch, strconv.FormatUint(e.ID.BatchID, 10))
 		m.Header.Set(jetstream.MsgIDHeader, p.msgID(deployment, e.ID))
-		m = p.fit(m, e.Kind)
+		m = p.fit(m)
 		fut, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(publishStallWait))
+		if err != nil && p.refused(m, err) {
+			err = p.replace(ctx, m, err) // published in order: every earlier message is sent
+			if err == nil {
+				continue
+			}
+		}
 		if err != nil {
 			return fmt.Errorf("natsio: publishing %s to %s: %w", p.msgID(deployment, e.ID), m.Subject, err)
 		}
@@ -282,7 +343,13 @@ func (d *Delivery) await(ctx context.Context, f inflight) error {
 	case <-f.fut.Ok():
 		return nil
 	case err := <-f.fut.Err():
-		return fmt.Errorf("natsio: publishing %s to %s: %w", d.p.msgID(d.deployment, f.id), f.fut.Msg().Subject, err)
+		if m := f.fut.Msg(); d.p.refused(m, err) {
+			err = d.p.replace(ctx, m, err)
+		}
+		if err != nil {
+			return fmt.Errorf("natsio: publishing %s to %s: %w", d.p.msgID(d.deployment, f.id), f.fut.Msg().Subject, err)
+		}
+		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("natsio: awaiting publish acknowledgements: %w", ctx.Err())
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/state"
@@ -43,7 +44,7 @@ func streamMsgs(t *testing.T, e *env, stream string) []*jetstream.RawStreamMsg {
 func setupOutputs(t *testing.T, e *env) {
 	t.Helper()
 	for name, subj := range map[string]string{"OUT": "dep.out", "DLQ": "dep.dlq", "LATE": "dep.late"} {
-		if _, err := EnsureStream(e.ctx, e.js, name, "", []string{subj}, time.Minute); err != nil {
+		if _, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: name, Subjects: []string{subj}, Duplicates: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -230,4 +231,65 @@ func TestPublisherTooLarge(t *testing.T) {
 		dlq[0].Header.Get(HeaderKey) != `"k"` || dlq[0].Header.Get(jetstream.MsgIDHeader) != "dep.abcd.1.0" {
 		t.Fatalf("dead letters: %+v", dlq)
 	}
+}
+
+// TestPublisherCountsHeaderFraming: an entry whose data and header lines fit max_payload but
+// not with the headers' framing used to fail on every delivery; it becomes a dead letter.
+func TestPublisherCountsHeaderFraming(t *testing.T) {
+	e := newEnv(t)
+	setupOutputs(t, e)
+	p := NewPublisher(e.js, Subjects{Output: "dep.out", DeadLetter: "dep.dlq"})
+	probe := &nats.Msg{Subject: "dep.out", Header: nats.Header{}}
+	probe.Header.Set(HeaderDeployment, "dep")
+	probe.Header.Set(HeaderKey, `"k"`)
+	probe.Header.Set(HeaderBatch, "1")
+	probe.Header.Set(jetstream.MsgIDHeader, "dep.1.0")
+	room := int(e.nc.MaxPayload()) - wireSize(probe) // what is left for the payload
+	entries := []state.OutboxEntry{
+		{ID: state.OutboxID{BatchID: 1, Seq: 0}, Kind: state.OutboxOutput, Key: []byte(`"k"`), Payload: bytes.Repeat([]byte("x"), room)},
+		{ID: state.OutboxID{BatchID: 1, Seq: 1}, Kind: state.OutboxOutput, Key: []byte(`"k"`), Payload: bytes.Repeat([]byte("y"), room+1)},
+	}
+	if err := p.Deliver(e.ctx, "dep", entries); err != nil {
+		t.Fatalf("delivery of an entry over max_payload by one byte: %v", err)
+	}
+	if out := streamMsgs(t, e, "OUT"); len(out) != 1 || len(out[0].Data) != room {
+		t.Fatalf("the entry that fits exactly was not published: %d outputs", len(out))
+	}
+	if dlq := streamMsgs(t, e, "DLQ"); len(dlq) != 1 || dlq[0].Header.Get(HeaderReason) != ReasonTooLargeToPublish {
+		t.Fatalf("dead letters: %+v", dlq)
+	}
+}
+
+// TestPublisherReplacesRefusedMessages: a message its stream refuses for good (larger than
+// the stream's max_msg_size) cannot block the deployment: it becomes a small dead letter that
+// says why, and the entries after it are published.
+func TestPublisherReplacesRefusedMessages(t *testing.T) {
+	e := newEnv(t)
+	setupOutputs(t, e)
+	st, err := e.js.Stream(e.ctx, "OUT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := st.CachedInfo().Config
+	cfg.MaxMsgSize = 512
+	if _, err := e.js.UpdateStream(e.ctx, cfg); err != nil {
+		t.Fatal(err)
+	}
+	entries := []state.OutboxEntry{
+		{ID: state.OutboxID{BatchID: 1, Seq: 0}, Kind: state.OutboxOutput, Key: []byte(`"k"`), Payload: bytes.Repeat([]byte("x"), 1000)},
+		{ID: state.OutboxID{BatchID: 1, Seq: 1}, Kind: state.OutboxOutput, Key: []byte(`"k"`), Payload: []byte(`{"ok":1}`)},
+	}
+	p := NewPublisher(e.js, Subjects{Output: "dep.out", DeadLetter: "dep.dlq"})
+	if err := p.Deliver(e.ctx, "dep", entries); err != nil {
+		t.Fatalf("delivery with an entry over the stream's max_msg_size: %v", err)
+	}
+	if out := streamMsgs(t, e, "OUT"); len(out) != 1 || string(out[0].Data) != `{"ok":1}` {
+		t.Fatalf("outputs: %+v", out)
+	}
+	dlq := streamMsgs(t, e, "DLQ")
+	if len(dlq) != 1 || dlq[0].Header.Get(HeaderReason) != ReasonUnpublishable || !strings.Contains(dlq[0].Header.Get(HeaderError), "maximum") ||
+		dlq[0].Header.Get(jetstream.MsgIDHeader) != "dep.1.0" {
+		t.Fatalf("dead letters: %+v", dlq)
+	}
+
 }

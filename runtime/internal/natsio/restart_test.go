@@ -34,7 +34,7 @@ func TestServerRestartResume(t *testing.T) {
 	defer cancel()
 	e := &env{srv: s, nc: nc, js: js, ctx: ctx}
 	stream := newInput(t, e)
-	if _, err := EnsureStream(ctx, js, "OUT", "", []string{"dep.out"}, time.Minute); err != nil {
+	if _, err := EnsureStream(ctx, js, StreamOptions{Name: "OUT", Subjects: []string{"dep.out"}, Duplicates: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	publishN(t, e, "in.a", 0, 10)

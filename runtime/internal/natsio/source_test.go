@@ -18,7 +18,7 @@ func publishN(t *testing.T, e *env, subject string, from, n int) {
 
 func newInput(t *testing.T, e *env) string {
 	t.Helper()
-	name, err := EnsureStream(e.ctx, e.js, "IN", "", []string{"in.>"}, 0)
+	name, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: "IN", Subjects: []string{"in.>"}})
 	if err != nil {
 		t.Fatal(err)
 	}

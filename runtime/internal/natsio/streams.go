@@ -8,34 +8,56 @@ import (
 	"strings"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/subject"
+	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// MinDuplicateWindow is the smallest duplicate window [EnsureStream] sets on a
-// stream when asked for one: outputs re-delivered after a crash are dropped by
-// the stream as long as the restart happens within this window.
-const MinDuplicateWindow = 10 * time.Minute
+// MinDuplicateWindow is the smallest duplicate window [EnsureStream] sets on a stream when
+// asked for one: the spec's DuplicateWindow.
+const MinDuplicateWindow = spec.DuplicateWindow
 
-// ErrNoSubjects is returned by [EnsureStream] when no subject is given.
-var ErrNoSubjects = errors.New("natsio: no subjects")
+// Errors of [EnsureStream].
+var (
+	// ErrNoSubjects: no subject was given.
+	ErrNoSubjects = errors.New("natsio: no subjects")
+	// ErrAvoidedStream: the stream to use is the one StreamOptions.Avoid names.
+	ErrAvoidedStream = errors.New("natsio: refusing to use that stream")
+)
 
-// EnsureStream returns the name of a stream that captures every subject in subjects.
+// StreamOptions say which stream [EnsureStream] ensures.
+type StreamOptions struct {
+	// Name is the stream to use (created if missing); empty: the stream that already captures
+	// Subjects[0], else Fallback.
+	Name, Fallback string
+	// Subjects must all be captured by the stream (at least one).
+	Subjects []string
+	// Duplicates, when > 0, makes the duplicate window at least max(Duplicates,
+	// [MinDuplicateWindow]), capped at the stream's MaxAge; an existing larger window is
+	// kept. 0 leaves the window alone (the server default on creation, 2 minutes).
+	Duplicates time.Duration
+	// MaxAge, when > 0, is the stream's max_age, set on creation and on an existing stream.
+	// When 0, CreateMaxAge is the max_age of a stream created here and an existing stream's
+	// retention is left alone (it belongs to whoever made it). 0 for both: unlimited.
+	MaxAge, CreateMaxAge time.Duration
+	// Avoid names a stream that must not be used (the input stream, for outputs: a
+	// deployment that stored its outputs in its input stream would read them back).
+	Avoid string
+}
+
+// EnsureStream returns the name of a stream that captures every subject in o.Subjects.
 //
-// With name set, the stream of that name is created if missing (file storage,
-// limits retention) or, if it exists, updated to add the subjects it does not
-// capture yet (a subject already matched by one of the stream's wildcards counts
-// as captured). With name empty, the stream that already captures subjects[0]
-// is used (and completed in the same way) when there is one, else a stream
-// named fallback is ensured as above.
+// With o.Name set, the stream of that name is created if missing (file storage, limits
+// retention) or, if it exists, updated to add the subjects it does not capture yet (a subject
+// already matched by one of the stream's wildcards counts as captured). With o.Name empty,
+// the stream that already captures Subjects[0] is used (and completed in the same way) when
+// there is one, else a stream named o.Fallback is ensured as above. Before anything is
+// changed, a stream named o.Avoid is refused with [ErrAvoidedStream].
 //
-// When dup > 0 the stream's duplicate window is made at least
-// max(dup, [MinDuplicateWindow]) (capped at the stream's MaxAge, when it has
-// one); an existing larger window is kept. With dup == 0 the window is left
-// alone (the server default on creation, 2 minutes).
-//
-// Errors from the server (for example subjects overlapping another stream)
-// are returned wrapped, with the stream name.
-func EnsureStream(ctx context.Context, js jetstream.JetStream, name, fallback string, subjects []string, dup time.Duration) (string, error) {
+// Errors from the server (for example subjects overlapping another stream) are returned
+// wrapped, with the stream name.
+func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) (string, error) {
+	subjects, dup, name := o.Subjects, o.Duplicates, o.Name
 	if len(subjects) == 0 {
 		return "", ErrNoSubjects
 	}
@@ -48,7 +70,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, name, fallback st
 		case err == nil:
 			name = found
 		case errors.Is(err, jetstream.ErrStreamNotFound):
-			name = fallback
+			name = o.Fallback
 		default:
 			return "", fmt.Errorf("natsio: looking up the stream for subject %q: %w", subjects[0], err)
 		}
@@ -56,18 +78,25 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, name, fallback st
 			return "", fmt.Errorf("natsio: no stream captures %q and no fallback stream name was given", subjects[0])
 		}
 	}
+	if o.Avoid != "" && name == o.Avoid {
+		return "", fmt.Errorf("%w: stream %s (which captures %s) is the input stream", ErrAvoidedStream, name, strings.Join(subjects, ", "))
+	}
 	// Two attempts: a concurrent creator may win the race between our lookup
 	// and our create, and then we update its stream instead.
 	for attempt := 0; ; attempt++ {
 		st, err := js.Stream(ctx, name)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			cfg := jetstream.StreamConfig{
-				Name:       name,
-				Subjects:   slices.Clone(subjects),
-				Storage:    jetstream.FileStorage,
-				Retention:  jetstream.LimitsPolicy,
-				Duplicates: dup,
+				Name:      name,
+				Subjects:  slices.Clone(subjects),
+				Storage:   jetstream.FileStorage,
+				Retention: jetstream.LimitsPolicy,
+				MaxAge:    o.MaxAge,
 			}
+			if cfg.MaxAge == 0 {
+				cfg.MaxAge = o.CreateMaxAge
+			}
+			cfg.Duplicates = capDuplicates(dup, cfg.MaxAge)
 			_, err = js.CreateStream(ctx, cfg)
 			if err == nil {
 				return name, nil
@@ -83,17 +112,18 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, name, fallback st
 		cfg := st.CachedInfo().Config
 		changed := false
 		for _, s := range subjects {
-			if !subjectCaptured(s, cfg.Subjects) {
+			if !subject.Captured(s, cfg.Subjects) {
 				cfg.Subjects = append(cfg.Subjects, s)
 				changed = true
 			}
 		}
+		if o.MaxAge > 0 && cfg.MaxAge != o.MaxAge {
+			cfg.MaxAge = o.MaxAge
+			cfg.Duplicates = capDuplicates(cfg.Duplicates, cfg.MaxAge)
+			changed = true
+		}
 		if dup > 0 {
-			want := dup
-			if cfg.MaxAge > 0 && want > cfg.MaxAge {
-				want = cfg.MaxAge
-			}
-			if cfg.Duplicates < want {
+			if want := capDuplicates(dup, cfg.MaxAge); cfg.Duplicates < want {
 				cfg.Duplicates = want
 				changed = true
 			}
@@ -108,39 +138,13 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, name, fallback st
 	}
 }
 
-// subjectCaptured reports whether subject is matched by one of patterns.
-func subjectCaptured(subject string, patterns []string) bool {
-	for _, p := range patterns {
-		if subjectSubset(subject, p) {
-			return true
-		}
+// capDuplicates returns the duplicate window dup capped at maxAge (the server refuses a
+// window longer than the stream keeps messages).
+func capDuplicates(dup, maxAge time.Duration) time.Duration {
+	if maxAge > 0 && dup > maxAge {
+		return maxAge
 	}
-	return false
-}
-
-// subjectSubset reports whether every subject matched by sub is matched by
-// pattern ("a.b" ⊆ "a.*" ⊆ "a.>").
-func subjectSubset(sub, pattern string) bool {
-	st := strings.Split(sub, ".")
-	pt := strings.Split(pattern, ".")
-	for i, p := range pt {
-		if p == ">" {
-			return len(st) > i
-		}
-		if i >= len(st) {
-			return false
-		}
-		s := st[i]
-		switch {
-		case p == "*":
-			if s == ">" {
-				return false
-			}
-		case s != p:
-			return false
-		}
-	}
-	return len(st) == len(pt)
+	return dup
 }
 
 // StreamName derives a valid stream name from a deployment name and suffix:

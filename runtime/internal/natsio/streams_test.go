@@ -1,6 +1,7 @@
 package natsio
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ func TestEnsureStream(t *testing.T) {
 	e := newEnv(t)
 
 	// Create with a name.
-	name, err := EnsureStream(e.ctx, e.js, "ORDERS", "", []string{"orders.>"}, time.Minute)
+	name, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: "ORDERS", Subjects: []string{"orders.>"}, Duplicates: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,7 +38,7 @@ func TestEnsureStream(t *testing.T) {
 	}
 
 	// Empty name: reuse the stream that captures the subject.
-	name, err = EnsureStream(e.ctx, e.js, "", "GS_FALLBACK", []string{"orders.eu"}, 0)
+	name, err = EnsureStream(e.ctx, e.js, StreamOptions{Fallback: "GS_FALLBACK", Subjects: []string{"orders.eu"}})
 	if err != nil || name != "ORDERS" {
 		t.Fatalf("reuse by subject: %q, %v", name, err)
 	}
@@ -46,13 +47,13 @@ func TestEnsureStream(t *testing.T) {
 	}
 
 	// Empty name and no stream: the fallback is created.
-	name, err = EnsureStream(e.ctx, e.js, "", "GS_FALLBACK", []string{"logins.>"}, 0)
+	name, err = EnsureStream(e.ctx, e.js, StreamOptions{Fallback: "GS_FALLBACK", Subjects: []string{"logins.>"}})
 	if err != nil || name != "GS_FALLBACK" {
 		t.Fatalf("fallback: %q, %v", name, err)
 	}
 
 	// Existing stream: missing subjects are added, the window raised.
-	name, err = EnsureStream(e.ctx, e.js, "ORDERS", "", []string{"orders.>", "refunds.*"}, 20*time.Minute)
+	name, err = EnsureStream(e.ctx, e.js, StreamOptions{Name: "ORDERS", Subjects: []string{"orders.>", "refunds.*"}, Duplicates: 20 * time.Minute})
 	if err != nil || name != "ORDERS" {
 		t.Fatalf("add subject: %q, %v", name, err)
 	}
@@ -64,7 +65,7 @@ func TestEnsureStream(t *testing.T) {
 		t.Fatalf("duplicate window %s, want 20m", cfg.Duplicates)
 	}
 	// A smaller window does not lower it.
-	if _, err := EnsureStream(e.ctx, e.js, "ORDERS", "", []string{"refunds.x"}, time.Second); err != nil {
+	if _, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: "ORDERS", Subjects: []string{"refunds.x"}, Duplicates: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if cfg := streamConfig(t, e, "ORDERS"); cfg.Duplicates != 20*time.Minute || len(cfg.Subjects) != 2 {
@@ -75,7 +76,7 @@ func TestEnsureStream(t *testing.T) {
 	if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: "SMALL", Subjects: []string{"small"}, Duplicates: time.Second}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := EnsureStream(e.ctx, e.js, "", "X", []string{"small"}, time.Second); err != nil {
+	if _, err := EnsureStream(e.ctx, e.js, StreamOptions{Fallback: "X", Subjects: []string{"small"}, Duplicates: time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if d := streamConfig(t, e, "SMALL").Duplicates; d != MinDuplicateWindow {
@@ -83,10 +84,10 @@ func TestEnsureStream(t *testing.T) {
 	}
 
 	// Overlap with another stream is an error.
-	if _, err := EnsureStream(e.ctx, e.js, "OTHER", "", []string{"orders.us"}, 0); err == nil {
+	if _, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: "OTHER", Subjects: []string{"orders.us"}}); err == nil {
 		t.Fatal("overlapping subjects accepted")
 	}
-	if _, err := EnsureStream(e.ctx, e.js, "A", "", nil, 0); err == nil {
+	if _, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: "A", Subjects: nil}); err == nil {
 		t.Fatal("no subjects accepted")
 	}
 }
@@ -103,24 +104,50 @@ func TestStreamName(t *testing.T) {
 	}
 }
 
-func TestSubjectSubset(t *testing.T) {
-	for _, c := range []struct {
-		sub, pat string
-		want     bool
-	}{
-		{"a.b", "a.b", true},
-		{"a.b", "a.*", true},
-		{"a.b.c", "a.>", true},
-		{"a", "a.>", false},
-		{"a.*", "a.>", true},
-		{"a.>", "a.*", false},
-		{"a.>", "a.>", true},
-		{"a.b", "a.c", false},
-		{"a.b.c", "a.*", false},
-		{"*.b", "a.b", false},
+// TestEnsureStreamAvoid: the stream that Avoid names is refused before anything of it is
+// changed, whether it is named or adopted because it captures the subject.
+func TestEnsureStreamAvoid(t *testing.T) {
+	e := newEnv(t)
+	if _, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: "ORDERS", Subjects: []string{"orders.>"}}); err != nil {
+		t.Fatal(err)
+	}
+	before := streamConfig(t, e, "ORDERS")
+	for _, o := range []StreamOptions{
+		{Fallback: "GS_OUT", Subjects: []string{"orders.out"}, Duplicates: time.Minute, Avoid: "ORDERS"},
+		{Name: "ORDERS", Subjects: []string{"other.out"}, Avoid: "ORDERS"},
 	} {
-		if got := subjectSubset(c.sub, c.pat); got != c.want {
-			t.Errorf("subjectSubset(%q, %q) = %v", c.sub, c.pat, got)
+		if _, err := EnsureStream(e.ctx, e.js, o); !errors.Is(err, ErrAvoidedStream) {
+			t.Fatalf("EnsureStream(%+v) = %v, want ErrAvoidedStream", o, err)
 		}
+	}
+	if after := streamConfig(t, e, "ORDERS"); after.Duplicates != before.Duplicates || !slices.Equal(after.Subjects, before.Subjects) {
+		t.Fatalf("the avoided stream changed: %+v -> %+v", before, after)
+	}
+}
+
+// TestEnsureStreamMaxAge: a stream created here gets CreateMaxAge; an existing stream keeps
+// its retention unless MaxAge is set; the duplicate window never exceeds max_age.
+func TestEnsureStreamMaxAge(t *testing.T) {
+	e := newEnv(t)
+	if _, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: "NEW", Subjects: []string{"new"}, Duplicates: time.Minute, CreateMaxAge: 48 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := streamConfig(t, e, "NEW"); cfg.MaxAge != 48*time.Hour || cfg.Duplicates != MinDuplicateWindow {
+		t.Fatalf("created: max_age %s duplicates %s", cfg.MaxAge, cfg.Duplicates)
+	}
+	if _, err := e.js.CreateStream(e.ctx, jetstream.StreamConfig{Name: "THEIRS", Subjects: []string{"theirs"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: "THEIRS", Subjects: []string{"theirs"}, CreateMaxAge: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := streamConfig(t, e, "THEIRS"); cfg.MaxAge != 0 {
+		t.Fatalf("an existing stream's retention changed to %s", cfg.MaxAge)
+	}
+	if _, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: "THEIRS", Subjects: []string{"theirs"}, Duplicates: time.Hour, MaxAge: 15 * time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := streamConfig(t, e, "THEIRS"); cfg.MaxAge != 15*time.Minute || cfg.Duplicates != 15*time.Minute {
+		t.Fatalf("explicit max_age: max_age %s duplicates %s", cfg.MaxAge, cfg.Duplicates)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -129,21 +130,129 @@ func appendCanonicalString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
+// appendCanonicalNumber writes the canonical form of a JSON number token, so that tokens of
+// the same decimal value are one key whatever their spelling (42 = 42.0 = 4.2e1, and 1e22 =
+// 10000000000000000000000), and tokens of different values are different keys however large
+// (no rounding to float64). Integers are written as integers up to maxIntDigits digits;
+// other numbers of at most 15 significant digits in Go's shortest float form (which they
+// round-trip through), longer ones exactly.
 func appendCanonicalNumber(dst, tok []byte) ([]byte, error) {
-	if isIntLiteral(tok) {
+	if isIntLiteral(tok) { // the common case, already canonical (JSON has no leading zeros)
 		if string(tok) == "-0" {
 			return append(dst, '0'), nil
 		}
 		return append(dst, tok...), nil
 	}
-	f, err := strconv.ParseFloat(string(tok), 64)
-	if err != nil {
+	neg, digits, exp, ok := parseDecimal(tok)
+	if !ok {
 		return dst, ErrNotScalar
 	}
-	if f == float64(int64(f)) && f > -(1<<53) && f < 1<<53 {
-		return strconv.AppendInt(dst, int64(f), 10), nil
+	if len(digits) == 0 {
+		return append(dst, '0'), nil
 	}
-	return strconv.AppendFloat(dst, f, 'g', -1, 64), nil
+	if neg {
+		dst = append(dst, '-')
+	}
+	n := len(digits) + exp // digits before the decimal point
+	switch {
+	case exp >= 0 && n <= maxIntDigits:
+		dst = append(dst, digits...)
+		for range exp {
+			dst = append(dst, '0')
+		}
+		return dst, nil
+	case exp < 0 && len(digits) <= 15:
+		f, err := strconv.ParseFloat(string(tok), 64)
+		if err != nil {
+			return dst, ErrNotScalar
+		}
+		return strconv.AppendFloat(dst, math.Abs(f), 'g', -1, 64), nil
+	case n > 0 && n <= maxIntDigits: // 123.456..., exactly
+		dst = append(dst, digits[:n]...)
+		dst = append(dst, '.')
+		return append(dst, digits[n:]...), nil
+	case n <= 0 && n > -6: // 0.000123..., exactly
+		dst = append(dst, '0', '.')
+		for range -n {
+			dst = append(dst, '0')
+		}
+		return append(dst, digits...), nil
+	}
+	dst = append(dst, digits[0]) // d.ddde±x, exactly
+	if len(digits) > 1 {
+		dst = append(dst, '.')
+		dst = append(dst, digits[1:]...)
+	}
+	dst = append(dst, 'e')
+	return strconv.AppendInt(dst, int64(n-1), 10), nil
+}
+
+// maxIntDigits is the longest integer a canonical key writes out in full; larger ones are
+// written in exponent form.
+const maxIntDigits = 64
+
+// maxExponent bounds the exponent of a number key: beyond it the key is not a scalar this
+// runtime compares (its canonical form would be absurdly long, or overflow).
+const maxExponent = 100_000
+
+// parseDecimal splits a JSON number token into its sign, its significant digits (no leading
+// or trailing zeros; empty for zero) and the power of ten they are multiplied by.
+func parseDecimal(tok []byte) (neg bool, digits []byte, exp int, ok bool) {
+	i := 0
+	if i < len(tok) && tok[i] == '-' {
+		neg, i = true, i+1
+	}
+	start := i
+	for i < len(tok) && tok[i] >= '0' && tok[i] <= '9' {
+		i++
+	}
+	if i == start {
+		return false, nil, 0, false
+	}
+	digits = append(digits, tok[start:i]...)
+	if i < len(tok) && tok[i] == '.' {
+		i++
+		fs := i
+		for i < len(tok) && tok[i] >= '0' && tok[i] <= '9' {
+			i++
+		}
+		if i == fs {
+			return false, nil, 0, false
+		}
+		digits = append(digits, tok[fs:i]...)
+		exp = -(i - fs)
+	}
+	if i < len(tok) && (tok[i] == 'e' || tok[i] == 'E') {
+		i++
+		eneg := false
+		if i < len(tok) && (tok[i] == '+' || tok[i] == '-') {
+			eneg, i = tok[i] == '-', i+1
+		}
+		es, e := i, 0
+		for i < len(tok) && tok[i] >= '0' && tok[i] <= '9' {
+			if e = e*10 + int(tok[i]-'0'); e > maxExponent {
+				return false, nil, 0, false
+			}
+			i++
+		}
+		if i == es {
+			return false, nil, 0, false
+		}
+		if eneg {
+			e = -e
+		}
+		exp += e
+	}
+	if i != len(tok) {
+		return false, nil, 0, false
+	}
+	for len(digits) > 0 && digits[0] == '0' {
+		digits = digits[1:]
+	}
+	for len(digits) > 0 && digits[len(digits)-1] == '0' {
+		digits, exp = digits[:len(digits)-1], exp+1
+	}
+	return neg, digits, exp, true
 }
 
 func isIntLiteral(tok []byte) bool {

@@ -1,0 +1,78 @@
+// Package subject knows NATS subject syntax: which strings are subjects and patterns, and
+// which patterns match which subjects. It depends on nothing, so the spec can validate
+// subjects without linking NATS.
+package subject
+
+import (
+	"fmt"
+	"strings"
+)
+
+// CheckPattern returns nil when s is a valid subject or wildcard pattern: tokens separated by
+// '.', none empty, no whitespace, '*' and '>' only as whole tokens, '>' only last.
+func CheckPattern(s string) error { return check(s, true) }
+
+// CheckLiteral returns nil when s is a valid subject to publish to: a pattern without
+// wildcards.
+func CheckLiteral(s string) error { return check(s, false) }
+
+func check(s string, wildcards bool) error {
+	if s == "" {
+		return fmt.Errorf("is empty")
+	}
+	if strings.ContainsAny(s, " \t\r\n\f\v\x00") {
+		return fmt.Errorf("contains whitespace")
+	}
+	tokens := strings.Split(s, ".")
+	for i, t := range tokens {
+		switch {
+		case t == "":
+			return fmt.Errorf("has an empty token")
+		case t == "*" || t == ">":
+			if !wildcards {
+				return fmt.Errorf("has the wildcard %q (outputs are published to one subject)", t)
+			}
+			if t == ">" && i != len(tokens)-1 {
+				return fmt.Errorf("has '>' before its last token")
+			}
+		case strings.ContainsAny(t, "*>"):
+			return fmt.Errorf("has %q in token %q (wildcards must be whole tokens)", "*>", t)
+		}
+	}
+	return nil
+}
+
+// Subset reports whether every subject matched by sub is matched by pattern
+// ("a.b" ⊆ "a.*" ⊆ "a.>"). A literal sub is a subset exactly when pattern matches it.
+func Subset(sub, pattern string) bool {
+	st := strings.Split(sub, ".")
+	pt := strings.Split(pattern, ".")
+	for i, p := range pt {
+		if p == ">" {
+			return len(st) > i
+		}
+		if i >= len(st) {
+			return false
+		}
+		s := st[i]
+		switch {
+		case p == "*":
+			if s == ">" {
+				return false
+			}
+		case s != p:
+			return false
+		}
+	}
+	return len(st) == len(pt)
+}
+
+// Captured reports whether sub is a subset of one of patterns.
+func Captured(sub string, patterns []string) bool {
+	for _, p := range patterns {
+		if Subset(sub, p) {
+			return true
+		}
+	}
+	return false
+}

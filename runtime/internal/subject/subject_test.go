@@ -1,0 +1,55 @@
+package subject
+
+import "testing"
+
+func TestSubset(t *testing.T) {
+	for _, c := range []struct {
+		sub, pat string
+		want     bool
+	}{
+		{"a.b", "a.b", true},
+		{"a.b", "a.*", true},
+		{"a.b.c", "a.>", true},
+		{"a", "a.>", false},
+		{"a.*", "a.>", true},
+		{"a.>", "a.*", false},
+		{"a.>", "a.>", true},
+		{"a.b", "a.c", false},
+		{"a.b.c", "a.*", false},
+		{"*.b", "a.b", false},
+	} {
+		if got := Subset(c.sub, c.pat); got != c.want {
+			t.Errorf("Subset(%q, %q) = %v", c.sub, c.pat, got)
+		}
+	}
+}
+
+func TestCheck(t *testing.T) {
+	for _, c := range []struct {
+		s                    string
+		patternOK, literalOK bool
+	}{
+		{"orders", true, true},
+		{"orders.eu.new", true, true},
+		{"orders.>", true, false},
+		{"orders.*.new", true, false},
+		{"*", true, false},
+		{">", true, false},
+		{"", false, false},
+		{"orders..new", false, false},
+		{".orders", false, false},
+		{"orders.", false, false},
+		{"orders.>.new", false, false},
+		{"orders.a*", false, false},
+		{"orders.>x", false, false},
+		{"orders new", false, false},
+		{"orders\tnew", false, false},
+	} {
+		if err := CheckPattern(c.s); (err == nil) != c.patternOK {
+			t.Errorf("CheckPattern(%q) = %v, want ok %v", c.s, err, c.patternOK)
+		}
+		if err := CheckLiteral(c.s); (err == nil) != c.literalOK {
+			t.Errorf("CheckLiteral(%q) = %v, want ok %v", c.s, err, c.literalOK)
+		}
+	}
+}
