@@ -288,7 +288,7 @@ func (e *Engine) extract(data, keyBuf []byte) (key []byte, evt int64, reason str
 	}
 	key, err = rowjson.AppendCanonicalKey(keyBuf, tok)
 	if err != nil {
-		return nil, 0, ReasonBadKey, fmt.Errorf("key field %q is %s, not a string or number", e.spec.Key.Field, tokenKind(tok))
+		return nil, 0, ReasonBadKey, fmt.Errorf("key field %q is %s, not a string or number", e.spec.Key.Field, rowjson.Kind(tok))
 	}
 	if e.timePath == nil {
 		return key, 0, "", nil
@@ -297,7 +297,7 @@ func (e *Engine) extract(data, keyBuf []byte) (key []byte, evt int64, reason str
 	if err != nil {
 		return nil, 0, ReasonMissingEventTime, fmt.Errorf("event time field %q is missing or null", e.spec.EventTime.Field)
 	}
-	evt, ok := plainInt(tok)
+	evt, ok := rowjson.PlainInt(tok)
 	if !ok {
 		evt, err = timeouts.ParseEventTime(tok)
 	}
@@ -305,43 +305,6 @@ func (e *Engine) extract(data, keyBuf []byte) (key []byte, evt int64, reason str
 		return nil, 0, ReasonBadEventTime, fmt.Errorf("event time field %q: %v", e.spec.EventTime.Field, err)
 	}
 	return key, evt, "", nil
-}
-
-// plainInt parses tok when it is a plain JSON integer of at most 18 digits (no fraction, no
-// exponent, no leading zero), the usual form of an epoch-milliseconds event time, which
-// always fits an int64 and which [timeouts.ParseEventTime] reads as the same number. It
-// spares that general parser, which allocates, for every row; anything else returns false.
-func plainInt(tok []byte) (int64, bool) {
-	digits := tok
-	if len(digits) > 0 && digits[0] == '-' {
-		digits = digits[1:]
-	}
-	if len(digits) == 0 || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
-		return 0, false
-	}
-	var v int64
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + int64(c-'0')
-	}
-	if len(digits) < len(tok) {
-		v = -v
-	}
-	return v, true
-}
-
-func tokenKind(tok []byte) string {
-	switch tok[0] {
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	}
-	return "not a scalar"
 }
 
 // addData reads the state of every key with rows.
