@@ -129,14 +129,11 @@ type Engine struct {
 	ks       *state.Deployment
 	sink     Sink
 	logger   *slog.Logger
-	wm       *timeouts.Watermark
-	progress state.Progress
-	pending  bool // the outbox may hold undelivered entries
+	progress state.Progress // the last commit's: the batch id, watermark and position to go on from
+	pending  bool           // the outbox may hold undelivered entries
 	inflight *inflight
 	closed   bool
-
-	run batchRun     // the batch being run, reused
-	buf batchBuffers // working memory of batches, reused
+	batch    batch // the batch being run, and the working memory every batch reuses
 }
 
 // NewEngine starts a deployment's engine: it validates the spec and the module, starts the
@@ -156,7 +153,7 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	logger = logger.With("deployment", sp.Name)
 	e := &Engine{spec: sp, ks: cfg.Store.Deployment(sp.Name), sink: cfg.Sink, logger: logger, pending: true}
-	e.buf.seed = maphash.MakeSeed()
+	e.batch = batch{e: e, seed: maphash.MakeSeed()}
 	e.rules = timeouts.Rules{Mode: sp.Timeout, HasWatermark: sp.EventTime != nil}
 	e.keyPath = mustPath(sp.Key.Field)
 	if sp.EventTime != nil {
@@ -168,7 +165,6 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.progress = p
-	e.wm = timeouts.NewWatermark(e.delayMs, p.WatermarkMs)
 
 	if cfg.native != nil {
 		init := initFor(sp)

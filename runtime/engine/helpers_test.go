@@ -58,14 +58,6 @@ func readFile(t testing.TB, path string) []byte {
 	return b
 }
 
-// loadSpec reads a spec and its module.
-func loadSpec(t testing.TB, path string) (*spec.Spec, []byte) {
-	t.Helper()
-	sp, mod, err := spec.LoadSpec(path)
-	require(t, err)
-	return sp, readFile(t, mod)
-}
-
 // specFromYAML parses a spec written in a test.
 func specFromYAML(t testing.TB, y string) *spec.Spec {
 	t.Helper()
