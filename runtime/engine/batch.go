@@ -20,11 +20,14 @@ import (
 // RunBatch runs one micro-batch (docs/semantics.md, "A micro-batch"): it drops late rows,
 // calls the handler once per key with rows, then once per key whose timeout expired and that
 // got no rows, and commits state, timers, watermark, position and outbox in one synced Pebble
-// batch. Then it hands the outbox to the sink: a [PipelinedSink] is only started, and the
-// next RunBatch (or Close) awaits the delivery after its own commit (see deliverCommitted).
+// batch. Then it hands the batch's outbox to the sink: a plain [Sink] gets Deliver, a
+// [PipelinedSink] only Start, and the next RunBatch (or Close) awaits that delivery after its
+// own commit. ctx bounds the handler's calls and the deliveries.
 //
-// On error nothing of the batch is committed and the engine is as before the call, so the
-// same input may be run again. A failed delivery after the commit is not an error of the
+// The batch runs at the watermark of the last commit; the watermark it computes from its
+// rows' event times takes effect when it commits (docs/semantics.md, "A micro-batch":
+// Watermark). On error nothing of the batch is committed and the engine is as before the
+// call, watermark included, so the same input may be run again. A failed delivery after the commit is not an error of the
 // batch: the entries stay in the outbox, and the next RunBatch delivers them before anything
 // else, failing with [ErrDeliveryPending] (and running no batch) while it cannot.
 func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, error) {
