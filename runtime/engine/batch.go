@@ -27,9 +27,10 @@ import (
 // The batch runs at the watermark of the last commit; the watermark it computes from its
 // rows' event times takes effect when it commits (docs/semantics.md, "A micro-batch":
 // Watermark). On error nothing of the batch is committed and the engine is as before the
-// call, watermark included, so the same input may be run again. A failed delivery after the commit is not an error of the
-// batch: the entries stay in the outbox, and the next RunBatch delivers them before anything
-// else, failing with [ErrDeliveryPending] (and running no batch) while it cannot.
+// call, watermark included, so the same input may be run again. A failed delivery after the
+// commit is not an error of the batch: the entries stay in the outbox, and the next RunBatch
+// delivers them before anything else, failing with [ErrDeliveryPending] (and running no
+// batch) while it cannot.
 func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, error) {
 	if e.closed {
 		return nil, ErrEngineClosed
@@ -134,7 +135,7 @@ type batch struct {
 // begin starts the batch after the engine's last committed one.
 func (b *batch) begin(in BatchInput) {
 	e := b.e
-	b.T, b.W = in.ProcessingTimeMs, max(e.progress.WatermarkMs, 0)
+	b.T, b.W = in.ProcessingTimeMs, max(e.progress.WatermarkMs, 0) // a watermark is never below 0
 	b.id = e.progress.BatchID + 1
 	b.maxEvt = timeouts.NoEventTime
 	b.rep = BatchReport{BatchID: b.id, RowsIn: len(in.Rows)}
