@@ -2,18 +2,41 @@ package timeouts
 
 import "math"
 
-// Watermark tracks a deployment's event-time watermark across micro-batches (DESIGN 3
-// rule 6, Spark's WatermarkTracker):
+// NoEventTime is the batch maximum to give [NextWatermark] for a batch that saw no event
+// time. It is below every delay-shifted event time, so it never moves the watermark.
+const NoEventTime int64 = math.MinInt64
+
+// NextWatermark returns the watermark after a batch that ran at watermark currentMs and
+// whose largest event time was batchMaxMs ([NoEventTime] when it saw none), for watermark
+// delay delayMs (docs/semantics.md, "A micro-batch": Watermark):
 //
-//	W_next = max(W, max event time seen in the batch - delay)
+//	W_next = max(W, batch max - delay)
 //
-// The maximum is taken over every row with an event time, before late rows are filtered
-// (Spark's EventTimeWatermarkExec collects event-time stats upstream of the stateful
-// operator's late-row filter). The watermark is monotonic, never below 0, and starts at 0,
-// so the first batch has W = 0.
+// It never returns less than currentMs or less than 0 (the watermark starts at 0 and is
+// monotonic). A negative delay is taken as 0 (Spark refuses negative delays), and the
+// subtraction saturates, so extreme event times cannot overflow. NextWatermark is pure: a
+// batch computes its next watermark as a value and keeps the current one until it
+// committed, so a failed batch leaves nothing to roll back.
+func NextWatermark(currentMs, batchMaxMs, delayMs int64) int64 {
+	delayMs = max(delayMs, 0)
+	next := max(currentMs, 0)
+	// delayMs >= 0, so batchMaxMs - delayMs can only underflow, and then it is below next.
+	if batchMaxMs >= math.MinInt64+delayMs {
+		next = max(next, batchMaxMs-delayMs)
+	}
+	return next
+}
+
+// Watermark tracks a deployment's event-time watermark across micro-batches with
+// [NextWatermark] (docs/semantics.md, "A micro-batch": Watermark; Spark's
+// WatermarkTracker). The maximum is taken over every row with an event time, before late
+// rows are filtered (Spark's EventTimeWatermarkExec collects event-time stats upstream of
+// the stateful operator's late-row filter). The watermark is monotonic, never below 0, and
+// starts at 0, so the first batch has W = 0.
 //
 // A batch calls [Watermark.Observe] for each row, then [Watermark.Advance] when it commits
-// or [Watermark.Discard] when it fails. A Watermark is not safe for concurrent use.
+// or [Watermark.Discard] when it fails. A Watermark is not safe for concurrent use. (The
+// engine keeps no Watermark: it computes the batch's maximum and [NextWatermark] as values.)
 type Watermark struct {
 	delay    int64 // >= 0
 	current  int64 // >= 0, W of the batch in progress
@@ -49,22 +72,18 @@ func (w *Watermark) Observe(eventMs int64) {
 func (w *Watermark) BatchMax() (maxMs int64, ok bool) { return w.batchMax, w.seen }
 
 // Next returns the watermark the next batch would get, without committing:
-// max(W, batch max - delay), or W when the batch observed no event time. The subtraction
-// saturates, so extreme event times cannot overflow.
+// [NextWatermark] of W and the batch's maximum, or W when the batch observed no event time.
 func (w *Watermark) Next() int64 {
 	if !w.seen {
 		return w.current
 	}
-	// delay >= 0, so batchMax - delay can only underflow, and then it is below W >= 0.
-	if w.batchMax < math.MinInt64+w.delay {
-		return w.current
-	}
-	return max(w.current, w.batchMax-w.delay)
+	return NextWatermark(w.current, w.batchMax, w.delay)
 }
 
 // Advance ends the batch: W becomes [Watermark.Next] and the batch's observations are
 // forgotten. advanced reports whether W grew, which with event-time timeouts calls for a
-// no-data batch (DESIGN 3 rule 7; see [Rules.ShouldRunNoDataBatch]).
+// no-data batch (docs/semantics.md, "A micro-batch": No-data batches; see
+// [Rules.ShouldRunNoDataBatch]).
 func (w *Watermark) Advance() (nextMs int64, advanced bool) {
 	next := w.Next()
 	advanced = next > w.current

@@ -122,7 +122,18 @@ func TestWatermark(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			w := timeouts.NewWatermark(tc.delay, tc.start)
+			pure := tc.start // the watermark as NextWatermark computes it, batch by batch
 			for i, b := range tc.batches {
+				batchMax := timeouts.NoEventTime
+				for _, e := range b.events {
+					batchMax = max(batchMax, e)
+				}
+				if !b.discard {
+					if got := timeouts.NextWatermark(pure, batchMax, tc.delay); got != b.wantNext {
+						t.Fatalf("batch %d: NextWatermark(%d, %d, %d) = %d, want %d", i, pure, batchMax, tc.delay, got, b.wantNext)
+					}
+					pure = b.wantNext
+				}
 				if got := w.Current(); got != b.wantCurrent {
 					t.Fatalf("batch %d: Current() = %d, want %d", i, got, b.wantCurrent)
 				}
@@ -157,6 +168,26 @@ func TestWatermark(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestNextWatermark: the pure rule, and that it never goes below the current watermark or 0.
+func TestNextWatermark(t *testing.T) {
+	for _, tc := range []struct{ current, batchMax, delay, want int64 }{
+		{0, timeouts.NoEventTime, 10_000, 0},
+		{5_000, timeouts.NoEventTime, 0, 5_000},
+		{0, 20_000, 10_000, 10_000},
+		{15_000, 20_000, 10_000, 15_000},
+		{-3, 5, 10, 0},
+		{-3, timeouts.NoEventTime, 0, 0},
+		{0, 7, -5_000, 7},
+		{0, math.MinInt64 + 9, 10, 0},
+		{0, math.MaxInt64, 0, math.MaxInt64},
+		{0, math.MaxInt64, math.MaxInt64, 0},
+	} {
+		if got := timeouts.NextWatermark(tc.current, tc.batchMax, tc.delay); got != tc.want {
+			t.Errorf("NextWatermark(%d, %d, %d) = %d, want %d", tc.current, tc.batchMax, tc.delay, got, tc.want)
+		}
 	}
 }
 

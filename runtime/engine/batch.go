@@ -17,16 +17,20 @@ import (
 	"github.com/groupstate/groupstate/timeouts"
 )
 
-// RunBatch runs one micro-batch (DESIGN section 3): it drops late rows, calls the handler once
-// per key with rows, then once per key whose timeout expired and that got no rows, and commits
-// state, timers, watermark, position and outbox in one synced Pebble batch. Then it delivers
-// the outbox to the sink: with the NATS sink it sends the batch's messages and returns, and the
-// next RunBatch awaits their acknowledgements after its own commit (see deliverCommitted).
+// RunBatch runs one micro-batch (docs/semantics.md, "A micro-batch"): it drops late rows,
+// calls the handler once per key with rows, then once per key whose timeout expired and that
+// got no rows, and commits state, timers, watermark, position and outbox in one synced Pebble
+// batch. Then it hands the batch's outbox to the sink: a plain [Sink] gets Deliver, a
+// [PipelinedSink] only Start, and the next RunBatch (or Close) awaits that delivery after its
+// own commit. ctx bounds the handler's calls and the deliveries.
 //
-// On error nothing of the batch is committed and the engine is as before the call, so the
-// same input may be run again. A failed delivery after the commit is not an error of the
-// batch: the entries stay in the outbox, and the next RunBatch delivers them before anything
-// else, failing with [ErrDeliveryPending] (and running no batch) while it cannot.
+// The batch runs at the watermark of the last commit; the watermark it computes from its
+// rows' event times takes effect when it commits (docs/semantics.md, "A micro-batch":
+// Watermark). On error nothing of the batch is committed and the engine is as before the
+// call, watermark included, so the same input may be run again. A failed delivery after the
+// commit is not an error of the batch: the entries stay in the outbox, and the next RunBatch
+// delivers them before anything else, failing with [ErrDeliveryPending] (and running no
+// batch) while it cannot.
 func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, error) {
 	if e.closed {
 		return nil, ErrEngineClosed
@@ -37,20 +41,15 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 		// out, which keeps outputs in order and holds input back (it stays in the stream).
 		return nil, fmt.Errorf("%w: %w", ErrDeliveryPending, err)
 	}
-	b := &e.run
-	*b = batchRun{e: e, T: in.ProcessingTimeMs, W: e.wm.Current(), id: e.progress.BatchID + 1, keyBuf: b.keyBuf}
-	b.rep.BatchID = b.id
-	b.rep.RowsIn = len(in.Rows)
-	b.sb = e.ks.NewBatch(b.id)
-	defer b.done()
+	b := &e.batch
+	b.begin(in)
+	defer b.end()
 
 	b.groupRows(in.Rows)
 	if err := b.addData(); err != nil {
-		e.wm.Discard()
 		return nil, err
 	}
 	if err := b.addTimeouts(); err != nil {
-		e.wm.Discard()
 		return nil, err
 	}
 	if len(in.Rows) == 0 && len(b.groups) == 0 && (in.Position == 0 || in.Position == e.progress.Position) {
@@ -68,25 +67,19 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 		return &rep, nil
 	}
 	if err := b.call(ctx); err != nil {
-		e.wm.Discard()
 		return nil, err
 	}
-	next := e.wm.Next()
-	pos := in.Position
-	if pos == 0 {
-		pos = e.progress.Position
-	}
-	b.sb.SetProgress(next, pos)
-	p, err := b.sb.Commit()
+	p, err := b.commit(in.Position)
 	if err != nil {
-		e.wm.Discard()
-		return nil, fmt.Errorf("engine: committing batch %d: %w", b.id, err)
+		return nil, err
 	}
-	_, advanced := e.wm.Advance()
+	// Only now does the engine move on: its progress, and with it the watermark the next
+	// batch runs at, is what the commit wrote. A batch that failed before this point
+	// changed nothing of the engine, so there is nothing to roll back.
 	e.progress = p
-	b.rep.WatermarkMs = next
-	b.rep.WatermarkAdvanced = advanced
-	b.rep.NeedsNoDataBatch = advanced && e.rules.Mode == timeouts.EventTime
+	b.rep.WatermarkMs = p.WatermarkMs
+	b.rep.WatermarkAdvanced = p.WatermarkMs > b.W
+	b.rep.NeedsNoDataBatch = b.rep.WatermarkAdvanced && e.rules.Mode == timeouts.EventTime
 	if err := e.deliverCommitted(ctx, b.outbox); err != nil {
 		// Committed: the entries stay in the outbox and go out before the next batch runs.
 		e.pending = true
@@ -97,28 +90,32 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 	return &rep, nil
 }
 
-// batchRun is the work of one RunBatch.
-type batchRun struct {
-	e    *Engine
-	T, W int64
-	id   uint64
-	sb   *state.Batch
-	rep  BatchReport
-	in   []Row
+// batch is the engine's micro-batch: the work of the RunBatch in progress and the working
+// memory that every RunBatch reuses, so that a batch allocates nothing per row or per group
+// (the engine runs one batch at a time). It is the one owner of that memory: begin starts a
+// batch on it and end drops every reference to the batch's rows, states and results while
+// keeping the arrays. What outlives the batch or reaches the sink (the group keys and the
+// outbox) is allocated per batch instead, in one piece each, sized from the previous batch.
+type batch struct {
+	e *Engine
 
-	groups []handler.Group // data groups (the first nData), then timeout groups
-	prev   []state.Entry   // per group, its entry before the batch
-	nData  int
-	outbox []state.OutboxEntry
+	// Of the batch in progress (set by begin):
+	T, W   int64 // processing time and watermark (docs/semantics.md, "A micro-batch")
+	id     uint64
+	maxEvt int64 // largest event time read, late rows included; timeouts.NoEventTime if none
+	sb     *state.Batch
+	rep    BatchReport
+	in     []Row
+	nData  int    // groups[:nData] are the data groups, the rest timeout calls
 	keys   []byte // the batch's group keys (Group.Key and outbox keys point into it)
-	keyBuf []byte // the key of the row being read
-}
+	// outbox is the batch's outbox entries, recorded once, here. They copy nothing: their
+	// slices point into keys, the handler's results and the input rows. commit has the
+	// state batch encode them into the Pebble batch (the one copy, which is what commits),
+	// and the same slice then goes to the sink, which may keep it until the next batch (a
+	// PipelinedSink's delivery); hence a new slice per batch.
+	outbox []state.OutboxEntry
 
-// batchBuffers is the working memory of batches, kept by the engine and reused by every
-// RunBatch so that a batch allocates nothing per row or per group (the engine runs one batch
-// at a time). Everything here lives for one batch only; what outlives it or reaches the sink
-// (group keys, the outbox slice) is allocated per batch instead, in one piece.
-type batchBuffers struct {
+	// Reused by every batch:
 	seed     maphash.Seed
 	table    []int32  // open-addressing hash of the data groups' keys: group index+1, 0 = empty
 	rowGroup []int32  // per input row: its group, or -1 (dead-lettered or late)
@@ -127,34 +124,55 @@ type batchBuffers struct {
 	rowData  [][]byte // every grouped row's data, grouped (Group.Rows are sub-slices)
 	rowIdx   []int32  // the input index of each rowData entry, for dead letters
 	groups   []handler.Group
-	prev     []state.Entry
+	prev     []state.Entry // per group, its entry before the batch
 	results  []handler.Result
 	vals     []byte // state values read by the batch (Group.State and prev point into it)
+	keyBuf   []byte // the key of the row being read
 	keyCap   int    // key bytes of the previous batch, to size the next one's
 	outCap   int    // outbox entries of the previous batch
 }
 
-// done releases the batch: it closes the state batch and drops the references the reused
+// begin starts the batch after the engine's last committed one.
+func (b *batch) begin(in BatchInput) {
+	e := b.e
+	b.T, b.W = in.ProcessingTimeMs, max(e.progress.WatermarkMs, 0) // a watermark is never below 0
+	b.id = e.progress.BatchID + 1
+	b.maxEvt = timeouts.NoEventTime
+	b.rep = BatchReport{BatchID: b.id, RowsIn: len(in.Rows)}
+	b.sb = e.ks.NewBatch(b.id)
+}
+
+// end releases the batch: it closes the state batch and drops the references the reused
 // buffers hold, so that no row, state or result is kept alive after RunBatch returns.
-func (b *batchRun) done() {
+func (b *batch) end() {
 	b.sb.Close()
-	bf := &b.e.buf
-	bf.keyCap, bf.outCap = len(b.keys), len(b.outbox)
-	if cap(b.groups) > cap(bf.groups) {
-		bf.groups = b.groups // keep the grown arrays for the next batch
+	b.keyCap, b.outCap = len(b.keys), len(b.outbox)
+	if cap(b.vals) > maxKeptValues {
+		b.vals = nil
 	}
-	if cap(b.prev) > cap(bf.prev) {
-		bf.prev = b.prev
+	clear(b.rowData[:cap(b.rowData)])
+	clear(b.groups[:cap(b.groups)])
+	clear(b.prev[:cap(b.prev)])
+	clear(b.results[:cap(b.results)])
+	b.sb, b.in, b.keys, b.outbox = nil, nil, nil, nil
+	b.rep = BatchReport{}
+}
+
+// commit writes the batch's outbox and progress into its state batch and commits it. It
+// changes nothing of the engine: RunBatch adopts the Progress it returns.
+func (b *batch) commit(position uint64) (state.Progress, error) {
+	for i := range b.outbox {
+		b.outbox[i].ID = b.sb.AppendOutbox(&b.outbox[i])
 	}
-	if cap(bf.vals) > maxKeptValues {
-		bf.vals = nil
+	if position == 0 {
+		position = b.e.progress.Position
 	}
-	clear(bf.rowData[:cap(bf.rowData)])
-	clear(bf.groups[:cap(bf.groups)])
-	clear(bf.prev[:cap(bf.prev)])
-	clear(bf.results[:cap(bf.results)])
-	keyBuf := b.keyBuf
-	*b = batchRun{keyBuf: keyBuf}
+	b.sb.SetProgress(timeouts.NextWatermark(b.W, b.maxEvt, b.e.delayMs), position)
+	p, err := b.sb.Commit()
+	if err != nil {
+		return state.Progress{}, fmt.Errorf("engine: committing batch %d: %w", b.id, err)
+	}
+	return p, nil
 }
 
 // maxKeptValues is the most state-value bytes the engine keeps for the next batch.
@@ -172,9 +190,9 @@ func resize[T any](s []T, n int) []T {
 }
 
 // keep copies key into the batch's key arena and returns the copy.
-func (b *batchRun) keep(key []byte) []byte {
+func (b *batch) keep(key []byte) []byte {
 	if b.keys == nil {
-		b.keys = make([]byte, 0, max(b.e.buf.keyCap+b.e.buf.keyCap/4, 256))
+		b.keys = make([]byte, 0, max(b.keyCap+b.keyCap/4, 256))
 	}
 	n := len(b.keys)
 	b.keys = append(b.keys, key...)
@@ -182,10 +200,10 @@ func (b *batchRun) keep(key []byte) []byte {
 }
 
 // find returns the index of the data group of key, or -1 and the table slot where it goes.
-func (b *batchRun) find(key []byte) (group int, slot int) {
-	t := b.e.buf.table
+func (b *batch) find(key []byte) (group int, slot int) {
+	t := b.table
 	mask := len(t) - 1
-	for p := int(maphash.Bytes(b.e.buf.seed, key)) & mask; ; p = (p + 1) & mask {
+	for p := int(maphash.Bytes(b.seed, key)) & mask; ; p = (p + 1) & mask {
 		v := t[p]
 		if v == 0 {
 			return -1, p
@@ -200,22 +218,22 @@ func (b *batchRun) find(key []byte) (group int, slot int) {
 // late ones. It allocates nothing per row: a first pass finds each row's group (a hash table
 // over the engine's buffers), a second lays the rows out group by group in one slice, of
 // which each Group.Rows is a part.
-func (b *batchRun) groupRows(rows []Row) {
+func (b *batch) groupRows(rows []Row) {
 	e := b.e
-	bf := &e.buf
 	b.in = rows
+	dropsLate := e.rules.DropsLate()
 	n := 1
 	for n < 2*len(rows) {
 		n <<= 1 // at most half full: a group per row at worst
 	}
-	bf.table = resize(bf.table, n)
-	clear(bf.table)
-	bf.rowGroup = resize(bf.rowGroup, len(rows))
-	b.groups = bf.groups[:0]
-	counts := bf.cursor[:0]
+	b.table = resize(b.table, n)
+	clear(b.table)
+	b.rowGroup = resize(b.rowGroup, len(rows))
+	b.groups = b.groups[:0]
+	counts := b.cursor[:0]
 	grouped := 0
 	for j, r := range rows {
-		bf.rowGroup[j] = -1
+		b.rowGroup[j] = -1
 		key, evt, reason, err := e.extract(r.Data, b.keyBuf[:0])
 		if err != nil {
 			b.deadLetter(nil, r, reason, err)
@@ -223,8 +241,8 @@ func (b *batchRun) groupRows(rows []Row) {
 		}
 		b.keyBuf = key
 		if e.timePath != nil {
-			e.wm.Observe(evt)
-			if e.rules.DropsLate() && timeouts.IsLate(evt, b.W) {
+			b.maxEvt = max(b.maxEvt, evt) // late rows count too
+			if dropsLate && timeouts.IsLate(evt, b.W) {
 				b.rep.LateRows++
 				if e.spec.Late.Subject != "" {
 					b.append(rowEntry(state.OutboxLate, b.keep(key), r, ReasonLate,
@@ -236,35 +254,35 @@ func (b *batchRun) groupRows(rows []Row) {
 		i, slot := b.find(key)
 		if i < 0 {
 			i = len(b.groups)
-			bf.table[slot] = int32(i + 1)
+			b.table[slot] = int32(i + 1)
 			b.groups = append(b.groups, handler.Group{Key: b.keep(key)})
 			counts = append(counts, 0)
 		}
 		counts[i]++
-		bf.rowGroup[j] = int32(i)
+		b.rowGroup[j] = int32(i)
 		grouped++
 	}
-	bf.cursor = counts
+	b.cursor = counts
 	b.nData = len(b.groups)
-	bf.rowStart = resize(bf.rowStart, b.nData+1)
-	bf.rowStart[0] = 0
+	b.rowStart = resize(b.rowStart, b.nData+1)
+	b.rowStart[0] = 0
 	for i, c := range counts {
-		bf.rowStart[i+1] = bf.rowStart[i] + c
-		counts[i] = bf.rowStart[i] // from here on, the next position of group i
+		b.rowStart[i+1] = b.rowStart[i] + c
+		counts[i] = b.rowStart[i] // from here on, the next position of group i
 	}
-	bf.rowData = resize(bf.rowData, grouped)
-	bf.rowIdx = resize(bf.rowIdx, grouped)
-	for j, i := range bf.rowGroup {
+	b.rowData = resize(b.rowData, grouped)
+	b.rowIdx = resize(b.rowIdx, grouped)
+	for j, i := range b.rowGroup {
 		if i >= 0 {
 			p := counts[i]
 			counts[i]++
-			bf.rowData[p] = rows[j].Data
-			bf.rowIdx[p] = int32(j)
+			b.rowData[p] = rows[j].Data
+			b.rowIdx[p] = int32(j)
 		}
 	}
 	for i := range b.groups {
-		lo, hi := bf.rowStart[i], bf.rowStart[i+1]
-		b.groups[i].Rows = bf.rowData[lo:hi:hi]
+		lo, hi := b.rowStart[i], b.rowStart[i+1]
+		b.groups[i].Rows = b.rowData[lo:hi:hi]
 	}
 }
 
@@ -288,7 +306,7 @@ func (e *Engine) extract(data, keyBuf []byte) (key []byte, evt int64, reason str
 	}
 	key, err = rowjson.AppendCanonicalKey(keyBuf, tok)
 	if err != nil {
-		return nil, 0, ReasonBadKey, fmt.Errorf("key field %q is %s, not a string or number", e.spec.Key.Field, tokenKind(tok))
+		return nil, 0, ReasonBadKey, fmt.Errorf("key field %q is %s, not a string or number", e.spec.Key.Field, rowjson.Kind(tok))
 	}
 	if e.timePath == nil {
 		return key, 0, "", nil
@@ -297,7 +315,7 @@ func (e *Engine) extract(data, keyBuf []byte) (key []byte, evt int64, reason str
 	if err != nil {
 		return nil, 0, ReasonMissingEventTime, fmt.Errorf("event time field %q is missing or null", e.spec.EventTime.Field)
 	}
-	evt, ok := plainInt(tok)
+	evt, ok := rowjson.PlainInt(tok)
 	if !ok {
 		evt, err = timeouts.ParseEventTime(tok)
 	}
@@ -307,48 +325,10 @@ func (e *Engine) extract(data, keyBuf []byte) (key []byte, evt int64, reason str
 	return key, evt, "", nil
 }
 
-// plainInt parses tok when it is a plain JSON integer of at most 18 digits (no fraction, no
-// exponent, no leading zero), the usual form of an epoch-milliseconds event time, which
-// always fits an int64 and which [timeouts.ParseEventTime] reads as the same number. It
-// spares that general parser, which allocates, for every row; anything else returns false.
-func plainInt(tok []byte) (int64, bool) {
-	digits := tok
-	if len(digits) > 0 && digits[0] == '-' {
-		digits = digits[1:]
-	}
-	if len(digits) == 0 || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
-		return 0, false
-	}
-	var v int64
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		v = v*10 + int64(c-'0')
-	}
-	if len(digits) < len(tok) {
-		v = -v
-	}
-	return v, true
-}
-
-func tokenKind(tok []byte) string {
-	switch tok[0] {
-	case '{':
-		return "an object"
-	case '[':
-		return "an array"
-	case 't', 'f':
-		return "a boolean"
-	}
-	return "not a scalar"
-}
-
 // addData reads the state of every key with rows.
-func (b *batchRun) addData() error {
-	bf := &b.e.buf
-	b.prev = resize(bf.prev, len(b.groups))
-	bf.vals = bf.vals[:0]
+func (b *batch) addData() error {
+	b.prev = resize(b.prev, len(b.groups))
+	b.vals = b.vals[:0]
 	for i := range b.groups {
 		if err := b.load(i); err != nil {
 			return err
@@ -358,14 +338,13 @@ func (b *batchRun) addData() error {
 }
 
 // load reads group i's state into the batch's value buffer.
-func (b *batchRun) load(i int) error {
+func (b *batch) load(i int) error {
 	g := &b.groups[i]
-	bf := &b.e.buf
-	en, _, vals, err := b.e.ks.GetAppend(bf.vals, g.Key)
+	en, _, vals, err := b.e.ks.GetAppend(b.vals, g.Key)
 	if err != nil {
 		return fmt.Errorf("engine: reading state of key %s: %w", g.Key, err)
 	}
-	bf.vals = vals
+	b.vals = vals
 	b.prev[i] = en
 	if en.HasValue {
 		g.Flags |= abi.GroupStateExists
@@ -375,8 +354,9 @@ func (b *batchRun) load(i int) error {
 }
 
 // addTimeouts adds a timeout call for every key whose timeout expired (strictly before the
-// bound of its mode) and that got no rows in this batch (DESIGN section 3 rule 3).
-func (b *batchRun) addTimeouts() error {
+// bound of its mode) and that got no rows in this batch (docs/semantics.md, "A micro-batch":
+// Timeout calls).
+func (b *batch) addTimeouts() error {
 	bound, ok := b.e.rules.ExpiryBound(b.T, b.W)
 	if !ok {
 		return nil
@@ -399,14 +379,14 @@ func (b *batchRun) addTimeouts() error {
 	return nil
 }
 
-// call runs the handler on every group and records the results in the state batch.
-func (b *batchRun) call(ctx context.Context) error {
+// call runs the handler on every group and records the results: state changes in the state
+// batch, outputs and dead letters in the batch's outbox.
+func (b *batch) call(ctx context.Context) error {
 	if len(b.groups) == 0 {
 		return nil
 	}
-	bf := &b.e.buf
-	bf.results = resize(bf.results, len(b.groups))
-	results := bf.results
+	b.results = resize(b.results, len(b.groups))
+	results := b.results
 	c := &handler.Call{ProcessingTimeMs: b.T, WatermarkMs: b.W, Groups: b.groups}
 	if err := b.e.h.Process(ctx, c, results); err != nil {
 		return fmt.Errorf("engine: running the handler: %w", err)
@@ -422,7 +402,7 @@ func (b *batchRun) call(ctx context.Context) error {
 }
 
 // apply records one group's result, or handles its failure by the deployment's policy.
-func (b *batchRun) apply(i int, r *handler.Result) error {
+func (b *batch) apply(i int, r *handler.Result) error {
 	g, prev := &b.groups[i], b.prev[i]
 	err := r.Err
 	if err == nil && r.TimeoutSet {
@@ -441,7 +421,7 @@ func (b *batchRun) apply(i int, r *handler.Result) error {
 	if err != nil {
 		return b.fail(i, err)
 	}
-	next := state.Entry{} // rule 4: only what this call set
+	next := state.Entry{} // only what this call set: every call starts with no timeout
 	if r.TimeoutSet {
 		next.TimeoutMs = r.TimeoutMs
 	}
@@ -464,7 +444,7 @@ func (b *batchRun) apply(i int, r *handler.Result) error {
 // dead_letter the key's rows go to the dead-letter sink with the error and its state stays as
 // it was. A failed timeout call has no rows: its dead letter carries the key, and the timeout
 // is consumed (as after any timeout call) so it does not fire again every batch.
-func (b *batchRun) fail(i int, err error) error {
+func (b *batch) fail(i int, err error) error {
 	g := &b.groups[i]
 	kerr := &KeyError{Key: string(g.Key), Err: err}
 	if b.e.spec.OnError == spec.OnErrorFail {
@@ -481,14 +461,13 @@ func (b *batchRun) fail(i int, err error) error {
 		b.rep.DeadLetters++
 		return nil
 	}
-	bf := &b.e.buf
-	for _, j := range bf.rowIdx[bf.rowStart[i]:bf.rowStart[i+1]] {
+	for _, j := range b.rowIdx[b.rowStart[i]:b.rowStart[i+1]] {
 		b.deadLetter(g.Key, b.in[j], ReasonHandlerError, err)
 	}
 	return nil
 }
 
-func (b *batchRun) deadLetter(key []byte, r Row, reason string, err error) {
+func (b *batch) deadLetter(key []byte, r Row, reason string, err error) {
 	b.append(rowEntry(state.OutboxDeadLetter, key, r, reason, err.Error()))
 	b.rep.DeadLetters++
 }
@@ -498,11 +477,10 @@ func rowEntry(kind state.OutboxKind, key []byte, r Row, reason, msg string) stat
 	return state.OutboxEntry{Kind: kind, Key: key, Payload: r.Data, Reason: reason, Error: msg, Subject: r.Subject, Sequence: r.Sequence}
 }
 
-// append records en in the state batch's outbox and in the batch's list of entries to deliver.
-func (b *batchRun) append(en state.OutboxEntry) {
-	en.ID = b.sb.AppendOutbox(&en)
+// append adds en to the batch's outbox (see batch.outbox).
+func (b *batch) append(en state.OutboxEntry) {
 	if b.outbox == nil {
-		b.outbox = make([]state.OutboxEntry, 0, max(b.e.buf.outCap+b.e.buf.outCap/4, 16))
+		b.outbox = make([]state.OutboxEntry, 0, max(b.outCap+b.outCap/4, 16))
 	}
 	b.outbox = append(b.outbox, en)
 }

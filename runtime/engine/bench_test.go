@@ -15,8 +15,8 @@ import (
 // BenchmarkEngineSessions measures engine throughput on the sessions sample with 100k keys:
 // the sample's WASM module in each language versus the Go handler code compiled natively
 // (package session), in the same engine over the same Pebble store. Each op is one
-// micro-batch of 10k rows; compare rows/s of the sub-benchmarks (DESIGN section 6 asks
-// wasm >= 0.5 x native).
+// micro-batch of 10k rows; compare rows/s of the sub-benchmarks (the target in
+// docs/performance.md is WASM >= 0.5 x native).
 func BenchmarkEngineSessions(b *testing.B) {
 	const keys, batchRows = 100_000, 10_000
 	sp := specFromYAML(b, sessionsServiceSpec)

@@ -27,13 +27,15 @@ var (
 	// ErrModuleInit: the module's initialization failed (its message is wrapped).
 	ErrModuleInit = host.ErrInit
 	// ErrKeyFailed: under on_error: fail, a call for one key failed; the batch did not commit.
+	// The error wraps a [*KeyError] naming the key.
 	ErrKeyFailed = errors.New("engine: handler failed for a key")
 	// ErrDeliveryPending: outputs of an earlier batch could not be delivered yet, so no new
-	// batch ran. Retry later; nothing is lost (the outputs are committed in the outbox).
+	// batch ran (the sink's error is wrapped). Retry later; nothing is lost (the outputs are
+	// committed in the outbox).
 	ErrDeliveryPending = errors.New("engine: earlier outputs are not delivered yet")
 	// ErrIncompleteConfig: a Config misses its Spec, Wasm, Store or Sink.
 	ErrIncompleteConfig = errors.New("engine: Config needs Spec, Wasm, Store and Sink")
-	// ErrEngineClosed: the engine was closed.
+	// ErrEngineClosed: RunBatch was called after Close.
 	ErrEngineClosed = errors.New("engine: closed")
 )
 
@@ -41,19 +43,24 @@ func init() {
 	nativehook.Use = func(cfg any, m handler.BufferModule) { cfg.(*Config).native = m }
 }
 
-// Config configures an [Engine]. The engine keeps the Spec and the Store; it does not modify
-// either, and Wasm may be reused once NewEngine returned.
+// Config configures an [Engine]. Spec, Wasm, Store and Sink are required.
 type Config struct {
-	// Spec is the deployment spec (required, validated by NewEngine).
+	// Spec is the deployment spec, validated by NewEngine. The engine keeps it and does not
+	// modify it; do not modify it while the engine runs.
 	Spec *spec.Spec
-	// Wasm is the handler module (required).
+	// Wasm is the handler module. The engine does not keep it: it may be reused once
+	// NewEngine returned.
 	Wasm []byte
-	// Store holds state; the engine uses the keyspace of Spec.Name (required; not closed by
-	// the engine).
+	// Store holds the state: the engine reads and writes the keyspace of Spec.Name, and does
+	// not close the store. A store has one writer per deployment: run at most one engine per
+	// deployment name on a store at a time.
 	Store *state.Store
-	// Sink receives outputs and dead letters after each commit (required).
+	// Sink receives outputs, dead letters and late rows after each commit (see [Sink] and
+	// [PipelinedSink]). The engine calls it on the goroutine that calls RunBatch and Close,
+	// never concurrently.
 	Sink Sink
-	// Logger defaults to the runtime's logger, with the deployment name attached.
+	// Logger receives the engine's and the module's logs, with the deployment name attached.
+	// Default: the Runtime's logger.
 	Logger *slog.Logger
 
 	native handler.BufferModule // in place of Wasm, for groupstate's own tests (nativehook)
@@ -61,8 +68,10 @@ type Config struct {
 
 // Row is one input message.
 type Row struct {
-	// Data is the JSON message. The engine does not modify it and does not keep it after
-	// RunBatch returns, except as copies.
+	// Data is the JSON message. The engine does not modify it. It keeps no reference to it
+	// after RunBatch returns but one: a dead-lettered or late row reaches the sink with Data
+	// itself as its Payload, so with a [PipelinedSink] Data must stay unchanged until that
+	// batch's delivery was awaited (in the next RunBatch, or in Close).
 	Data []byte
 	// Subject is the subject it arrived on (for dead-letter headers; may be empty).
 	Subject string
@@ -72,34 +81,42 @@ type Row struct {
 
 // BatchInput is one micro-batch.
 type BatchInput struct {
-	// ProcessingTimeMs is the batch's processing time T (wall clock at batch start).
+	// ProcessingTimeMs is the batch's processing time T in epoch milliseconds: the caller's
+	// wall clock at batch start, constant in the batch (docs/semantics.md, "A micro-batch").
 	ProcessingTimeMs int64
-	// Rows in arrival order; none for a no-data batch.
+	// Rows in arrival order; none for a no-data batch. See [Row] for who owns their data.
 	Rows []Row
 	// Position is the input position after this batch (committed with it); 0 keeps the
 	// previous position.
 	Position uint64
 }
 
-// BatchReport describes a committed batch.
+// BatchReport describes the batch a RunBatch ran: committed, or skipped (Skipped). Each
+// RunBatch returns a new one, which belongs to the caller.
 type BatchReport struct {
 	// BatchID is the committed batch's id (1, 2, ...).
 	BatchID uint64
-	// RowsIn counts input rows, LateRows those dropped as late, DeadLetters rows sent to the
-	// dead-letter sink (bad rows and the rows of failed keys).
+	// RowsIn counts input rows, LateRows those dropped as late, DeadLetters the entries sent
+	// to the dead-letter sink (bad rows, the rows of failed keys, one per failed timeout
+	// call).
 	RowsIn, LateRows, DeadLetters int
 	// DataCalls and TimeoutCalls count handler calls; FailedKeys those that failed.
 	DataCalls, TimeoutCalls, FailedKeys int
-	// Emitted counts emitted rows.
+	// Emitted counts the rows emitted by calls that succeeded.
 	Emitted int
-	// WatermarkMs is the watermark the next batch gets; WatermarkAdvanced tells whether this
-	// batch moved it.
+	// WatermarkMs is the watermark the next batch runs at: what this batch committed (for a
+	// skipped batch, what the last commit did). WatermarkAdvanced tells whether this batch
+	// raised it. Without event_time it does not move.
 	WatermarkMs       int64
 	WatermarkAdvanced bool
-	// NeedsNoDataBatch is set when DESIGN section 3 rule 7 asks for a no-data batch right
-	// now: under event-time timeouts, after a batch that advanced the watermark.
+	// NeedsNoDataBatch is set under event-time timeouts after a batch that advanced the
+	// watermark, which docs/semantics.md ("A micro-batch": No-data batches) says "is followed
+	// at once by a no-data batch, which fires the timeouts the new watermark passed": the
+	// caller should call RunBatch again at once, without rows. (The no-data batches of
+	// processing-time timeouts, one every trigger interval, are the caller's schedule and
+	// not flagged here.)
 	NeedsNoDataBatch bool
-	// Duration is how long the batch took.
+	// Duration is how long RunBatch took, deliveries to the sink included.
 	Duration time.Duration
 	// Skipped is set for a no-data batch that had nothing to do (no timeout expired): nothing
 	// was committed and BatchID is the previous batch's.
@@ -114,11 +131,15 @@ type KeyError struct {
 	Err error
 }
 
+// Error returns "key KEY: ERR".
 func (e *KeyError) Error() string { return fmt.Sprintf("key %s: %v", e.Key, e.Err) }
+
+// Unwrap returns Err.
 func (e *KeyError) Unwrap() error { return e.Err }
 
-// Engine runs one deployment's micro-batches. It is not safe for concurrent use: one goroutine
-// drives it.
+// Engine runs one deployment's micro-batches over its keyspace of the state store, one batch
+// at a time. It is not safe for concurrent use: one goroutine drives it (every method), and
+// it calls its Sink on that goroutine.
 type Engine struct {
 	spec     *spec.Spec
 	rules    timeouts.Rules
@@ -129,19 +150,20 @@ type Engine struct {
 	ks       *state.Deployment
 	sink     Sink
 	logger   *slog.Logger
-	wm       *timeouts.Watermark
-	progress state.Progress
-	pending  bool // the outbox may hold undelivered entries
+	progress state.Progress // the last commit's: the batch id, watermark and position to go on from
+	pending  bool           // the outbox may hold undelivered entries
 	inflight *inflight
 	closed   bool
-
-	run batchRun     // the batch being run, reused
-	buf batchBuffers // working memory of batches, reused
+	batch    batch // the batch being run, and the working memory every batch reuses
 }
 
 // NewEngine starts a deployment's engine: it validates the spec and the module, starts the
-// module's instances and reads the deployment's progress. It writes nothing and sends
-// nothing: outbox entries left by an earlier run go out at the start of the first RunBatch.
+// module's instances (limits.instances; ctx bounds their compilation and initialization) and
+// reads the deployment's progress, so the engine goes on from the last committed batch. It
+// writes nothing and sends nothing: outbox entries left by an earlier run go out at the
+// start of the first RunBatch. Errors: [ErrIncompleteConfig], the spec's validation error,
+// [ErrInvalidModule], [ErrABIVersion], [ErrModuleInit], or the store's. NewEngine is safe for
+// concurrent use; close the engine with [Engine.Close].
 func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if cfg.Spec == nil || cfg.Store == nil || cfg.Sink == nil || (cfg.Wasm == nil && cfg.native == nil) {
 		return nil, ErrIncompleteConfig
@@ -156,7 +178,7 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	logger = logger.With("deployment", sp.Name)
 	e := &Engine{spec: sp, ks: cfg.Store.Deployment(sp.Name), sink: cfg.Sink, logger: logger, pending: true}
-	e.buf.seed = maphash.MakeSeed()
+	e.batch = batch{e: e, seed: maphash.MakeSeed()}
 	e.rules = timeouts.Rules{Mode: sp.Timeout, HasWatermark: sp.EventTime != nil}
 	e.keyPath = mustPath(sp.Key.Field)
 	if sp.EventTime != nil {
@@ -168,7 +190,6 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.progress = p
-	e.wm = timeouts.NewWatermark(e.delayMs, p.WatermarkMs)
 
 	if cfg.native != nil {
 		init := initFor(sp)
@@ -220,15 +241,17 @@ func mustPath(s string) rowjson.Path {
 	return p
 }
 
-// Progress returns the last committed progress.
+// Progress returns the progress of the last committed batch, as NewEngine read it and then
+// as each commit wrote it. Its WatermarkMs is the watermark the next batch runs at.
 func (e *Engine) Progress() state.Progress { return e.progress }
 
-// Spec returns the engine's spec.
+// Spec returns the engine's spec, the Config's (do not modify it).
 func (e *Engine) Spec() *spec.Spec { return e.spec }
 
 // Close waits for the delivery of the last batch's outbox (until ctx ends; what is not
 // acknowledged by then is delivered again by the next engine) and stops the engine's module
-// instances. It does not close the store.
+// instances. It does not close the store. Later calls of Close return nil, and RunBatch
+// returns [ErrEngineClosed].
 func (e *Engine) Close(ctx context.Context) error {
 	if e.closed {
 		return nil

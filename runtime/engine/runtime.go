@@ -1,13 +1,19 @@
 // Package engine is groupstate's embeddable micro-batch engine: it loads handler modules
 // compiled to WebAssembly, runs micro-batches with Spark's GroupState semantics
 // (docs/semantics.md) over a Pebble state store, and hands what the handlers emit to a
-// [Sink]. It imports no NATS and no Prometheus: a Go program runs it in-process,
+// [Sink]. It imports no NATS and uses no Prometheus (only Pebble links the Prometheus client,
+// for its histograms): a Go program runs it in-process,
 //
 //	rt, _ := engine.New(engine.Options{CacheDir: dir})
 //	eng, _ := rt.NewEngine(ctx, engine.Config{Spec: spec, Wasm: wasm, Store: store, Sink: sink})
 //	report, err := eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: now, Rows: rows})
 //
 // and the NATS service (package service, groupstate serve) is built from the same engine.
+//
+// A [Runtime] is shared by a process's deployments and is safe for concurrent use; an
+// [Engine] runs one deployment on one goroutine. Each RunBatch commits its state, timers,
+// watermark, input position and outputs atomically, and outputs reach the sink only after
+// their commit, in order, through the store's outbox (see [Sink] and [PipelinedSink]).
 package engine
 
 import (
@@ -22,10 +28,12 @@ import (
 // Options configures a [Runtime].
 type Options struct {
 	// CacheDir is the directory of the on-disk compilation cache, shared by every deployment
-	// and every restart, so a module is compiled once per digest. Empty: an in-memory cache
-	// (compiled code is lost when the process exits).
+	// and every restart, so a module is compiled once per digest; New creates it when
+	// missing. Empty (the default): an in-memory cache (compiled code is lost when the
+	// process exits).
 	CacheDir string
-	// Logger receives the runtime's and the modules' logs. Default slog.Default().
+	// Logger receives the runtime's and the modules' logs (an engine's Config.Logger
+	// overrides it). Default: slog.Default().
 	Logger *slog.Logger
 }
 
@@ -36,7 +44,7 @@ type Runtime struct {
 	logger *slog.Logger
 }
 
-// New creates a Runtime.
+// New creates a Runtime; the zero Options give an in-memory cache and slog.Default().
 func New(opts Options) (*Runtime, error) {
 	r := &Runtime{logger: opts.Logger}
 	if r.logger == nil {
@@ -57,5 +65,6 @@ func New(opts Options) (*Runtime, error) {
 	return r, nil
 }
 
-// Close releases the compilation cache's in-memory part. Engines must be closed first.
+// Close releases the compilation cache's in-memory part (an on-disk cache stays on disk).
+// Engines must be closed first.
 func (r *Runtime) Close(ctx context.Context) error { return r.cache.Close(ctx) }

@@ -1,6 +1,7 @@
 // Package scenario runs scenario files: JSON Lines scripts of micro-batches, restarts and
 // expectations that pin down a handler's behaviour without NATS and without a wall clock
-// (DESIGN section 4). `groupstate test` is a thin wrapper around [Run].
+// (README.md, "`groupstate test`: scenario files"). `groupstate test` is a thin wrapper
+// around [Run].
 //
 // Each line is one step:
 //
@@ -8,8 +9,9 @@
 //	{"restart": true}                      close everything and reopen from the same state
 //	{"expect": [{...}, ...]}               the rows emitted since the previous expect
 //
-// Under event-time timeouts a batch that advances the watermark is followed at once by the
-// no-data batch of DESIGN section 3 rule 7, at the same processing time.
+// Under event-time timeouts a batch that advances the watermark is followed at once by a
+// no-data batch (docs/semantics.md, "A micro-batch": No-data batches), at the same
+// processing time.
 package scenario
 
 import (

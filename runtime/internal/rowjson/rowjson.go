@@ -12,7 +12,7 @@ import (
 	"unicode/utf8"
 )
 
-// Errors returned by Extract. They are wrapped with the field path.
+// Errors of [Validate], [Lookup] and [AppendCanonicalKey].
 var (
 	// ErrInvalidJSON: the row is not a single valid JSON value.
 	ErrInvalidJSON = errors.New("rowjson: invalid JSON")

@@ -1,5 +1,5 @@
 // Command probe is a scriptable handler for the engine's tests: each row carries the state
-// handle operations to perform, so one module can exercise every rule of DESIGN section 3.
+// handle operations to perform, so one module can exercise every rule of docs/semantics.md.
 //
 // A row is {"k": key, "ops": [op, ...]}; each op is an object with one field:
 //
@@ -27,7 +27,7 @@
 //
 // Build (from the repository root):
 //
-//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false -o runtime/testdata/probe/probe.wasm ./runtime/testdata/probe
+//	GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false -o runtime/engine/testdata/probe/probe.wasm ./runtime/engine/testdata/probe
 package main
 
 import (

@@ -1,4 +1,4 @@
-package engine
+package rowjson_test
 
 import (
 	"math"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/groupstate/groupstate/runtime/internal/rowjson"
 	"github.com/groupstate/groupstate/timeouts"
 )
 
@@ -23,18 +24,32 @@ func TestPlainInt(t *testing.T) {
 		toks = append(toks, strconv.FormatInt(r.Int64N(math.MaxInt64)-math.MaxInt64/2, 10))
 	}
 	for _, tok := range toks {
-		got, ok := plainInt([]byte(tok))
+		got, ok := rowjson.PlainInt([]byte(tok))
 		if !ok {
 			continue
 		}
 		want, err := timeouts.ParseEventTime([]byte(tok))
 		if err != nil || want != got {
-			t.Errorf("plainInt(%q) = %d; ParseEventTime = %d, %v", tok, got, want, err)
+			t.Errorf("PlainInt(%q) = %d; ParseEventTime = %d, %v", tok, got, want, err)
 		}
 	}
 	for tok, wantOK := range map[string]bool{"1700000000000": true, "-5": true, "0": true, "1.5": false, "01": false, "1e3": false, "9223372036854775807": false, "": false, "-": false} {
-		if _, ok := plainInt([]byte(tok)); ok != wantOK {
-			t.Errorf("plainInt(%q) ok = %v, want %v", tok, ok, wantOK)
+		if _, ok := rowjson.PlainInt([]byte(tok)); ok != wantOK {
+			t.Errorf("PlainInt(%q) ok = %v, want %v", tok, ok, wantOK)
+		}
+	}
+}
+
+// TestKind: what a refused key is called in its dead letter.
+func TestKind(t *testing.T) {
+	for tok, want := range map[string]string{
+		`{"a":1}`: "an object", `[1]`: "an array", `true`: "a boolean", `false`: "a boolean", `1e999`: "not a scalar",
+	} {
+		if _, err := rowjson.AppendCanonicalKey(nil, []byte(tok)); err == nil {
+			t.Errorf("AppendCanonicalKey(%s) took it", tok)
+		}
+		if got := rowjson.Kind([]byte(tok)); got != want {
+			t.Errorf("Kind(%s) = %q, want %q", tok, got, want)
 		}
 	}
 }
