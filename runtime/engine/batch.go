@@ -306,7 +306,10 @@ func (e *Engine) extract(data, keyBuf []byte) (key []byte, evt int64, reason str
 	}
 	key, err = rowjson.AppendCanonicalKey(keyBuf, tok)
 	if err != nil {
-		return nil, 0, ReasonBadKey, fmt.Errorf("key field %q is %s, not a string or number", e.spec.Key.Field, rowjson.Kind(tok))
+		if k := rowjson.Kind(tok); k != rowjson.KindNumberOutOfRange {
+			return nil, 0, ReasonBadKey, fmt.Errorf("key field %q is %s, not a string or number", e.spec.Key.Field, k)
+		}
+		return nil, 0, ReasonBadKey, fmt.Errorf("key field %q is a number whose exponent is out of range", e.spec.Key.Field)
 	}
 	if e.timePath == nil {
 		return key, 0, "", nil

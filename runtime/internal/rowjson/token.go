@@ -25,9 +25,13 @@ func PlainInt(tok []byte) (int64, bool) {
 	return v, true
 }
 
+// KindNumberOutOfRange is what [Kind] calls a number token: numbers are keys unless their
+// exponent is beyond what a key may have (such as 1e999999).
+const KindNumberOutOfRange = "a number with an exponent out of range"
+
 // Kind names what the token tok (non-empty, as [Lookup] returns) is, for the error of a key
-// that [AppendCanonicalKey] refused: "an object", "an array", "a boolean", or "not a
-// scalar" for anything else (a number that does not fit a float64, such as 1e999).
+// that [AppendCanonicalKey] refused: "an object", "an array", "a boolean",
+// [KindNumberOutOfRange], or "not a scalar" for anything else.
 func Kind(tok []byte) string {
 	switch tok[0] {
 	case '{':
@@ -36,6 +40,8 @@ func Kind(tok []byte) string {
 		return "an array"
 	case 't', 'f':
 		return "a boolean"
+	case '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9':
+		return KindNumberOutOfRange
 	}
 	return "not a scalar"
 }
