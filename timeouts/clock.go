@@ -6,7 +6,8 @@ import (
 )
 
 // Clock gives the wall-clock time. The engine reads it once at the start of each batch
-// to get the batch processing time T (DESIGN 3), so tests can inject a [ManualClock].
+// to get the batch processing time T (docs/semantics.md, "A micro-batch"), so tests can
+// inject a [ManualClock].
 type Clock interface {
 	// Now returns the current time.
 	Now() time.Time

@@ -7,7 +7,8 @@
 // [Clock] interface, so the rules are unit-testable without NATS or WebAssembly. Times are
 // epoch milliseconds (int64), as on the wire ABI.
 //
-// Per micro-batch, with batch processing time T and watermark W (DESIGN.md section 3):
+// Per micro-batch, with batch processing time T and watermark W (docs/semantics.md, "A
+// micro-batch"):
 //
 //   - A row is late, and dropped, when event-time timeouts and a watermark are configured
 //     and its event time is <= W ([Rules.DropsLate], [IsLate]).

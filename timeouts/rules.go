@@ -34,10 +34,10 @@ func (r Rules) Validate() error {
 // [ProcessingTime] or [EventTime]).
 func (r Rules) HasTimeouts() bool { return r.Mode == ProcessingTime || r.Mode == EventTime }
 
-// DropsLate reports whether late rows are dropped (DESIGN 3 rule 1): only with event-time
-// timeouts and a watermark. Spark's FlatMapGroupsWithStateExec filters input with the
-// late-event watermark predicate only when timeoutConf is EventTimeTimeout; with other
-// modes every row reaches the handler.
+// DropsLate reports whether late rows are dropped (docs/semantics.md, "A micro-batch": Late
+// rows): only with event-time timeouts and a watermark. Spark's FlatMapGroupsWithStateExec
+// filters input with the late-event watermark predicate only when timeoutConf is
+// EventTimeTimeout; with other modes every row reaches the handler.
 func (r Rules) DropsLate() bool { return r.Mode == EventTime && r.HasWatermark }
 
 // IsLate reports whether a row with event time eventMs is late under watermark watermarkMs:
@@ -47,10 +47,11 @@ func IsLate(eventMs, watermarkMs int64) bool { return eventMs <= watermarkMs }
 
 // ExpiryBound returns the bound below which timeouts fire in a batch with processing time
 // processingMs (T) and watermark watermarkMs (W): T for [ProcessingTime], W for [EventTime]
-// (DESIGN 3 rule 3). ok is false when no timeout can fire: mode [None], an unknown mode, or
-// event-time timeouts without a watermark. This is the timeoutThreshold of Spark's
-// FlatMapGroupsWithStateExec: batchTimestampMs for ProcessingTimeTimeout,
-// eventTimeWatermarkForEviction for EventTimeTimeout. Use with [Fires].
+// (docs/semantics.md, "A micro-batch": Timeout calls). ok is false when no timeout can fire:
+// mode [None], an unknown mode, or event-time timeouts without a watermark. This is the
+// timeoutThreshold of Spark's FlatMapGroupsWithStateExec: batchTimestampMs for
+// ProcessingTimeTimeout, eventTimeWatermarkForEviction for EventTimeTimeout. Use with
+// [Fires].
 func (r Rules) ExpiryBound(processingMs, watermarkMs int64) (bound int64, ok bool) {
 	switch {
 	case r.Mode == ProcessingTime:
@@ -67,9 +68,9 @@ func (r Rules) ExpiryBound(processingMs, watermarkMs int64) (bound int64, ok boo
 func Fires(timeoutMs, bound int64) bool { return timeoutMs < bound }
 
 // ShouldRunNoDataBatch reports whether the runtime should run a batch without input
-// (DESIGN 3 rule 7): with [ProcessingTime], at every trigger interval; with [EventTime],
-// right after a batch that advanced the watermark; never otherwise. This is Spark's
-// FlatMapGroupsWithStateExec.shouldRunAnotherBatch.
+// (docs/semantics.md, "A micro-batch": No-data batches): with [ProcessingTime], at every
+// trigger interval; with [EventTime], right after a batch that advanced the watermark; never
+// otherwise. This is Spark's FlatMapGroupsWithStateExec.shouldRunAnotherBatch.
 func (r Rules) ShouldRunNoDataBatch(watermarkAdvanced bool) bool {
 	switch {
 	case r.Mode == ProcessingTime:
@@ -82,7 +83,7 @@ func (r Rules) ShouldRunNoDataBatch(watermarkAdvanced bool) bool {
 
 // CurrentWatermark returns watermarkMs when the deployment has a watermark and
 // [ErrNoWatermark] otherwise: what the state handle's currentWatermarkMs gives a handler
-// (DESIGN 3 rule 5; Spark's GroupStateImpl.getCurrentWatermarkMs).
+// (docs/semantics.md, "The state handle"; Spark's GroupStateImpl.getCurrentWatermarkMs).
 func (r Rules) CurrentWatermark(watermarkMs int64) (int64, error) {
 	if !r.HasWatermark {
 		return 0, ErrNoWatermark

@@ -64,7 +64,8 @@ func (w *Watermark) Next() int64 {
 
 // Advance ends the batch: W becomes [Watermark.Next] and the batch's observations are
 // forgotten. advanced reports whether W grew, which with event-time timeouts calls for a
-// no-data batch (DESIGN 3 rule 7; see [Rules.ShouldRunNoDataBatch]).
+// no-data batch (docs/semantics.md, "A micro-batch": No-data batches; see
+// [Rules.ShouldRunNoDataBatch]).
 func (w *Watermark) Advance() (nextMs int64, advanced bool) {
 	next := w.Next()
 	advanced = next > w.current
