@@ -3,8 +3,9 @@
 // the boundary, status codes and the ABI version.
 //
 // The normative specification is abi/README.md; this package mirrors it as constants and as a
-// dependency-free encoder and decoder that both the host (package runtime) and the Go SDK
-// (package sdk/go) use, so the two sides cannot drift apart.
+// dependency-free encoder and decoder that both the host (runtime/engine,
+// runtime/internal/handler and runtime/internal/host) and the Go SDK (package sdk/go) use, so
+// the two sides cannot drift apart.
 //
 // All integers are little-endian. Lengths and counts are u32, times are i64 milliseconds since
 // the Unix epoch. Nothing in a buffer is aligned.

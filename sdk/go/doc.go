@@ -30,7 +30,7 @@
 // The host calls the handler once per key and micro-batch with that key's new rows and a state
 // handle, and once more, with no rows and [GroupState.HasTimedOut] true, when a timeout the
 // handler set expires. The state handle follows Spark's GroupState exactly (see the method
-// docs and DESIGN.md section 3).
+// docs and docs/semantics.md).
 //
 // There are two layers:
 //

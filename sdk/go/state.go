@@ -8,8 +8,8 @@ import (
 )
 
 // RawState is the state handle of one call of a raw handler: the key's state value as bytes,
-// with Spark's GroupState semantics (DESIGN.md section 3 rule 5). It is valid only during the
-// call that received it.
+// with Spark's GroupState semantics (docs/semantics.md, "The state handle"). It is valid
+// only during the call that received it.
 //
 // Each call starts with the value the key had before (if any) and with no timeout: a timeout
 // set in an earlier call is cleared unless this call sets one again, so a timeout fires once

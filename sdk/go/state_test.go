@@ -9,7 +9,7 @@ import (
 	"github.com/groupstate/groupstate/abi"
 )
 
-// TestRawState covers every rule of the state handle (DESIGN.md section 3 rule 5).
+// TestRawState covers every rule of the state handle (docs/semantics.md, "The state handle").
 func TestRawState(t *testing.T) {
 	const T, W = 100000, 50000
 	old := []byte(`{"n":1}`)
@@ -211,7 +211,8 @@ func TestTimeoutMisuse(t *testing.T) {
 }
 
 // TestEveryCallStartsWithoutTimeout checks that a timeout set for one group does not leak into
-// the next group of the same call, nor into a later call (rule 4).
+// the next group of the same call, nor into a later call (docs/semantics.md, "A micro-batch":
+// Every call starts with no timeout).
 func TestEveryCallStartsWithoutTimeout(t *testing.T) {
 	calls := 0
 	h := func(g *RawGroup) error {

@@ -128,9 +128,9 @@ func isEmptyStruct[T any]() bool {
 }
 
 // GroupState is the state handle of the typed layer: the key's state as a value of type S,
-// stored as JSON, with Spark's GroupState semantics (DESIGN.md section 3 rule 5). It is valid
-// only during the call that received it. See [RawState] for the rules of timeouts and of
-// Update and Remove.
+// stored as JSON, with Spark's GroupState semantics (docs/semantics.md, "The state handle").
+// It is valid only during the call that received it. See [RawState] for the rules of
+// timeouts and of Update and Remove.
 type GroupState[S any] struct {
 	raw     *RawState
 	g       *RawGroup
