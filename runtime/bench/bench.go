@@ -1,6 +1,6 @@
 // Package bench is `groupstate bench`: it measures groupstate against the limits of its parts
 // and against baselines, in one process and one run, and reports ratios (judge by them: the
-// machines are noisy) beside the absolute figures. DESIGN section 6 lists the targets.
+// machines are noisy) beside the absolute figures. docs/performance.md lists the targets.
 package bench
 
 import (
@@ -25,7 +25,8 @@ type Options struct {
 	Progress io.Writer
 }
 
-// Report holds the figures. Fields named in DESIGN section 4 are a contract.
+// Report holds the figures. The JSON names of wasm_native_ratio, e2e_raw_ratio,
+// invoke_ns_per_group and extism_speedup are a contract (scripts read them).
 type Report struct {
 	// WasmNativeRatio is engine throughput on sessions with the Go module over the very same
 	// Go code compiled natively, in the same engine (target >= 0.5). Per language in

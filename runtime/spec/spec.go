@@ -124,7 +124,7 @@ type LimitsSpec struct {
 	Instances int `yaml:"instances,omitempty" json:"instances,omitempty"`
 }
 
-// OnError is what a failing call for one key does (docs/semantics.md, "Atomicity").
+// OnError is what a failing call for one key does (docs/semantics.md, "Beyond Spark: per-key failures").
 type OnError string
 
 // The policies of [Spec.OnError].
