@@ -23,7 +23,7 @@ start it. Redeploying a name replaces the module and keeps the deployment's stat
 			if err != nil {
 				return err
 			}
-			c, done, err := cf.client(cmd.Context(), "deploy")
+			c, done, err := cf.client(cmd, "deploy")
 			if err != nil {
 				return err
 			}
@@ -51,7 +51,7 @@ func newUndeployCommand() *cobra.Command {
 		Example: `  groupstate undeploy logincount`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, done, err := cf.client(cmd.Context(), "undeploy")
+			c, done, err := cf.client(cmd, "undeploy")
 			if err != nil {
 				return err
 			}

@@ -20,7 +20,7 @@ func newListCommand() *cobra.Command {
 		Example: `  groupstate list`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, done, err := cf.client(cmd.Context(), "list")
+			c, done, err := cf.client(cmd, "list")
 			if err != nil {
 				return err
 			}

@@ -38,7 +38,7 @@ first). Progress goes to standard error.`,
 				defer f.Close()
 				in = f
 			}
-			nc, err := cf.connect("pub")
+			nc, err := cf.connect(cmd, "pub")
 			if err != nil {
 				return err
 			}

@@ -56,7 +56,7 @@ func stateDump(cmd *cobra.Command, cf *connFlags, args []string) error {
 	if len(args) != 1 {
 		return errors.New("--dump takes the deployment name only")
 	}
-	c, done, err := cf.client(cmd.Context(), "state")
+	c, done, err := cf.client(cmd, "state")
 	if err != nil {
 		return err
 	}
@@ -84,7 +84,7 @@ func stateDump(cmd *cobra.Command, cf *connFlags, args []string) error {
 }
 
 func stateRun(cmd *cobra.Command, cf *connFlags, args []string, asJSON bool, limit int, after string) error {
-	c, done, err := cf.client(cmd.Context(), "state")
+	c, done, err := cf.client(cmd, "state")
 	if err != nil {
 		return err
 	}

@@ -23,7 +23,7 @@ func newStatusCommand() *cobra.Command {
   groupstate status logincount --watch`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, done, err := cf.client(cmd.Context(), "status")
+			c, done, err := cf.client(cmd, "status")
 			if err != nil {
 				return err
 			}

@@ -20,7 +20,7 @@ func newTailCommand() *cobra.Command {
   groupstate tail 'logincount.dlq' --headers`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			nc, err := cf.connect("tail")
+			nc, err := cf.connect(cmd, "tail")
 			if err != nil {
 				return err
 			}

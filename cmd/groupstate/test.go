@@ -39,12 +39,12 @@ Steps:
 				return err
 			}
 			defer f.Close()
-			rt, err := engine.New(engine.Options{CacheDir: cacheDir, Logger: quietLogger()})
+			rt, err := engine.New(engine.Options{CacheDir: cacheDir, Logger: quietLogger(cmd.ErrOrStderr())})
 			if err != nil {
 				return err
 			}
 			defer rt.Close(cmd.Context())
-			opts := scenario.Options{Spec: sp, Wasm: wasm, Out: cmd.OutOrStdout(), Runtime: rt, Logger: quietLogger()}
+			opts := scenario.Options{Spec: sp, Wasm: wasm, Out: cmd.OutOrStdout(), Runtime: rt, Logger: quietLogger(cmd.ErrOrStderr())}
 			if verbose {
 				opts.Log = cmd.ErrOrStderr()
 				opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
