@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,42 +9,32 @@ import (
 	"testing"
 )
 
-// requireInitToolchain fails the test when lang's toolchain, which CI installs
-// (.ci/install-toolchains), is missing; AssemblyScript is skipped only when its compiler was
-// never installed (sdk/assemblyscript/node_modules is absent).
+// requireInitToolchain ends t, with toolchainMissing, when what builds a generated project in
+// lang is missing: make, and the language's compiler (Go's is the one running the tests).
 func requireInitToolchain(t *testing.T, lang string) {
 	t.Helper()
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Fatalf("make is not installed: the generated projects build with make: %v", err)
-	}
+	mustHaveExecPath(t, "make")
 	switch lang {
 	case "go":
 		if _, err := exec.LookPath("go"); err != nil {
 			t.Fatalf("go is not on PATH: %v", err)
 		}
 	case "rust":
-		if _, err := os.Stat("/usr/bin/rustc"); err != nil {
-			t.Fatalf("/usr/bin/rustc is missing (bash .ci/install-toolchains installs it): %v", err)
-		}
-		out, err := exec.Command("/usr/bin/rustc", "--print", "sysroot").Output()
+		// The generated Makefile uses Debian's rustc, which has the wasm32-wasi target; a
+		// rustup rustc on PATH may not.
+		rustc := mustHaveExecPath(t, "/usr/bin/rustc")
+		out, err := exec.Command(rustc, "--print", "sysroot").Output()
 		if err != nil {
-			t.Fatalf("/usr/bin/rustc --print sysroot: %v", err)
+			t.Fatalf("%s --print sysroot: %v", rustc, err)
 		}
-		lib := filepath.Join(strings.TrimSpace(string(out)), "lib", "rustlib", "wasm32-wasi")
-		if _, err := os.Stat(lib); err != nil {
-			t.Fatalf("/usr/bin/rustc has no wasm32-wasi standard library (%s; bash .ci/install-toolchains installs it): %v", lib, err)
-		}
+		mustHaveFile(t, rustc+"'s wasm32-wasi standard library", filepath.Join(strings.TrimSpace(string(out)), "lib", "rustlib", "wasm32-wasi"))
 	case "c":
-		if _, err := exec.LookPath("clang"); err != nil {
-			t.Fatalf("clang is not installed (bash .ci/install-toolchains installs it): %v", err)
-		}
+		mustHaveExecPath(t, "clang")
+		mustHaveAnyExecPath(t, "wasm-ld", "wasm-ld-14")
+		mustHaveFile(t, "wasi-libc", "/usr/share/wasi-sysroot", "/usr/lib/wasm32-wasi")
 	case "assemblyscript":
-		if _, err := os.Stat(inRepo("sdk/assemblyscript/node_modules")); errors.Is(err, os.ErrNotExist) {
-			t.Skip("sdk/assemblyscript/node_modules is absent: run 'cd sdk/assemblyscript && npm ci' to test the AssemblyScript template")
-		}
-		if _, err := os.Stat(inRepo("sdk/assemblyscript/node_modules/.bin/asc")); err != nil {
-			t.Fatalf("sdk/assemblyscript/node_modules exists but has no .bin/asc (run 'npm ci' there again): %v", err)
-		}
+		mustHaveExecPath(t, "node")
+		mustHaveFile(t, "the AssemblyScript compiler", inRepo("sdk/assemblyscript/node_modules/.bin/asc"))
 	}
 }
 
