@@ -12,7 +12,7 @@ func newDeployCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "deploy -f SPEC [--module WASM]",
 		Short: "Validate and deploy a handler (redeploying a name replaces the module and keeps state)",
-		Long: `Validates the sp and the module (the module is compiled and initialized with the sp's
+		Long: `Validates the spec and the module (the module is compiled and initialized with the spec's
 config, so one that would fail at start is refused now), stores both in NATS, and the runtimes
 start it. Redeploying a name replaces the module and keeps the deployment's state.`,
 		Example: `  groupstate deploy -f samples/logincount/logincount.yaml

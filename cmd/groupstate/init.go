@@ -84,7 +84,7 @@ func newInitCommand() *cobra.Command {
 		Short: "Create a handler project (handler, spec, scenario, Makefile) that builds and passes its test",
 		Long: `Creates a handler project in DIR (default ./NAME): a handler implementing the logincount
 example (count logins per user_id, emit {"user_id", "total_logins"}, close the session with a
-"session_closed" row after config.idle_timeout), the sp NAME.yaml (input NAME.in, output
+"session_closed" row after config.idle_timeout), the spec NAME.yaml (input NAME.in, output
 NAME.out), the scenario NAME.jsonl, a Makefile with the exact build command and a README with
 the next steps. As generated, "make" builds NAME.wasm and
 "groupstate test --spec NAME.yaml --scenario NAME.jsonl" passes.
@@ -100,7 +100,7 @@ Without one, the project is still created, and its README says what to set.`,
 		Example: `  groupstate init logins
   groupstate init logins --lang rust --dir ~/src/logins
   groupstate init logins --lang assemblyscript --sdk ~/src/groupstate
-  cd logins && make && groupstate test --sp logins.yaml --scenario logins.jsonl`,
+  cd logins && make && groupstate test --spec logins.yaml --scenario logins.jsonl`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("init takes one argument, the project's name (got %d); example: groupstate init logins --lang go", len(args))

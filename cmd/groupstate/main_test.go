@@ -218,3 +218,52 @@ timeout: sometimes
 		})
 	}
 }
+
+// TestExamplesUseRealFlags: every groupstate command line in a command's examples names a
+// command that exists and only flags it has.
+func TestExamplesUseRealFlags(t *testing.T) {
+	root := newRootCommand()
+	n := 0
+	for _, c := range root.Commands() {
+		// Join continued lines, then take each "groupstate ..." up to a shell separator.
+		example := strings.ReplaceAll(c.Example, "\\\n", " ")
+		for _, line := range strings.Split(example, "\n") {
+			for _, part := range strings.FieldsFunc(line, func(r rune) bool { return r == '|' || r == '&' || r == ';' || r == '>' }) {
+				fields := strings.Fields(part)
+				for len(fields) > 0 && fields[0] != "groupstate" {
+					fields = fields[1:] // "go run ./cmd/groupstate demo" names the command too
+					if len(fields) > 0 && strings.HasSuffix(fields[0], "/groupstate") {
+						fields[0] = "groupstate"
+					}
+				}
+				if len(fields) < 2 {
+					continue
+				}
+				cmd, rest, err := root.Find(fields[1:])
+				if err != nil || cmd == root {
+					t.Errorf("%s: example %q: no such command", c.Name(), strings.TrimSpace(part))
+					continue
+				}
+				n++
+				for _, a := range rest {
+					if !strings.HasPrefix(a, "-") {
+						continue
+					}
+					name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
+					var found bool
+					if strings.HasPrefix(a, "--") {
+						found = cmd.Flags().Lookup(name) != nil
+					} else {
+						found = cmd.Flags().ShorthandLookup(name) != nil
+					}
+					if !found {
+						t.Errorf("%s: example %q: %s has no flag %s", c.Name(), strings.TrimSpace(part), cmd.Name(), a)
+					}
+				}
+			}
+		}
+	}
+	if n < 20 {
+		t.Errorf("only %d example command lines found", n)
+	}
+}

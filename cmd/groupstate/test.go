@@ -26,7 +26,7 @@ Steps:
   {"at": 12000, "rows": [{...}]}   a micro-batch at processing time 12000 ms
   {"restart": true}                 close everything and reopen from the same state
   {"expect": [{...}]}               rows emitted since the previous expect (any order)`,
-		Example: `  groupstate test --sp samples/logincount/logincount.yaml \
+		Example: `  groupstate test --spec samples/logincount/logincount.yaml \
     --scenario samples/logincount/logincount.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
