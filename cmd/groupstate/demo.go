@@ -20,6 +20,7 @@ import (
 	"github.com/groupstate/groupstate/samples"
 )
 
+// newDemoCommand returns `groupstate demo`, the one-command tour.
 func newDemoCommand() *cobra.Command {
 	var users, clicks int
 	var verbose bool
@@ -229,6 +230,7 @@ func publishClicks(ctx context.Context, nc *nats.Conn, subject string, users, cl
 	return maxTs, nil
 }
 
+// publishJSON publishes v as JSON to subject through JetStream and waits for the acknowledgement.
 func publishJSON(nc *nats.Conn, subject string, v any) error {
 	data, _ := json.Marshal(v)
 	js, err := jetstream.New(nc)

@@ -6,6 +6,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// newDeployCommand returns `groupstate deploy`, which validates a spec and module and stores them in NATS.
 func newDeployCommand() *cobra.Command {
 	var cf connFlags
 	var specPath, modulePath string
@@ -43,6 +44,7 @@ start it. Redeploying a name replaces the module and keeps the deployment's stat
 	return cmd
 }
 
+// newUndeployCommand returns `groupstate undeploy`, which stops a deployment and keeps its state.
 func newUndeployCommand() *cobra.Command {
 	var cf connFlags
 	cmd := &cobra.Command{

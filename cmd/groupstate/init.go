@@ -77,6 +77,7 @@ type initData struct {
 	Files     []initFile
 }
 
+// newInitCommand returns `groupstate init`, which creates a handler project.
 func newInitCommand() *cobra.Command {
 	var lang, dir, sdk string
 	cmd := &cobra.Command{
@@ -117,6 +118,8 @@ Without one, the project is still created, and its README says what to set.`,
 	return cmd
 }
 
+// runInit creates the project name in lang under dir with the SDK of the checkout sdk (or the one
+// found), and prints what it made and the next steps to stdout and its warnings to stderr.
 func runInit(stdout, stderr io.Writer, name, lang, dir, sdk string) error {
 	if !initNameRE.MatchString(name) || len(name) > 63 {
 		return fmt.Errorf("invalid name %q: a name is 1 to 63 characters of [a-z0-9-] (lower-case letters, digits, '-'), e.g. logins or login-count", name)
@@ -298,6 +301,8 @@ func findCheckout(sdk string) (root, how string, err error) {
 	return "", "", nil
 }
 
+// walkUpToCheckout returns the first directory at or above dir that is a groupstate checkout,
+// or "".
 func walkUpToCheckout(dir string) string {
 	for {
 		if isCheckout(dir) {
@@ -410,6 +415,7 @@ func renderInit(d initData) ([]initFile, error) {
 	return files, nil
 }
 
+// cwdOrDot is the current directory, or "." when it cannot be had.
 func cwdOrDot() string {
 	if cwd, err := os.Getwd(); err == nil {
 		return cwd

@@ -11,6 +11,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 )
 
+// newListCommand returns `groupstate list`, the deployments with their health.
 func newListCommand() *cobra.Command {
 	var cf connFlags
 	var asJSON bool

@@ -13,6 +13,7 @@ import (
 	"syscall"
 )
 
+// main runs the command line with a context that the first SIGINT or SIGTERM cancels.
 func main() {
 	// The first SIGINT or SIGTERM cancels ctx: serve finishes the batches in flight and
 	// exits 0. Until run returns, further signals are caught and ignored.
@@ -57,4 +58,5 @@ type exitError struct {
 	msg  string
 }
 
+// Error returns the message.
 func (e *exitError) Error() string { return e.msg }

@@ -44,12 +44,14 @@ type syncBuffer struct {
 	b  bytes.Buffer
 }
 
+// Write appends p.
 func (b *syncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
+// String returns what was written so far.
 func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()

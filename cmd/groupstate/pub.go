@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// newPubCommand returns `groupstate pub`, which publishes JSON lines to a subject.
 func newPubCommand() *cobra.Command {
 	var cf connFlags
 	var file string

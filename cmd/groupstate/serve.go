@@ -20,6 +20,8 @@ import (
 	"github.com/groupstate/groupstate/state"
 )
 
+// newServeCommand returns `groupstate serve`, which runs the runtime until its context is
+// cancelled (in the binary, by SIGINT or SIGTERM).
 func newServeCommand() *cobra.Command {
 	var cf connFlags
 	var dataDir, listen, logLevel, logFormat, metricsAddr, stateCache string

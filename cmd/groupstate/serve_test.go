@@ -207,6 +207,7 @@ func waitCLI(t *testing.T, cond func() bool) {
 	}
 }
 
+// TestParseStateCache: --state-cache takes sizes with units, 0 for no cache, and refuses the rest.
 func TestParseStateCache(t *testing.T) {
 	tests := []struct {
 		in   string

@@ -11,6 +11,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/scenario"
 )
 
+// newTestCommand returns `groupstate test`, which runs a scenario file against a handler.
 func newTestCommand() *cobra.Command {
 	var specPath, scenarioPath, modulePath string
 	var verbose bool
