@@ -9,6 +9,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/bench"
 )
 
+// newBenchCommand returns `groupstate bench`, which measures the performance targets.
 func newBenchCommand() *cobra.Command {
 	var quick, asJSON bool
 	var samples string

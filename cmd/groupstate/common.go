@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -20,9 +21,9 @@ func defaultCacheDir() string {
 	return filepath.Join(dir, "groupstate", "compiled")
 }
 
-// quietLogger logs warnings and errors to standard error.
-func quietLogger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+// quietLogger logs warnings and errors to w, the command's standard error.
+func quietLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 // loadSpecAndModule reads the spec at specPath and the module: modulePath when set, else the

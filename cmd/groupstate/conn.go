@@ -15,6 +15,7 @@ type connFlags struct {
 	opts service.ConnOptions
 }
 
+// register adds the connection flags to cmd.
 func (f *connFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.opts.URL, "server", service.DefaultURL(), "NATS server URL (default $NATS_URL, else nats://127.0.0.1:4222)")
@@ -27,20 +28,22 @@ func (f *connFlags) register(cmd *cobra.Command) {
 	fl.StringVar(&f.opts.TLSKey, "tls-key", "", "client certificate key for NATS")
 }
 
-func (f *connFlags) connect(name string) (*nats.Conn, error) {
+// connect connects to NATS for the command cmd (named name in the connection's name), logging
+// connection trouble to the command's standard error.
+func (f *connFlags) connect(cmd *cobra.Command, name string) (*nats.Conn, error) {
 	o := f.opts
 	o.Name = "groupstate " + name
-	o.Logger = quietLogger()
+	o.Logger = quietLogger(cmd.ErrOrStderr())
 	return service.Connect(o)
 }
 
-// client connects and opens a client.Client; close releases both.
-func (f *connFlags) client(ctx context.Context, name string) (c *client.Client, closeFn func(), err error) {
-	nc, err := f.connect(name)
+// client connects and opens a client.Client for cmd; close releases both.
+func (f *connFlags) client(cmd *cobra.Command, name string) (c *client.Client, closeFn func(), err error) {
+	nc, err := f.connect(cmd, name)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err = client.New(ctx, nc)
+	c, err = client.New(cmd.Context(), nc)
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -21,6 +22,74 @@ import (
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
+
+// groupstateBin builds the real binary once per test run, for the tests that need a process of
+// its own: one to kill -9, or to send signals to. Every other test runs commands in-process
+// through run.
+func groupstateBin(t *testing.T) string {
+	t.Helper()
+	binOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "groupstate-bin-")
+		if err != nil {
+			binErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "groupstate")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			binErr = errors.New(string(out))
+		}
+	})
+	if binErr != nil {
+		t.Fatal(binErr)
+	}
+	return binPath
+}
+
+var (
+	binOnce sync.Once
+	binPath string
+	binErr  error
+)
+
+// TestServeSignals: the real binary's serve stops on SIGTERM and on SIGINT (Ctrl-C), the
+// runtime stopped in order, and exits 0.
+func TestServeSignals(t *testing.T) {
+	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
+		t.Run(sig.String(), func(t *testing.T) {
+			metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+			serve := exec.Command(groupstateBin(t), "serve", "--data", t.TempDir(),
+				"--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--metrics", metrics)
+			var log syncBuffer
+			serve.Stdout, serve.Stderr = &log, &log
+			if err := serve.Start(); err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() { done <- serve.Wait() }()
+			defer func() {
+				serve.Process.Kill()
+				<-done
+			}()
+			waitCLI(t, func() bool { return httpGet(t, "http://"+metrics+"/readyz") == "ready\n" })
+			if err := serve.Process.Signal(sig); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				done <- err // for the deferred Kill and wait
+				if err != nil {
+					t.Fatalf("serve exited with %v after %v\n%s", err, sig, log.String())
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatalf("serve did not exit after %v\n%s", sig, log.String())
+			}
+			if !strings.Contains(log.String(), "runtime stopped") {
+				t.Errorf("serve did not log that the runtime stopped:\n%s", log.String())
+			}
+		})
+	}
+}
 
 const crashDedupSpec = `
 name: dedup
@@ -70,7 +139,6 @@ func TestKill9(t *testing.T) {
 	defer gs.Close(ctx)
 	js, _ := jetstream.New(nc)
 
-	root, _ := filepath.Abs("../..")
 	dataDir := t.TempDir()
 	var (
 		mu    sync.Mutex
@@ -94,7 +162,7 @@ func TestKill9(t *testing.T) {
 		serve.Wait()
 	}()
 	for _, tmpl := range []string{crashDedupSpec, crashCountSpec} {
-		sp, err := spec.ParseSpec([]byte(fmt.Sprintf(tmpl, root)))
+		sp, err := spec.ParseSpec([]byte(fmt.Sprintf(tmpl, repoRoot)))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -206,6 +274,7 @@ func TestKill9(t *testing.T) {
 	t.Logf("%d rows, %d kills, %d unique events out once each, %d count outputs, no losses, no duplicates", rows, kills, len(seen), len(counted))
 }
 
+// streamMessages returns every message in the stream name (none when it does not exist).
 func streamMessages(t *testing.T, js jetstream.JetStream, name string) []*jetstream.RawStreamMsg {
 	ctx := context.Background()
 	s, err := js.Stream(ctx, name)

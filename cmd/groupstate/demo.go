@@ -20,6 +20,7 @@ import (
 	"github.com/groupstate/groupstate/samples"
 )
 
+// newDemoCommand returns `groupstate demo`, the one-command tour.
 func newDemoCommand() *cobra.Command {
 	var users, clicks int
 	var verbose bool
@@ -33,7 +34,7 @@ a generated click stream with event times, prints sessions as they close, and ex
   groupstate demo --users 50 --clicks 5000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDemo(cmd.Context(), cmd.OutOrStdout(), users, clicks, verbose)
+			return runDemo(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), users, clicks, verbose)
 		},
 	}
 	cmd.Flags().IntVar(&users, "users", 12, "number of users clicking")
@@ -42,6 +43,7 @@ a generated click stream with event times, prints sessions as they close, and ex
 	return cmd
 }
 
+// closedSession is a row the sessions sample emits when a session closes.
 type closedSession struct {
 	UserID string `json:"user_id"`
 	Start  int64  `json:"start"`
@@ -49,10 +51,12 @@ type closedSession struct {
 	Events int64  `json:"events"`
 }
 
-func runDemo(ctx context.Context, out io.Writer, users, clicks int, verbose bool) error {
+// runDemo runs the tour: it prints its steps and the closed sessions to out and, with
+// verbose, the runtime's logs to stderr.
+func runDemo(ctx context.Context, out, stderr io.Writer, users, clicks int, verbose bool) error {
 	logger := slog.New(slog.DiscardHandler)
 	if verbose {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
+		logger = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	dir, err := os.MkdirTemp("", "groupstate-demo-")
 	if err != nil {
@@ -226,6 +230,7 @@ func publishClicks(ctx context.Context, nc *nats.Conn, subject string, users, cl
 	return maxTs, nil
 }
 
+// publishJSON publishes v as JSON to subject through JetStream and waits for the acknowledgement.
 func publishJSON(nc *nats.Conn, subject string, v any) error {
 	data, _ := json.Marshal(v)
 	js, err := jetstream.New(nc)

@@ -6,13 +6,14 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// newDeployCommand returns `groupstate deploy`, which validates a spec and module and stores them in NATS.
 func newDeployCommand() *cobra.Command {
 	var cf connFlags
 	var specPath, modulePath string
 	cmd := &cobra.Command{
 		Use:   "deploy -f SPEC [--module WASM]",
 		Short: "Validate and deploy a handler (redeploying a name replaces the module and keeps state)",
-		Long: `Validates the sp and the module (the module is compiled and initialized with the sp's
+		Long: `Validates the spec and the module (the module is compiled and initialized with the spec's
 config, so one that would fail at start is refused now), stores both in NATS, and the runtimes
 start it. Redeploying a name replaces the module and keeps the deployment's state.`,
 		Example: `  groupstate deploy -f samples/logincount/logincount.yaml
@@ -23,7 +24,7 @@ start it. Redeploying a name replaces the module and keeps the deployment's stat
 			if err != nil {
 				return err
 			}
-			c, done, err := cf.client(cmd.Context(), "deploy")
+			c, done, err := cf.client(cmd, "deploy")
 			if err != nil {
 				return err
 			}
@@ -43,6 +44,7 @@ start it. Redeploying a name replaces the module and keeps the deployment's stat
 	return cmd
 }
 
+// newUndeployCommand returns `groupstate undeploy`, which stops a deployment and keeps its state.
 func newUndeployCommand() *cobra.Command {
 	var cf connFlags
 	cmd := &cobra.Command{
@@ -51,7 +53,7 @@ func newUndeployCommand() *cobra.Command {
 		Example: `  groupstate undeploy logincount`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, done, err := cf.client(cmd.Context(), "undeploy")
+			c, done, err := cf.client(cmd, "undeploy")
 			if err != nil {
 				return err
 			}

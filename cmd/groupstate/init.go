@@ -77,6 +77,7 @@ type initData struct {
 	Files     []initFile
 }
 
+// newInitCommand returns `groupstate init`, which creates a handler project.
 func newInitCommand() *cobra.Command {
 	var lang, dir, sdk string
 	cmd := &cobra.Command{
@@ -84,7 +85,7 @@ func newInitCommand() *cobra.Command {
 		Short: "Create a handler project (handler, spec, scenario, Makefile) that builds and passes its test",
 		Long: `Creates a handler project in DIR (default ./NAME): a handler implementing the logincount
 example (count logins per user_id, emit {"user_id", "total_logins"}, close the session with a
-"session_closed" row after config.idle_timeout), the sp NAME.yaml (input NAME.in, output
+"session_closed" row after config.idle_timeout), the spec NAME.yaml (input NAME.in, output
 NAME.out), the scenario NAME.jsonl, a Makefile with the exact build command and a README with
 the next steps. As generated, "make" builds NAME.wasm and
 "groupstate test --spec NAME.yaml --scenario NAME.jsonl" passes.
@@ -100,7 +101,7 @@ Without one, the project is still created, and its README says what to set.`,
 		Example: `  groupstate init logins
   groupstate init logins --lang rust --dir ~/src/logins
   groupstate init logins --lang assemblyscript --sdk ~/src/groupstate
-  cd logins && make && groupstate test --sp logins.yaml --scenario logins.jsonl`,
+  cd logins && make && groupstate test --spec logins.yaml --scenario logins.jsonl`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("init takes one argument, the project's name (got %d); example: groupstate init logins --lang go", len(args))
@@ -117,6 +118,8 @@ Without one, the project is still created, and its README says what to set.`,
 	return cmd
 }
 
+// runInit creates the project name in lang under dir with the SDK of the checkout sdk (or the one
+// found), and prints what it made and the next steps to stdout and its warnings to stderr.
 func runInit(stdout, stderr io.Writer, name, lang, dir, sdk string) error {
 	if !initNameRE.MatchString(name) || len(name) > 63 {
 		return fmt.Errorf("invalid name %q: a name is 1 to 63 characters of [a-z0-9-] (lower-case letters, digits, '-'), e.g. logins or login-count", name)
@@ -298,6 +301,8 @@ func findCheckout(sdk string) (root, how string, err error) {
 	return "", "", nil
 }
 
+// walkUpToCheckout returns the first directory at or above dir that is a groupstate checkout,
+// or "".
 func walkUpToCheckout(dir string) string {
 	for {
 		if isCheckout(dir) {
@@ -410,6 +415,7 @@ func renderInit(d initData) ([]initFile, error) {
 	return files, nil
 }
 
+// cwdOrDot is the current directory, or "." when it cannot be had.
 func cwdOrDot() string {
 	if cwd, err := os.Getwd(); err == nil {
 		return cwd

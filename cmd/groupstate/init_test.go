@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,49 +9,39 @@ import (
 	"testing"
 )
 
-// requireInitToolchain fails the test when lang's toolchain, which CI installs
-// (.ci/install-toolchains), is missing; AssemblyScript is skipped only when its compiler was
-// never installed (sdk/assemblyscript/node_modules is absent).
+// requireInitToolchain ends t, with toolchainMissing, when what builds a generated project in
+// lang is missing: make, and the language's compiler (Go's is the one running the tests).
 func requireInitToolchain(t *testing.T, lang string) {
 	t.Helper()
-	if _, err := exec.LookPath("make"); err != nil {
-		t.Fatalf("make is not installed: the generated projects build with make: %v", err)
-	}
+	mustHaveExecPath(t, "make")
 	switch lang {
 	case "go":
 		if _, err := exec.LookPath("go"); err != nil {
 			t.Fatalf("go is not on PATH: %v", err)
 		}
 	case "rust":
-		if _, err := os.Stat("/usr/bin/rustc"); err != nil {
-			t.Fatalf("/usr/bin/rustc is missing (bash .ci/install-toolchains installs it): %v", err)
-		}
-		out, err := exec.Command("/usr/bin/rustc", "--print", "sysroot").Output()
+		// The generated Makefile uses Debian's rustc, which has the wasm32-wasi target; a
+		// rustup rustc on PATH may not.
+		rustc := mustHaveExecPath(t, "/usr/bin/rustc")
+		out, err := exec.Command(rustc, "--print", "sysroot").Output()
 		if err != nil {
-			t.Fatalf("/usr/bin/rustc --print sysroot: %v", err)
+			t.Fatalf("%s --print sysroot: %v", rustc, err)
 		}
-		lib := filepath.Join(strings.TrimSpace(string(out)), "lib", "rustlib", "wasm32-wasi")
-		if _, err := os.Stat(lib); err != nil {
-			t.Fatalf("/usr/bin/rustc has no wasm32-wasi standard library (%s; bash .ci/install-toolchains installs it): %v", lib, err)
-		}
+		mustHaveFile(t, rustc+"'s wasm32-wasi standard library", filepath.Join(strings.TrimSpace(string(out)), "lib", "rustlib", "wasm32-wasi"))
 	case "c":
-		if _, err := exec.LookPath("clang"); err != nil {
-			t.Fatalf("clang is not installed (bash .ci/install-toolchains installs it): %v", err)
-		}
+		mustHaveExecPath(t, "clang")
+		mustHaveAnyExecPath(t, "wasm-ld", "wasm-ld-14")
+		mustHaveFile(t, "wasi-libc", "/usr/share/wasi-sysroot", "/usr/lib/wasm32-wasi")
 	case "assemblyscript":
-		if _, err := os.Stat("../../sdk/assemblyscript/node_modules"); errors.Is(err, os.ErrNotExist) {
-			t.Skip("sdk/assemblyscript/node_modules is absent: run 'cd sdk/assemblyscript && npm ci' to test the AssemblyScript template")
-		}
-		if _, err := os.Stat("../../sdk/assemblyscript/node_modules/.bin/asc"); err != nil {
-			t.Fatalf("sdk/assemblyscript/node_modules exists but has no .bin/asc (run 'npm ci' there again): %v", err)
-		}
+		mustHaveExecPath(t, "node")
+		mustHaveFile(t, "the AssemblyScript compiler", inRepo("sdk/assemblyscript/node_modules/.bin/asc"))
 	}
 }
 
 // TestInit generates a project in every language, builds it with its own Makefile, and runs
-// its scenario through the real binary, as a user following the printed next steps would.
+// its scenario with groupstate test, as a user following the printed next steps would. The
+// languages run in parallel, each command in-process.
 func TestInit(t *testing.T) {
-	groupstateBin(t) // build once, before the parallel subtests
 	wantFiles := map[string][]string{
 		"go":             {"main.go", "go.mod"},
 		"rust":           {"src/lib.rs"},
@@ -66,7 +55,7 @@ func TestInit(t *testing.T) {
 			name := "login-" + lang
 			dir := filepath.Join(t.TempDir(), "proj")
 
-			stdout, stderr, code := run(t, "init", name, "--lang", lang, "--dir", dir)
+			stdout, stderr, code := runCLI(t, "init", name, "--lang", lang, "--dir", dir)
 			if code != 0 {
 				t.Fatalf("init: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
@@ -115,7 +104,7 @@ func TestInit(t *testing.T) {
 			if out, err := build.CombinedOutput(); err != nil {
 				t.Fatalf("make: %v\n%s", err, out)
 			}
-			stdout, stderr, code = run(t, "test", "--spec", filepath.Join(dir, name+".yaml"), "--scenario", filepath.Join(dir, name+".jsonl"))
+			stdout, stderr, code = runCLI(t, "test", "--spec", filepath.Join(dir, name+".yaml"), "--scenario", filepath.Join(dir, name+".jsonl"))
 			if code != 0 {
 				t.Fatalf("groupstate test: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
@@ -152,7 +141,7 @@ func TestInitRefuses(t *testing.T) {
 		{[]string{"init"}, "one argument"},
 	}
 	for _, c := range cases {
-		stdout, stderr, code := run(t, c.args...)
+		stdout, stderr, code := runCLI(t, c.args...)
 		if code == 0 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, want an error containing %q\nstdout:\n%s\nstderr:\n%s", c.args, code, c.want, stdout, stderr)
 		}
@@ -172,16 +161,16 @@ func TestInitRefuses(t *testing.T) {
 // TestInitWithoutCheckout: run outside any checkout, init still creates the project and says,
 // in its output and the README, that the SDK must be pointed at.
 func TestInitWithoutCheckout(t *testing.T) {
+	// The test binary is in the build's temporary directory, outside the checkout, as an
+	// installed groupstate is: only the current directory could lead init to the checkout.
 	cwd := t.TempDir()
-	cmd := exec.Command(groupstateBin(t), "init", "logins")
-	cmd.Dir = cwd
-	var o, e bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &o, &e
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("init: %v\nstdout:\n%s\nstderr:\n%s", err, o.String(), e.String())
+	t.Chdir(cwd)
+	stdout, stderr, code := runCLI(t, "init", "logins")
+	if code != 0 {
+		t.Fatalf("init: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
-	if !strings.Contains(e.String(), "no groupstate checkout found") || !strings.Contains(o.String(), "see README.md") {
-		t.Errorf("no clear message about the missing checkout:\nstdout:\n%s\nstderr:\n%s", o.String(), e.String())
+	if !strings.Contains(stderr, "no groupstate checkout found") || !strings.Contains(stdout, "see README.md") {
+		t.Errorf("no clear message about the missing checkout:\nstdout:\n%s\nstderr:\n%s", stdout, stderr)
 	}
 	readme, err := os.ReadFile(filepath.Join(cwd, "logins", "README.md"))
 	if err != nil {

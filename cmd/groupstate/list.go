@@ -11,6 +11,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 )
 
+// newListCommand returns `groupstate list`, the deployments with their health.
 func newListCommand() *cobra.Command {
 	var cf connFlags
 	var asJSON bool
@@ -20,7 +21,7 @@ func newListCommand() *cobra.Command {
 		Example: `  groupstate list`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, done, err := cf.client(cmd.Context(), "list")
+			c, done, err := cf.client(cmd, "list")
 			if err != nil {
 				return err
 			}

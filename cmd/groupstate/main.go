@@ -7,25 +7,49 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
 )
 
+// main runs the command line with a context that the first SIGINT or SIGTERM cancels.
 func main() {
+	// The first SIGINT or SIGTERM cancels ctx: serve finishes the batches in flight and
+	// exits 0. Until run returns, further signals are caught and ignored.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := newRootCommand().ExecuteContext(ctx); err != nil {
-		var ex *exitError
-		if errors.As(err, &ex) {
-			if ex.msg != "" {
-				fmt.Fprintln(os.Stderr, ex.msg)
-			}
-			os.Exit(ex.code)
-		}
-		fmt.Fprintln(os.Stderr, "groupstate:", err)
-		os.Exit(1)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command line args (without the program's name) until it is done or ctx is
+// cancelled, writing to stdout and stderr, and returns the process's exit code: 0 on success,
+// the code of an exitError (with its message, if any, on stderr), else 1 with
+// "groupstate: " and the error on stderr. Standard input is the process's.
+//
+// It is the whole command but for the process: tests call it in-process.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	root := newRootCommand()
+	if args == nil {
+		args = []string{} // cobra takes nil to mean os.Args[1:]
 	}
+	root.SetArgs(args)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ex *exitError
+	if errors.As(err, &ex) {
+		if ex.msg != "" {
+			fmt.Fprintln(stderr, ex.msg)
+		}
+		return ex.code
+	}
+	fmt.Fprintln(stderr, "groupstate:", err)
+	return 1
 }
 
 // exitError ends the command with a specific exit code and an optional message.
@@ -34,4 +58,5 @@ type exitError struct {
 	msg  string
 }
 
+// Error returns the message.
 func (e *exitError) Error() string { return e.msg }

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// newPubCommand returns `groupstate pub`, which publishes JSON lines to a subject.
 func newPubCommand() *cobra.Command {
 	var cf connFlags
 	var file string
@@ -38,7 +39,7 @@ first). Progress goes to standard error.`,
 				defer f.Close()
 				in = f
 			}
-			nc, err := cf.connect("pub")
+			nc, err := cf.connect(cmd, "pub")
 			if err != nil {
 				return err
 			}

@@ -4,6 +4,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// newRootCommand returns the groupstate command with every subcommand, ready to execute once.
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "groupstate",

@@ -2,10 +2,10 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"time"
 
@@ -20,6 +20,8 @@ import (
 	"github.com/groupstate/groupstate/state"
 )
 
+// newServeCommand returns `groupstate serve`, which runs the runtime until its context is
+// cancelled (in the binary, by SIGINT or SIGTERM).
 func newServeCommand() *cobra.Command {
 	var cf connFlags
 	var dataDir, listen, logLevel, logFormat, metricsAddr, stateCache string
@@ -41,7 +43,7 @@ SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs 
 			if err != nil {
 				return err
 			}
-			logger, err := newLogger(logLevel, logFormat)
+			logger, err := newLogger(cmd.ErrOrStderr(), logLevel, logFormat)
 			if err != nil {
 				return err
 			}
@@ -143,7 +145,8 @@ func serveMetrics(addr string, reg *prometheus.Registry, ready func() bool, logg
 	return func() { srv.Close() }, nil
 }
 
-func newLogger(level, format string) (*slog.Logger, error) {
+// newLogger returns the logger of --log-level and --log-format, writing to w.
+func newLogger(w io.Writer, level, format string) (*slog.Logger, error) {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
 		return nil, fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
@@ -151,9 +154,9 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	o := &slog.HandlerOptions{Level: l}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(os.Stderr, o)), nil
+		return slog.New(slog.NewTextHandler(w, o)), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(os.Stderr, o)), nil
+		return slog.New(slog.NewJSONHandler(w, o)), nil
 	}
 	return nil, fmt.Errorf("--log-format %q: want text or json", format)
 }

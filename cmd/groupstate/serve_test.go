@@ -1,16 +1,15 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"os/exec"
+	"os"
+	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -18,12 +17,13 @@ import (
 // TestDemo: `groupstate demo` runs to completion on a fresh machine and every click ends up in
 // a closed session.
 func TestDemo(t *testing.T) {
-	stdout, stderr, code := run(t, "demo")
+	stdout, stderr, code := runCLI(t, "demo")
 	if code != 0 || !strings.Contains(stdout, "covering 600 of 600 clicks") || !strings.Contains(stdout, "0 late rows dropped, 0 dead letters") {
 		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 	}
 }
 
+// freePort returns a TCP port on 127.0.0.1 that was free a moment ago.
 func freePort(t *testing.T) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -33,44 +33,57 @@ func freePort(t *testing.T) int {
 	return l.Addr().(*net.TCPAddr).Port
 }
 
-// TestServeDeployFlow is the README's flow with the real binary: serve with the embedded NATS,
-// deploy logincount, publish, read state and status, undeploy, and stop with SIGTERM (exit 0).
+// TestServeDeployFlow is the README's flow, every command in-process through run: serve with
+// the embedded NATS, deploy logincount, publish, read state and status, list, undeploy, and
+// stop serve by cancelling its context (what SIGTERM does to the binary; TestServeSignals
+// sends the signals): it exits 0, having logged to the standard error it was given.
 func TestServeDeployFlow(t *testing.T) {
 	port, metricsPort := freePort(t), freePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
 	metrics := fmt.Sprintf("http://127.0.0.1:%d", metricsPort)
-	serve := exec.Command(groupstateBin(t), "serve", "--data", t.TempDir(), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
-		"--metrics", fmt.Sprintf("127.0.0.1:%d", metricsPort))
-	var serveLog bytes.Buffer
-	serve.Stdout, serve.Stderr = &serveLog, &serveLog
-	if err := serve.Start(); err != nil {
-		t.Fatal(err)
-	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var serveOut, serveLog syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve", "--data", t.TempDir(), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+			"--metrics", fmt.Sprintf("127.0.0.1:%d", metricsPort)}, &serveOut, &serveLog)
+	}()
 	stopped := false
 	defer func() {
 		if !stopped {
-			serve.Process.Kill()
-			serve.Wait()
+			cancel()
+			<-exited
 		}
 	}()
 	cli := func(args ...string) (string, string, int) {
-		return run(t, append(args, "--server", url)...)
+		return runCLI(t, append(args, "--server", url)...)
 	}
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for {
 		if _, _, code := cli("list"); code == 0 {
 			break
+		}
+		select {
+		case code := <-exited:
+			stopped = true
+			t.Fatalf("serve exited %d before it came up:\n%s", code, serveLog.String())
+		default:
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("serve did not come up:\n%s", serveLog.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+	if out, _, code := cli("list"); code != 0 || out != "no deployments\n" {
+		t.Fatalf("list before deploying: exit %d\n%s", code, out)
+	}
 
-	if out, errOut, code := cli("deploy", "-f", "samples/logincount/logincount.yaml"); code != 0 || !strings.Contains(out, "deployed logincount") {
+	logincount := inRepo("samples/logincount/logincount.yaml")
+	if out, errOut, code := cli("deploy", "-f", logincount); code != 0 || !strings.Contains(out, "deployed logincount") {
 		t.Fatalf("deploy: exit %d\n%s%s", code, out, errOut)
 	}
-	if _, errOut, code := cli("deploy", "-f", "samples/logincount/logincount.yaml", "--module", "README.md"); code == 0 || !strings.Contains(errOut, "not a WebAssembly binary") {
+	if _, errOut, code := cli("deploy", "-f", logincount, "--module", inRepo("README.md")); code != 1 || !strings.Contains(errOut, "not a WebAssembly binary") {
 		t.Fatalf("deploying a bad module: exit %d\n%s", code, errOut)
 	}
 	// The input stream exists once the runtime started the deployment.
@@ -78,18 +91,19 @@ func TestServeDeployFlow(t *testing.T) {
 		out, _, code := cli("status", "logincount", "--json")
 		return code == 0 && strings.Contains(out, `"state": "running"`)
 	})
-	pub := exec.Command(groupstateBin(t), "pub", "logins.web", "--server", url, "--rate", "200")
-	pub.Dir = "../.."
-	pub.Stdin = strings.NewReader("{\"user_id\":\"ada\"}\n{\"user_id\":\"ada\"}\n\n{\"user_id\":\"bob\"}\n")
-	if out, err := pub.CombinedOutput(); err != nil || !strings.Contains(string(out), "published 3 messages") {
-		t.Fatalf("pub: %v\n%s", err, out)
+	lines := filepath.Join(t.TempDir(), "logins.jsonl")
+	if err := os.WriteFile(lines, []byte("{\"user_id\":\"ada\"}\n{\"user_id\":\"ada\"}\n\n{\"user_id\":\"bob\"}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := cli("pub", "logins.web", "--file", lines, "--rate", "200"); code != 0 || !strings.Contains(errOut, "published 3 messages to logins.web") {
+		t.Fatalf("pub: exit %d\n%s%s", code, out, errOut)
 	}
 	waitCLI(t, func() bool {
 		out, _, code := cli("state", "logincount", "ada")
 		return code == 0 && strings.TrimSpace(out) == `{"login_count":2}`
 	})
-	if _, _, code := cli("state", "logincount", "nobody"); code != 1 {
-		t.Fatalf("state of a key without state: exit %d, want 1", code)
+	if out, errOut, code := cli("state", "logincount", "nobody"); code != 1 || out != "" || errOut != "" {
+		t.Fatalf("state of a key without state: exit %d, stdout %q, stderr %q; want 1 and nothing printed", code, out, errOut)
 	}
 	out, _, code := cli("state", "logincount")
 	if code != 0 || out != "\"ada\"\n\"bob\"\n" {
@@ -100,16 +114,16 @@ func TestServeDeployFlow(t *testing.T) {
 		!strings.Contains(lines[0], `"key":"ada"`) || !strings.Contains(lines[0], `"value":{"login_count":2}`) {
 		t.Fatalf("dump: exit %d\n%s", code, out)
 	}
-	out, _, code = cli("status", "logincount", "--json")
 	var st struct {
 		RowsIn    int `json:"rows_in"`
 		StateKeys int `json:"state_keys"`
 	}
-	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || st.RowsIn != 3 || st.StateKeys != 2 {
-		waitCLI(t, func() bool {
-			out, _, code = cli("status", "logincount", "--json")
-			return code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.RowsIn == 3 && st.StateKeys == 2
-		})
+	waitCLI(t, func() bool {
+		out, _, code = cli("status", "logincount", "--json")
+		return code == 0 && json.Unmarshal([]byte(out), &st) == nil && st.RowsIn == 3 && st.StateKeys == 2
+	})
+	if out, _, code := cli("status", "logincount"); code != 0 || !strings.Contains(out, "rows in:             3\n") {
+		t.Fatalf("status: exit %d\n%s", code, out)
 	}
 	// Prometheus metrics, labelled by deployment, and the health endpoints.
 	waitCLI(t, func() bool {
@@ -126,10 +140,9 @@ func TestServeDeployFlow(t *testing.T) {
 	}
 	// status --watch keeps printing until interrupted.
 	wctx, wcancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
-	watch := exec.CommandContext(wctx, groupstateBin(t), "status", "logincount", "--json", "--watch=500ms", "--server", url)
-	wout, _ := watch.Output()
+	wout, _, _ := runCLIContext(wctx, "status", "logincount", "--json", "--watch=500ms", "--server", url)
 	wcancel()
-	if n := strings.Count(string(wout), `"name":"logincount"`); n < 3 {
+	if n := strings.Count(wout, `"name":"logincount"`); n < 3 {
 		t.Fatalf("status --watch printed %d documents in 2.5s:\n%s", n, wout)
 	}
 	if out, _, code := cli("list"); code != 0 || !strings.Contains(out, "logincount") || !strings.Contains(out, "running") {
@@ -138,21 +151,35 @@ func TestServeDeployFlow(t *testing.T) {
 	if out, _, code := cli("undeploy", "logincount"); code != 0 || !strings.Contains(out, "undeployed logincount") {
 		t.Fatalf("undeploy: exit %d\n%s", code, out)
 	}
+	waitCLI(t, func() bool {
+		out, _, code := cli("list")
+		return code == 0 && out == "no deployments\n"
+	})
+	// The status of an undeployed name stays, stopped, with its counts.
+	waitCLI(t, func() bool {
+		out, _, code := cli("status", "logincount")
+		return code == 0 && strings.Contains(out, "state:               stopped\n") && strings.Contains(out, "rows in:             3\n")
+	})
 
-	serve.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- serve.Wait() }()
+	cancel()
 	select {
-	case err := <-done:
+	case code := <-exited:
 		stopped = true
-		if err != nil {
-			t.Fatalf("serve exited with %v after SIGTERM\n%s", err, serveLog.String())
+		if code != 0 {
+			t.Fatalf("serve exited %d when its context was cancelled\n%s", code, serveLog.String())
 		}
 	case <-time.After(20 * time.Second):
-		t.Fatalf("serve did not exit after SIGTERM\n%s", serveLog.String())
+		t.Fatalf("serve did not return after its context was cancelled\n%s", serveLog.String())
+	}
+	if log := serveLog.String(); !strings.Contains(log, "embedded NATS listening") || !strings.Contains(log, "runtime stopped") {
+		t.Errorf("serve's log, on the standard error given to run, lacks its start and its stop:\n%s", log)
+	}
+	if serveOut.String() != "" {
+		t.Errorf("serve wrote to standard output: %q", serveOut.String())
 	}
 }
 
+// httpGet returns the body at url, or "" when the request fails.
 func httpGet(t *testing.T, url string) string {
 	resp, err := http.Get(url)
 	if err != nil {
@@ -163,17 +190,24 @@ func httpGet(t *testing.T, url string) string {
 	return string(b)
 }
 
+// waitTimeout bounds every wait for the runtime. It is generous because waits poll and end as
+// soon as their condition holds: under the race detector, starting a deployment (compiling
+// its module twice) takes about 25 seconds on 2 cores.
+const waitTimeout = 90 * time.Second
+
+// waitCLI polls cond until it holds, failing t after waitTimeout.
 func waitCLI(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(waitTimeout)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("timed out")
+			t.Fatalf("still not so after %v", waitTimeout)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
 
+// TestParseStateCache: --state-cache takes sizes with units, 0 for no cache, and refuses the rest.
 func TestParseStateCache(t *testing.T) {
 	tests := []struct {
 		in   string

@@ -10,6 +10,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 )
 
+// newStateCommand returns `groupstate state`, a key's state or the deployment's keys.
 func newStateCommand() *cobra.Command {
 	var cf connFlags
 	var asJSON bool
@@ -56,7 +57,7 @@ func stateDump(cmd *cobra.Command, cf *connFlags, args []string) error {
 	if len(args) != 1 {
 		return errors.New("--dump takes the deployment name only")
 	}
-	c, done, err := cf.client(cmd.Context(), "state")
+	c, done, err := cf.client(cmd, "state")
 	if err != nil {
 		return err
 	}
@@ -83,8 +84,10 @@ func stateDump(cmd *cobra.Command, cf *connFlags, args []string) error {
 	}
 }
 
+// stateRun prints the state of the key args[1] of the deployment args[0] (exitError 1 when it has
+// none), or, without a key, a page of its keys.
 func stateRun(cmd *cobra.Command, cf *connFlags, args []string, asJSON bool, limit int, after string) error {
-	c, done, err := cf.client(cmd.Context(), "state")
+	c, done, err := cf.client(cmd, "state")
 	if err != nil {
 		return err
 	}

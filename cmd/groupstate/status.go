@@ -11,6 +11,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 )
 
+// newStatusCommand returns `groupstate status`, a deployment's progress.
 func newStatusCommand() *cobra.Command {
 	var cf connFlags
 	var asJSON bool
@@ -23,7 +24,7 @@ func newStatusCommand() *cobra.Command {
   groupstate status logincount --watch`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, done, err := cf.client(cmd.Context(), "status")
+			c, done, err := cf.client(cmd, "status")
 			if err != nil {
 				return err
 			}
@@ -72,6 +73,7 @@ func newStatusCommand() *cobra.Command {
 	return cmd
 }
 
+// printStatus writes st to w as aligned "name: value" lines.
 func printStatus(w io.Writer, st *client.Status) {
 	line := func(k string, v any) { fmt.Fprintf(w, "%-20s %v\n", k+":", v) }
 	line("deployment", st.Name)

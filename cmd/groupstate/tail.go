@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 )
 
+// newTailCommand returns `groupstate tail`, which prints the messages on a subject.
 func newTailCommand() *cobra.Command {
 	var cf connFlags
 	var headers bool
@@ -20,7 +21,7 @@ func newTailCommand() *cobra.Command {
   groupstate tail 'logincount.dlq' --headers`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			nc, err := cf.connect("tail")
+			nc, err := cf.connect(cmd, "tail")
 			if err != nil {
 				return err
 			}
@@ -53,6 +54,7 @@ func newTailCommand() *cobra.Command {
 	return cmd
 }
 
+// formatHeaders formats h as [Key=v1,v2 ...], keys sorted.
 func formatHeaders(h nats.Header) string {
 	keys := make([]string, 0, len(h))
 	for k := range h {

@@ -11,6 +11,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/scenario"
 )
 
+// newTestCommand returns `groupstate test`, which runs a scenario file against a handler.
 func newTestCommand() *cobra.Command {
 	var specPath, scenarioPath, modulePath string
 	var verbose bool
@@ -26,7 +27,7 @@ Steps:
   {"at": 12000, "rows": [{...}]}   a micro-batch at processing time 12000 ms
   {"restart": true}                 close everything and reopen from the same state
   {"expect": [{...}]}               rows emitted since the previous expect (any order)`,
-		Example: `  groupstate test --sp samples/logincount/logincount.yaml \
+		Example: `  groupstate test --spec samples/logincount/logincount.yaml \
     --scenario samples/logincount/logincount.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -39,12 +40,12 @@ Steps:
 				return err
 			}
 			defer f.Close()
-			rt, err := engine.New(engine.Options{CacheDir: cacheDir, Logger: quietLogger()})
+			rt, err := engine.New(engine.Options{CacheDir: cacheDir, Logger: quietLogger(cmd.ErrOrStderr())})
 			if err != nil {
 				return err
 			}
 			defer rt.Close(cmd.Context())
-			opts := scenario.Options{Spec: sp, Wasm: wasm, Out: cmd.OutOrStdout(), Runtime: rt, Logger: quietLogger()}
+			opts := scenario.Options{Spec: sp, Wasm: wasm, Out: cmd.OutOrStdout(), Runtime: rt, Logger: quietLogger(cmd.ErrOrStderr())}
 			if verbose {
 				opts.Log = cmd.ErrOrStderr()
 				opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))

@@ -9,6 +9,7 @@ import (
 	"github.com/groupstate/groupstate/abi"
 )
 
+// newVersionCommand returns `groupstate version`.
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:     "version",
