@@ -171,7 +171,7 @@ func (s *Service) Run(ctx context.Context) error {
 			if ev.Deleted {
 				delete(records, name)
 				delete(s.backoff, name)
-				s.undeploy(ctx, name)
+				s.undeploy(name)
 				continue
 			}
 			records[name] = ev.Record
@@ -263,18 +263,11 @@ func (s *Service) retryLater(rec natsio.Record, err error) {
 	})
 }
 
-// undeploy stops a deployment that was removed, and gives up its ownership.
-func (s *Service) undeploy(ctx context.Context, name string) {
-	s.mu.Lock()
-	_, running := s.runners[name]
-	me := s.store.ID()
-	s.mu.Unlock()
+// undeploy stops a deployment that was removed. Its owner entry is not the service's to
+// remove: client.Undeploy removes it (see there), because the runtime that owned the
+// deployment may not be running at undeploy time, or ever again.
+func (s *Service) undeploy(name string) {
 	s.stop(name, "undeployed")
-	if running {
-		if err := s.reg.Release(ctx, name, me); err != nil {
-			s.logger.Warn("releasing the deployment failed", "deployment", name, "err", err)
-		}
-	}
 }
 
 func (s *Service) stop(name, why string) {

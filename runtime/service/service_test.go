@@ -406,7 +406,8 @@ func TestOneRuntimePerDeployment(t *testing.T) {
 	}
 
 	// The owner goes away for good; a runtime with a new disk takes over after an undeploy
-	// and deploy, and its outputs are not dropped as duplicates of the old ones.
+	// and deploy (the undeploy removed the owner: the one that owned it is not running), and
+	// its outputs are not dropped as duplicates of the old ones.
 	first.stop()
 	testutil.Require(t, env.client.Undeploy(context.Background(), "logincount"))
 	before := len(env.streamMsgs("LOGINCOUNT_OUT"))

@@ -31,7 +31,7 @@ func newEnv(t *testing.T) *env {
 		s.Shutdown()
 		s.WaitForShutdown()
 	})
-	nc, err := Connect(ConnOptions{URL: ClientURL(s), Name: t.Name(), Logger: quiet})
+	nc, err := Connect(ConnOptions{URL: s.ClientURL(), Name: t.Name(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,13 +18,13 @@ func TestServerRestartResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, _ := url.Parse(ClientURL(s))
+	u, _ := url.Parse(s.ClientURL())
 	port, _ := strconv.Atoi(u.Port())
 	defer func() {
 		s.Shutdown()
 		s.WaitForShutdown()
 	}()
-	nc, err := Connect(ConnOptions{URL: ClientURL(s), Logger: quiet})
+	nc, err := Connect(ConnOptions{URL: s.ClientURL(), Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,9 +113,6 @@ func StartServer(opts ServerOptions) (*server.Server, error) {
 	}
 }
 
-// ClientURL returns the URL clients use to connect to s, e.g. "nats://127.0.0.1:4222".
-func ClientURL(s *server.Server) string { return s.ClientURL() }
-
 // serverLogger adapts slog to server.Logger. It remembers the first fatal
 // message so that StartServer can report it.
 type serverLogger struct {

@@ -10,7 +10,7 @@ import (
 
 func TestStartServerLoopbackJetStream(t *testing.T) {
 	e := newEnv(t)
-	u, err := url.Parse(ClientURL(e.srv))
+	u, err := url.Parse(e.srv.ClientURL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +33,7 @@ func TestStartServerErrors(t *testing.T) {
 		t.Fatalf("no data dir: %v", err)
 	}
 	e := newEnv(t)
-	u, _ := url.Parse(ClientURL(e.srv))
+	u, _ := url.Parse(e.srv.ClientURL())
 	var port int
 	for _, c := range u.Port() {
 		port = port*10 + int(c-'0')

@@ -60,9 +60,8 @@ type Msg struct {
 //   - Opening a Source rewinds the consumer to its ack floor, so messages
 //     delivered but not acknowledged before a restart come again at once
 //     instead of after [SourceAckWait].
-//   - Messages are delivered at least once: after a restart (or a rewind by
-//     [Source.Reset]) a message whose Sequence the caller already committed may
-//     come again. The caller must skip those (for example every Sequence <= the
+//   - Messages are delivered at least once: after a restart a message whose
+//     Sequence the caller already committed may come again. The caller must skip those (for example every Sequence <= the
 //     input position it committed with its last batch).
 //   - No acknowledgement is sent with a delivery numbering the consumer no
 //     longer uses: a rewind waits for the acknowledgements in flight, and one
@@ -73,7 +72,7 @@ type Source struct {
 	durable string
 	cons    jetstream.Consumer
 
-	// fetchMu serialises Fetch and Reset: only the holder fetches and rewinds.
+	// fetchMu serialises Fetch: only the holder fetches and rewinds.
 	// It is held across the fetcher's network waits; Ack never takes it.
 	fetchMu sync.Mutex
 	// Owned by the holder of fetchMu:
@@ -167,28 +166,13 @@ func (s *Source) rewind(ctx context.Context) error {
 	return nil
 }
 
-// Reset rewinds the consumer to its ack floor: the next Fetch returns again
-// every message not acknowledged yet, including ones already returned. Use it
-// after a batch failed without committing. Messages fetched before Reset may
-// still be passed to Ack.
-func (s *Source) Reset(ctx context.Context) error {
-	s.fetchMu.Lock()
-	defer s.fetchMu.Unlock()
-	if err := s.rewind(ctx); err != nil {
-		return fmt.Errorf("natsio: resetting consumer %s: %w", s.durable, err)
-	}
-	s.last = 0
-	s.failed = nil
-	return nil
-}
-
 // Fetch returns up to max messages (max < 1 means 1). It takes what is
 // available at once; when nothing is, it waits up to wait for a message and
 // then returns it with whatever else is available by then. It returns an
 // empty slice and a nil error when nothing arrived within wait. When ctx ends
 // while waiting, the messages already received are returned with a nil error,
 // or ctx's error when there are none. Fetch never returns a message twice
-// within one Source, except after [Source.Reset].
+// within one Source.
 func (s *Source) Fetch(ctx context.Context, max int, wait time.Duration) ([]Msg, error) {
 	if max < 1 {
 		max = 1
@@ -380,14 +364,4 @@ func (s *Source) Pending(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("natsio: consumer %s info: %w", s.durable, err)
 	}
 	return info.NumPending, nil
-}
-
-// DeleteConsumer deletes the durable consumer durable on stream. A consumer or
-// stream that does not exist is not an error.
-func DeleteConsumer(ctx context.Context, js jetstream.JetStream, stream, durable string) error {
-	err := js.DeleteConsumer(ctx, stream, durable)
-	if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil
-	}
-	return fmt.Errorf("natsio: deleting consumer %s on stream %s: %w", durable, stream, err)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func publishN(t *testing.T, e *env, subject string, from, n int) {
@@ -117,12 +119,6 @@ func TestSourceAckAndRestart(t *testing.T) {
 	}
 	if p, err := s3.Pending(e.ctx); err != nil || p != 0 {
 		t.Fatalf("pending %d, %v", p, err)
-	}
-	if err := DeleteConsumer(e.ctx, e.js, stream, "dep"); err != nil {
-		t.Fatal(err)
-	}
-	if err := DeleteConsumer(e.ctx, e.js, stream, "dep"); err != nil {
-		t.Fatalf("deleting again: %v", err)
 	}
 }
 
@@ -249,9 +245,9 @@ func TestSourceDeliveryGap(t *testing.T) {
 	}
 }
 
-// Reset makes unacknowledged messages come again; acknowledging a message
-// fetched before the reset still works.
-func TestSourceReset(t *testing.T) {
+// An Ack of a message fetched before a rewind (its delivery numbering is stale) is not sent
+// as it is: it is remembered and applied to the message's re-delivery.
+func TestSourceAckAcrossRewind(t *testing.T) {
 	e := newEnv(t)
 	stream := newInput(t, e)
 	publishN(t, e, "in.a", 0, 10)
@@ -259,33 +255,53 @@ func TestSourceReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := fetchAll(t, e, s, 10, 100)
-	if err := s.Ack(e.ctx, got[2]); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Reset(e.ctx); err != nil {
-		t.Fatal(err)
-	}
-	again := fetchAll(t, e, s, 7, 100)
-	checkSeqs(t, again, 4)
-	// Ack through a stale copy: remembered, not sent with stale numbering.
-	if err := s.Ack(e.ctx, got[5]); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Ack(e.ctx, again[len(again)-1]); err != nil {
-		t.Fatal(err)
-	}
+	got := fetchAll(t, e, s, 5, 5)
 	cons, err := e.js.Consumer(e.ctx, stream, "dep")
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Another client takes delivery 6: the next Fetch sees the gap at 7, returns nothing
+	// after it and rewinds the consumer to its ack floor.
+	b, err := cons.FetchNoWait(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range b.Messages() {
+	}
+	if ms, err := s.Fetch(e.ctx, 100, 0); err != nil || len(ms) != 0 {
+		t.Fatalf("fetch across the gap: %d messages, %v", len(ms), err)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	defer cancel()
+	if err := s.Ack(ctx, got[4]); err != nil { // a copy from before the rewind
+		t.Fatal(err)
+	}
+	if floor, _ := ackState(t, e, cons); floor != 0 {
+		t.Fatalf("after the Ack of a stale copy: ack floor %d; want it not sent", floor)
+	}
+	// The re-deliveries of 1..5 are dropped, and 5's acknowledges it.
+	rest := fetchAll(t, e, s, 5, 100)
+	checkSeqs(t, rest, 6)
+	if floor, _ := ackState(t, e, cons); floor != 5 {
+		t.Fatalf("after the re-delivery: ack floor %d; want 5", floor)
+	}
+	if err := s.Ack(e.ctx, rest[4]); err != nil {
+		t.Fatal(err)
+	}
+	if floor, pending := ackState(t, e, cons); floor != 10 || pending != 0 {
+		t.Fatalf("ack floor %d, ack pending %d", floor, pending)
+	}
+}
+
+// ackState returns the consumer's ack floor (a stream sequence) and its count of messages
+// delivered and not acknowledged.
+func ackState(t *testing.T, e *env, cons jetstream.Consumer) (floor uint64, pending int) {
+	t.Helper()
 	info, err := cons.Info(e.ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.AckFloor.Stream != 10 {
-		t.Fatalf("ack floor %d", info.AckFloor.Stream)
-	}
+	return info.AckFloor.Stream, info.NumAckPending
 }
 
 // An Ack does not wait for a Fetch that waits for input: while a Fetch with a long max wait
