@@ -81,7 +81,7 @@ func (s *Service) build(ctx context.Context, rv *revision) (*runner, error) {
 			return nil, fmt.Errorf("late stream: %w", err)
 		}
 	}
-	src, err := natsio.NewSource(ctx, s.js, inStream, consumerName(sp.Name), sp.Input.Subjects)
+	src, err := natsio.NewSource(ctx, s.js, inStream, natsio.ConsumerName(sp.Name), sp.Input.Subjects)
 	if err != nil {
 		return nil, fmt.Errorf("input consumer: %w", err)
 	}
@@ -100,8 +100,6 @@ func (s *Service) build(ctx context.Context, rv *revision) (*runner, error) {
 	r.ks = store.Deployment(sp.Name)
 	return r, nil
 }
-
-func consumerName(deployment string) string { return "groupstate-" + deployment }
 
 func (r *runner) start(ctx context.Context) {
 	ctx, r.cancel = context.WithCancel(ctx)

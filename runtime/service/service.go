@@ -62,9 +62,6 @@ type Service struct {
 	backoff     map[string]time.Duration // per deployment, for retries of a failed start
 }
 
-// publishTimeout bounds the wait for one publish acknowledgement.
-const publishTimeout = 15 * time.Second
-
 // New opens the state store and the registry.
 func New(ctx context.Context, cfg Options) (*Service, error) {
 	if cfg.DataDir == "" || cfg.Conn == nil {
@@ -76,12 +73,9 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = timeouts.System
 	}
-	// Publishes that get no acknowledgement fail after a while instead of waiting forever
-	// (for example when the connection drops mid-delivery); the outbox delivers them again.
-	// Deliveries keep up to natsio.PublishWindow publishes in flight each (see Engine's
-	// pipelined delivery), so the context allows that many for several deployments at once.
-	js, err := jetstream.New(cfg.Conn, jetstream.WithPublishAsyncTimeout(publishTimeout),
-		jetstream.WithPublishAsyncMaxPending(natsio.PublishAsyncMaxPending))
+	// Publishes that get no acknowledgement fail after a while instead of waiting forever,
+	// and several deployments may each keep a full natsio.PublishWindow in flight.
+	js, err := natsio.NewJetStream(cfg.Conn)
 	if err != nil {
 		return nil, err
 	}

@@ -561,7 +561,7 @@ func probeWasm(t testing.TB) []byte {
 func (e *natsEnv) consumerInfo(stream, name string) *jetstream.ConsumerInfo {
 	e.t.Helper()
 	ctx := context.Background()
-	c, err := e.js.Consumer(ctx, stream, "groupstate-"+name)
+	c, err := e.js.Consumer(ctx, stream, natsio.ConsumerName(name))
 	testutil.Require(e.t, err)
 	info, err := c.Info(ctx)
 	testutil.Require(e.t, err)
