@@ -213,7 +213,7 @@ func TestPublisherTooLarge(t *testing.T) {
 	e := newEnv(t)
 	setupOutputs(t, e)
 	p := NewPublisher(e.js, Subjects{Output: "dep.out", DeadLetter: "dep.dlq"}).WithInstance("abcd")
-	big := bytes.Repeat([]byte("x"), int(e.nc.MaxPayload())+1)
+	big := bytes.Repeat([]byte("x"), int(e.nats.Conn.MaxPayload())+1)
 	entries := []state.OutboxEntry{
 		{ID: state.OutboxID{BatchID: 1, Seq: 0}, Kind: state.OutboxOutput, Key: []byte(`"k"`), Payload: big},
 		{ID: state.OutboxID{BatchID: 1, Seq: 1}, Kind: state.OutboxOutput, Key: []byte(`"k"`), Payload: []byte(`{"ok":1}`)},

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func openRegistry(t *testing.T, e *env) *Registry {
@@ -218,11 +220,11 @@ func TestOpenRegistryConcurrent(t *testing.T) {
 	for round := range 3 {
 		e := newEnv(t)
 		// Two processes: two connections.
-		nc2, err := Connect(ConnOptions{URL: e.srv.ClientURL(), Logger: quiet})
+		nc2 := e.nats.Connect(t)
+		js2, err := jetstream.New(nc2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		js2 := mustJS(t, nc2)
 		var wg sync.WaitGroup
 		errs := make([]error, 4)
 		for i := range errs {
