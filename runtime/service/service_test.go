@@ -259,14 +259,24 @@ func TestServiceEndToEnd(t *testing.T) {
 	env.waitTotals(map[string]int{"ada": 3, "bob": 2})
 	outputs := len(env.streamMsgs("LOGINCOUNT_OUT"))
 
-	// Undeploy: rows published afterwards are not consumed.
+	// Undeploy: the runner stops, and rows published afterwards are not consumed. The service
+	// writes the stopped status once the runner's loop and fetcher ended; a pull request the
+	// fetcher left on the server lasts at most trigger.interval, and then nothing pulls.
 	testutil.Require(t, env.client.Undeploy(context.Background(), "logincount"))
 	testutil.Eventually(t, "stopped", func() bool {
 		st, err := env.client.Status(context.Background(), "logincount")
 		return err == nil && st.State == client.StatusStopped
 	})
+	const inStream = "GS_LOGINCOUNT_IN"
+	testutil.Eventually(t, "no pull request on the input consumer", func() bool {
+		return env.consumerInfo(inStream, "logincount").NumWaiting == 0
+	})
+	inputs := len(env.streamMsgs(inStream))
 	env.publish("logins.web", `{"user_id":"carol"}`)
-	time.Sleep(300 * time.Millisecond) // nothing to poll for: we are checking that nothing happens
+	testutil.Eventually(t, "carol's row in the input stream", func() bool { return len(env.streamMsgs(inStream)) == inputs+1 })
+	if c := env.consumerInfo(inStream, "logincount"); c.NumPending != 1 || c.NumAckPending != 0 {
+		t.Fatalf("an undeployed deployment consumed input: %d pending, %d delivered and not acknowledged", c.NumPending, c.NumAckPending)
+	}
 	if n := len(env.streamMsgs("LOGINCOUNT_OUT")); n != outputs {
 		t.Fatalf("an undeployed deployment produced output: %d messages, had %d", n, outputs)
 	}
