@@ -64,8 +64,9 @@ type Msg struct {
 //     delivered but not acknowledged before a restart come again at once
 //     instead of after [SourceAckWait].
 //   - Messages are delivered at least once: after a restart a message whose
-//     Sequence the caller already committed may come again. The caller must skip those (for example every Sequence <= the
-//     input position it committed with its last batch).
+//     Sequence the caller already committed may come again. The caller must
+//     skip those (for example every Sequence <= the input position it
+//     committed with its last batch).
 //   - No acknowledgement is sent with a delivery numbering the consumer no
 //     longer uses: a rewind waits for the acknowledgements in flight, and one
 //     asked for during or after a rewind is applied to the re-delivery.
