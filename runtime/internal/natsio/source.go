@@ -269,6 +269,7 @@ func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, out 
 			return out, false, fmt.Errorf("natsio: message metadata: %w", err)
 		}
 		if md.Sequence.Consumer != s.lastDseq+1 {
+			drain(ctx, msgs)
 			return out, true, nil
 		}
 		s.lastDseq = md.Sequence.Consumer
@@ -283,6 +284,28 @@ func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, out 
 		}
 		s.last = seq
 		out = append(out, Msg{Data: m.Data(), Subject: m.Subject(), Sequence: seq, raw: m, epoch: s.epoch})
+	}
+}
+
+// drain discards the rest of a batch until the server has ended its pull request (the
+// channel closes), ctx ends or rewindTimeout passes. After a gap the Source rewinds, and a
+// request still open then would be handed the re-deliveries: nobody would read them, and no
+// later delivery might show that gap. The discarded messages are not acknowledged, so the
+// rewind delivers them again.
+func drain(ctx context.Context, msgs <-chan jetstream.Msg) {
+	t := time.NewTimer(rewindTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case _, ok := <-msgs:
+			if !ok {
+				return
+			}
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			return
+		}
 	}
 }
 

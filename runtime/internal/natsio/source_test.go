@@ -447,3 +447,41 @@ func TestSourceConcurrentAckAndRewinds(t *testing.T) {
 		return err == nil && info.AckFloor.Stream == n
 	})
 }
+
+// A gap found while the server is still delivering to the same pull request: the Source
+// must not rewind before that request is over, or the server hands the re-deliveries to it,
+// nobody reads them and no later delivery shows the gap (they would come back only after
+// SourceAckWait).
+func TestSourceGapDuringDelivery(t *testing.T) {
+	e := newEnv(t)
+	stream := newInput(t, e)
+	const n = 5000
+	for i := range n + 5 {
+		if _, err := e.js.PublishAsync("in.a", fmt.Appendf(nil, "m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-e.js.PublishAsyncComplete():
+	case <-e.ctx.Done():
+		t.Fatal("publishing timed out")
+	}
+	s, err := NewSource(e.ctx, e.js, stream, "dep", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSeqs(t, fetchAll(t, e, s, 5, 5), 1)
+	cons, err := e.js.Consumer(e.ctx, stream, "dep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Another client takes delivery 6; the Source asks for everything at once and sees the
+	// gap at the first message of a long delivery.
+	b, err := cons.FetchNoWait(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range b.Messages() {
+	}
+	checkSeqs(t, fetchAll(t, e, s, n, 2*n), 6)
+}
