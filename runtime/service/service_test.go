@@ -160,9 +160,14 @@ func (e *natsEnv) waitTotals(want map[string]int) {
 	}
 }
 
+// startDeadline bounds the wait for a deployment to run. Its first start compiles the module
+// (the Go samples are 3 to 5 MB), which takes seconds, and under the race detector on a busy
+// machine more than testutil.PollDeadline.
+const startDeadline = 2 * time.Minute
+
 func (e *natsEnv) waitRunning(name string) {
 	e.t.Helper()
-	testutil.Eventually(e.t, name+" running", func() bool {
+	testutil.EventuallyWithin(e.t, startDeadline, name+" running", func() bool {
 		st, err := e.client.Status(context.Background(), name)
 		return err == nil && st.State == client.StatusRunning
 	})
