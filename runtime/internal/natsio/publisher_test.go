@@ -167,8 +167,18 @@ func TestPublisherStart(t *testing.T) {
 	if err := d.Wait(e.ctx); err != nil {
 		t.Fatalf("second Wait: %v", err)
 	}
-	if got := len(streamMsgs(t, e, "OUT")); got != n {
-		t.Fatalf("stream holds %d, want %d", got, n)
+	// Counted, not read: reading 16k messages one request each takes longer than e.ctx
+	// allows under the race detector.
+	st, err := e.js.Stream(e.ctx, "OUT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.State.Msgs; got != uint64(n) || info.State.LastSeq != uint64(n) {
+		t.Fatalf("stream holds %d (last sequence %d), want %d", got, info.State.LastSeq, n)
 	}
 	bad := NewPublisher(e.js, Subjects{Output: "dep.out"}).Start(e.ctx, "dep",
 		[]state.OutboxEntry{{ID: state.OutboxID{BatchID: 3}, Kind: state.OutboxDeadLetter, Payload: []byte("x")}})
