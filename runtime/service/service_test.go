@@ -160,14 +160,15 @@ func (e *natsEnv) waitTotals(want map[string]int) {
 	}
 }
 
-// startDeadline bounds the wait for a deployment to run. Its first start compiles the module
-// (the Go samples are 3 to 5 MB), which takes seconds, and under the race detector on a busy
-// machine more than testutil.PollDeadline.
-const startDeadline = 2 * time.Minute
+// compileDeadline bounds a wait that includes the service compiling a module it has not
+// compiled before (a deployment's first start, a redeploy with a new module). The Go samples
+// are 3 to 5 MB: that takes seconds, and under the race detector on a busy machine more than
+// testutil.PollDeadline.
+const compileDeadline = 2 * time.Minute
 
 func (e *natsEnv) waitRunning(name string) {
 	e.t.Helper()
-	testutil.EventuallyWithin(e.t, startDeadline, name+" running", func() bool {
+	testutil.EventuallyWithin(e.t, compileDeadline, name+" running", func() bool {
 		st, err := e.client.Status(context.Background(), name)
 		return err == nil && st.State == client.StatusRunning
 	})
@@ -621,7 +622,7 @@ func TestRefusedRedeployLeavesConsumer(t *testing.T) {
 	_, err = reg.Put(ctx, natsio.Record{Name: "logincount", Spec: specJSON, ModuleDigest: digest, ModuleSize: int64(len(wasm)), DeployedAt: time.Now().UTC()})
 	testutil.Require(t, err)
 	var refused *client.Status
-	testutil.Eventually(t, "the redeploy refused", func() bool {
+	testutil.EventuallyWithin(t, compileDeadline, "the redeploy refused", func() bool {
 		refused, err = env.client.Status(ctx, "logincount")
 		return err == nil && strings.Contains(refused.Error, "redeploy refused")
 	})
