@@ -97,6 +97,12 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte) (*Deplo
 // Undeploy removes the deployment: its runtime stops it after the batch in flight. Its state
 // stays on that runtime's disk, so deploying the same name again resumes it there (unless
 // another runtime claims it first).
+//
+// Undeploy also removes the deployment's owner, and it is the only place that does: the
+// runtime that owned it may not be running now, or ever again (its disk lost), and no other
+// runtime may give up an ownership that is not its own. The runtime running the deployment
+// stops it when it sees the deletion, after its batch in flight; a deploy of the same name
+// made before then may be claimed by another runtime.
 func (c *Client) Undeploy(ctx context.Context, name string) error {
 	err := c.reg.Delete(ctx, name)
 	if errors.Is(err, natsio.ErrNotFound) {

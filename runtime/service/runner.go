@@ -94,7 +94,7 @@ func (s *Service) build(ctx context.Context, rv *revision) (*runner, error) {
 			return nil, fmt.Errorf("%s stream: %w", o.what, err)
 		}
 	}
-	src, err := natsio.NewSource(ctx, s.js, inStream, consumerName(sp.Name), sp.Input.Subjects)
+	src, err := natsio.NewSource(ctx, s.js, inStream, natsio.ConsumerName(sp.Name), sp.Input.Subjects)
 	if err != nil {
 		return nil, fmt.Errorf("input consumer: %w", err)
 	}
@@ -113,8 +113,6 @@ func (s *Service) build(ctx context.Context, rv *revision) (*runner, error) {
 	r.ks = store.Deployment(sp.Name)
 	return r, nil
 }
-
-func consumerName(deployment string) string { return "groupstate-" + deployment }
 
 func (r *runner) start(ctx context.Context) {
 	ctx, r.cancel = context.WithCancel(ctx)
@@ -146,14 +144,12 @@ func (r *runner) setError(err error) {
 }
 
 // loop is the deployment's micro-batch loop. Fetching runs ahead of it (see prefetch), so the
-// next batch's rows arrive while the current batch runs, and acknowledging input runs beside
-// it (see acker).
+// next batch's rows arrive while the current batch runs; the loop acknowledges each batch's
+// input once it committed (an acknowledgement does not wait for the fetch in progress).
 func (r *runner) loop(ctx context.Context) {
 	defer close(r.done)
 	defer r.publishStatus(context.Background(), true)
 	work := context.WithoutCancel(ctx) // a batch in flight finishes even when stopping
-	acks := startAcker(r.src, r.logger)
-	defer acks.stop() // after the fetcher stopped (deferred below, so it runs first)
 	fctx, stopFetching := context.WithCancel(ctx)
 	fetched, fetcherDone := r.prefetch(fctx)
 	defer func() {
@@ -197,7 +193,7 @@ func (r *runner) loop(ctx context.Context) {
 			continue // the same rows again
 		}
 		if last != nil {
-			acks.ack(*last)
+			r.ack(work, *last)
 		}
 		pending = nil
 		noData = rep.NeedsNoDataBatch
@@ -205,6 +201,19 @@ func (r *runner) loop(ctx context.Context) {
 		r.record(rep)
 		r.s.cfg.Metrics.batch(r.spec.Name, rep)
 		r.publishStatus(work, false)
+	}
+}
+
+// ackTimeout bounds the acknowledgement of one batch's input.
+const ackTimeout = 5 * time.Second
+
+// ack acknowledges m and every message before it (the consumer acknowledges all). A failure
+// costs only redelivery: rows at or before the committed position are skipped.
+func (r *runner) ack(ctx context.Context, m natsio.Msg) {
+	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
+	defer cancel()
+	if err := r.src.Ack(ctx, m); err != nil {
+		r.logger.Warn("acknowledging input failed; it will be redelivered and skipped", "err", err)
 	}
 }
 

@@ -62,9 +62,6 @@ type Service struct {
 	backoff     map[string]time.Duration // per deployment, for retries of a failed start
 }
 
-// publishTimeout bounds the wait for one publish acknowledgement.
-const publishTimeout = 15 * time.Second
-
 // New opens the state store and the registry.
 func New(ctx context.Context, cfg Options) (*Service, error) {
 	if cfg.DataDir == "" || cfg.Conn == nil {
@@ -76,12 +73,9 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = timeouts.System
 	}
-	// Publishes that get no acknowledgement fail after a while instead of waiting forever
-	// (for example when the connection drops mid-delivery); the outbox delivers them again.
-	// Deliveries keep up to natsio.PublishWindow publishes in flight each (see Engine's
-	// pipelined delivery), so the context allows that many for several deployments at once.
-	js, err := jetstream.New(cfg.Conn, jetstream.WithPublishAsyncTimeout(publishTimeout),
-		jetstream.WithPublishAsyncMaxPending(natsio.PublishAsyncMaxPending))
+	// Publishes that get no acknowledgement fail after a while instead of waiting forever,
+	// and several deployments may each keep a full natsio.PublishWindow in flight.
+	js, err := natsio.NewJetStream(cfg.Conn)
 	if err != nil {
 		return nil, err
 	}
@@ -171,7 +165,7 @@ func (s *Service) Run(ctx context.Context) error {
 			if ev.Deleted {
 				delete(records, name)
 				delete(s.backoff, name)
-				s.undeploy(ctx, name)
+				s.undeploy(name)
 				continue
 			}
 			records[name] = ev.Record
@@ -265,18 +259,11 @@ func (s *Service) retryLater(rec natsio.Record, err error) {
 	})
 }
 
-// undeploy stops a deployment that was removed, and gives up its ownership.
-func (s *Service) undeploy(ctx context.Context, name string) {
-	s.mu.Lock()
-	_, running := s.runners[name]
-	me := s.store.ID()
-	s.mu.Unlock()
+// undeploy stops a deployment that was removed. Its owner entry is not the service's to
+// remove: client.Undeploy removes it (see there), because the runtime that owned the
+// deployment may not be running at undeploy time, or ever again.
+func (s *Service) undeploy(name string) {
 	s.stop(name, "undeployed")
-	if running {
-		if err := s.reg.Release(ctx, name, me); err != nil {
-			s.logger.Warn("releasing the deployment failed", "deployment", name, "err", err)
-		}
-	}
 }
 
 func (s *Service) stop(name, why string) {

@@ -160,9 +160,15 @@ func (e *natsEnv) waitTotals(want map[string]int) {
 	}
 }
 
+// compileDeadline bounds a wait that includes the service compiling a module it has not
+// compiled before (a deployment's first start, a redeploy with a new module). The Go samples
+// are 3 to 5 MB: that takes seconds, and under the race detector on a busy machine more than
+// testutil.PollDeadline.
+const compileDeadline = 2 * time.Minute
+
 func (e *natsEnv) waitRunning(name string) {
 	e.t.Helper()
-	testutil.Eventually(e.t, name+" running", func() bool {
+	testutil.EventuallyWithin(e.t, compileDeadline, name+" running", func() bool {
 		st, err := e.client.Status(context.Background(), name)
 		return err == nil && st.State == client.StatusRunning
 	})
@@ -259,14 +265,24 @@ func TestServiceEndToEnd(t *testing.T) {
 	env.waitTotals(map[string]int{"ada": 3, "bob": 2})
 	outputs := len(env.streamMsgs("LOGINCOUNT_OUT"))
 
-	// Undeploy: rows published afterwards are not consumed.
+	// Undeploy: the runner stops, and rows published afterwards are not consumed. The service
+	// writes the stopped status once the runner's loop and fetcher ended; a pull request the
+	// fetcher left on the server lasts at most trigger.interval, and then nothing pulls.
 	testutil.Require(t, env.client.Undeploy(context.Background(), "logincount"))
 	testutil.Eventually(t, "stopped", func() bool {
 		st, err := env.client.Status(context.Background(), "logincount")
 		return err == nil && st.State == client.StatusStopped
 	})
+	const inStream = "GS_LOGINCOUNT_IN"
+	testutil.Eventually(t, "no pull request on the input consumer", func() bool {
+		return env.consumerInfo(inStream, "logincount").NumWaiting == 0
+	})
+	inputs := len(env.streamMsgs(inStream))
 	env.publish("logins.web", `{"user_id":"carol"}`)
-	time.Sleep(300 * time.Millisecond) // nothing to poll for: we are checking that nothing happens
+	testutil.Eventually(t, "carol's row in the input stream", func() bool { return len(env.streamMsgs(inStream)) == inputs+1 })
+	if c := env.consumerInfo(inStream, "logincount"); c.NumPending != 1 || c.NumAckPending != 0 {
+		t.Fatalf("an undeployed deployment consumed input: %d pending, %d delivered and not acknowledged", c.NumPending, c.NumAckPending)
+	}
 	if n := len(env.streamMsgs("LOGINCOUNT_OUT")); n != outputs {
 		t.Fatalf("an undeployed deployment produced output: %d messages, had %d", n, outputs)
 	}
@@ -406,7 +422,8 @@ func TestOneRuntimePerDeployment(t *testing.T) {
 	}
 
 	// The owner goes away for good; a runtime with a new disk takes over after an undeploy
-	// and deploy, and its outputs are not dropped as duplicates of the old ones.
+	// and deploy (the undeploy removed the owner: the one that owned it is not running), and
+	// its outputs are not dropped as duplicates of the old ones.
 	first.stop()
 	testutil.Require(t, env.client.Undeploy(context.Background(), "logincount"))
 	before := len(env.streamMsgs("LOGINCOUNT_OUT"))
@@ -554,4 +571,152 @@ func TestServiceStorageFault(t *testing.T) {
 
 func probeWasm(t testing.TB) []byte {
 	return testutil.ReadFile(t, "../engine/testdata/probe/probe.wasm")
+}
+
+// consumerInfo returns the info of the durable input consumer of deployment name.
+func (e *natsEnv) consumerInfo(stream, name string) *jetstream.ConsumerInfo {
+	e.t.Helper()
+	ctx := context.Background()
+	c, err := e.js.Consumer(ctx, stream, natsio.ConsumerName(name))
+	testutil.Require(e.t, err)
+	info, err := c.Info(ctx)
+	testutil.Require(e.t, err)
+	return info
+}
+
+// TestRefusedRedeployLeavesConsumer: a redeploy whose module fails to initialize is refused
+// before anything of the running revision is touched, even when its input subjects differ:
+// the durable consumer keeps its filter and its position (it is neither updated nor rewound),
+// the input stream keeps its subjects, and the running revision goes on processing.
+func TestRefusedRedeployLeavesConsumer(t *testing.T) {
+	env := startNATS(t)
+	ctx := context.Background()
+	env.startService(t.TempDir(), timeouts.NewManualClock(time.UnixMilli(1_000_000)))
+	env.deploy(logincountSpec, logincountWasm(t))
+	env.waitRunning("logincount")
+	env.publish("logins.web", `{"user_id":"ada"}`, `{"user_id":"bob"}`)
+	env.waitTotals(map[string]int{"ada": 1, "bob": 1})
+	const inStream = "GS_LOGINCOUNT_IN"
+	var before *jetstream.ConsumerInfo
+	testutil.Eventually(t, "the input acknowledged", func() bool {
+		before = env.consumerInfo(inStream, "logincount")
+		return before.AckFloor.Stream == 2 && before.NumAckPending == 0
+	})
+	st, err := env.js.Stream(ctx, inStream)
+	testutil.Require(t, err)
+	subjectsBefore := st.CachedInfo().Config.Subjects
+	running, err := env.client.Status(ctx, "logincount")
+	testutil.Require(t, err)
+
+	// Straight into the registry, past the client's validation: a module whose
+	// initialization fails (the sessions sample refuses a gap of 0s), reading other subjects.
+	reg, err := natsio.OpenRegistry(ctx, env.js)
+	testutil.Require(t, err)
+	wasm := testutil.ReadFile(t, "../../samples/sessions/go/sessions.wasm")
+	digest, err := reg.PutModule(ctx, wasm)
+	testutil.Require(t, err)
+	bad := specFromYAML(t, strings.Replace(logincountSpec, `subjects: ["logins.>"]`, `subjects: ["elsewhere.>"]`, 1))
+	bad.Config = map[string]any{"gap": "0s"}
+	specJSON, err := json.Marshal(bad)
+	testutil.Require(t, err)
+	_, err = reg.Put(ctx, natsio.Record{Name: "logincount", Spec: specJSON, ModuleDigest: digest, ModuleSize: int64(len(wasm)), DeployedAt: time.Now().UTC()})
+	testutil.Require(t, err)
+	var refused *client.Status
+	testutil.EventuallyWithin(t, compileDeadline, "the redeploy refused", func() bool {
+		refused, err = env.client.Status(ctx, "logincount")
+		return err == nil && strings.Contains(refused.Error, "redeploy refused")
+	})
+	if !strings.Contains(refused.Error, "gap") || refused.State != client.StatusRunning || refused.ModuleDigest != running.ModuleDigest || !refused.StartedAt.Equal(running.StartedAt) {
+		t.Fatalf("status after the refused redeploy: %+v", refused)
+	}
+
+	after := env.consumerInfo(inStream, "logincount")
+	if after.Config.FilterSubject != before.Config.FilterSubject || fmt.Sprint(after.Config.FilterSubjects) != fmt.Sprint(before.Config.FilterSubjects) {
+		t.Fatalf("the consumer's filter changed: %q %v, was %q %v", after.Config.FilterSubject, after.Config.FilterSubjects, before.Config.FilterSubject, before.Config.FilterSubjects)
+	}
+	type position struct{ delivered, ackFloor jetstream.SequenceInfo }
+	pos := func(c *jetstream.ConsumerInfo) position {
+		p := position{c.Delivered, c.AckFloor}
+		p.delivered.Last, p.ackFloor.Last = nil, nil
+		return p
+	}
+	if pos(after) != pos(before) {
+		t.Fatalf("the consumer moved (rewound or updated): %+v, was %+v", pos(after), pos(before))
+	}
+	st, err = env.js.Stream(ctx, inStream)
+	testutil.Require(t, err)
+	if got := st.CachedInfo().Config.Subjects; fmt.Sprint(got) != fmt.Sprint(subjectsBefore) {
+		t.Fatalf("the input stream's subjects changed: %v, were %v", got, subjectsBefore)
+	}
+
+	// The running revision still processes its input.
+	env.publish("logins.web", `{"user_id":"ada"}`)
+	env.waitTotals(map[string]int{"ada": 2, "bob": 1})
+}
+
+// TestRedeployUnderLoad: redeploys while rows flow keep exactly-once: every row's output
+// appears once, none is lost or repeated across the switches between revisions.
+func TestRedeployUnderLoad(t *testing.T) {
+	env := startNATS(t)
+	ctx := context.Background()
+	env.startService(t.TempDir(), timeouts.NewManualClock(time.UnixMilli(1_000_000)))
+	const steady = `
+name: steady
+module: unused.wasm
+input: {subjects: ["steady.in"]}
+key: {field: k}
+timeout: processing_time
+trigger: {max_rows: 100}
+output: {subject: steady.out}
+config: {revision: 0}
+`
+	env.deploy(steady, probeWasm(t))
+	env.waitRunning("steady")
+
+	const rounds, perRound = 4, 500
+	inFlight := 0 // redeploys made while input was still unprocessed
+	var lastDeploy time.Time
+	for round := range rounds {
+		for i := round * perRound; i < (round+1)*perRound; i++ {
+			_, err := env.js.PublishAsync("steady.in", fmt.Appendf(nil, `{"k":"u%d","ops":[{"emit":%d}]}`, i%7, i))
+			testutil.Require(t, err)
+		}
+		select {
+		case <-env.js.PublishAsyncComplete():
+		case <-time.After(testutil.PollDeadline):
+			t.Fatal("publishing timed out")
+		}
+		if round == rounds-1 {
+			break
+		}
+		if c := env.consumerInfo("GS_STEADY_IN", "steady"); c.NumPending+uint64(c.NumAckPending) > 0 {
+			inFlight++
+		}
+		lastDeploy = time.Now()
+		env.deploy(strings.Replace(steady, "revision: 0", fmt.Sprintf("revision: %d", round+1), 1), probeWasm(t))
+	}
+	if inFlight == 0 {
+		t.Fatal("every redeploy came after all input was processed: the test proves nothing")
+	}
+	testutil.Eventually(t, "the last revision running", func() bool {
+		st, err := env.client.Status(ctx, "steady")
+		return err == nil && st.State == client.StatusRunning && st.StartedAt.After(lastDeploy)
+	})
+	// A last row after everything: once its output is out, any repeat of an earlier batch
+	// would be out too (outputs are delivered in batch order).
+	const n = rounds * perRound
+	env.publish("steady.in", fmt.Sprintf(`{"k":"end","ops":[{"emit":%d}]}`, n))
+	got := env.waitStream("GS_STEADY_OUT", n+1)
+	seen := make([]bool, n+1)
+	for _, o := range got {
+		var i int
+		testutil.Require(t, json.Unmarshal([]byte(o), &i), o)
+		if i < 0 || i > n || seen[i] {
+			t.Fatalf("output %s is unexpected or repeated", o)
+		}
+		seen[i] = true
+	}
+	if !seen[n] {
+		t.Fatal("the last row's output is missing")
+	}
 }

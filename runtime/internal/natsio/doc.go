@@ -1,3 +1,4 @@
-// Package natsio is groupstate's NATS plumbing: the embedded server, connections, streams,
-// the input source, the output publisher and the deployment registry (KV and object store).
+// Package natsio is groupstate's NATS plumbing: streams, the input source, the output
+// publisher and the deployment registry (KV and object store). Connections and the embedded
+// server are public, in package service.
 package natsio

@@ -28,9 +28,26 @@ const PublishWindow = 16384
 // deployments delivering a full window at once.
 const PublishAsyncMaxPending = 4 * PublishWindow
 
+// PublishAckTimeout is how long an asynchronous publish of the runtime's
+// JetStream context waits for its acknowledgement before failing (for example
+// when the connection dropped mid-delivery); the outbox delivers it again.
+const PublishAckTimeout = 15 * time.Second
+
 // publishStallWait is how long one publish may wait for a free slot in the
 // JetStream context's async window before failing.
 const publishStallWait = 5 * time.Second
+
+// NewJetStream returns the JetStream context a [Publisher] is made for: async
+// publishes fail after [PublishAckTimeout] without an acknowledgement, and up
+// to [PublishAsyncMaxPending] may be pending.
+func NewJetStream(nc *nats.Conn) (jetstream.JetStream, error) {
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(PublishAckTimeout),
+		jetstream.WithPublishAsyncMaxPending(PublishAsyncMaxPending))
+	if err != nil {
+		return nil, fmt.Errorf("natsio: JetStream context: %w", err)
+	}
+	return js, nil
+}
 
 // ErrNoSubject is returned by [Publisher.Deliver] for an entry whose kind has
 // no subject configured (an empty Output or DeadLetter subject, or an unknown kind).

@@ -168,8 +168,18 @@ func TestPublisherStart(t *testing.T) {
 	if err := d.Wait(e.ctx); err != nil {
 		t.Fatalf("second Wait: %v", err)
 	}
-	if got := len(streamMsgs(t, e, "OUT")); got != n {
-		t.Fatalf("stream holds %d, want %d", got, n)
+	// Counted, not read: reading 16k messages one request each takes longer than e.ctx
+	// allows under the race detector.
+	st, err := e.js.Stream(e.ctx, "OUT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := info.State.Msgs; got != uint64(n) || info.State.LastSeq != uint64(n) {
+		t.Fatalf("stream holds %d (last sequence %d), want %d", got, info.State.LastSeq, n)
 	}
 	bad := NewPublisher(e.js, Subjects{Output: "dep.out"}).Start(e.ctx, "dep",
 		[]state.OutboxEntry{{ID: state.OutboxID{BatchID: 3}, Kind: state.OutboxDeadLetter, Payload: []byte("x")}})
@@ -214,7 +224,7 @@ func TestPublisherTooLarge(t *testing.T) {
 	e := newEnv(t)
 	setupOutputs(t, e)
 	p := NewPublisher(e.js, Subjects{Output: "dep.out", DeadLetter: "dep.dlq"}).WithInstance("abcd")
-	big := bytes.Repeat([]byte("x"), int(e.nc.MaxPayload())+1)
+	big := bytes.Repeat([]byte("x"), int(e.nats.Conn.MaxPayload())+1)
 	entries := []state.OutboxEntry{
 		{ID: state.OutboxID{BatchID: 1, Seq: 0}, Kind: state.OutboxOutput, Key: []byte(`"k"`), Payload: big},
 		{ID: state.OutboxID{BatchID: 1, Seq: 1}, Kind: state.OutboxOutput, Key: []byte(`"k"`), Payload: []byte(`{"ok":1}`)},

@@ -356,15 +356,6 @@ func (r *Registry) GetStatus(ctx context.Context, name string) ([]byte, error) {
 	return e.Value(), nil
 }
 
-// DeleteStatus deletes the progress document of deployment name (purging its
-// history). A missing document is not an error.
-func (r *Registry) DeleteStatus(ctx context.Context, name string) error {
-	if err := r.status.Purge(ctx, name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("natsio: deleting status of %s: %w", name, err)
-	}
-	return nil
-}
-
 // Claim makes runtime the owner of deployment name unless another runtime already is. It
 // returns the owner after the call: runtime itself when the claim succeeded or it already
 // owned name. A deployment's state lives on its owner's disk, so exactly one runtime runs it.
@@ -387,39 +378,8 @@ func (r *Registry) Claim(ctx context.Context, name, runtime string) (owner strin
 	return "", fmt.Errorf("natsio: claiming %s: the owner keeps changing", name)
 }
 
-// Owner returns the runtime that owns deployment name, or "" when none does.
-func (r *Registry) Owner(ctx context.Context, name string) (string, error) {
-	e, err := r.owners.Get(ctx, name)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return "", nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("natsio: reading the owner of %s: %w", name, err)
-	}
-	return string(e.Value()), nil
-}
-
-// Release gives up runtime's ownership of deployment name (after an undeploy). It does
-// nothing when another runtime owns it.
-func (r *Registry) Release(ctx context.Context, name, runtime string) error {
-	e, err := r.owners.Get(ctx, name)
-	if errors.Is(err, jetstream.ErrKeyNotFound) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("natsio: reading the owner of %s: %w", name, err)
-	}
-	if string(e.Value()) != runtime {
-		return nil
-	}
-	if err := r.owners.Delete(ctx, name, jetstream.LastRevision(e.Revision())); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-		return fmt.Errorf("natsio: releasing %s: %w", name, err)
-	}
-	return nil
-}
-
-// Disown removes the owner of deployment name, whoever it is (an undeploy: the next deploy
-// may run on any runtime).
+// Disown removes the owner of deployment name, whoever it is and whether or not it runs: an
+// undeploy, after which the next deploy of name may run on any runtime.
 func (r *Registry) Disown(ctx context.Context, name string) error {
 	if err := r.owners.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		return fmt.Errorf("natsio: disowning %s: %w", name, err)

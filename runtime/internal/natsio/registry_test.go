@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func openRegistry(t *testing.T, e *env) *Registry {
@@ -82,15 +84,6 @@ func TestRegistryRecords(t *testing.T) {
 	}
 	if doc, err := r.GetStatus(e.ctx, "alpha"); err != nil || string(doc) != `{"rows":2}` {
 		t.Fatalf("status %s, %v", doc, err)
-	}
-	if err := r.DeleteStatus(e.ctx, "alpha"); err != nil {
-		t.Fatal(err)
-	}
-	if err := r.DeleteStatus(e.ctx, "alpha"); err != nil {
-		t.Fatalf("delete status twice: %v", err)
-	}
-	if _, err := r.GetStatus(e.ctx, "alpha"); !errors.Is(err, ErrNotFound) {
-		t.Fatalf("deleted status: %v", err)
 	}
 }
 
@@ -227,11 +220,11 @@ func TestOpenRegistryConcurrent(t *testing.T) {
 	for round := range 3 {
 		e := newEnv(t)
 		// Two processes: two connections.
-		nc2, err := Connect(ConnOptions{URL: ClientURL(e.srv), Logger: quiet})
+		nc2 := e.nats.Connect(t)
+		js2, err := jetstream.New(nc2)
 		if err != nil {
 			t.Fatal(err)
 		}
-		js2 := mustJS(t, nc2)
 		var wg sync.WaitGroup
 		errs := make([]error, 4)
 		for i := range errs {
@@ -270,16 +263,13 @@ func TestRegistryOwners(t *testing.T) {
 	if o, err := r.Claim(e.ctx, "dep", "rt2"); err != nil || o != "rt1" {
 		t.Fatalf("claim by another runtime: %q %v", o, err)
 	}
-	if err := r.Release(e.ctx, "dep", "rt2"); err != nil {
+	if err := r.Disown(e.ctx, "dep"); err != nil {
 		t.Fatal(err)
 	}
-	if o, _ := r.Owner(e.ctx, "dep"); o != "rt1" {
-		t.Fatalf("a non-owner released it: owner %q", o)
-	}
-	if err := r.Release(e.ctx, "dep", "rt1"); err != nil {
-		t.Fatal(err)
+	if err := r.Disown(e.ctx, "dep"); err != nil {
+		t.Fatalf("disowning a deployment without an owner: %v", err)
 	}
 	if o, err := r.Claim(e.ctx, "dep", "rt2"); err != nil || o != "rt2" {
-		t.Fatalf("claim after release: %q %v", o, err)
+		t.Fatalf("claim after disown: %q %v", o, err)
 	}
 }

@@ -1,9 +1,6 @@
 package natsio
 
 import (
-	"context"
-	"net/url"
-	"strconv"
 	"testing"
 	"time"
 
@@ -13,26 +10,8 @@ import (
 // A NATS restart (same data directory and port) pauses a Source and a
 // Publisher; afterwards they resume with nothing lost.
 func TestServerRestartResume(t *testing.T) {
-	dir := t.TempDir()
-	s, err := StartServer(ServerOptions{DataDir: dir, Port: -1, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	u, _ := url.Parse(ClientURL(s))
-	port, _ := strconv.Atoi(u.Port())
-	defer func() {
-		s.Shutdown()
-		s.WaitForShutdown()
-	}()
-	nc, err := Connect(ConnOptions{URL: ClientURL(s), Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js := mustJS(t, nc)
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
-	defer cancel()
-	e := &env{srv: s, nc: nc, js: js, ctx: ctx}
+	e := newEnv(t)
+	ctx, js := e.ctx, e.js
 	stream := newInput(t, e)
 	if _, err := EnsureStream(ctx, js, StreamOptions{Name: "OUT", Subjects: []string{"dep.out"}, Duplicates: time.Minute}); err != nil {
 		t.Fatal(err)
@@ -47,17 +26,13 @@ func TestServerRestartResume(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	s.Shutdown()
-	s.WaitForShutdown()
+	e.nats.Stop()
 	// During the outage Fetch returns nothing (or an error); its pull request
 	// may reach the server after the restart and strand deliveries, which the
 	// Source detects as a gap.
 	_, _ = src.Fetch(ctx, 5, 50*time.Millisecond)
-	s, err = StartServer(ServerOptions{DataDir: dir, Port: port, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 5*time.Second, "reconnect", nc.IsConnected)
+	e.nats.Start(t)
+	eventually(t, 5*time.Second, "reconnect", e.nats.Conn.IsConnected)
 
 	var rest []Msg
 	eventually(t, 10*time.Second, "the 5 remaining messages", func() bool {

@@ -26,6 +26,13 @@ var (
 // within it is delivered again.
 const SourceAckWait = 30 * time.Second
 
+// rewindTimeout bounds one rewind of the consumer, and the acknowledgement of a
+// re-delivery on behalf of an earlier copy (see [Source.Ack]).
+const rewindTimeout = 5 * time.Second
+
+// ConsumerName is the name of the durable input consumer of deployment.
+func ConsumerName(deployment string) string { return "groupstate-" + deployment }
+
 // Msg is one input message.
 type Msg struct {
 	// Data is the message body.
@@ -40,7 +47,11 @@ type Msg struct {
 }
 
 // Source reads a JetStream stream through a durable pull consumer with
-// AckAll semantics. It is safe for concurrent use, but calls are serialised.
+// AckAll semantics. It is safe for concurrent use. Fetch calls are serialised
+// among themselves (one fetcher at a time); Ack and Pending never wait for a
+// Fetch: the Source's lock guards only its bookkeeping and is never held
+// across a network wait, so an acknowledgement reaches the server while a
+// Fetch waits for input.
 //
 // Guarantees to the caller:
 //   - Within one Source, Fetch returns messages in strictly increasing
@@ -52,25 +63,38 @@ type Msg struct {
 //   - Opening a Source rewinds the consumer to its ack floor, so messages
 //     delivered but not acknowledged before a restart come again at once
 //     instead of after [SourceAckWait].
-//   - Messages are delivered at least once: after a restart (or a rewind by
-//     [Source.Reset]) a message whose Sequence the caller already committed may
-//     come again. The caller must skip those (for example every Sequence <= the
-//     input position it committed with its last batch).
+//   - Messages are delivered at least once: after a restart a message whose
+//     Sequence the caller already committed may come again. The caller must
+//     skip those (for example every Sequence <= the input position it
+//     committed with its last batch).
+//   - No acknowledgement is sent with a delivery numbering the consumer no
+//     longer uses: a rewind waits for the acknowledgements in flight, and one
+//     asked for during or after a rewind is applied to the re-delivery.
 type Source struct {
 	js      jetstream.JetStream
 	stream  string
 	durable string
 	cons    jetstream.Consumer
 
-	mu         sync.Mutex
-	epoch      uint64 // increments on every consumer reset
+	// fetchMu serialises Fetch: only the holder fetches and rewinds.
+	// It is held across the fetcher's network waits; Ack never takes it.
+	fetchMu sync.Mutex
+	// Owned by the holder of fetchMu:
 	lastDseq   uint64 // consumer sequence of the last delivery seen in this epoch
 	last       uint64 // highest stream sequence returned to the caller
-	acked      uint64 // highest stream sequence acknowledged and confirmed
-	ackWanted  uint64 // highest stream sequence the caller asked to acknowledge with a stale copy
 	failed     error  // sticky ErrDeliveryGap
 	needRewind bool   // a rewind after a gap failed; retried at the next Fetch
 	resetable  bool
+
+	// mu guards the bookkeeping shared by the fetcher and Ack. It is never held
+	// across a network wait.
+	mu        sync.Mutex
+	acksDone  sync.Cond // signalled (with mu) when acking drops to zero
+	epoch     uint64    // increments on every consumer reset; written with fetchMu and mu held
+	acked     uint64    // highest stream sequence acknowledged and confirmed
+	ackWanted uint64    // highest stream sequence the caller asked to acknowledge without it being sent
+	acking    int       // acknowledgements on their way to the server
+	rewinding bool      // a rewind waits for acking to drop to zero or is in progress
 }
 
 // NewSource creates or updates the durable pull consumer named durable on
@@ -104,6 +128,7 @@ func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable stri
 		return nil, fmt.Errorf("natsio: creating consumer %s on stream %s: %w", durable, stream, err)
 	}
 	s := &Source{js: js, stream: stream, durable: durable, cons: cons, resetable: true}
+	s.acksDone.L = &s.mu
 	if err := s.rewind(ctx); err != nil {
 		// Older server without the reset API: un-acknowledged messages come
 		// back after AckWait instead. Continue from what was delivered.
@@ -117,10 +142,23 @@ func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable stri
 	return s, nil
 }
 
-// rewind resets the consumer to its ack floor and starts a new epoch. s.mu is
-// held or s is not shared yet.
+// rewind resets the consumer to its ack floor and starts a new epoch. The
+// caller holds fetchMu, or s is not shared yet. An acknowledgement in flight
+// would be read by the server in the new numbering if it arrived after the
+// reset, so rewind first waits for those (each is bounded by its context or
+// the connection's request timeout) and Acks asked for meanwhile are only
+// remembered (ackWanted) until the re-deliveries come.
 func (s *Source) rewind(ctx context.Context) error {
+	s.mu.Lock()
+	s.rewinding = true
+	for s.acking > 0 {
+		s.acksDone.Wait()
+	}
+	s.mu.Unlock()
 	resp, err := s.js.ResetConsumer(ctx, s.stream, s.durable)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rewinding = false
 	if err != nil {
 		return err
 	}
@@ -132,34 +170,19 @@ func (s *Source) rewind(ctx context.Context) error {
 	return nil
 }
 
-// Reset rewinds the consumer to its ack floor: the next Fetch returns again
-// every message not acknowledged yet, including ones already returned. Use it
-// after a batch failed without committing. Messages fetched before Reset may
-// still be passed to Ack.
-func (s *Source) Reset(ctx context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if err := s.rewind(ctx); err != nil {
-		return fmt.Errorf("natsio: resetting consumer %s: %w", s.durable, err)
-	}
-	s.last = 0
-	s.failed = nil
-	return nil
-}
-
 // Fetch returns up to max messages (max < 1 means 1). It takes what is
 // available at once; when nothing is, it waits up to wait for a message and
 // then returns it with whatever else is available by then. It returns an
 // empty slice and a nil error when nothing arrived within wait. When ctx ends
 // while waiting, the messages already received are returned with a nil error,
 // or ctx's error when there are none. Fetch never returns a message twice
-// within one Source, except after [Source.Reset].
+// within one Source.
 func (s *Source) Fetch(ctx context.Context, max int, wait time.Duration) ([]Msg, error) {
 	if max < 1 {
 		max = 1
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.fetchMu.Lock()
+	defer s.fetchMu.Unlock()
 	if s.failed != nil {
 		return nil, s.failed
 	}
@@ -169,7 +192,7 @@ func (s *Source) Fetch(ctx context.Context, max int, wait time.Duration) ([]Msg,
 	if s.needRewind {
 		// An earlier rewind after a gap failed (the server was likely unreachable): try
 		// again before fetching anything, so nothing after the gap is returned first.
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		rctx, cancel := context.WithTimeout(ctx, rewindTimeout)
 		err := s.rewind(rctx)
 		cancel()
 		if err != nil {
@@ -204,19 +227,24 @@ func (s *Source) Fetch(ctx context.Context, max int, wait time.Duration) ([]Msg,
 
 // collect appends the messages of batch to out, dropping re-deliveries of
 // messages already returned. It reports gap when a delivery went missing:
-// the messages from the gap on are not appended.
+// the messages from the gap on are not appended. The caller holds fetchMu.
 func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, out []Msg) ([]Msg, bool, error) {
 	msgs := batch.Messages()
 	var ackProxy jetstream.Msg
+	var proxySeq uint64
 	defer func() {
-		// A re-delivery of a message the caller already acknowledged (through
-		// a copy from an earlier epoch): acknowledge this epoch's copy so the
-		// server's ack floor moves.
+		// A re-delivery of a message the caller asked to acknowledge through a
+		// copy it could not be sent with (see Ack): acknowledge this epoch's
+		// copy so the server's ack floor moves. It waits for the server, so
+		// it is done before the fetcher can rewind again.
 		if ackProxy != nil {
-			if ackProxy.Ack() == nil {
-				if md, err := ackProxy.Metadata(); err == nil {
-					s.acked = max(s.acked, md.Sequence.Stream)
-				}
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rewindTimeout)
+			err := ackProxy.DoubleAck(actx)
+			cancel()
+			if err == nil {
+				s.mu.Lock()
+				s.acked = max(s.acked, proxySeq)
+				s.mu.Unlock()
 			}
 		}
 	}()
@@ -241,14 +269,17 @@ func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, out 
 			return out, false, fmt.Errorf("natsio: message metadata: %w", err)
 		}
 		if md.Sequence.Consumer != s.lastDseq+1 {
+			drain(ctx, msgs)
 			return out, true, nil
 		}
 		s.lastDseq = md.Sequence.Consumer
 		seq := md.Sequence.Stream
 		if seq <= s.last {
+			s.mu.Lock()
 			if seq <= s.ackWanted && seq > s.acked {
-				ackProxy = m
+				ackProxy, proxySeq = m, seq
 			}
+			s.mu.Unlock()
 			continue
 		}
 		s.last = seq
@@ -256,11 +287,33 @@ func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, out 
 	}
 }
 
+// drain discards the rest of a batch until the server has ended its pull request (the
+// channel closes), ctx ends or rewindTimeout passes. After a gap the Source rewinds, and a
+// request still open then would be handed the re-deliveries: nobody would read them, and no
+// later delivery might show that gap. The discarded messages are not acknowledged, so the
+// rewind delivers them again.
+func drain(ctx context.Context, msgs <-chan jetstream.Msg) {
+	t := time.NewTimer(rewindTimeout)
+	defer t.Stop()
+	for {
+		select {
+		case _, ok := <-msgs:
+			if !ok {
+				return
+			}
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			return
+		}
+	}
+}
+
 // finish handles a gap (rewind, or fail when rewinding is impossible) and
 // shapes Fetch's result.
 func (s *Source) finish(ctx context.Context, out []Msg, gap bool, err error) ([]Msg, error) {
 	if gap {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rewindTimeout)
 		rerr := errors.New("reset unsupported")
 		if s.resetable {
 			rerr = s.rewind(rctx)
@@ -287,28 +340,46 @@ func (s *Source) finish(ctx context.Context, out []Msg, gap bool, err error) ([]
 }
 
 // Ack acknowledges m and every message before it (AckAll) and waits for the
-// server to confirm. Acknowledging a message older than one already
-// acknowledged is a no-op. A message fetched before a rewind of the consumer
-// cannot be acknowledged directly (its delivery numbering is stale): the
-// request is remembered and applied to its re-delivery, and a later Ack
-// covers it anyway.
+// server to confirm. It does not wait for a Fetch in progress. Acknowledging a
+// message older than one already acknowledged is a no-op. A message fetched
+// before a rewind of the consumer cannot be acknowledged directly (its
+// delivery numbering is stale), nor can any while a rewind is under way: the
+// request is remembered and applied to the message's re-delivery, and a later
+// Ack covers it anyway.
 func (s *Source) Ack(ctx context.Context, m Msg) error {
 	if m.raw == nil {
 		return errors.New("natsio: Ack of a message not from a Source")
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if m.Sequence <= s.acked {
+		s.mu.Unlock()
 		return nil
 	}
-	if m.epoch != s.epoch {
+	if m.epoch != s.epoch || s.rewinding {
 		s.ackWanted = max(s.ackWanted, m.Sequence)
+		s.mu.Unlock()
 		return nil
 	}
-	if err := m.raw.DoubleAck(ctx); err != nil {
+	s.acking++
+	s.mu.Unlock()
+
+	err := m.raw.DoubleAck(ctx)
+	if errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
+		err = nil // a concurrent Ack of the same message was confirmed
+	}
+
+	s.mu.Lock()
+	s.acking--
+	if s.acking == 0 {
+		s.acksDone.Broadcast()
+	}
+	if err == nil {
+		s.acked = max(s.acked, m.Sequence)
+	}
+	s.mu.Unlock()
+	if err != nil {
 		return fmt.Errorf("natsio: acknowledging %s sequence %d: %w", s.durable, m.Sequence, err)
 	}
-	s.acked = m.Sequence
 	return nil
 }
 
@@ -320,14 +391,4 @@ func (s *Source) Pending(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("natsio: consumer %s info: %w", s.durable, err)
 	}
 	return info.NumPending, nil
-}
-
-// DeleteConsumer deletes the durable consumer durable on stream. A consumer or
-// stream that does not exist is not an error.
-func DeleteConsumer(ctx context.Context, js jetstream.JetStream, stream, durable string) error {
-	err := js.DeleteConsumer(ctx, stream, durable)
-	if err == nil || errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil
-	}
-	return fmt.Errorf("natsio: deleting consumer %s on stream %s: %w", durable, stream, err)
 }

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 func publishN(t *testing.T, e *env, subject string, from, n int) {
@@ -117,12 +119,6 @@ func TestSourceAckAndRestart(t *testing.T) {
 	}
 	if p, err := s3.Pending(e.ctx); err != nil || p != 0 {
 		t.Fatalf("pending %d, %v", p, err)
-	}
-	if err := DeleteConsumer(e.ctx, e.js, stream, "dep"); err != nil {
-		t.Fatal(err)
-	}
-	if err := DeleteConsumer(e.ctx, e.js, stream, "dep"); err != nil {
-		t.Fatalf("deleting again: %v", err)
 	}
 }
 
@@ -249,9 +245,9 @@ func TestSourceDeliveryGap(t *testing.T) {
 	}
 }
 
-// Reset makes unacknowledged messages come again; acknowledging a message
-// fetched before the reset still works.
-func TestSourceReset(t *testing.T) {
+// An Ack of a message fetched before a rewind (its delivery numbering is stale) is not sent
+// as it is: it is remembered and applied to the message's re-delivery.
+func TestSourceAckAcrossRewind(t *testing.T) {
 	e := newEnv(t)
 	stream := newInput(t, e)
 	publishN(t, e, "in.a", 0, 10)
@@ -259,31 +255,233 @@ func TestSourceReset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := fetchAll(t, e, s, 10, 100)
-	if err := s.Ack(e.ctx, got[2]); err != nil {
+	got := fetchAll(t, e, s, 5, 5)
+	cons, err := e.js.Consumer(e.ctx, stream, "dep")
+	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Reset(e.ctx); err != nil {
+	// Another client takes delivery 6: the next Fetch sees the gap at 7, returns nothing
+	// after it and rewinds the consumer to its ack floor.
+	b, err := cons.FetchNoWait(1)
+	if err != nil {
 		t.Fatal(err)
 	}
-	again := fetchAll(t, e, s, 7, 100)
-	checkSeqs(t, again, 4)
-	// Ack through a stale copy: remembered, not sent with stale numbering.
-	if err := s.Ack(e.ctx, got[5]); err != nil {
+	for range b.Messages() {
+	}
+	if ms, err := s.Fetch(e.ctx, 100, 0); err != nil || len(ms) != 0 {
+		t.Fatalf("fetch across the gap: %d messages, %v", len(ms), err)
+	}
+	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
+	defer cancel()
+	if err := s.Ack(ctx, got[4]); err != nil { // a copy from before the rewind
 		t.Fatal(err)
 	}
-	if err := s.Ack(e.ctx, again[len(again)-1]); err != nil {
+	if floor, _ := ackState(t, e, cons); floor != 0 {
+		t.Fatalf("after the Ack of a stale copy: ack floor %d; want it not sent", floor)
+	}
+	// The re-deliveries of 1..5 are dropped, and 5's acknowledges it.
+	rest := fetchAll(t, e, s, 5, 100)
+	checkSeqs(t, rest, 6)
+	if floor, _ := ackState(t, e, cons); floor != 5 {
+		t.Fatalf("after the re-delivery: ack floor %d; want 5", floor)
+	}
+	if err := s.Ack(e.ctx, rest[4]); err != nil {
+		t.Fatal(err)
+	}
+	if floor, pending := ackState(t, e, cons); floor != 10 || pending != 0 {
+		t.Fatalf("ack floor %d, ack pending %d", floor, pending)
+	}
+}
+
+// ackState returns the consumer's ack floor (a stream sequence) and its count of messages
+// delivered and not acknowledged.
+func ackState(t *testing.T, e *env, cons jetstream.Consumer) (floor uint64, pending int) {
+	t.Helper()
+	info, err := cons.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info.AckFloor.Stream, info.NumAckPending
+}
+
+// An Ack does not wait for a Fetch that waits for input: while a Fetch with a long max wait
+// is in progress on an empty stream, acknowledging an earlier message reaches the server.
+func TestSourceAckDuringFetch(t *testing.T) {
+	e := newEnv(t)
+	stream := newInput(t, e)
+	publishN(t, e, "in.a", 0, 3)
+	s, err := NewSource(e.ctx, e.js, stream, "dep", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := fetchAll(t, e, s, 3, 10)
+	cons, err := e.js.Consumer(e.ctx, stream, "dep")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const fetchWait = 5 * time.Second
+	type fetched struct {
+		msgs []Msg
+		err  error
+	}
+	fetchDone := make(chan fetched, 1)
+	go func() {
+		ms, err := s.Fetch(e.ctx, 10, fetchWait)
+		fetchDone <- fetched{ms, err}
+	}()
+	eventually(t, 2*time.Second, "the fetch's pull request waiting on the server", func() bool {
+		info, err := cons.Info(e.ctx)
+		return err == nil && info.NumWaiting > 0
+	})
+	start := time.Now()
+	acked := make(chan error, 1)
+	go func() { acked <- s.Ack(e.ctx, got[2]) }()
+	// Well below the fetch's wait: an Ack queued behind the fetch would take fetchWait.
+	eventually(t, fetchWait/4, "the ack floor to reach 3 while the fetch waits", func() bool {
+		info, err := cons.Info(e.ctx)
+		return err == nil && info.AckFloor.Stream == 3
+	})
+	select {
+	case err := <-acked:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(fetchWait / 4):
+		t.Fatal("Ack did not return while the fetch waited")
+	}
+	select {
+	case f := <-fetchDone:
+		t.Fatalf("the fetch ended after %s, before any new input (%d msgs, %v): the test proves nothing", time.Since(start), len(f.msgs), f.err)
+	default:
+	}
+	// The fetch still works: a new message ends it.
+	publishN(t, e, "in.a", 3, 1)
+	f := <-fetchDone
+	if f.err != nil {
+		t.Fatal(f.err)
+	}
+	checkSeqs(t, f.msgs, 4)
+}
+
+// Acknowledging on one goroutine while another fetches, with deliveries taken by another
+// client now and then (gaps, so the Source rewinds while acknowledgements are in flight):
+// every message comes once, in order, and the ack floor ends at the last one.
+func TestSourceConcurrentAckAndRewinds(t *testing.T) {
+	e := newEnv(t)
+	stream := newInput(t, e)
+	const n = 2000
+	for i := range n {
+		if _, err := e.js.PublishAsync("in.a", fmt.Appendf(nil, "m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-e.js.PublishAsyncComplete():
+	case <-e.ctx.Done():
+		t.Fatal("publishing timed out")
+	}
+	s, err := NewSource(e.ctx, e.js, stream, "dep", nil)
+	if err != nil {
 		t.Fatal(err)
 	}
 	cons, err := e.js.Consumer(e.ctx, stream, "dep")
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := cons.Info(e.ctx)
+
+	toAck := make(chan Msg, 64)
+	ackErr := make(chan error, 1)
+	go func() {
+		var first error
+		for m := range toAck {
+			if err := s.Ack(e.ctx, m); err != nil && first == nil {
+				first = err
+			}
+		}
+		ackErr <- first
+	}()
+	var got []Msg
+	stolen := 0
+	deadline := time.Now().Add(10 * time.Second)
+	for i := 0; len(got) < n; i++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("fetched %d of %d", len(got), n)
+		}
+		if i%4 == 3 {
+			// Another client takes a delivery: the next Fetch sees a gap and rewinds while
+			// the acknowledging goroutine has acknowledgements in flight.
+			b, err := cons.FetchNoWait(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range b.Messages() {
+				stolen++
+			}
+		}
+		ms, err := s.Fetch(e.ctx, 50, 50*time.Millisecond)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ms...)
+		if len(ms) > 0 {
+			toAck <- ms[len(ms)-1]
+		}
+	}
+	if stolen == 0 {
+		t.Fatal("no delivery was stolen: the test proves nothing")
+	}
+	close(toAck)
+	if err := <-ackErr; err != nil {
+		t.Fatal(err)
+	}
+	checkSeqs(t, got, 1)
+	// An Ack of a copy from before a rewind is applied to its re-delivery: keep fetching,
+	// as a runner does, until the server's ack floor is at the end.
+	eventually(t, 10*time.Second, "the ack floor at the last message", func() bool {
+		ms, err := s.Fetch(e.ctx, 50, 20*time.Millisecond)
+		if err != nil || len(ms) != 0 {
+			t.Fatalf("fetch after the end: %d messages, %v", len(ms), err)
+		}
+		info, err := cons.Info(e.ctx)
+		return err == nil && info.AckFloor.Stream == n
+	})
+}
+
+// A gap found while the server is still delivering to the same pull request: the Source
+// must not rewind before that request is over, or the server hands the re-deliveries to it,
+// nobody reads them and no later delivery shows the gap (they would come back only after
+// SourceAckWait).
+func TestSourceGapDuringDelivery(t *testing.T) {
+	e := newEnv(t)
+	stream := newInput(t, e)
+	const n = 5000
+	for i := range n + 5 {
+		if _, err := e.js.PublishAsync("in.a", fmt.Appendf(nil, "m%d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-e.js.PublishAsyncComplete():
+	case <-e.ctx.Done():
+		t.Fatal("publishing timed out")
+	}
+	s, err := NewSource(e.ctx, e.js, stream, "dep", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if info.AckFloor.Stream != 10 {
-		t.Fatalf("ack floor %d", info.AckFloor.Stream)
+	checkSeqs(t, fetchAll(t, e, s, 5, 5), 1)
+	cons, err := e.js.Consumer(e.ctx, stream, "dep")
+	if err != nil {
+		t.Fatal(err)
 	}
+	// Another client takes delivery 6; the Source asks for everything at once and sees the
+	// gap at the first message of a long delivery.
+	b, err := cons.FetchNoWait(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range b.Messages() {
+	}
+	checkSeqs(t, fetchAll(t, e, s, n, 2*n), 6)
 }

@@ -1,4 +1,4 @@
-package natsio
+package service_test
 
 import (
 	"crypto/ecdsa"
@@ -18,6 +18,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nkeys"
+
+	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/service"
 )
 
 // startSecured starts a NATS server with opts applied (auth or TLS) on a random loopback port.
@@ -37,17 +40,43 @@ func startSecured(t *testing.T, configure func(o *server.Options)) *server.Serve
 	return s
 }
 
+func TestConnectRefused(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	testutil.Require(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	u := "nats://" + addr
+	_, err = service.Connect(service.ConnOptions{URL: u, Logger: testutil.DiscardLogger()})
+	if err == nil {
+		t.Fatal("connected to a closed port")
+	}
+	if !strings.Contains(err.Error(), u) || !strings.Contains(err.Error(), "is groupstate serve running?") {
+		t.Fatalf("error %q should name %s and hint at groupstate serve", err, u)
+	}
+}
+
+func TestDefaultURL(t *testing.T) {
+	t.Setenv("NATS_URL", "")
+	if got := service.DefaultURL(); got != service.DefaultServerURL {
+		t.Fatalf("DefaultURL() = %q", got)
+	}
+	t.Setenv("NATS_URL", "nats://example:4333")
+	if got := service.DefaultURL(); got != "nats://example:4333" {
+		t.Fatalf("DefaultURL() = %q with $NATS_URL", got)
+	}
+}
+
 func TestConnectUserPassword(t *testing.T) {
 	s := startSecured(t, func(o *server.Options) { o.Username, o.Password = "app", "s3cret" })
-	if _, err := Connect(ConnOptions{URL: s.ClientURL(), Logger: quiet}); err == nil {
+	if _, err := service.Connect(service.ConnOptions{URL: s.ClientURL(), Logger: testutil.DiscardLogger()}); err == nil {
 		t.Fatal("connected without credentials")
 	}
-	nc, err := Connect(ConnOptions{URL: s.ClientURL(), User: "app", Password: "s3cret", Logger: quiet})
+	nc, err := service.Connect(service.ConnOptions{URL: s.ClientURL(), User: "app", Password: "s3cret", Logger: testutil.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nc.Close()
-	_, err = Connect(ConnOptions{URL: s.ClientURL(), User: "app", Password: "wrong", Logger: quiet})
+	_, err = service.Connect(service.ConnOptions{URL: s.ClientURL(), User: "app", Password: "wrong", Logger: testutil.DiscardLogger()})
 	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
 		t.Fatalf("wrong password: %v", err)
 	}
@@ -65,12 +94,12 @@ func TestConnectNKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := startSecured(t, func(o *server.Options) { o.Nkeys = []*server.NkeyUser{{Nkey: pub}} })
-	nc, err := Connect(ConnOptions{URL: s.ClientURL(), NKeyFile: seedFile, Logger: quiet})
+	nc, err := service.Connect(service.ConnOptions{URL: s.ClientURL(), NKeyFile: seedFile, Logger: testutil.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	nc.Close()
-	if _, err := Connect(ConnOptions{URL: s.ClientURL(), Logger: quiet}); err == nil {
+	if _, err := service.Connect(service.ConnOptions{URL: s.ClientURL(), Logger: testutil.DiscardLogger()}); err == nil {
 		t.Fatal("connected without the nkey")
 	}
 }
@@ -107,7 +136,7 @@ func TestConnectTLS(t *testing.T) {
 		}
 	})
 	url := "tls://" + s.Addr().String()
-	nc, err := Connect(ConnOptions{URL: url, TLSCA: caFile, TLSCert: cliCertFile, TLSKey: cliKeyFile, Logger: quiet})
+	nc, err := service.Connect(service.ConnOptions{URL: url, TLSCA: caFile, TLSCert: cliCertFile, TLSKey: cliKeyFile, Logger: testutil.DiscardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,10 +144,10 @@ func TestConnectTLS(t *testing.T) {
 		t.Fatalf("not connected over TLS: %v", err)
 	}
 	nc.Close()
-	if _, err := Connect(ConnOptions{URL: url, TLSCA: caFile, Logger: quiet}); err == nil {
+	if _, err := service.Connect(service.ConnOptions{URL: url, TLSCA: caFile, Logger: testutil.DiscardLogger()}); err == nil {
 		t.Fatal("connected without a client certificate")
 	}
-	if _, err := Connect(ConnOptions{URL: url, TLSCert: cliCertFile, TLSKey: cliKeyFile, Logger: quiet}); err == nil {
+	if _, err := service.Connect(service.ConnOptions{URL: url, TLSCert: cliCertFile, TLSKey: cliKeyFile, Logger: testutil.DiscardLogger()}); err == nil {
 		t.Fatal("connected without verifying the server")
 	}
 }

@@ -1,4 +1,4 @@
-package natsio
+package service
 
 import (
 	"errors"
@@ -12,11 +12,14 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
-// DefaultServerURL is the URL used when neither a URL nor $NATS_URL is given.
+// DefaultServerURL is the URL used when neither a URL nor $NATS_URL is given: the
+// embedded server of `groupstate serve` with its defaults (see [EmbeddedOptions]).
 const DefaultServerURL = "nats://127.0.0.1:4222"
 
-// ConnOptions configures [Connect]. Only URL is commonly set; the credential
-// fields are for an external NATS deployment.
+// ConnOptions says how to reach NATS for [Connect]: the URL, credentials (a
+// creds file, an nkey seed file, user and password, or a token) and TLS (CA,
+// client certificate and key). Only URL is commonly set; the credential fields
+// are for an external NATS deployment.
 type ConnOptions struct {
 	// URL is the server URL (a comma-separated list is allowed). Default [DefaultURL].
 	URL string
@@ -47,9 +50,10 @@ func DefaultURL() string {
 	return DefaultServerURL
 }
 
-// Connect dials NATS. The first connection attempt is not retried (a CLI
-// command fails fast); once connected the client reconnects forever, every
-// 250ms, buffering publishes meanwhile. Disconnects, reconnects, closes and
+// Connect dials NATS; the service, the client and the CLI use connections made
+// by it. The first connection attempt is not retried (a CLI command fails
+// fast); once connected the client reconnects forever, every 250ms, buffering
+// publishes meanwhile. Disconnects, reconnects, closes and
 // asynchronous errors are logged. A refused connection yields an error that
 // names the URL and asks whether `groupstate serve` is running.
 func Connect(opts ConnOptions) (*nats.Conn, error) {
@@ -65,7 +69,7 @@ func Connect(opts ConnOptions) (*nats.Conn, error) {
 	}
 	lg = lg.With("component", "nats")
 	if (opts.TLSCert == "") != (opts.TLSKey == "") {
-		return nil, errors.New("natsio: TLS client certificate and key must be given together")
+		return nil, errors.New("service: TLS client certificate and key must be given together")
 	}
 	no := []nats.Option{
 		nats.Name(opts.Name),
@@ -103,7 +107,7 @@ func Connect(opts ConnOptions) (*nats.Conn, error) {
 	if opts.NKeyFile != "" {
 		o, err := nats.NkeyOptionFromSeed(opts.NKeyFile)
 		if err != nil {
-			return nil, fmt.Errorf("natsio: reading nkey seed %s: %w", opts.NKeyFile, err)
+			return nil, fmt.Errorf("service: reading nkey seed %s: %w", opts.NKeyFile, err)
 		}
 		no = append(no, o)
 	}
@@ -122,9 +126,9 @@ func Connect(opts ConnOptions) (*nats.Conn, error) {
 	nc, err := nats.Connect(opts.URL, no...)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoServers) || errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("natsio: cannot connect to NATS at %s (is groupstate serve running?): %w", redactURL(opts.URL), err)
+			return nil, fmt.Errorf("service: cannot connect to NATS at %s (is groupstate serve running?): %w", redactURL(opts.URL), err)
 		}
-		return nil, fmt.Errorf("natsio: cannot connect to NATS at %s: %w", redactURL(opts.URL), err)
+		return nil, fmt.Errorf("service: cannot connect to NATS at %s: %w", redactURL(opts.URL), err)
 	}
 	return nc, nil
 }

@@ -1,4 +1,4 @@
-package natsio
+package service
 
 import (
 	"context"
@@ -13,21 +13,22 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
-// Server start errors.
+// Errors of [StartEmbedded].
 var (
-	// ErrNoDataDir is returned by [StartServer] when ServerOptions.DataDir is empty.
-	ErrNoDataDir = errors.New("natsio: server data directory is required")
-	// ErrServerNotReady is returned by [StartServer] when the server does not accept
-	// connections within [ServerReadyTimeout].
-	ErrServerNotReady = errors.New("natsio: embedded NATS server not ready")
+	// ErrNoDataDir is returned by [StartEmbedded] when EmbeddedOptions.DataDir is empty.
+	ErrNoDataDir = errors.New("service: the embedded NATS server needs a data directory")
+	// ErrEmbeddedNotReady is returned by [StartEmbedded] when the server does not accept
+	// connections within [EmbeddedReadyTimeout].
+	ErrEmbeddedNotReady = errors.New("service: embedded NATS server not ready")
 )
 
-// ServerReadyTimeout bounds how long [StartServer] waits for the server to accept
+// EmbeddedReadyTimeout bounds how long [StartEmbedded] waits for the server to accept
 // connections.
-const ServerReadyTimeout = 10 * time.Second
+const EmbeddedReadyTimeout = 10 * time.Second
 
-// ServerOptions configures the embedded NATS server started by [StartServer].
-type ServerOptions struct {
+// EmbeddedOptions configures the embedded NATS server of `groupstate serve`, started by
+// [StartEmbedded].
+type EmbeddedOptions struct {
 	// DataDir is groupstate's data directory; JetStream storage goes under
 	// DataDir/jetstream. Required.
 	DataDir string
@@ -42,8 +43,8 @@ type ServerOptions struct {
 	Logger *slog.Logger
 }
 
-// EnsureDefaults fills the zero fields of o with their defaults and returns o.
-func (o ServerOptions) EnsureDefaults() ServerOptions {
+// withDefaults returns o with its zero fields set to their defaults.
+func (o EmbeddedOptions) withDefaults() EmbeddedOptions {
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
 	}
@@ -56,25 +57,26 @@ func (o ServerOptions) EnsureDefaults() ServerOptions {
 	return o
 }
 
-// Validate reports whether o is usable.
-func (o ServerOptions) Validate() error {
+// validate reports whether o is usable.
+func (o EmbeddedOptions) validate() error {
 	if o.DataDir == "" {
 		return ErrNoDataDir
 	}
 	if o.Port < -1 || o.Port > 65535 {
-		return fmt.Errorf("natsio: invalid server port %d", o.Port)
+		return fmt.Errorf("service: invalid server port %d", o.Port)
 	}
 	return nil
 }
 
-// StartServer starts an embedded NATS server with JetStream enabled (file storage
-// under DataDir/jetstream) and waits, at most [ServerReadyTimeout], until it
-// accepts connections. The caller stops it with Shutdown and then
-// WaitForShutdown. A server that logs a fatal error while starting (port in use,
-// unusable storage) is shut down and its message returned.
-func StartServer(opts ServerOptions) (*server.Server, error) {
-	opts = opts.EnsureDefaults()
-	if err := opts.Validate(); err != nil {
+// StartEmbedded starts a NATS server with JetStream in-process (file storage under
+// DataDir/jetstream, listening on loopback unless told otherwise) and waits, at most
+// [EmbeddedReadyTimeout], until it accepts connections; its ClientURL method gives the URL
+// for [ConnOptions]. The caller stops it with Shutdown and then WaitForShutdown. A server
+// that logs a fatal error while starting (port in use, unusable storage) is shut down and
+// its message returned.
+func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
 		return nil, err
 	}
 	sopts := &server.Options{
@@ -87,7 +89,7 @@ func StartServer(opts ServerOptions) (*server.Server, error) {
 	}
 	s, err := server.NewServer(sopts)
 	if err != nil {
-		return nil, fmt.Errorf("natsio: configuring embedded NATS server: %w", err)
+		return nil, fmt.Errorf("service: configuring embedded NATS server: %w", err)
 	}
 	lg := &serverLogger{l: opts.Logger.With("component", "nats-server")}
 	debug := opts.Logger.Enabled(context.Background(), slog.LevelDebug)
@@ -95,12 +97,12 @@ func StartServer(opts ServerOptions) (*server.Server, error) {
 
 	go s.Start()
 
-	deadline := time.Now().Add(ServerReadyTimeout)
+	deadline := time.Now().Add(EmbeddedReadyTimeout)
 	for {
 		if msg := lg.fatal(); msg != "" {
 			s.Shutdown()
 			s.WaitForShutdown()
-			return nil, fmt.Errorf("natsio: embedded NATS server on %s:%d failed to start: %s", opts.Host, opts.Port, msg)
+			return nil, fmt.Errorf("service: embedded NATS server on %s:%d failed to start: %s", opts.Host, opts.Port, msg)
 		}
 		if s.ReadyForConnections(50*time.Millisecond) && s.JetStreamEnabled() {
 			return s, nil
@@ -108,16 +110,13 @@ func StartServer(opts ServerOptions) (*server.Server, error) {
 		if time.Now().After(deadline) {
 			s.Shutdown()
 			s.WaitForShutdown()
-			return nil, fmt.Errorf("%w: %s:%d did not accept connections with JetStream within %s", ErrServerNotReady, opts.Host, opts.Port, ServerReadyTimeout)
+			return nil, fmt.Errorf("%w: %s:%d did not accept connections with JetStream within %s", ErrEmbeddedNotReady, opts.Host, opts.Port, EmbeddedReadyTimeout)
 		}
 	}
 }
 
-// ClientURL returns the URL clients use to connect to s, e.g. "nats://127.0.0.1:4222".
-func ClientURL(s *server.Server) string { return s.ClientURL() }
-
 // serverLogger adapts slog to server.Logger. It remembers the first fatal
-// message so that StartServer can report it.
+// message so that StartEmbedded can report it.
 type serverLogger struct {
 	l        *slog.Logger
 	mu       sync.Mutex
