@@ -55,10 +55,14 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 	if len(in.Rows) == 0 && len(b.groups) == 0 && (in.Position == 0 || in.Position == e.progress.Position) {
 		// A no-data batch with no timeout to fire changes nothing: skip the commit, so an idle
 		// deployment does not sync Pebble every trigger interval. The last batch's delivery
-		// finishes here, so an idle deployment's outbox empties.
+		// finishes here, so an idle deployment's outbox empties, and its acknowledgement is
+		// synced (once: later skipped batches have nothing to sync).
 		if err := e.finishInflight(ctx); err != nil {
 			e.pending = true
 			e.logger.Warn("outbox delivery failed; will retry before the next batch", "err", err)
+		}
+		if err := e.syncAcks(); err != nil {
+			return nil, err
 		}
 		b.rep.BatchID, b.rep.Skipped = e.progress.BatchID, true
 		b.rep.WatermarkMs = e.progress.WatermarkMs
@@ -77,6 +81,7 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 	// batch runs at, is what the commit wrote. A batch that failed before this point
 	// changed nothing of the engine, so there is nothing to roll back.
 	e.progress = p
+	e.acksUnsynced = false // the commit synced the log, acknowledgements before it included
 	b.rep.WatermarkMs = p.WatermarkMs
 	b.rep.WatermarkAdvanced = p.WatermarkMs > b.W
 	b.rep.NeedsNoDataBatch = b.rep.WatermarkAdvanced && e.rules.Mode == timeouts.EventTime

@@ -152,9 +152,12 @@ type Engine struct {
 	logger   *slog.Logger
 	progress state.Progress // the last commit's: the batch id, watermark and position to go on from
 	pending  bool           // the outbox may hold undelivered entries
-	inflight *inflight
-	closed   bool
-	batch    batch // the batch being run, and the working memory every batch reuses
+	// acksUnsynced: an acknowledgement was written since the last synced write. A batch's
+	// commit syncs it (the log is sequential); when none follows, syncAcks must.
+	acksUnsynced bool
+	inflight     *inflight
+	closed       bool
+	batch        batch // the batch being run, and the working memory every batch reuses
 }
 
 // NewEngine starts a deployment's engine: it validates the spec and the module, starts the
@@ -249,7 +252,8 @@ func (e *Engine) Progress() state.Progress { return e.progress }
 func (e *Engine) Spec() *spec.Spec { return e.spec }
 
 // Close waits for the delivery of the last batch's outbox (until ctx ends; what is not
-// acknowledged by then is delivered again by the next engine) and stops the engine's module
+// acknowledged by then is delivered again by the next engine), makes the acknowledgements
+// durable (one sync of the store, when any is not yet) and stops the engine's module
 // instances. It does not close the store. Later calls of Close return nil, and RunBatch
 // returns [ErrEngineClosed].
 func (e *Engine) Close(ctx context.Context) error {
@@ -260,7 +264,32 @@ func (e *Engine) Close(ctx context.Context) error {
 	if err := e.finishInflight(ctx); err != nil {
 		e.logger.Warn("outbox delivery did not finish before close; the next start delivers it", "err", err)
 	}
-	return e.h.Close(ctx)
+	return errors.Join(e.syncAcks(), e.h.Close(ctx))
+}
+
+// syncAcks makes the acknowledgements written since the last commit durable, where no commit
+// follows them: an idle deployment's (skipped batches write nothing) and a closing one's. An
+// acknowledgement lost in a power loss would bring its entries back from the outbox, to be
+// delivered again, perhaps after the output stream's duplicate window.
+func (e *Engine) syncAcks() error {
+	if !e.acksUnsynced {
+		return nil
+	}
+	if err := e.ks.SyncAcks(); err != nil {
+		return fmt.Errorf("engine: syncing outbox acknowledgements: %w", err)
+	}
+	e.acksUnsynced = false
+	return nil
+}
+
+// ack deletes the outbox entries up to upTo, which were delivered. It does not sync (see
+// syncAcks).
+func (e *Engine) ack(upTo state.OutboxID) error {
+	if err := e.ks.AckOutbox(upTo); err != nil {
+		return err
+	}
+	e.acksUnsynced = true
+	return nil
 }
 
 // deliverPending hands the outbox to the sink and acknowledges what it took.
@@ -290,7 +319,7 @@ func (e *Engine) deliver(ctx context.Context, entries []state.OutboxEntry) error
 	if err := e.sink.Deliver(ctx, e.spec.Name, entries); err != nil {
 		return fmt.Errorf("engine: delivering %d outbox entries: %w", len(entries), err)
 	}
-	return e.ks.AckOutbox(entries[len(entries)-1].ID)
+	return e.ack(entries[len(entries)-1].ID)
 }
 
 // inflight is a batch's delivery whose acknowledgements are on their way.
@@ -332,7 +361,7 @@ func (e *Engine) finishInflight(ctx context.Context) error {
 	if err := f.d.Wait(ctx); err != nil {
 		return fmt.Errorf("engine: delivering %d outbox entries: %w", f.n, err)
 	}
-	return e.ks.AckOutbox(f.last)
+	return e.ack(f.last)
 }
 
 // abandonInflight forgets the delivery in flight before the outbox is delivered again as a
