@@ -30,10 +30,14 @@ import (
 // call, watermark included, so the same input may be run again. A failed delivery after the
 // commit is not an error of the batch: the entries stay in the outbox, and the next RunBatch
 // delivers them before anything else, failing with [ErrDeliveryPending] (and running no
-// batch) while it cannot.
+// batch) while it cannot. Input over the spec's trigger.max_rows or trigger.max_bytes (but a
+// single row) is refused with [ErrInputTooLarge].
 func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, error) {
 	if e.closed {
 		return nil, ErrEngineClosed
+	}
+	if err := e.checkInput(in); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	if err := e.deliverPending(ctx); err != nil {
@@ -93,6 +97,27 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 	b.rep.Duration = time.Since(start)
 	rep := b.rep
 	return &rep, nil
+}
+
+// checkInput refuses input over trigger.max_rows or trigger.max_bytes (a single row may be
+// larger: no row is too large to be taken, and one over limits.max_row_bytes is
+// dead-lettered).
+func (e *Engine) checkInput(in BatchInput) error {
+	t := e.spec.Trigger
+	if len(in.Rows) > t.MaxRows {
+		return fmt.Errorf("%w: %d rows, trigger.max_rows is %d", ErrInputTooLarge, len(in.Rows), t.MaxRows)
+	}
+	if len(in.Rows) < 2 {
+		return nil
+	}
+	var n uint64
+	for i := range in.Rows {
+		n += uint64(len(in.Rows[i].Data))
+	}
+	if n > uint64(t.MaxBytes) {
+		return fmt.Errorf("%w: %d bytes in %d rows, trigger.max_bytes is %d", ErrInputTooLarge, n, len(in.Rows), t.MaxBytes)
+	}
+	return nil
 }
 
 // batch is the engine's micro-batch: the work of the RunBatch in progress and the working

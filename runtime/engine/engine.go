@@ -37,6 +37,9 @@ var (
 	ErrIncompleteConfig = errors.New("engine: Config needs Spec, Wasm, Store and Sink")
 	// ErrEngineClosed: RunBatch was called after Close.
 	ErrEngineClosed = errors.New("engine: closed")
+	// ErrInputTooLarge: a BatchInput had more rows than trigger.max_rows, or more bytes of
+	// row data than trigger.max_bytes (and more than one row); RunBatch ran nothing of it.
+	ErrInputTooLarge = errors.New("engine: batch input over the spec's trigger bounds")
 )
 
 func init() {

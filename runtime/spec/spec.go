@@ -100,13 +100,19 @@ type SinkSpec struct {
 }
 
 // TriggerSpec cuts micro-batches. A batch takes the rows available when it starts, up to
-// MaxRows; when none are, it waits up to Interval for the first one. Under processing-time
-// timeouts a batch runs at least every Interval, with or without rows.
+// MaxRows rows and MaxBytes bytes; when none are, it waits up to Interval for the first one.
+// Under processing-time timeouts a batch runs at least every Interval, with or without rows.
 type TriggerSpec struct {
 	// Interval defaults to 10ms.
 	Interval Duration `yaml:"interval,omitempty" json:"interval,omitempty"`
-	// MaxRows defaults to 10000.
+	// MaxRows is the most rows a batch takes. Default [DefaultMaxRows] (10000), at most
+	// [MaxTriggerRows] (1000000).
 	MaxRows int `yaml:"max_rows,omitempty" json:"max_rows,omitempty"`
+	// MaxBytes is the most input bytes (the rows' data) a batch takes; a batch of one row may
+	// be larger, so that no row is too large to be taken. Default [DefaultMaxBytes] (16MiB),
+	// at most [MaxTriggerBytes] (256MiB). A batch's rows, the dead letters that copy them and
+	// the keys' states are held in memory and written in one Pebble batch, which these bound.
+	MaxBytes ByteSize `yaml:"max_bytes,omitempty" json:"max_bytes,omitempty"`
 }
 
 // LimitsSpec bounds a deployment's module. Zero values take the defaults.
@@ -120,7 +126,7 @@ type LimitsSpec struct {
 	// MaxRowBytes caps one input row; larger rows are dead-lettered. Default 1MiB.
 	MaxRowBytes ByteSize `yaml:"max_row_bytes,omitempty" json:"max_row_bytes,omitempty"`
 	// Instances is how many module instances run guest calls in parallel. Default: the
-	// number of CPUs.
+	// number of CPUs; at most [MaxInstances] (64).
 	Instances int `yaml:"instances,omitempty" json:"instances,omitempty"`
 }
 
@@ -140,6 +146,7 @@ const (
 const (
 	DefaultTriggerInterval = 10 * time.Millisecond
 	DefaultMaxRows         = 10000
+	DefaultMaxBytes        = 16 << 20
 	DefaultMemory          = 256 << 20
 	DefaultCallTimeout     = 5 * time.Second
 	DefaultMaxOutputBytes  = 64 << 20
@@ -147,6 +154,18 @@ const (
 	// DefaultStreamMaxAge is how long the streams groupstate creates (input, output,
 	// dead-letter, late) keep messages when the spec sets no max_age: a week.
 	DefaultStreamMaxAge = 7 * 24 * time.Hour
+)
+
+// Upper bounds of fields (Validate refuses larger values).
+const (
+	// MaxTriggerRows bounds trigger.max_rows: a batch's rows, groups and results are held in
+	// memory and its commit is one Pebble batch.
+	MaxTriggerRows = 1_000_000
+	// MaxTriggerBytes bounds trigger.max_bytes (256 MiB), well below Pebble's 4 GiB limit of
+	// a batch even when every row is dead-lettered (copied into the outbox).
+	MaxTriggerBytes = 256 << 20
+	// MaxInstances bounds limits.instances: each instance holds up to limits.memory.
+	MaxInstances = 64
 )
 
 // DuplicateWindow is the duplicate window of the streams groupstate publishes to: a
@@ -233,6 +252,9 @@ func (s *Spec) EnsureDefaults() {
 	if s.Trigger.MaxRows == 0 {
 		s.Trigger.MaxRows = DefaultMaxRows
 	}
+	if s.Trigger.MaxBytes == 0 {
+		s.Trigger.MaxBytes = DefaultMaxBytes
+	}
 	l := &s.Limits
 	if l.Memory == 0 {
 		l.Memory = DefaultMemory
@@ -309,8 +331,17 @@ func (s *Spec) validate(decodeProblem string) error {
 	if s.Trigger.Interval < 0 || s.Trigger.MaxRows < 0 {
 		add("trigger.interval and trigger.max_rows must not be negative")
 	}
+	if s.Trigger.MaxRows > MaxTriggerRows {
+		add("trigger.max_rows %d is above the limit of %d rows a batch", s.Trigger.MaxRows, MaxTriggerRows)
+	}
+	if s.Trigger.MaxBytes > MaxTriggerBytes {
+		add("trigger.max_bytes %d is above the limit of %d bytes (256 MiB) a batch", s.Trigger.MaxBytes, MaxTriggerBytes)
+	}
 	if s.Limits.Instances < 0 {
 		add("limits.instances must not be negative")
+	}
+	if s.Limits.Instances > MaxInstances {
+		add("limits.instances %d is above the limit of %d", s.Limits.Instances, MaxInstances)
 	}
 	if s.Config != nil {
 		if _, err := json.Marshal(s.Config); err != nil {

@@ -34,7 +34,7 @@ output:
 	if s.Timeout != timeouts.None || s.OnError != spec.OnErrorDeadLetter || s.DeadLetter.Subject != "logincount.dlq" {
 		t.Fatalf("defaults: timeout %q on_error %q dead_letter %q", s.Timeout, s.OnError, s.DeadLetter.Subject)
 	}
-	if s.Trigger.Interval.Std() != spec.DefaultTriggerInterval || s.Trigger.MaxRows != spec.DefaultMaxRows {
+	if s.Trigger.Interval.Std() != spec.DefaultTriggerInterval || s.Trigger.MaxRows != spec.DefaultMaxRows || s.Trigger.MaxBytes != spec.DefaultMaxBytes {
 		t.Fatalf("trigger defaults: %+v", s.Trigger)
 	}
 	if s.Limits.Memory != spec.DefaultMemory || s.Limits.CallTimeout.Std() != spec.DefaultCallTimeout || s.Limits.MaxRowBytes != spec.DefaultMaxRowBytes {
@@ -42,6 +42,19 @@ output:
 	}
 	if string(s.ConfigJSON()) != "{}" {
 		t.Fatalf("config %s", s.ConfigJSON())
+	}
+}
+
+// TestSpecUpperBounds: the largest values of the bounded fields are accepted.
+func TestSpecUpperBounds(t *testing.T) {
+	s := specFromYAML(t, `
+name: big
+key: {field: k}
+trigger: {max_rows: 1000000, max_bytes: 256MiB}
+limits: {instances: 64}
+`)
+	if s.Trigger.MaxRows != spec.MaxTriggerRows || s.Trigger.MaxBytes != spec.MaxTriggerBytes || s.Limits.Instances != spec.MaxInstances {
+		t.Fatalf("trigger %+v, limits %+v", s.Trigger, s.Limits)
 	}
 }
 
@@ -82,6 +95,10 @@ func TestParseSpecErrors(t *testing.T) {
 		{base + "event_time: {field: ts, watermark_delay: 10}\n", "no unit"},
 		{base + "limits: {memory: lots}\n", `"lots" is not a size`},
 		{base + "outptu: {subject: x}\n", "field outptu not found"},
+		{base + "trigger: {max_rows: 1000001}\n", "trigger.max_rows 1000001 is above the limit of 1000000 rows a batch"},
+		{base + "trigger: {max_bytes: 257MiB}\n", "trigger.max_bytes 269484032 is above the limit of 268435456 bytes (256 MiB) a batch"},
+		{base + "trigger: {max_bytes: lots}\n", `"lots" is not a size`},
+		{base + "limits: {instances: 65}\n", "limits.instances 65 is above the limit of 64"},
 		{"name: [\n", "invalid deployment spec"},
 	}
 	for _, tc := range tests {
