@@ -271,6 +271,12 @@ func (b *batch) groupRows(rows []Row) {
 		}
 		b.keyBuf = key
 		if e.timePath != nil {
+			if e.aheadMs > 0 && evt > b.T && uint64(evt)-uint64(b.T) > uint64(e.aheadMs) {
+				b.deadLetter(b.keep(key), r, ReasonEventTimeAhead, fmt.Errorf(
+					"event time %d is %d ms ahead of the batch's processing time %d, more than event_time.max_ahead %s",
+					evt, uint64(evt)-uint64(b.T), b.T, e.spec.EventTime.MaxAhead.Std()))
+				continue // and does not move the watermark
+			}
 			b.maxEvt = max(b.maxEvt, evt) // late rows count too
 			if dropsLate && timeouts.IsLate(evt, b.W) {
 				b.rep.LateRows++

@@ -149,6 +149,7 @@ type Engine struct {
 	keyPath  rowjson.Path
 	timePath rowjson.Path
 	delayMs  int64
+	aheadMs  int64 // event_time.max_ahead; 0: none
 	h        handler.Handler
 	ks       *state.Deployment
 	sink     Sink
@@ -190,6 +191,7 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if sp.EventTime != nil {
 		e.timePath = mustPath(sp.EventTime.Field)
 		e.delayMs = sp.EventTime.WatermarkDelay.Std().Milliseconds()
+		e.aheadMs = sp.EventTime.MaxAhead.Std().Milliseconds()
 	}
 	p, err := e.ks.Progress()
 	if err != nil {

@@ -77,6 +77,11 @@ type KeySpec struct {
 type EventTimeSpec struct {
 	Field          string   `yaml:"field" json:"field"`
 	WatermarkDelay Duration `yaml:"watermark_delay" json:"watermark_delay"`
+	// MaxAhead, when set, bounds how far a row's event time may be ahead of the batch's
+	// processing time: a row further ahead is dead-lettered (reason event_time_ahead) and
+	// does not move the watermark, which would otherwise stay ahead for good (say, after a
+	// producer wrote microseconds where milliseconds are meant). Default: unset, no bound.
+	MaxAhead Duration `yaml:"max_ahead,omitempty" json:"max_ahead,omitempty"`
 }
 
 // OutputSpec names the output subject and, optionally, the stream that keeps it.
@@ -302,6 +307,9 @@ func (s *Spec) validate(decodeProblem string) error {
 		}
 		if s.EventTime.WatermarkDelay < 0 {
 			add("event_time.watermark_delay must not be negative")
+		}
+		if s.EventTime.MaxAhead < 0 {
+			add("event_time.max_ahead must not be negative")
 		}
 	}
 	if s.Timeout == timeouts.EventTime && s.EventTime == nil {

@@ -99,6 +99,7 @@ func TestParseSpecErrors(t *testing.T) {
 		{base + "trigger: {max_bytes: 257MiB}\n", "trigger.max_bytes 269484032 is above the limit of 268435456 bytes (256 MiB) a batch"},
 		{base + "trigger: {max_bytes: lots}\n", `"lots" is not a size`},
 		{base + "limits: {instances: 65}\n", "limits.instances 65 is above the limit of 64"},
+		{base + "event_time: {field: ts, watermark_delay: 1s, max_ahead: -1h}\n", "a duration cannot be negative"},
 		{"name: [\n", "invalid deployment spec"},
 	}
 	for _, tc := range tests {
