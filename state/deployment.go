@@ -121,9 +121,14 @@ func (d *Deployment) ExpiredFrom(from TimerPos, before int64, fn func(key []byte
 		return err
 	}
 	defer d.s.release()
-	section := sectionKey(nil, d.prefix, sectionTimer)
-	lower := timerKey(nil, d.prefix, from.TimeoutMs, []byte(from.Key))
-	upper := timerKey(nil, d.prefix, before, nil)
+	// One buffer for both bounds: lower (which begins with the section) and upper.
+	n := len(d.prefix) + 1 + 8
+	buf := make([]byte, 0, 2*n+len(from.Key))
+	buf = timerKey(buf, d.prefix, from.TimeoutMs, nil)
+	buf = append(buf, from.Key...)
+	lower := buf[:len(buf):len(buf)]
+	upper := timerKey(buf[len(buf):], d.prefix, before, nil)
+	section := lower[:len(d.prefix)+1]
 	if bytes.Compare(lower, upper) >= 0 {
 		return nil
 	}

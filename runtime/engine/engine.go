@@ -67,7 +67,23 @@ type Config struct {
 	Logger *slog.Logger
 
 	native handler.BufferModule // in place of Wasm, for groupstate's own tests (nativehook)
+	// chunkKeys and chunkBytes replace TimeoutChunkKeys and TimeoutChunkBytes (tests).
+	chunkKeys, chunkBytes int
 }
+
+// The bounds of one commit's timeout calls: a batch in which more timeouts expire commits them
+// in chunks (see [Engine.RunBatch]), so that its memory and its Pebble batch stay bounded
+// however many keys time out at once (after an outage, say, or once a watermark passed many
+// timeouts). A chunk holds at most TimeoutChunkKeys keys, and stops taking timeouts when its
+// keys and state values reach TimeoutChunkBytes bytes; the first chunk also holds the batch's
+// data calls, whose number the input bounds (trigger.max_rows), and its timeouts fill what
+// they leave. 16384 keys are four guest calls of 4096 groups, enough for every instance of a
+// small pool to work, and the timeouts that follow a batch of trigger.max_rows' default of
+// 10000 rows fit in one commit.
+const (
+	TimeoutChunkKeys  = 16384
+	TimeoutChunkBytes = 32 << 20
+)
 
 // Row is one input message.
 type Row struct {
@@ -124,6 +140,18 @@ type BatchReport struct {
 	// Skipped is set for a no-data batch that had nothing to do (no timeout expired): nothing
 	// was committed and BatchID is the previous batch's.
 	Skipped bool
+	// Commits counts the batch's commits: 1, or more for a batch that committed its timeout
+	// calls in chunks (see [Engine.RunBatch]); BatchID is then the last one's id. 0 when
+	// skipped.
+	Commits int
+	// Open is set when a batch committed in chunks stopped after one because its delivery
+	// failed: its input is committed, and the next RunBatch delivers the outbox and then
+	// finishes the batch before it runs its own input.
+	Open bool
+	// Resumed reports the batch that this RunBatch finished first, when the last commit left
+	// one open (a crash, an error or a failed delivery between its chunks): its remaining
+	// timeout calls ran at its own processing time and watermark. Nil otherwise.
+	Resumed *BatchReport
 }
 
 // KeyError is the error of a key whose call failed.
@@ -162,13 +190,16 @@ type Engine struct {
 	inflight     *inflight
 	closed       bool
 	batch        batch // the batch being run, and the working memory every batch reuses
+	// chunkKeys and chunkBytes bound a commit's timeout calls (TimeoutChunkKeys and
+	// TimeoutChunkBytes).
+	chunkKeys, chunkBytes int
 }
 
 // NewEngine starts a deployment's engine: it validates the spec and the module, starts the
 // module's instances (limits.instances; ctx bounds their compilation and initialization) and
 // reads the deployment's progress, so the engine goes on from the last committed batch. It
 // writes nothing and sends nothing: outbox entries left by an earlier run go out at the
-// start of the first RunBatch. Errors: [ErrIncompleteConfig], the spec's validation error,
+// start of the first RunBatch, which also finishes a batch left open between its chunks. Errors: [ErrIncompleteConfig], the spec's validation error,
 // [ErrInvalidModule], [ErrABIVersion], [ErrModuleInit], or the store's. NewEngine is safe for
 // concurrent use; close the engine with [Engine.Close].
 func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
@@ -184,7 +215,11 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		logger = r.logger
 	}
 	logger = logger.With("deployment", sp.Name)
-	e := &Engine{spec: sp, ks: cfg.Store.Deployment(sp.Name), sink: cfg.Sink, logger: logger, pending: true}
+	e := &Engine{spec: sp, ks: cfg.Store.Deployment(sp.Name), sink: cfg.Sink, logger: logger, pending: true,
+		chunkKeys: TimeoutChunkKeys, chunkBytes: TimeoutChunkBytes}
+	if cfg.chunkKeys > 0 {
+		e.chunkKeys, e.chunkBytes = cfg.chunkKeys, cfg.chunkBytes
+	}
 	e.batch = batch{e: e, seed: maphash.MakeSeed()}
 	e.rules = timeouts.Rules{Mode: sp.Timeout, HasWatermark: sp.EventTime != nil}
 	e.keyPath = mustPath(sp.Key.Field)
