@@ -126,6 +126,14 @@ type LimitsSpec struct {
 	Memory ByteSize `yaml:"memory,omitempty" json:"memory,omitempty"`
 	// CallTimeout bounds one guest call. Default 5s.
 	CallTimeout Duration `yaml:"call_timeout,omitempty" json:"call_timeout,omitempty"`
+	// BatchTimeout bounds the guest calls of one commit of a batch: its calls, and the calls
+	// that retry keys alone after a call failed. When it is spent, the calls running are
+	// interrupted and the keys not yet run fail (under on_error: dead_letter their rows are
+	// dead-lettered, reason handler_error, saying so), so a handler that loops for every key
+	// stalls a batch for this long at most, not for every key's call_timeout. Default
+	// [DefaultBatchTimeoutCalls] (12) times CallTimeout, 1m with its default; at least
+	// CallTimeout.
+	BatchTimeout Duration `yaml:"batch_timeout,omitempty" json:"batch_timeout,omitempty"`
 	// MaxOutputBytes caps what one guest call may return. Default 64MiB.
 	MaxOutputBytes ByteSize `yaml:"max_output_bytes,omitempty" json:"max_output_bytes,omitempty"`
 	// MaxRowBytes caps one input row; larger rows are dead-lettered. Default 1MiB.
@@ -154,8 +162,13 @@ const (
 	DefaultMaxBytes        = 16 << 20
 	DefaultMemory          = 256 << 20
 	DefaultCallTimeout     = 5 * time.Second
-	DefaultMaxOutputBytes  = 64 << 20
-	DefaultMaxRowBytes     = 1 << 20
+	// DefaultBatchTimeoutCalls is limits.batch_timeout's default in call timeouts: room for a
+	// chunk's call that timed out, the retries alone that pin the keys causing it (each
+	// looping key costs its own call timeout) and the chunk's real work, a minute with the
+	// default call_timeout.
+	DefaultBatchTimeoutCalls = 12
+	DefaultMaxOutputBytes    = 64 << 20
+	DefaultMaxRowBytes       = 1 << 20
 	// DefaultStreamMaxAge is how long the streams groupstate creates (input, output,
 	// dead-letter, late) keep messages when the spec sets no max_age: a week.
 	DefaultStreamMaxAge = 7 * 24 * time.Hour
@@ -267,6 +280,9 @@ func (s *Spec) EnsureDefaults() {
 	if l.CallTimeout == 0 {
 		l.CallTimeout = Duration(DefaultCallTimeout)
 	}
+	if l.BatchTimeout == 0 {
+		l.BatchTimeout = DefaultBatchTimeoutCalls * l.CallTimeout
+	}
 	if l.MaxOutputBytes == 0 {
 		l.MaxOutputBytes = DefaultMaxOutputBytes
 	}
@@ -344,6 +360,9 @@ func (s *Spec) validate(decodeProblem string) error {
 	}
 	if s.Trigger.MaxBytes > MaxTriggerBytes {
 		add("trigger.max_bytes %d is above the limit of %d bytes (256 MiB) a batch", s.Trigger.MaxBytes, MaxTriggerBytes)
+	}
+	if s.Limits.BatchTimeout < s.Limits.CallTimeout {
+		add("limits.batch_timeout %s must be at least limits.call_timeout %s", s.Limits.BatchTimeout.Std(), s.Limits.CallTimeout.Std())
 	}
 	if s.Limits.Instances < 0 {
 		add("limits.instances must not be negative")
