@@ -36,6 +36,10 @@ type Limits struct {
 	MemoryBytes uint64
 	// CallTimeout bounds one guest call (one chunk of groups).
 	CallTimeout time.Duration
+	// BatchTimeout bounds one Process: its calls and the retries of groups alone after a call
+	// failed. When it is spent, the calls running are interrupted and the groups not run get
+	// an error wrapping ErrBatchTimeLimit. 0: no bound.
+	BatchTimeout time.Duration
 	// MaxResultBytes caps the result buffer of one guest call.
 	MaxResultBytes uint32
 	// Instances is the pool size: how many guest calls may run at once.
@@ -177,11 +181,19 @@ func (h *Host) setup(ctx context.Context) error {
 }
 
 // Process implements handler.Handler: it cuts the call into chunks and runs them on pooled
-// instances in parallel.
+// instances in parallel, all within the time budget Limits.BatchTimeout. It returns an error
+// only when ctx ends (wrapping ctx.Err(); the call running is interrupted) or the host is
+// unusable.
 func (h *Host) Process(ctx context.Context, call *handler.Call, results []handler.Result) error {
+	budget := ctx
+	if d := h.cfg.Limits.BatchTimeout; d > 0 {
+		var cancel context.CancelFunc
+		budget, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
 	chunks := h.chunks(call)
 	if len(chunks) == 1 {
-		return h.runChunk(ctx, call, chunks[0], results)
+		return h.runChunk(ctx, budget, call, chunks[0], results)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(chunks))
@@ -189,7 +201,7 @@ func (h *Host) Process(ctx context.Context, call *handler.Call, results []handle
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = h.runChunk(ctx, call, c, results)
+			errs[i] = h.runChunk(ctx, budget, call, c, results)
 		}()
 	}
 	wg.Wait()
@@ -230,34 +242,80 @@ func (h *Host) chunks(call *handler.Call) []span {
 }
 
 // runChunk runs one chunk on one instance. When the guest call fails as a whole (trap, time
-// limit, memory limit, malformed result), the instance is replaced and each group is retried
-// alone, so the failure is pinned on the groups that cause it and the others proceed.
-func (h *Host) runChunk(ctx context.Context, call *handler.Call, s span, results []handler.Result) error {
-	sub := &handler.Call{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: call.Groups[s.lo:s.hi]}
-	res := results[s.lo:s.hi]
-	err := h.callOnce(ctx, sub, res)
-	if err == nil || s.hi-s.lo == 1 {
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			handler.FailAll(res, err)
+// limit, memory limit, malformed result), the instance is replaced and the groups are retried
+// alone, so the failure is pinned on the groups that cause it and the others proceed. Once a
+// group's call alone exceeded the time limit (a group that loops, say), the groups after it
+// are called together again: a chunk with one looping key costs two call timeouts, not one per
+// group after it. All of it runs within budget (ctx with Limits.BatchTimeout): when it is
+// spent, the call running is interrupted and the groups not run fail, so a handler that loops
+// for every key costs the budget, not a call timeout per key.
+func (h *Host) runChunk(ctx, budget context.Context, call *handler.Call, s span, results []handler.Result) error {
+	groups, res := call.Groups[s.lo:s.hi], results[s.lo:s.hi]
+	var cause error // the last failed call's error, since which groups are retried
+	together := true
+	for lo := 0; lo < len(groups); {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
-		return nil
-	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	for i := range sub.Groups {
-		one := &handler.Call{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: sub.Groups[i : i+1]}
-		if err := h.callOnce(ctx, one, res[i:i+1]); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			res[i] = handler.Result{Err: err}
+		if budget.Err() != nil {
+			h.failUnrun(res[lo:], cause)
+			return nil
 		}
+		hi := lo + 1
+		if together {
+			hi = len(groups)
+		}
+		sub := &handler.Call{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: groups[lo:hi]}
+		err := h.callOnce(budget, sub, res[lo:hi])
+		switch {
+		case err == nil:
+			lo = hi
+			continue
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case budget.Err() != nil:
+			// The budget ran out during the call (or while it waited for an instance).
+			handler.FailAll(res[lo:hi], h.budgetError("the call was interrupted", cause))
+			h.failUnrun(res[hi:], cause)
+			return nil
+		}
+		cause = err
+		if hi-lo > 1 {
+			together = false // retry each group alone
+			continue
+		}
+		res[lo] = handler.Result{Err: err}
+		lo++
+		together = errors.Is(err, ErrTimeLimit)
 	}
 	return nil
+}
+
+// ErrBatchTimeLimit is wrapped by the error of a group whose call did not run, or did not
+// finish, within the time budget of its batch (Limits.BatchTimeout).
+var ErrBatchTimeLimit = errors.New("the batch's time budget was spent")
+
+// budgetError is the error of a group that the spent budget stopped: what happened to it, and
+// after which failure (nil: none).
+func (h *Host) budgetError(what string, cause error) error {
+	err := fmt.Errorf("%s: %w (limits.batch_timeout %s)", what, ErrBatchTimeLimit, h.cfg.Limits.BatchTimeout)
+	if cause != nil {
+		err = fmt.Errorf("%w, after a call failed: %v", err, cause)
+	}
+	return err
+}
+
+// failUnrun fails the groups of res that the spent budget left unrun: not retried after the
+// call they shared failed with cause, or not called at all (cause nil).
+func (h *Host) failUnrun(res []handler.Result, cause error) {
+	if len(res) == 0 {
+		return
+	}
+	what := "not called"
+	if cause != nil {
+		what = "not retried"
+	}
+	handler.FailAll(res, h.budgetError(what, cause))
 }
 
 // callOnce runs sub on a pooled instance. An error means the whole call failed and the
