@@ -122,10 +122,11 @@ func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*Batc
 // processing time and watermark, in chunks.
 func (e *Engine) finish(ctx context.Context, start time.Time) (*BatchReport, error) {
 	b := &e.batch
-	if err := b.resume(); err != nil {
+	err := b.resume()
+	defer b.end()
+	if err != nil {
 		return nil, err
 	}
-	defer b.end()
 	e.logger.Info("finishing a batch left open", "batch", b.id, "processing_time_ms", b.T, "watermark_ms", b.W)
 	more, err := b.addTimeouts()
 	if err != nil {
@@ -284,6 +285,7 @@ func (b *batch) resume() error {
 	b.from = o.Next
 	b.rep = BatchReport{BatchID: b.id}
 	b.groups, b.nData, b.vals = b.groups[:0], 0, b.vals[:0]
+	b.sb = e.ks.NewBatch(b.id)
 	err := e.ks.SkippedTimeouts(func(key []byte) error {
 		if b.skip == nil {
 			b.skip = map[string]struct{}{}
@@ -294,7 +296,6 @@ func (b *batch) resume() error {
 	if err != nil {
 		return fmt.Errorf("engine: reading the open batch: %w", err)
 	}
-	b.sb = e.ks.NewBatch(b.id)
 	return nil
 }
 

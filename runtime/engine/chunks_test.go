@@ -316,3 +316,42 @@ func TestChunkedBatchWaitsForDelivery(t *testing.T) {
 		t.Fatalf("the batch after: %+v", last)
 	}
 }
+
+// TestChunkedBatchFailsInALaterChunk: under on_error: fail, a call that fails in a later chunk
+// of a batch fails the batch from that chunk on: the chunks before it stay committed (each
+// commit is atomic, not the whole batch), the batch stays open with its input committed, and
+// the next RunBatch goes on from the failing chunk (and fails there again, committing
+// nothing, while the module fails).
+func TestChunkedBatchFailsInALaterChunk(t *testing.T) {
+	ctx := context.Background()
+	sink := newLog()
+	cfg := engine.Config{Spec: specFromYAML(t, chunkSpec+"on_error: fail\n"), Wasm: probeWasm(t), Store: openStore(t, ""), Sink: sink}
+	engine.SetChunkLimits(&cfg, 10, 1<<20)
+	eng, err := sharedRuntime(t).NewEngine(ctx, cfg)
+	require(t, err)
+	defer eng.Close(ctx)
+	var first []string
+	for i := range 30 {
+		v := `"v"`
+		if i == 20 {
+			v = `{"on_timeout":[{"fail":"late boom"}]}`
+		}
+		first = append(first, fmt.Sprintf(`{"k":"k%02d","ts":1,"ops":[{"update":%s},{"dur":100}]}`, i, v))
+	}
+	_, err = eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: 1000, Position: 1, Rows: rows(first...)})
+	require(t, err)
+	for attempt := range 2 {
+		_, err = eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: 5000 + int64(attempt), Position: 2, Rows: rows(`{"k":"n","ts":2,"ops":[{"emit":"n"}]}`)})
+		var kerr *engine.KeyError
+		if !errors.Is(err, engine.ErrKeyFailed) || !errors.As(err, &kerr) || kerr.Key != `"k20"` {
+			t.Fatalf("attempt %d: err = %v, want ErrKeyFailed for k20", attempt, err)
+		}
+		if p := eng.Progress(); !p.Open.Active || p.BatchID != 3 || p.Position != 2 || p.Open.ProcessingTimeMs != 5000 {
+			t.Fatalf("attempt %d: progress %+v; want batch 2 open after its first two chunks, its input committed", attempt, p)
+		}
+	}
+	// The first chunk held n's data call and 9 timeout calls, the second 10.
+	if out := sink.take(state.OutboxOutput); len(out) != 20 {
+		t.Fatalf("%d outputs, want n's and the 19 timeouts of the two committed chunks", len(out))
+	}
+}
