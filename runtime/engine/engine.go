@@ -270,7 +270,7 @@ func (r *Runtime) hostConfig(sp *spec.Spec, wasm []byte, logger *slog.Logger, in
 		Limits: host.Limits{
 			MemoryBytes:    uint64(sp.Limits.Memory),
 			CallTimeout:    sp.Limits.CallTimeout.Std(),
-			BatchTimeout:   sp.Limits.BatchTimeout.Std(),
+			RetryTimeout:   sp.Limits.RetryTimeout.Std(),
 			MaxResultBytes: uint32(min(uint64(sp.Limits.MaxOutputBytes), 1<<31)),
 			Instances:      instances,
 		},

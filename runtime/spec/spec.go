@@ -126,14 +126,17 @@ type LimitsSpec struct {
 	Memory ByteSize `yaml:"memory,omitempty" json:"memory,omitempty"`
 	// CallTimeout bounds one guest call. Default 5s.
 	CallTimeout Duration `yaml:"call_timeout,omitempty" json:"call_timeout,omitempty"`
-	// BatchTimeout bounds the guest calls of one commit of a batch: its calls, and the calls
-	// that retry keys alone after a call failed. When it is spent, the calls running are
-	// interrupted and the keys not yet run fail (under on_error: dead_letter their rows are
-	// dead-lettered, reason handler_error, saying so), so a handler that loops for every key
-	// stalls a batch for this long at most, not for every key's call_timeout. Default
-	// [DefaultBatchTimeoutCalls] (12) times CallTimeout, 1m with its default; at least
-	// CallTimeout.
-	BatchTimeout Duration `yaml:"batch_timeout,omitempty" json:"batch_timeout,omitempty"`
+	// RetryTimeout bounds the retries of one commit of a batch. When a guest call fails as a
+	// whole (a trap, the call time limit), its keys are retried, alone, to find those that
+	// cause it; from that first failure on, the retries of every call of the commit must end
+	// within RetryTimeout. When it is spent, the retry running is interrupted and the keys
+	// not yet retried fail (under on_error: dead_letter their rows are dead-lettered with
+	// reason handler_error, saying they were not retried). Calls that do not fail are bounded
+	// by CallTimeout alone, so a slow but healthy batch is never cut short, while a handler
+	// that loops for every key costs a commit its first calls' CallTimeout and this, not a
+	// CallTimeout for every key. Default [DefaultRetryTimeoutCalls] (12) times CallTimeout, 1m
+	// with its default; at least CallTimeout.
+	RetryTimeout Duration `yaml:"retry_timeout,omitempty" json:"retry_timeout,omitempty"`
 	// MaxOutputBytes caps what one guest call may return. Default 64MiB.
 	MaxOutputBytes ByteSize `yaml:"max_output_bytes,omitempty" json:"max_output_bytes,omitempty"`
 	// MaxRowBytes caps one input row; larger rows are dead-lettered. Default 1MiB.
@@ -162,11 +165,12 @@ const (
 	DefaultMaxBytes        = 16 << 20
 	DefaultMemory          = 256 << 20
 	DefaultCallTimeout     = 5 * time.Second
-	// DefaultBatchTimeoutCalls is limits.batch_timeout's default in call timeouts: room for a
-	// chunk's call that timed out, the retries alone that pin the keys causing it (each
-	// looping key costs its own call timeout) and the chunk's real work, a minute with the
+	// DefaultRetryTimeoutCalls is limits.retry_timeout's default in call timeouts. Pinning a
+	// looping key costs a call timeout for its own call, and one more for each further
+	// looping key of the same call (the call of the keys after it fails again), so 12 pin
+	// about six in one commit, with room for the retries that succeed: a minute with the
 	// default call_timeout.
-	DefaultBatchTimeoutCalls = 12
+	DefaultRetryTimeoutCalls = 12
 	DefaultMaxOutputBytes    = 64 << 20
 	DefaultMaxRowBytes       = 1 << 20
 	// DefaultStreamMaxAge is how long the streams groupstate creates (input, output,
@@ -280,8 +284,8 @@ func (s *Spec) EnsureDefaults() {
 	if l.CallTimeout == 0 {
 		l.CallTimeout = Duration(DefaultCallTimeout)
 	}
-	if l.BatchTimeout == 0 {
-		l.BatchTimeout = DefaultBatchTimeoutCalls * l.CallTimeout
+	if l.RetryTimeout == 0 {
+		l.RetryTimeout = DefaultRetryTimeoutCalls * l.CallTimeout
 	}
 	if l.MaxOutputBytes == 0 {
 		l.MaxOutputBytes = DefaultMaxOutputBytes
@@ -361,8 +365,8 @@ func (s *Spec) validate(decodeProblem string) error {
 	if s.Trigger.MaxBytes > MaxTriggerBytes {
 		add("trigger.max_bytes %d is above the limit of %d bytes (256 MiB) a batch", s.Trigger.MaxBytes, MaxTriggerBytes)
 	}
-	if s.Limits.BatchTimeout < s.Limits.CallTimeout {
-		add("limits.batch_timeout %s must be at least limits.call_timeout %s", s.Limits.BatchTimeout.Std(), s.Limits.CallTimeout.Std())
+	if s.Limits.RetryTimeout < s.Limits.CallTimeout {
+		add("limits.retry_timeout %s must be at least limits.call_timeout %s (a retry may take that long)", s.Limits.RetryTimeout.Std(), s.Limits.CallTimeout.Std())
 	}
 	if s.Limits.Instances < 0 {
 		add("limits.instances must not be negative")

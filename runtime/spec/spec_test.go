@@ -38,7 +38,7 @@ output:
 		t.Fatalf("trigger defaults: %+v", s.Trigger)
 	}
 	if s.Limits.Memory != spec.DefaultMemory || s.Limits.CallTimeout.Std() != spec.DefaultCallTimeout || s.Limits.MaxRowBytes != spec.DefaultMaxRowBytes ||
-		s.Limits.BatchTimeout.Std() != time.Minute {
+		s.Limits.RetryTimeout.Std() != time.Minute {
 		t.Fatalf("limit defaults: %+v", s.Limits)
 	}
 	if string(s.ConfigJSON()) != "{}" {
@@ -46,15 +46,15 @@ output:
 	}
 }
 
-// TestBatchTimeoutDefault: limits.batch_timeout defaults to a multiple of call_timeout.
-func TestBatchTimeoutDefault(t *testing.T) {
+// TestRetryTimeoutDefault: limits.retry_timeout defaults to a multiple of call_timeout.
+func TestRetryTimeoutDefault(t *testing.T) {
 	s := specFromYAML(t, "name: a\nkey: {field: k}\nlimits: {call_timeout: 300ms}\n")
-	if got := s.Limits.BatchTimeout.Std(); got != spec.DefaultBatchTimeoutCalls*300*time.Millisecond {
-		t.Fatalf("batch_timeout %s, want %d x call_timeout", got, spec.DefaultBatchTimeoutCalls)
+	if got := s.Limits.RetryTimeout.Std(); got != spec.DefaultRetryTimeoutCalls*300*time.Millisecond {
+		t.Fatalf("retry_timeout %s, want %d x call_timeout", got, spec.DefaultRetryTimeoutCalls)
 	}
-	s = specFromYAML(t, "name: a\nkey: {field: k}\nlimits: {call_timeout: 300ms, batch_timeout: 300ms}\n")
-	if got := s.Limits.BatchTimeout.Std(); got != 300*time.Millisecond {
-		t.Fatalf("batch_timeout %s, want 300ms as set", got)
+	s = specFromYAML(t, "name: a\nkey: {field: k}\nlimits: {call_timeout: 300ms, retry_timeout: 300ms}\n")
+	if got := s.Limits.RetryTimeout.Std(); got != 300*time.Millisecond {
+		t.Fatalf("retry_timeout %s, want 300ms as set", got)
 	}
 }
 
@@ -112,7 +112,7 @@ func TestParseSpecErrors(t *testing.T) {
 		{base + "trigger: {max_bytes: 257MiB}\n", "trigger.max_bytes 269484032 is above the limit of 268435456 bytes (256 MiB) a batch"},
 		{base + "trigger: {max_bytes: lots}\n", `"lots" is not a size`},
 		{base + "limits: {instances: 65}\n", "limits.instances 65 is above the limit of 64"},
-		{base + "limits: {call_timeout: 2s, batch_timeout: 1s}\n", "limits.batch_timeout 1s must be at least limits.call_timeout 2s"},
+		{base + "limits: {call_timeout: 2s, retry_timeout: 1s}\n", "limits.retry_timeout 1s must be at least limits.call_timeout 2s"},
 		{base + "event_time: {field: ts, watermark_delay: 1s, max_ahead: -1h}\n", "a duration cannot be negative"},
 		{"name: [\n", "invalid deployment spec"},
 	}
