@@ -68,11 +68,11 @@ func TestLoopingHandlerBudget(t *testing.T) {
 // call alone, and once its own call timed out the keys after it are called together again:
 // every other key of the call gets its result. The retries have their budget to themselves:
 // it starts when the first call failed, so the call timeout that call took does not shorten
-// it (with call_timeout 1s and retry_timeout 1.6s, the retries need a little more than 1s;
+// it (with call_timeout 1s and retry_timeout 1.8s, the retries need a little more than 1s;
 // counted from the start of the batch, the budget would end before the looping key's own call
 // timed out, and the keys after it would not be retried).
 func TestOneLoopingKeyAmongMany(t *testing.T) {
-	sp := specFromYAML(t, strings.Replace(budgetSpec, "call_timeout: 100ms, retry_timeout: 600ms", "call_timeout: 1s, retry_timeout: 1600ms", 1))
+	sp := specFromYAML(t, strings.Replace(budgetSpec, "call_timeout: 100ms, retry_timeout: 600ms", "call_timeout: 1s, retry_timeout: 1800ms", 1))
 	sink := &collector{}
 	eng := newEngine(t, sp, probeWasm(t), nil, sink)
 	var in []string
