@@ -28,6 +28,7 @@ type Batch struct {
 	hasProgress bool
 	watermarkMs int64
 	position    uint64
+	open        OpenBatch // SetOpen's
 
 	seq uint32
 
@@ -154,6 +155,27 @@ func (b *Batch) SetProgress(watermarkMs int64, position uint64) {
 	b.position = position
 }
 
+// SetOpen marks the batch as a chunk of the micro-batch open, which has
+// chunks left: after the commit, Progress.Open is open (open.Active is set
+// for the caller). A commit without SetOpen closes the open batch, if any:
+// Progress.Open is zero and the keys of SkipTimeout are forgotten.
+func (b *Batch) SetOpen(open OpenBatch) {
+	open.Active = true
+	b.open = open
+}
+
+// SkipTimeout records that the open batch must not call key's timeout, even
+// if it is expired (as for a key that got rows in the batch, whose call
+// failed and left its timeout as it was). Deployment.SkippedTimeouts lists
+// these keys until the commit that closes the batch. key is copied.
+func (b *Batch) SkipTimeout(key []byte) {
+	if b.pb == nil {
+		return
+	}
+	b.scratch = skipKey(b.scratch[:0], b.d.prefix, key)
+	_ = b.pb.Set(b.scratch, nil, nil)
+}
+
 // AppendOutbox adds an outbox entry and returns its id (the batch id and a
 // sequence number 0, 1, 2, ... in call order). e.ID is ignored; e's slices
 // and strings are copied.
@@ -207,6 +229,12 @@ func (b *Batch) Commit() (Progress, error) {
 	if b.hasProgress {
 		next.WatermarkMs, next.Position = b.watermarkMs, b.position
 	}
+	next.Open = b.open
+	if prev.Open.Active && !next.Open.Active {
+		if err := b.clearSkips(); err != nil {
+			return Progress{}, err
+		}
+	}
 	if next.Keys < 0 || next.TimerKeys < 0 {
 		d.s.opts.Logger.Warn("state: key counters went negative (inconsistent prev entries); clamping to 0",
 			"deployment", d.name, "batch", b.id, "keys", next.Keys, "timer_keys", next.TimerKeys)
@@ -231,6 +259,25 @@ func (b *Batch) Commit() (Progress, error) {
 		return Progress{}, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
 	}
 	return next, nil
+}
+
+// clearSkips deletes the keys of SkipTimeout, as the batch closes the open
+// batch. They are few (keys that got rows in that batch) and point
+// deletions, not a range deletion (see AckOutbox for why).
+func (b *Batch) clearSkips() error {
+	lower := sectionKey(nil, b.d.prefix, sectionSkip)
+	iter, err := b.d.s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return err
+	}
+	for ok := iter.First(); ok; ok = iter.Next() {
+		_ = b.pb.Delete(iter.Key(), nil)
+	}
+	err = iter.Error()
+	if cerr := iter.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // Close discards the batch. It is safe to call more than once and after

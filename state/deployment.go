@@ -1,8 +1,10 @@
 package state
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"math"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -107,23 +109,62 @@ func (d *Deployment) GetAppend(dst, key []byte) (e Entry, found bool, buf []byte
 // fn stops the scan and is returned. The scan reads a snapshot taken when
 // Expired starts.
 func (d *Deployment) Expired(before int64, fn func(key []byte, timeoutMs int64) error) error {
+	return d.ExpiredFrom(TimerPos{TimeoutMs: math.MinInt64}, before, fn)
+}
+
+// ExpiredFrom is Expired for the timers at or after from in the index order
+// (timeout, then key bytes): a scan that goes on where an earlier one
+// stopped (see TimerAfter) skips what is before from, deleted timers
+// included, rather than stepping over them again.
+func (d *Deployment) ExpiredFrom(from TimerPos, before int64, fn func(key []byte, timeoutMs int64) error) error {
 	if err := d.acquire(); err != nil {
 		return err
 	}
 	defer d.s.release()
-	lower := sectionKey(nil, d.prefix, sectionTimer)
-	upper := timerKey(nil, d.prefix, before, nil)
+	// One buffer for both bounds: lower (which begins with the section) and upper.
+	n := len(d.prefix) + 1 + 8
+	buf := make([]byte, 0, 2*n+len(from.Key))
+	buf = timerKey(buf, d.prefix, from.TimeoutMs, nil)
+	buf = append(buf, from.Key...)
+	lower := buf[:len(buf):len(buf)]
+	upper := timerKey(buf[len(buf):], d.prefix, before, nil)
+	section := lower[:len(d.prefix)+1]
+	if bytes.Compare(lower, upper) >= 0 {
+		return nil
+	}
 	iter, err := d.s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 	if err != nil {
 		return err
 	}
 	defer iter.Close()
 	for ok := iter.First(); ok; ok = iter.Next() {
-		ts, key, ok := parseTimerKey(iter.Key()[len(lower):])
+		ts, key, ok := parseTimerKey(iter.Key()[len(section):])
 		if !ok {
 			return fmt.Errorf("%w: timer key %q", ErrCorrupt, iter.Key())
 		}
 		if err := fn(key, ts); err != nil {
+			return err
+		}
+	}
+	return iter.Error()
+}
+
+// SkippedTimeouts calls fn for each key of Batch.SkipTimeout of the open
+// batch, in key order (none when no batch is open). fn's key is only valid
+// during the call. An error from fn stops the scan and is returned.
+func (d *Deployment) SkippedTimeouts(fn func(key []byte) error) error {
+	if err := d.acquire(); err != nil {
+		return err
+	}
+	defer d.s.release()
+	lower := sectionKey(nil, d.prefix, sectionSkip)
+	iter, err := d.s.db.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: prefixEnd(lower)})
+	if err != nil {
+		return err
+	}
+	defer iter.Close()
+	for ok := iter.First(); ok; ok = iter.Next() {
+		if err := fn(iter.Key()[len(lower):]); err != nil {
 			return err
 		}
 	}

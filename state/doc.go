@@ -40,13 +40,19 @@
 //	P 't' u64(timeout ^ 1<<63) key             -> empty (timer index)
 //	P 'm'                                      -> progress record
 //	P 'o' u64(batch id) u32(seq)               -> outbox entry
+//	P 's' key                                  -> empty (a key the open batch must not time out)
 //
 // Entry flags: bit 0 = has value, bit 1 = has timeout. The timer index
 // stores the timeout with its sign bit flipped, so negative timestamps sort
 // before positive ones and ties are ordered by key bytes.
 //
 // The progress record is u8 version (1) | u64 batch id | i64 watermark |
-// u64 position | i64 keys | i64 timer keys.
+// u64 position | i64 keys | i64 timer keys. While a micro-batch committed in
+// chunks is open (Progress.Open) it is version 2: version 1's fields (after
+// the version byte 2), then i64 processing time | i64 next watermark | i64
+// timeout and uvarint len(key) key of the timer-index position where the
+// batch goes on. Without an open batch it is written in version 1, so a
+// runtime that predates open batches reads it.
 //
 // An outbox entry (the value; its id is the key) is
 //

@@ -13,6 +13,7 @@ const (
 	sectionTimer    = 't'
 	sectionProgress = 'm'
 	sectionOutbox   = 'o'
+	sectionSkip     = 's' // keys the open batch must not time out (Batch.SkipTimeout)
 
 	maxNameLen = 255
 )
@@ -68,6 +69,11 @@ func sectionKey(dst, prefix []byte, section byte) []byte {
 // valueKey appends prefix 'v' key to dst.
 func valueKey(dst, prefix, key []byte) []byte {
 	return append(sectionKey(dst, prefix, sectionValue), key...)
+}
+
+// skipKey appends prefix 's' key to dst.
+func skipKey(dst, prefix, key []byte) []byte {
+	return append(sectionKey(dst, prefix, sectionSkip), key...)
 }
 
 // timerBits maps a timestamp to a uint64 whose unsigned order is the

@@ -209,9 +209,11 @@ func (d *Deployment) Outbox(fn func(OutboxEntry) error) error {
 }
 
 // AckOutbox deletes every outbox entry with an id <= upTo, once they have
-// been delivered. It is not synced: after a crash some acknowledged entries
-// may reappear and be delivered again (which deterministic message ids make
-// harmless).
+// been delivered. It is not synced: after a power loss acknowledged entries
+// may reappear and be delivered again, which deterministic message ids make
+// harmless within the outputs' duplicate window. The next synced Commit makes
+// it durable; when none follows soon (the deployment goes idle or stops), call
+// SyncAcks.
 //
 // Entries are deleted one by one, starting where the previous AckOutbox of
 // the deployment ended (the store remembers it). Not with a range deletion:
@@ -315,4 +317,18 @@ func (s *Store) setOutboxFloor(deployment string, key []byte) {
 		s.floors = map[string][]byte{}
 	}
 	s.floors[deployment] = key
+}
+
+// SyncAcks makes the acknowledgements made so far durable: it syncs the store's log, which
+// holds them (and every other write before it, of any deployment). AckOutbox does not sync,
+// and needs no SyncAcks when a synced Commit follows it (the log is sequential, so the
+// commit's sync covers the acknowledgement too); call it after the last acknowledgement
+// before a deployment goes idle or stops, so that a power loss cannot bring acknowledged
+// entries back after the outputs' duplicate window has passed.
+func (d *Deployment) SyncAcks() error {
+	if err := d.acquireWrite(); err != nil {
+		return err
+	}
+	defer d.s.release()
+	return d.s.write(func() error { return d.s.db.LogData(nil, pebble.Sync) })
 }

@@ -6,11 +6,12 @@ import (
 )
 
 // Progress is a deployment's committed progress, written by every
-// Batch.Commit.
+// Batch.Commit. It is comparable with ==.
 type Progress struct {
 	// BatchID is the id of the last committed batch; 0 means none yet.
 	BatchID uint64
-	// WatermarkMs is the event-time watermark after that batch.
+	// WatermarkMs is the event-time watermark after that batch. While a
+	// batch is open (Open.Active), it is the watermark that batch runs at.
 	WatermarkMs int64
 	// Position is the input position included (for example the last
 	// JetStream stream sequence).
@@ -21,32 +22,103 @@ type Progress struct {
 	// TimerKeys is the number of keys with a timeout, maintained by
 	// Batch.Set.
 	TimerKeys int64
+	// Open is the micro-batch in progress, when one is committed in several
+	// chunks and chunks are left (see OpenBatch); zero otherwise.
+	Open OpenBatch
 }
 
+// OpenBatch is a micro-batch that commits in chunks (as when more timeouts
+// expire than one commit may carry), of which the last is not committed
+// yet: a batch after a crash between its chunks goes on from here, with the
+// same processing time and watermark. Batch.SetOpen records it; a commit
+// without SetOpen closes it.
+type OpenBatch struct {
+	// Active is set while a batch is open; the other fields are zero
+	// otherwise.
+	Active bool
+	// ProcessingTimeMs is the batch's processing time.
+	ProcessingTimeMs int64
+	// NextWatermarkMs is the watermark to commit when the batch closes
+	// (Progress.WatermarkMs is the one it runs at until then).
+	NextWatermarkMs int64
+	// Next is where in the timer index the batch's remaining timeouts start:
+	// the timers before it were handled by its committed chunks.
+	Next TimerPos
+}
+
+// TimerPos is a position in a deployment's timer index, which is ordered by
+// timeout and then by key bytes. A TimerPos{TimeoutMs: math.MinInt64} is
+// before every timer.
+type TimerPos struct {
+	TimeoutMs int64
+	Key       string
+}
+
+// TimerAfter returns the position right after the timer of key at
+// timeoutMs: that of key + "\x00", the smallest key after key.
+func TimerAfter(timeoutMs int64, key []byte) TimerPos {
+	return TimerPos{TimeoutMs: timeoutMs, Key: string(append(key[:len(key):len(key)], 0))}
+}
+
+// The progress record is version 1 without an open batch (as written before
+// open batches existed, so an older runtime still reads it) and version 2
+// with one: version 1's fields, then the open batch.
 const (
-	progressVersion = 1
-	progressLen     = 1 + 8*5
+	progressVersion1 = 1
+	progressVersion2 = 2
+	progressLen      = 1 + 8*5 // version 1
+	progressOpenLen  = 8 * 3   // the fixed part version 2 adds; the key follows
 )
 
 func appendProgress(dst []byte, p Progress) []byte {
-	dst = append(dst, progressVersion)
+	v := byte(progressVersion1)
+	if p.Open.Active {
+		v = progressVersion2
+	}
+	dst = append(dst, v)
 	dst = binary.BigEndian.AppendUint64(dst, p.BatchID)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(p.WatermarkMs))
 	dst = binary.BigEndian.AppendUint64(dst, p.Position)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(p.Keys))
-	return binary.BigEndian.AppendUint64(dst, uint64(p.TimerKeys))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(p.TimerKeys))
+	if !p.Open.Active {
+		return dst
+	}
+	o := p.Open
+	dst = binary.BigEndian.AppendUint64(dst, uint64(o.ProcessingTimeMs))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(o.NextWatermarkMs))
+	dst = binary.BigEndian.AppendUint64(dst, uint64(o.Next.TimeoutMs))
+	dst = binary.AppendUvarint(dst, uint64(len(o.Next.Key)))
+	return append(dst, o.Next.Key...)
 }
 
 func decodeProgress(b []byte) (Progress, error) {
-	if len(b) != progressLen || b[0] != progressVersion {
-		return Progress{}, fmt.Errorf("%w: progress record of %d bytes", ErrCorrupt, len(b))
+	corrupt := fmt.Errorf("%w: progress record of %d bytes", ErrCorrupt, len(b))
+	if len(b) < progressLen || (b[0] != progressVersion1 && b[0] != progressVersion2) ||
+		(b[0] == progressVersion1 && len(b) != progressLen) {
+		return Progress{}, corrupt
 	}
 	u := func(i int) uint64 { return binary.BigEndian.Uint64(b[1+8*i:]) }
-	return Progress{
+	p := Progress{
 		BatchID:     u(0),
 		WatermarkMs: int64(u(1)),
 		Position:    u(2),
 		Keys:        int64(u(3)),
 		TimerKeys:   int64(u(4)),
-	}, nil
+	}
+	if b[0] == progressVersion1 {
+		return p, nil
+	}
+	if len(b) < progressLen+progressOpenLen {
+		return Progress{}, corrupt
+	}
+	p.Open = OpenBatch{Active: true, ProcessingTimeMs: int64(u(5)), NextWatermarkMs: int64(u(6))}
+	p.Open.Next.TimeoutMs = int64(u(7))
+	rest := b[progressLen+progressOpenLen:]
+	n, w := binary.Uvarint(rest)
+	if w <= 0 || n != uint64(len(rest)-w) {
+		return Progress{}, corrupt
+	}
+	p.Open.Next.Key = string(rest[w:])
+	return p, nil
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/maphash"
+	"math"
 	"time"
 
 	"github.com/groupstate/groupstate/abi"
@@ -22,18 +23,39 @@ import (
 // got no rows, and commits state, timers, watermark, position and outbox in one synced Pebble
 // batch. Then it hands the batch's outbox to the sink: a plain [Sink] gets Deliver, a
 // [PipelinedSink] only Start, and the next RunBatch (or Close) awaits that delivery after its
-// own commit. ctx bounds the handler's calls and the deliveries.
+// own commit. ctx bounds the handler's calls and the deliveries; when it is canceled, the
+// guest call running is interrupted and RunBatch returns an error wrapping ctx.Err().
+//
+// A batch in which more timeouts expired than one commit carries ([TimeoutChunkKeys] keys,
+// [TimeoutChunkBytes] bytes of keys and states) commits in chunks, each with its outputs (and
+// its own batch id): the first has the data calls, the input position and the first timeout
+// calls; each later one the next timeout calls, found again in the timer index, which the
+// committed chunks moved them out of (every call starts with no timeout, and a timeout it sets
+// does not expire in the same batch). The batch stays open in the store (Progress().Open)
+// until its last chunk committed its watermark; all chunks run at its processing time and
+// watermark, so its outputs are those of one batch, and the report covers them all. A batch
+// left open (by a crash, an error or a failed delivery between its chunks) is finished by the
+// next RunBatch, of this engine or of the next one on the store, before it runs its own input
+// (BatchReport.Resumed).
 //
 // The batch runs at the watermark of the last commit; the watermark it computes from its
 // rows' event times takes effect when it commits (docs/semantics.md, "A micro-batch":
 // Watermark). On error nothing of the batch is committed and the engine is as before the
-// call, watermark included, so the same input may be run again. A failed delivery after the
-// commit is not an error of the batch: the entries stay in the outbox, and the next RunBatch
-// delivers them before anything else, failing with [ErrDeliveryPending] (and running no
-// batch) while it cannot.
+// call, watermark included, so the same input may be run again; except when the error came
+// after a batch's first chunk committed: then Progress().Open is set and the input is
+// committed (Progress().Position), and the next RunBatch finishes the batch, so do not run
+// those rows again. A failed delivery after a commit is not an error of the batch: the entries
+// stay in the outbox, and the next RunBatch delivers them before anything else, failing with
+// [ErrDeliveryPending] (and running no batch) while it cannot; a chunked batch then stops
+// after that chunk (BatchReport.Open) and its next chunks wait. Input over the spec's
+// trigger.max_rows or trigger.max_bytes (but a single row) is refused with
+// [ErrInputTooLarge].
 func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, error) {
 	if e.closed {
 		return nil, ErrEngineClosed
+	}
+	if err := e.checkInput(in); err != nil {
+		return nil, err
 	}
 	start := time.Now()
 	if err := e.deliverPending(ctx); err != nil {
@@ -41,24 +63,51 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 		// out, which keeps outputs in order and holds input back (it stays in the stream).
 		return nil, fmt.Errorf("%w: %w", ErrDeliveryPending, err)
 	}
+	var resumed *BatchReport
+	if e.progress.Open.Active {
+		rep, err := e.finish(ctx, start)
+		if err != nil {
+			return nil, err
+		}
+		if rep.Open {
+			return nil, fmt.Errorf("%w: batch %d (open) stopped after a failed delivery", ErrDeliveryPending, rep.BatchID)
+		}
+		resumed, start = rep, time.Now()
+	}
+	rep, err := e.run(ctx, in, start)
+	if err != nil {
+		return nil, err
+	}
+	rep.Resumed = resumed
+	return rep, nil
+}
+
+// run runs in as a new batch.
+func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*BatchReport, error) {
 	b := &e.batch
 	b.begin(in)
 	defer b.end()
 
 	b.groupRows(in.Rows)
+	b.nextW = timeouts.NextWatermark(b.W, b.maxEvt, e.delayMs)
 	if err := b.addData(); err != nil {
 		return nil, err
 	}
-	if err := b.addTimeouts(); err != nil {
+	more, err := b.addTimeouts()
+	if err != nil {
 		return nil, err
 	}
 	if len(in.Rows) == 0 && len(b.groups) == 0 && (in.Position == 0 || in.Position == e.progress.Position) {
 		// A no-data batch with no timeout to fire changes nothing: skip the commit, so an idle
 		// deployment does not sync Pebble every trigger interval. The last batch's delivery
-		// finishes here, so an idle deployment's outbox empties.
+		// finishes here, so an idle deployment's outbox empties, and its acknowledgement is
+		// synced (once: later skipped batches have nothing to sync).
 		if err := e.finishInflight(ctx); err != nil {
 			e.pending = true
 			e.logger.Warn("outbox delivery failed; will retry before the next batch", "err", err)
+		}
+		if err := e.syncAcks(); err != nil {
+			return nil, err
 		}
 		b.rep.BatchID, b.rep.Skipped = e.progress.BatchID, true
 		b.rep.WatermarkMs = e.progress.WatermarkMs
@@ -66,28 +115,95 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 		rep := b.rep
 		return &rep, nil
 	}
-	if err := b.call(ctx); err != nil {
-		return nil, err
-	}
-	p, err := b.commit(in.Position)
+	return b.runChunks(ctx, in.Position, more, start)
+}
+
+// finish runs the rest of the open batch (Progress().Open): its timeout calls left, at its
+// processing time and watermark, in chunks.
+func (e *Engine) finish(ctx context.Context, start time.Time) (*BatchReport, error) {
+	b := &e.batch
+	err := b.resume()
+	defer b.end()
 	if err != nil {
 		return nil, err
 	}
-	// Only now does the engine move on: its progress, and with it the watermark the next
-	// batch runs at, is what the commit wrote. A batch that failed before this point
-	// changed nothing of the engine, so there is nothing to roll back.
-	e.progress = p
-	b.rep.WatermarkMs = p.WatermarkMs
-	b.rep.WatermarkAdvanced = p.WatermarkMs > b.W
-	b.rep.NeedsNoDataBatch = b.rep.WatermarkAdvanced && e.rules.Mode == timeouts.EventTime
-	if err := e.deliverCommitted(ctx, b.outbox); err != nil {
-		// Committed: the entries stay in the outbox and go out before the next batch runs.
-		e.pending = true
-		e.logger.Warn("outbox delivery failed; will retry before the next batch", "batch", b.id, "err", err)
+	e.logger.Info("finishing a batch left open", "batch", b.id, "processing_time_ms", b.T, "watermark_ms", b.W)
+	more, err := b.addTimeouts()
+	if err != nil {
+		return nil, err
 	}
+	return b.runChunks(ctx, 0, more, start)
+}
+
+// runChunks calls the handler on the batch's groups and commits them, then, while more
+// timeouts are left (more), the next chunk's. position is the first chunk's input position.
+func (b *batch) runChunks(ctx context.Context, position uint64, more bool, start time.Time) (*BatchReport, error) {
+	e := b.e
+	for {
+		if err := b.call(ctx); err != nil {
+			return nil, err
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, fmt.Errorf("engine: batch %d: %w", b.id, err)
+		}
+		p, err := b.commit(position, more)
+		if err != nil {
+			return nil, err
+		}
+		// Only now does the engine move on: its progress, and with it the watermark the next
+		// batch runs at, is what the commit wrote. A batch that failed before this point
+		// changed nothing of the engine, so there is nothing to roll back.
+		e.progress = p
+		e.acksUnsynced = false // the commit synced the log, acknowledgements before it included
+		b.rep.BatchID = p.BatchID
+		b.rep.Commits++
+		delivered := true
+		if err := e.deliverCommitted(ctx, b.outbox); err != nil {
+			// Committed: the entries stay in the outbox and go out before the next batch runs.
+			e.pending, delivered = true, false
+			e.logger.Warn("outbox delivery failed; will retry before the next batch", "batch", b.id, "err", err)
+		}
+		if !more {
+			break
+		}
+		if !delivered {
+			// The next chunks wait for the outbox to be delivered (the next RunBatch), so that
+			// outputs stay in order and the outbox does not grow with the rest of the batch.
+			b.rep.Open = true
+			break
+		}
+		b.next()
+		if more, err = b.addTimeouts(); err != nil {
+			return nil, err
+		}
+	}
+	b.rep.WatermarkMs = e.progress.WatermarkMs
+	b.rep.WatermarkAdvanced = e.progress.WatermarkMs > b.W
+	b.rep.NeedsNoDataBatch = b.rep.WatermarkAdvanced && e.rules.Mode == timeouts.EventTime
 	b.rep.Duration = time.Since(start)
 	rep := b.rep
 	return &rep, nil
+}
+
+// checkInput refuses input over trigger.max_rows or trigger.max_bytes (a single row may be
+// larger: no row is too large to be taken, and one over limits.max_row_bytes is
+// dead-lettered).
+func (e *Engine) checkInput(in BatchInput) error {
+	t := e.spec.Trigger
+	if len(in.Rows) > t.MaxRows {
+		return fmt.Errorf("%w: %d rows, trigger.max_rows is %d", ErrInputTooLarge, len(in.Rows), t.MaxRows)
+	}
+	if len(in.Rows) < 2 {
+		return nil
+	}
+	var n uint64
+	for i := range in.Rows {
+		n += uint64(len(in.Rows[i].Data))
+	}
+	if n > uint64(t.MaxBytes) {
+		return fmt.Errorf("%w: %d bytes in %d rows, trigger.max_bytes is %d", ErrInputTooLarge, n, len(in.Rows), t.MaxBytes)
+	}
+	return nil
 }
 
 // batch is the engine's micro-batch: the work of the RunBatch in progress and the working
@@ -99,15 +215,28 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 type batch struct {
 	e *Engine
 
-	// Of the batch in progress (set by begin):
-	T, W   int64 // processing time and watermark (docs/semantics.md, "A micro-batch")
-	id     uint64
-	maxEvt int64 // largest event time read, late rows included; timeouts.NoEventTime if none
-	sb     *state.Batch
-	rep    BatchReport
-	in     []Row
-	nData  int    // groups[:nData] are the data groups, the rest timeout calls
-	keys   []byte // the batch's group keys (Group.Key and outbox keys point into it)
+	// Of the batch in progress (set by begin or resume):
+	T, W     int64 // processing time and watermark (docs/semantics.md, "A micro-batch")
+	bound    int64 // timeouts before it expire (timeouts.Rules.ExpiryBound), if hasBound
+	hasBound bool
+	nextW    int64 // the watermark the batch commits when it closes
+	maxEvt   int64 // largest event time read, late rows included; timeouts.NoEventTime if none
+	rep      BatchReport
+	// from is where in the timer index the next chunk's timeout calls start; skip holds the
+	// keys that got rows in the batch and whose failed call left an expired timeout, which
+	// must not be timed out in it (nil when none); newSkips those of this chunk.
+	from     state.TimerPos
+	skip     map[string]struct{}
+	newSkips [][]byte
+	scan     chunkScan
+	takeFn   func(key []byte, ts int64) error // b.take
+
+	// Of the chunk in progress (the whole batch, unless it commits in chunks):
+	id    uint64 // its batch id in the store
+	sb    *state.Batch
+	in    []Row
+	nData int    // groups[:nData] are the data groups, the rest timeout calls
+	keys  []byte // the chunk's group keys (Group.Key and outbox keys point into it)
 	// outbox is the batch's outbox entries, recorded once, here. They copy nothing: their
 	// slices point into keys, the handler's results and the input rows. commit has the
 	// state batch encode them into the Pebble batch (the one copy, which is what commits),
@@ -136,15 +265,60 @@ type batch struct {
 func (b *batch) begin(in BatchInput) {
 	e := b.e
 	b.T, b.W = in.ProcessingTimeMs, max(e.progress.WatermarkMs, 0) // a watermark is never below 0
+	b.bound, b.hasBound = e.rules.ExpiryBound(b.T, b.W)
 	b.id = e.progress.BatchID + 1
 	b.maxEvt = timeouts.NoEventTime
+	b.from = state.TimerPos{TimeoutMs: math.MinInt64}
 	b.rep = BatchReport{BatchID: b.id, RowsIn: len(in.Rows)}
 	b.sb = e.ks.NewBatch(b.id)
+}
+
+// resume starts the next chunk of the open batch (Progress().Open), with its processing time,
+// watermark and the keys it must not time out.
+func (b *batch) resume() error {
+	e := b.e
+	o := e.progress.Open
+	b.T, b.W, b.nextW = o.ProcessingTimeMs, max(e.progress.WatermarkMs, 0), o.NextWatermarkMs
+	b.bound, b.hasBound = e.rules.ExpiryBound(b.T, b.W)
+	b.id = e.progress.BatchID + 1
+	b.maxEvt = timeouts.NoEventTime
+	b.from = o.Next
+	b.rep = BatchReport{BatchID: b.id}
+	b.groups, b.nData, b.vals = b.groups[:0], 0, b.vals[:0]
+	b.sb = e.ks.NewBatch(b.id)
+	err := e.ks.SkippedTimeouts(func(key []byte) error {
+		if b.skip == nil {
+			b.skip = map[string]struct{}{}
+		}
+		b.skip[string(key)] = struct{}{}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("engine: reading the open batch: %w", err)
+	}
+	return nil
+}
+
+// next starts the batch's next chunk, after the previous one committed.
+func (b *batch) next() {
+	b.release()
+	b.id++
+	b.sb = b.e.ks.NewBatch(b.id)
+	b.groups, b.nData, b.vals = b.groups[:0], 0, b.vals[:0]
 }
 
 // end releases the batch: it closes the state batch and drops the references the reused
 // buffers hold, so that no row, state or result is kept alive after RunBatch returns.
 func (b *batch) end() {
+	b.release()
+	b.rep = BatchReport{}
+	b.skip, b.newSkips = nil, nil
+}
+
+// release ends the chunk in progress: it closes its state batch and drops the references the
+// reused buffers hold. What the sink may keep (the keys and the outbox) is dropped, not
+// reused.
+func (b *batch) release() {
 	b.sb.Close()
 	b.keyCap, b.outCap = len(b.keys), len(b.outbox)
 	if cap(b.vals) > maxKeptValues {
@@ -154,23 +328,41 @@ func (b *batch) end() {
 	clear(b.groups[:cap(b.groups)])
 	clear(b.prev[:cap(b.prev)])
 	clear(b.results[:cap(b.results)])
-	b.sb, b.in, b.keys, b.outbox = nil, nil, nil, nil
-	b.rep = BatchReport{}
+	clear(b.newSkips)
+	b.sb, b.in, b.keys, b.outbox, b.newSkips = nil, nil, nil, nil, b.newSkips[:0]
 }
 
-// commit writes the batch's outbox and progress into its state batch and commits it. It
-// changes nothing of the engine: RunBatch adopts the Progress it returns.
-func (b *batch) commit(position uint64) (state.Progress, error) {
+// commit writes the chunk's outbox and progress into its state batch and commits it: with
+// more chunks to come (more) it keeps the batch open at its watermark, else it closes it with
+// its next watermark. It changes nothing of the engine: the caller adopts the Progress it
+// returns.
+func (b *batch) commit(position uint64, more bool) (state.Progress, error) {
 	for i := range b.outbox {
 		b.outbox[i].ID = b.sb.AppendOutbox(&b.outbox[i])
 	}
 	if position == 0 {
 		position = b.e.progress.Position
 	}
-	b.sb.SetProgress(timeouts.NextWatermark(b.W, b.maxEvt, b.e.delayMs), position)
+	if more {
+		b.sb.SetProgress(b.W, position)
+		b.sb.SetOpen(state.OpenBatch{ProcessingTimeMs: b.T, NextWatermarkMs: b.nextW, Next: b.from})
+		for _, k := range b.newSkips {
+			b.sb.SkipTimeout(k)
+		}
+	} else {
+		b.sb.SetProgress(b.nextW, position)
+	}
 	p, err := b.sb.Commit()
 	if err != nil {
 		return state.Progress{}, fmt.Errorf("engine: committing batch %d: %w", b.id, err)
+	}
+	if more {
+		for _, k := range b.newSkips {
+			if b.skip == nil {
+				b.skip = map[string]struct{}{}
+			}
+			b.skip[string(k)] = struct{}{}
+		}
 	}
 	return p, nil
 }
@@ -241,6 +433,12 @@ func (b *batch) groupRows(rows []Row) {
 		}
 		b.keyBuf = key
 		if e.timePath != nil {
+			if e.aheadMs > 0 && evt > b.T && uint64(evt)-uint64(b.T) > uint64(e.aheadMs) {
+				b.deadLetter(b.keep(key), r, ReasonEventTimeAhead, fmt.Errorf(
+					"event time %d is %d ms ahead of the batch's processing time %d, more than event_time.max_ahead %s",
+					evt, uint64(evt)-uint64(b.T), b.T, e.spec.EventTime.MaxAhead.Std()))
+				continue // and does not move the watermark
+			}
 			b.maxEvt = max(b.maxEvt, evt) // late rows count too
 			if dropsLate && timeouts.IsLate(evt, b.W) {
 				b.rep.LateRows++
@@ -356,31 +554,71 @@ func (b *batch) load(i int) error {
 	return nil
 }
 
-// addTimeouts adds a timeout call for every key whose timeout expired (strictly before the
+// addTimeouts adds a timeout call for the keys whose timeout expired (strictly before the
 // bound of its mode) and that got no rows in this batch (docs/semantics.md, "A micro-batch":
-// Timeout calls).
-func (b *batch) addTimeouts() error {
-	bound, ok := b.e.rules.ExpiryBound(b.T, b.W)
-	if !ok {
-		return nil
-	}
-	err := b.e.ks.Expired(bound, func(key []byte, _ int64) error {
-		if i, _ := b.find(key); i < 0 {
-			b.groups = append(b.groups, handler.Group{Key: b.keep(key), Flags: abi.GroupTimedOut})
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("engine: scanning timers: %w", err)
+// Timeout calls), in timer order from b.from, as many as the chunk's bounds let in: the
+// chunk's keys and the bytes of their keys and states (data groups included) stay within
+// chunkKeys and chunkBytes, but a chunk without data calls takes at least one. more tells
+// that expired timeouts are left for a next chunk.
+func (b *batch) addTimeouts() (more bool, err error) {
+	if !b.hasBound {
+		return false, nil
 	}
 	b.prev = resize(b.prev, len(b.groups))
-	for i := b.nData; i < len(b.groups); i++ {
-		if err := b.load(i); err != nil {
-			return err
+	b.scan = chunkScan{used: len(b.keys) + len(b.vals), last: -1}
+	if b.takeFn == nil {
+		b.takeFn = b.take // once: a method value passed on would be allocated every batch
+	}
+	err = b.e.ks.ExpiredFrom(b.from, b.bound, b.takeFn)
+	if err != nil && err != errChunkFull {
+		return false, fmt.Errorf("engine: scanning timers: %w", err)
+	}
+	if b.scan.more && b.scan.last >= 0 {
+		b.from = state.TimerAfter(b.scan.lastTs, b.groups[b.scan.last].Key)
+	}
+	return b.scan.more, nil
+}
+
+// chunkScan is the state of addTimeouts' scan of the timer index.
+type chunkScan struct {
+	used   int   // bytes of the chunk's keys and states
+	last   int   // the group of the last timeout taken (-1: none yet)
+	lastTs int64 // and its timeout
+	more   bool  // the scan stopped at a timeout the chunk had no room for
+}
+
+// take is addTimeouts' scan function: it adds a timeout call for key, expired at ts, unless
+// the key got rows in the batch, or stops the scan when the chunk is full.
+func (b *batch) take(key []byte, ts int64) error {
+	if b.nData > 0 {
+		if i, _ := b.find(key); i >= 0 {
+			return nil // it got rows: not timed out
 		}
 	}
+	if b.skip != nil {
+		if _, ok := b.skip[string(key)]; ok {
+			return nil
+		}
+	}
+	sc := &b.scan
+	if len(b.groups) >= b.e.chunkKeys || (sc.used >= b.e.chunkBytes && len(b.groups) > 0) {
+		sc.more = true
+		return errChunkFull
+	}
+	i := len(b.groups)
+	b.groups = append(b.groups, handler.Group{Key: b.keep(key), Flags: abi.GroupTimedOut})
+	b.prev = resize(b.prev, i+1)
+	n := len(b.vals)
+	if err := b.load(i); err != nil {
+		return err
+	}
+	sc.used += len(key) + len(b.vals) - n
+	sc.last, sc.lastTs = i, ts
 	return nil
 }
+
+// errChunkFull stops the timer scan of a chunk that is full.
+var errChunkFull = errors.New("engine: chunk full")
 
 // call runs the handler on every group and records the results: state changes in the state
 // batch, outputs and dead letters in the batch's outbox.
@@ -394,8 +632,8 @@ func (b *batch) call(ctx context.Context) error {
 	if err := b.e.h.Process(ctx, c, results); err != nil {
 		return fmt.Errorf("engine: running the handler: %w", err)
 	}
-	b.rep.DataCalls = b.nData
-	b.rep.TimeoutCalls = len(b.groups) - b.nData
+	b.rep.DataCalls += b.nData
+	b.rep.TimeoutCalls += len(b.groups) - b.nData
 	for i := range results {
 		if err := b.apply(i, &results[i]); err != nil {
 			return err
@@ -466,6 +704,11 @@ func (b *batch) fail(i int, err error) error {
 	}
 	for _, j := range b.rowIdx[b.rowStart[i]:b.rowStart[i+1]] {
 		b.deadLetter(g.Key, b.in[j], ReasonHandlerError, err)
+	}
+	if t := b.prev[i].TimeoutMs; t != abi.NoTimeout && b.hasBound && timeouts.Fires(t, b.bound) {
+		// Its timeout stays as it was, expired: should the batch commit in chunks, the next
+		// chunks must not time it out (it got rows); the next batch does.
+		b.newSkips = append(b.newSkips, g.Key)
 	}
 	return nil
 }

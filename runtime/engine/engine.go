@@ -37,6 +37,9 @@ var (
 	ErrIncompleteConfig = errors.New("engine: Config needs Spec, Wasm, Store and Sink")
 	// ErrEngineClosed: RunBatch was called after Close.
 	ErrEngineClosed = errors.New("engine: closed")
+	// ErrInputTooLarge: a BatchInput had more rows than trigger.max_rows, or more bytes of
+	// row data than trigger.max_bytes (and more than one row); RunBatch ran nothing of it.
+	ErrInputTooLarge = errors.New("engine: batch input over the spec's trigger bounds")
 )
 
 func init() {
@@ -64,7 +67,23 @@ type Config struct {
 	Logger *slog.Logger
 
 	native handler.BufferModule // in place of Wasm, for groupstate's own tests (nativehook)
+	// chunkKeys and chunkBytes replace TimeoutChunkKeys and TimeoutChunkBytes (tests).
+	chunkKeys, chunkBytes int
 }
+
+// The bounds of one commit's timeout calls: a batch in which more timeouts expire commits them
+// in chunks (see [Engine.RunBatch]), so that its memory and its Pebble batch stay bounded
+// however many keys time out at once (after an outage, say, or once a watermark passed many
+// timeouts). A chunk holds at most TimeoutChunkKeys keys, and stops taking timeouts when its
+// keys and state values reach TimeoutChunkBytes bytes; the first chunk also holds the batch's
+// data calls, whose number the input bounds (trigger.max_rows), and its timeouts fill what
+// they leave. 16384 keys are four guest calls of 4096 groups, enough for every instance of a
+// small pool to work, and the timeouts that follow a batch of trigger.max_rows' default of
+// 10000 rows fit in one commit.
+const (
+	TimeoutChunkKeys  = 16384
+	TimeoutChunkBytes = 32 << 20
+)
 
 // Row is one input message.
 type Row struct {
@@ -121,6 +140,18 @@ type BatchReport struct {
 	// Skipped is set for a no-data batch that had nothing to do (no timeout expired): nothing
 	// was committed and BatchID is the previous batch's.
 	Skipped bool
+	// Commits counts the batch's commits: 1, or more for a batch that committed its timeout
+	// calls in chunks (see [Engine.RunBatch]); BatchID is then the last one's id. 0 when
+	// skipped.
+	Commits int
+	// Open is set when a batch committed in chunks stopped after one because its delivery
+	// failed: its input is committed, and the next RunBatch delivers the outbox and then
+	// finishes the batch before it runs its own input.
+	Open bool
+	// Resumed reports the batch that this RunBatch finished first, when the last commit left
+	// one open (a crash, an error or a failed delivery between its chunks): its remaining
+	// timeout calls ran at its own processing time and watermark. Nil otherwise.
+	Resumed *BatchReport
 }
 
 // KeyError is the error of a key whose call failed.
@@ -146,22 +177,29 @@ type Engine struct {
 	keyPath  rowjson.Path
 	timePath rowjson.Path
 	delayMs  int64
+	aheadMs  int64 // event_time.max_ahead; 0: none
 	h        handler.Handler
 	ks       *state.Deployment
 	sink     Sink
 	logger   *slog.Logger
 	progress state.Progress // the last commit's: the batch id, watermark and position to go on from
 	pending  bool           // the outbox may hold undelivered entries
-	inflight *inflight
-	closed   bool
-	batch    batch // the batch being run, and the working memory every batch reuses
+	// acksUnsynced: an acknowledgement was written since the last synced write. A batch's
+	// commit syncs it (the log is sequential); when none follows, syncAcks must.
+	acksUnsynced bool
+	inflight     *inflight
+	closed       bool
+	batch        batch // the batch being run, and the working memory every batch reuses
+	// chunkKeys and chunkBytes bound a commit's timeout calls (TimeoutChunkKeys and
+	// TimeoutChunkBytes).
+	chunkKeys, chunkBytes int
 }
 
 // NewEngine starts a deployment's engine: it validates the spec and the module, starts the
 // module's instances (limits.instances; ctx bounds their compilation and initialization) and
 // reads the deployment's progress, so the engine goes on from the last committed batch. It
 // writes nothing and sends nothing: outbox entries left by an earlier run go out at the
-// start of the first RunBatch. Errors: [ErrIncompleteConfig], the spec's validation error,
+// start of the first RunBatch, which also finishes a batch left open between its chunks. Errors: [ErrIncompleteConfig], the spec's validation error,
 // [ErrInvalidModule], [ErrABIVersion], [ErrModuleInit], or the store's. NewEngine is safe for
 // concurrent use; close the engine with [Engine.Close].
 func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
@@ -177,13 +215,18 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		logger = r.logger
 	}
 	logger = logger.With("deployment", sp.Name)
-	e := &Engine{spec: sp, ks: cfg.Store.Deployment(sp.Name), sink: cfg.Sink, logger: logger, pending: true}
+	e := &Engine{spec: sp, ks: cfg.Store.Deployment(sp.Name), sink: cfg.Sink, logger: logger, pending: true,
+		chunkKeys: TimeoutChunkKeys, chunkBytes: TimeoutChunkBytes}
+	if cfg.chunkKeys > 0 {
+		e.chunkKeys, e.chunkBytes = cfg.chunkKeys, cfg.chunkBytes
+	}
 	e.batch = batch{e: e, seed: maphash.MakeSeed()}
 	e.rules = timeouts.Rules{Mode: sp.Timeout, HasWatermark: sp.EventTime != nil}
 	e.keyPath = mustPath(sp.Key.Field)
 	if sp.EventTime != nil {
 		e.timePath = mustPath(sp.EventTime.Field)
 		e.delayMs = sp.EventTime.WatermarkDelay.Std().Milliseconds()
+		e.aheadMs = sp.EventTime.MaxAhead.Std().Milliseconds()
 	}
 	p, err := e.ks.Progress()
 	if err != nil {
@@ -227,6 +270,7 @@ func (r *Runtime) hostConfig(sp *spec.Spec, wasm []byte, logger *slog.Logger, in
 		Limits: host.Limits{
 			MemoryBytes:    uint64(sp.Limits.Memory),
 			CallTimeout:    sp.Limits.CallTimeout.Std(),
+			RetryTimeout:   sp.Limits.RetryTimeout.Std(),
 			MaxResultBytes: uint32(min(uint64(sp.Limits.MaxOutputBytes), 1<<31)),
 			Instances:      instances,
 		},
@@ -249,7 +293,8 @@ func (e *Engine) Progress() state.Progress { return e.progress }
 func (e *Engine) Spec() *spec.Spec { return e.spec }
 
 // Close waits for the delivery of the last batch's outbox (until ctx ends; what is not
-// acknowledged by then is delivered again by the next engine) and stops the engine's module
+// acknowledged by then is delivered again by the next engine), makes the acknowledgements
+// durable (one sync of the store, when any is not yet) and stops the engine's module
 // instances. It does not close the store. Later calls of Close return nil, and RunBatch
 // returns [ErrEngineClosed].
 func (e *Engine) Close(ctx context.Context) error {
@@ -260,7 +305,32 @@ func (e *Engine) Close(ctx context.Context) error {
 	if err := e.finishInflight(ctx); err != nil {
 		e.logger.Warn("outbox delivery did not finish before close; the next start delivers it", "err", err)
 	}
-	return e.h.Close(ctx)
+	return errors.Join(e.syncAcks(), e.h.Close(ctx))
+}
+
+// syncAcks makes the acknowledgements written since the last commit durable, where no commit
+// follows them: an idle deployment's (skipped batches write nothing) and a closing one's. An
+// acknowledgement lost in a power loss would bring its entries back from the outbox, to be
+// delivered again, perhaps after the output stream's duplicate window.
+func (e *Engine) syncAcks() error {
+	if !e.acksUnsynced {
+		return nil
+	}
+	if err := e.ks.SyncAcks(); err != nil {
+		return fmt.Errorf("engine: syncing outbox acknowledgements: %w", err)
+	}
+	e.acksUnsynced = false
+	return nil
+}
+
+// ack deletes the outbox entries up to upTo, which were delivered. It does not sync (see
+// syncAcks).
+func (e *Engine) ack(upTo state.OutboxID) error {
+	if err := e.ks.AckOutbox(upTo); err != nil {
+		return err
+	}
+	e.acksUnsynced = true
+	return nil
 }
 
 // deliverPending hands the outbox to the sink and acknowledges what it took.
@@ -290,7 +360,7 @@ func (e *Engine) deliver(ctx context.Context, entries []state.OutboxEntry) error
 	if err := e.sink.Deliver(ctx, e.spec.Name, entries); err != nil {
 		return fmt.Errorf("engine: delivering %d outbox entries: %w", len(entries), err)
 	}
-	return e.ks.AckOutbox(entries[len(entries)-1].ID)
+	return e.ack(entries[len(entries)-1].ID)
 }
 
 // inflight is a batch's delivery whose acknowledgements are on their way.
@@ -332,7 +402,7 @@ func (e *Engine) finishInflight(ctx context.Context) error {
 	if err := f.d.Wait(ctx); err != nil {
 		return fmt.Errorf("engine: delivering %d outbox entries: %w", f.n, err)
 	}
-	return e.ks.AckOutbox(f.last)
+	return e.ack(f.last)
 }
 
 // abandonInflight forgets the delivery in flight before the outbox is delivered again as a

@@ -363,3 +363,32 @@ limits: {max_row_bytes: 200}
 		}
 	}
 }
+
+// TestInputBounds: RunBatch refuses a batch of more rows than trigger.max_rows, or of more
+// bytes than trigger.max_bytes unless it is a single row, and runs nothing of it; the input
+// within the bounds runs.
+func TestInputBounds(t *testing.T) {
+	sp := specFromYAML(t, probeSpec+"trigger:\n  max_rows: 3\n  max_bytes: 120\n")
+	sink := &collector{}
+	st := openStore(t, "")
+	eng := newEngine(t, sp, probeWasm(t), st, sink)
+	ctx := context.Background()
+	row := `{"k":"a","ops":[{"emit":1}]}` // 29 bytes
+	big := `{"k":"a","ops":[{"emit":"` + strings.Repeat("x", 200) + `"}]}`
+	for _, in := range [][]string{{row, row, row, row}, {row, big}, {row, row, row + strings.Repeat(" ", 40)}} {
+		_, err := eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: 1, Position: 9, Rows: rows(in...)})
+		if !errors.Is(err, engine.ErrInputTooLarge) {
+			t.Fatalf("batch of %d rows: err = %v, want ErrInputTooLarge", len(in), err)
+		}
+	}
+	if p, _ := st.Deployment("probe").Progress(); p.BatchID != 0 || len(sink.take(state.OutboxOutput)) != 0 {
+		t.Fatalf("a refused batch ran: progress %+v", p)
+	}
+	for _, in := range [][]string{{row, row, row}, {big}} {
+		_, err := eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: 1, Rows: rows(in...)})
+		require(t, err, len(in))
+	}
+	if out := sink.take(state.OutboxOutput); len(out) != 4 {
+		t.Fatalf("outputs %v", payloads(out))
+	}
+}

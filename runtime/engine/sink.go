@@ -70,6 +70,9 @@ const (
 	// ReasonBadEventTime: the event-time field is neither epoch milliseconds nor an RFC 3339
 	// timestamp.
 	ReasonBadEventTime = "bad_event_time"
+	// ReasonEventTimeAhead: the row's event time is further ahead of the batch's processing
+	// time than event_time.max_ahead; it did not move the watermark.
+	ReasonEventTimeAhead = "event_time_ahead"
 	// ReasonTooLarge: the row is larger than limits.max_row_bytes.
 	ReasonTooLarge = "row_too_large"
 	// ReasonHandlerError: the call for the row's key failed under on_error: dead_letter (a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/groupstate/groupstate/runtime/engine"
@@ -67,5 +68,49 @@ func TestFailedBatchKeepsWatermark(t *testing.T) {
 	}
 	if wm, _ := probeWatermark(t, eng, sink, 500, "a", "20003"); wm != 10_002 {
 		t.Fatalf("handler saw watermark %d, want 10002", wm)
+	}
+}
+
+// TestEventTimeMaxAhead: under event_time.max_ahead a row whose event time is further ahead
+// of the batch's processing time is dead-lettered (reason event_time_ahead) and does not move
+// the watermark, as a producer writing microseconds where milliseconds are meant would
+// otherwise move it for good; a row exactly max_ahead ahead is kept.
+func TestEventTimeMaxAhead(t *testing.T) {
+	sp := specFromYAML(t, `
+name: probe-ahead
+module: unused.wasm
+key: {field: k}
+event_time: {field: ts, watermark_delay: 0s, max_ahead: 1h}
+timeout: event_time
+output: {subject: probe.out}
+`)
+	sink := &collector{}
+	eng := newEngine(t, sp, probeWasm(t), nil, sink)
+	const T = 1_700_000_000_000
+	rep, err := eng.RunBatch(context.Background(), engine.BatchInput{ProcessingTimeMs: T, Rows: rows(
+		`{"k":"a","ts":1700000000500,"ops":[{"emit":"a"}]}`,
+		`{"k":"b","ts":1700000000000000,"ops":[{"emit":"b"}]}`,
+		`{"k":"c","ts":1700003600001,"ops":[{"emit":"c"}]}`,
+		`{"k":"d","ts":1700000001000,"ops":[{"emit":"d"}]}`,
+	)})
+	require(t, err)
+	if got := payloads(sink.take(state.OutboxOutput)); len(got) != 2 || got[0] != `"a"` || got[1] != `"d"` {
+		t.Fatalf("outputs %v, want a and d", got)
+	}
+	dead := sink.take(state.OutboxDeadLetter)
+	if len(dead) != 2 || rep.DeadLetters != 2 {
+		t.Fatalf("dead letters %+v (report %d), want b and c", dead, rep.DeadLetters)
+	}
+	for i, want := range []string{`"b"`, `"c"`} {
+		d := dead[i]
+		if !strings.Contains(string(d.Payload), want) || d.Reason != engine.ReasonEventTimeAhead || !strings.Contains(d.Error, "event_time.max_ahead 1h") {
+			t.Errorf("dead letter %d: %+v, want %s with reason %s", i, d, want, engine.ReasonEventTimeAhead)
+		}
+	}
+	if rep.WatermarkMs != T+1000 {
+		t.Fatalf("watermark %d, want %d (from d; b and c are ignored)", rep.WatermarkMs, T+1000)
+	}
+	if wm, _ := probeWatermark(t, eng, sink, T+1, "e", "1700003600001"); wm != T+1000 { // exactly max_ahead ahead: kept
+		t.Fatalf("the next batch saw watermark %d, want %d", wm, T+1000)
 	}
 }

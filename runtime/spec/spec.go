@@ -77,6 +77,11 @@ type KeySpec struct {
 type EventTimeSpec struct {
 	Field          string   `yaml:"field" json:"field"`
 	WatermarkDelay Duration `yaml:"watermark_delay" json:"watermark_delay"`
+	// MaxAhead, when set, bounds how far a row's event time may be ahead of the batch's
+	// processing time: a row further ahead is dead-lettered (reason event_time_ahead) and
+	// does not move the watermark, which would otherwise stay ahead for good (say, after a
+	// producer wrote microseconds where milliseconds are meant). Default: unset, no bound.
+	MaxAhead Duration `yaml:"max_ahead,omitempty" json:"max_ahead,omitempty"`
 }
 
 // OutputSpec names the output subject and, optionally, the stream that keeps it.
@@ -100,13 +105,19 @@ type SinkSpec struct {
 }
 
 // TriggerSpec cuts micro-batches. A batch takes the rows available when it starts, up to
-// MaxRows; when none are, it waits up to Interval for the first one. Under processing-time
-// timeouts a batch runs at least every Interval, with or without rows.
+// MaxRows rows and MaxBytes bytes; when none are, it waits up to Interval for the first one.
+// Under processing-time timeouts a batch runs at least every Interval, with or without rows.
 type TriggerSpec struct {
 	// Interval defaults to 10ms.
 	Interval Duration `yaml:"interval,omitempty" json:"interval,omitempty"`
-	// MaxRows defaults to 10000.
+	// MaxRows is the most rows a batch takes. Default [DefaultMaxRows] (10000), at most
+	// [MaxTriggerRows] (1000000).
 	MaxRows int `yaml:"max_rows,omitempty" json:"max_rows,omitempty"`
+	// MaxBytes is the most input bytes (the rows' data) a batch takes; a batch of one row may
+	// be larger, so that no row is too large to be taken. Default [DefaultMaxBytes] (16MiB),
+	// at most [MaxTriggerBytes] (256MiB). A batch's rows, the dead letters that copy them and
+	// the keys' states are held in memory and written in one Pebble batch, which these bound.
+	MaxBytes ByteSize `yaml:"max_bytes,omitempty" json:"max_bytes,omitempty"`
 }
 
 // LimitsSpec bounds a deployment's module. Zero values take the defaults.
@@ -115,12 +126,23 @@ type LimitsSpec struct {
 	Memory ByteSize `yaml:"memory,omitempty" json:"memory,omitempty"`
 	// CallTimeout bounds one guest call. Default 5s.
 	CallTimeout Duration `yaml:"call_timeout,omitempty" json:"call_timeout,omitempty"`
+	// RetryTimeout bounds the retries of one commit of a batch. When a guest call fails as a
+	// whole (a trap, the call time limit), its keys are retried, alone, to find those that
+	// cause it; from that first failure on, the retries of every call of the commit must end
+	// within RetryTimeout. When it is spent, the retry running is interrupted and the keys
+	// not yet retried fail (under on_error: dead_letter their rows are dead-lettered with
+	// reason handler_error, saying they were not retried). Calls that do not fail are bounded
+	// by CallTimeout alone, so a slow but healthy batch is never cut short, while a handler
+	// that loops for every key costs a commit its first calls' CallTimeout and this, not a
+	// CallTimeout for every key. Default [DefaultRetryTimeoutCalls] (12) times CallTimeout, 1m
+	// with its default; at least CallTimeout.
+	RetryTimeout Duration `yaml:"retry_timeout,omitempty" json:"retry_timeout,omitempty"`
 	// MaxOutputBytes caps what one guest call may return. Default 64MiB.
 	MaxOutputBytes ByteSize `yaml:"max_output_bytes,omitempty" json:"max_output_bytes,omitempty"`
 	// MaxRowBytes caps one input row; larger rows are dead-lettered. Default 1MiB.
 	MaxRowBytes ByteSize `yaml:"max_row_bytes,omitempty" json:"max_row_bytes,omitempty"`
 	// Instances is how many module instances run guest calls in parallel. Default: the
-	// number of CPUs.
+	// number of CPUs; at most [MaxInstances] (64).
 	Instances int `yaml:"instances,omitempty" json:"instances,omitempty"`
 }
 
@@ -140,13 +162,32 @@ const (
 const (
 	DefaultTriggerInterval = 10 * time.Millisecond
 	DefaultMaxRows         = 10000
+	DefaultMaxBytes        = 16 << 20
 	DefaultMemory          = 256 << 20
 	DefaultCallTimeout     = 5 * time.Second
-	DefaultMaxOutputBytes  = 64 << 20
-	DefaultMaxRowBytes     = 1 << 20
+	// DefaultRetryTimeoutCalls is limits.retry_timeout's default in call timeouts. Pinning a
+	// looping key costs a call timeout for its own call, and one more for each further
+	// looping key of the same call (the call of the keys after it fails again), so 12 pin
+	// about six in one commit, with room for the retries that succeed: a minute with the
+	// default call_timeout.
+	DefaultRetryTimeoutCalls = 12
+	DefaultMaxOutputBytes    = 64 << 20
+	DefaultMaxRowBytes       = 1 << 20
 	// DefaultStreamMaxAge is how long the streams groupstate creates (input, output,
 	// dead-letter, late) keep messages when the spec sets no max_age: a week.
 	DefaultStreamMaxAge = 7 * 24 * time.Hour
+)
+
+// Upper bounds of fields (Validate refuses larger values).
+const (
+	// MaxTriggerRows bounds trigger.max_rows: a batch's rows, groups and results are held in
+	// memory and its commit is one Pebble batch.
+	MaxTriggerRows = 1_000_000
+	// MaxTriggerBytes bounds trigger.max_bytes (256 MiB), well below Pebble's 4 GiB limit of
+	// a batch even when every row is dead-lettered (copied into the outbox).
+	MaxTriggerBytes = 256 << 20
+	// MaxInstances bounds limits.instances: each instance holds up to limits.memory.
+	MaxInstances = 64
 )
 
 // DuplicateWindow is the duplicate window of the streams groupstate publishes to: a
@@ -233,12 +274,18 @@ func (s *Spec) EnsureDefaults() {
 	if s.Trigger.MaxRows == 0 {
 		s.Trigger.MaxRows = DefaultMaxRows
 	}
+	if s.Trigger.MaxBytes == 0 {
+		s.Trigger.MaxBytes = DefaultMaxBytes
+	}
 	l := &s.Limits
 	if l.Memory == 0 {
 		l.Memory = DefaultMemory
 	}
 	if l.CallTimeout == 0 {
 		l.CallTimeout = Duration(DefaultCallTimeout)
+	}
+	if l.RetryTimeout == 0 {
+		l.RetryTimeout = DefaultRetryTimeoutCalls * l.CallTimeout
 	}
 	if l.MaxOutputBytes == 0 {
 		l.MaxOutputBytes = DefaultMaxOutputBytes
@@ -281,6 +328,9 @@ func (s *Spec) validate(decodeProblem string) error {
 		if s.EventTime.WatermarkDelay < 0 {
 			add("event_time.watermark_delay must not be negative")
 		}
+		if s.EventTime.MaxAhead < 0 {
+			add("event_time.max_ahead must not be negative")
+		}
 	}
 	if s.Timeout == timeouts.EventTime && s.EventTime == nil {
 		add("timeout: event_time needs event_time.field and event_time.watermark_delay")
@@ -309,8 +359,20 @@ func (s *Spec) validate(decodeProblem string) error {
 	if s.Trigger.Interval < 0 || s.Trigger.MaxRows < 0 {
 		add("trigger.interval and trigger.max_rows must not be negative")
 	}
+	if s.Trigger.MaxRows > MaxTriggerRows {
+		add("trigger.max_rows %d is above the limit of %d rows a batch", s.Trigger.MaxRows, MaxTriggerRows)
+	}
+	if s.Trigger.MaxBytes > MaxTriggerBytes {
+		add("trigger.max_bytes %d is above the limit of %d bytes (256 MiB) a batch", s.Trigger.MaxBytes, MaxTriggerBytes)
+	}
+	if s.Limits.RetryTimeout < s.Limits.CallTimeout {
+		add("limits.retry_timeout %s must be at least limits.call_timeout %s (a retry may take that long)", s.Limits.RetryTimeout.Std(), s.Limits.CallTimeout.Std())
+	}
 	if s.Limits.Instances < 0 {
 		add("limits.instances must not be negative")
+	}
+	if s.Limits.Instances > MaxInstances {
+		add("limits.instances %d is above the limit of %d", s.Limits.Instances, MaxInstances)
 	}
 	if s.Config != nil {
 		if _, err := json.Marshal(s.Config); err != nil {

@@ -34,14 +34,40 @@ output:
 	if s.Timeout != timeouts.None || s.OnError != spec.OnErrorDeadLetter || s.DeadLetter.Subject != "logincount.dlq" {
 		t.Fatalf("defaults: timeout %q on_error %q dead_letter %q", s.Timeout, s.OnError, s.DeadLetter.Subject)
 	}
-	if s.Trigger.Interval.Std() != spec.DefaultTriggerInterval || s.Trigger.MaxRows != spec.DefaultMaxRows {
+	if s.Trigger.Interval.Std() != spec.DefaultTriggerInterval || s.Trigger.MaxRows != spec.DefaultMaxRows || s.Trigger.MaxBytes != spec.DefaultMaxBytes {
 		t.Fatalf("trigger defaults: %+v", s.Trigger)
 	}
-	if s.Limits.Memory != spec.DefaultMemory || s.Limits.CallTimeout.Std() != spec.DefaultCallTimeout || s.Limits.MaxRowBytes != spec.DefaultMaxRowBytes {
+	if s.Limits.Memory != spec.DefaultMemory || s.Limits.CallTimeout.Std() != spec.DefaultCallTimeout || s.Limits.MaxRowBytes != spec.DefaultMaxRowBytes ||
+		s.Limits.RetryTimeout.Std() != time.Minute {
 		t.Fatalf("limit defaults: %+v", s.Limits)
 	}
 	if string(s.ConfigJSON()) != "{}" {
 		t.Fatalf("config %s", s.ConfigJSON())
+	}
+}
+
+// TestRetryTimeoutDefault: limits.retry_timeout defaults to a multiple of call_timeout.
+func TestRetryTimeoutDefault(t *testing.T) {
+	s := specFromYAML(t, "name: a\nkey: {field: k}\nlimits: {call_timeout: 300ms}\n")
+	if got := s.Limits.RetryTimeout.Std(); got != spec.DefaultRetryTimeoutCalls*300*time.Millisecond {
+		t.Fatalf("retry_timeout %s, want %d x call_timeout", got, spec.DefaultRetryTimeoutCalls)
+	}
+	s = specFromYAML(t, "name: a\nkey: {field: k}\nlimits: {call_timeout: 300ms, retry_timeout: 300ms}\n")
+	if got := s.Limits.RetryTimeout.Std(); got != 300*time.Millisecond {
+		t.Fatalf("retry_timeout %s, want 300ms as set", got)
+	}
+}
+
+// TestSpecUpperBounds: the largest values of the bounded fields are accepted.
+func TestSpecUpperBounds(t *testing.T) {
+	s := specFromYAML(t, `
+name: big
+key: {field: k}
+trigger: {max_rows: 1000000, max_bytes: 256MiB}
+limits: {instances: 64}
+`)
+	if s.Trigger.MaxRows != spec.MaxTriggerRows || s.Trigger.MaxBytes != spec.MaxTriggerBytes || s.Limits.Instances != spec.MaxInstances {
+		t.Fatalf("trigger %+v, limits %+v", s.Trigger, s.Limits)
 	}
 }
 
@@ -82,6 +108,12 @@ func TestParseSpecErrors(t *testing.T) {
 		{base + "event_time: {field: ts, watermark_delay: 10}\n", "no unit"},
 		{base + "limits: {memory: lots}\n", `"lots" is not a size`},
 		{base + "outptu: {subject: x}\n", "field outptu not found"},
+		{base + "trigger: {max_rows: 1000001}\n", "trigger.max_rows 1000001 is above the limit of 1000000 rows a batch"},
+		{base + "trigger: {max_bytes: 257MiB}\n", "trigger.max_bytes 269484032 is above the limit of 268435456 bytes (256 MiB) a batch"},
+		{base + "trigger: {max_bytes: lots}\n", `"lots" is not a size`},
+		{base + "limits: {instances: 65}\n", "limits.instances 65 is above the limit of 64"},
+		{base + "limits: {call_timeout: 2s, retry_timeout: 1s}\n", "limits.retry_timeout 1s must be at least limits.call_timeout 2s"},
+		{base + "event_time: {field: ts, watermark_delay: 1s, max_ahead: -1h}\n", "a duration cannot be negative"},
 		{"name: [\n", "invalid deployment spec"},
 	}
 	for _, tc := range tests {

@@ -36,6 +36,11 @@ type Limits struct {
 	MemoryBytes uint64
 	// CallTimeout bounds one guest call (one chunk of groups).
 	CallTimeout time.Duration
+	// RetryTimeout bounds the retries of one Process: from the first call that failed as a
+	// whole, the retries of every chunk must end within it; then the retry running is
+	// interrupted and the groups not retried get an error wrapping ErrRetryBudget. Calls
+	// that succeed are not bounded by it. 0: no bound.
+	RetryTimeout time.Duration
 	// MaxResultBytes caps the result buffer of one guest call.
 	MaxResultBytes uint32
 	// Instances is the pool size: how many guest calls may run at once.
@@ -177,11 +182,15 @@ func (h *Host) setup(ctx context.Context) error {
 }
 
 // Process implements handler.Handler: it cuts the call into chunks and runs them on pooled
-// instances in parallel.
+// instances in parallel, their retries within Limits.RetryTimeout. It returns an error only
+// when ctx ends (wrapping ctx.Err(); the call running is interrupted) or the host is
+// unusable.
 func (h *Host) Process(ctx context.Context, call *handler.Call, results []handler.Result) error {
+	budget := &retryBudget{d: h.cfg.Limits.RetryTimeout}
+	defer budget.stop()
 	chunks := h.chunks(call)
 	if len(chunks) == 1 {
-		return h.runChunk(ctx, call, chunks[0], results)
+		return h.runChunk(ctx, budget, call, chunks[0], results)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(chunks))
@@ -189,7 +198,7 @@ func (h *Host) Process(ctx context.Context, call *handler.Call, results []handle
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = h.runChunk(ctx, call, c, results)
+			errs[i] = h.runChunk(ctx, budget, call, c, results)
 		}()
 	}
 	wg.Wait()
@@ -230,34 +239,101 @@ func (h *Host) chunks(call *handler.Call) []span {
 }
 
 // runChunk runs one chunk on one instance. When the guest call fails as a whole (trap, time
-// limit, memory limit, malformed result), the instance is replaced and each group is retried
-// alone, so the failure is pinned on the groups that cause it and the others proceed.
-func (h *Host) runChunk(ctx context.Context, call *handler.Call, s span, results []handler.Result) error {
-	sub := &handler.Call{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: call.Groups[s.lo:s.hi]}
-	res := results[s.lo:s.hi]
-	err := h.callOnce(ctx, sub, res)
-	if err == nil || s.hi-s.lo == 1 {
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			handler.FailAll(res, err)
-		}
+// limit, memory limit, malformed result), the instance is replaced and the groups are retried
+// alone, so the failure is pinned on the groups that cause it and the others proceed. Once a
+// group's call alone exceeded the time limit (a group that loops, say), the groups after it
+// are called together again: a chunk with one looping key costs two call timeouts, not one per
+// group after it. The retries run within budget (Limits.RetryTimeout, shared by the chunks of
+// the Process, from the first failure on): when it is spent, the retry running is interrupted
+// and the groups not retried fail, so a handler that loops for every key costs the first
+// call's time limit and the budget, not a call timeout per key.
+func (h *Host) runChunk(ctx context.Context, budget *retryBudget, call *handler.Call, s span, results []handler.Result) error {
+	groups, res := call.Groups[s.lo:s.hi], results[s.lo:s.hi]
+	sub := func(lo, hi int) *handler.Call {
+		return &handler.Call{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: groups[lo:hi]}
+	}
+	cause := h.callOnce(ctx, sub(0, len(groups)), res) // the last failure, for the errors of groups not retried
+	switch {
+	case cause == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case len(groups) == 1:
+		res[0] = handler.Result{Err: cause}
 		return nil
 	}
-	if ctx.Err() != nil {
-		return ctx.Err()
-	}
-	for i := range sub.Groups {
-		one := &handler.Call{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: sub.Groups[i : i+1]}
-		if err := h.callOnce(ctx, one, res[i:i+1]); err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			res[i] = handler.Result{Err: err}
+	retry := budget.start(ctx)
+	together := false // the next call is of every group left, not of one alone
+	for lo := 0; lo < len(groups); {
+		if ctx.Err() != nil {
+			return ctx.Err()
 		}
+		if retry.Err() != nil {
+			handler.FailAll(res[lo:], h.budgetError("not retried", cause))
+			return nil
+		}
+		hi := lo + 1
+		if together {
+			hi = len(groups)
+		}
+		err := h.callOnce(retry, sub(lo, hi), res[lo:hi])
+		switch {
+		case err == nil:
+			lo = hi
+			continue
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case retry.Err() != nil:
+			// The budget ran out during the retry (or while it waited for an instance).
+			handler.FailAll(res[lo:hi], h.budgetError("the retry was interrupted", cause))
+			handler.FailAll(res[hi:], h.budgetError("not retried", cause))
+			return nil
+		}
+		cause = err
+		if hi-lo > 1 {
+			together = false // retry each group alone
+			continue
+		}
+		res[lo] = handler.Result{Err: err}
+		lo++
+		together = errors.Is(err, ErrTimeLimit)
 	}
 	return nil
+}
+
+// retryBudget is the time the chunks of one Process may spend retrying: it starts with the
+// first retry, so calls that succeed never spend it.
+type retryBudget struct {
+	d      time.Duration // 0: no bound
+	once   sync.Once
+	ctx    context.Context
+	cancel context.CancelFunc
+}
+
+// start returns the context of retries under parent, starting the budget on its first call.
+func (b *retryBudget) start(parent context.Context) context.Context {
+	if b.d <= 0 {
+		return parent
+	}
+	b.once.Do(func() { b.ctx, b.cancel = context.WithTimeout(parent, b.d) })
+	return b.ctx
+}
+
+// stop releases the budget's timer once the Process is over.
+func (b *retryBudget) stop() {
+	if b.cancel != nil {
+		b.cancel()
+	}
+}
+
+// ErrRetryBudget is wrapped by the error of a group that was not retried, or whose retry did
+// not finish, within the retry budget of its Process (Limits.RetryTimeout).
+var ErrRetryBudget = errors.New("the retry budget was spent")
+
+// budgetError is the error of a group that the spent budget stopped: what happened to it, and
+// after which failure.
+func (h *Host) budgetError(what string, cause error) error {
+	return fmt.Errorf("%s: %w (limits.retry_timeout %s), after a call failed: %v", what, ErrRetryBudget, h.cfg.Limits.RetryTimeout, cause)
 }
 
 // callOnce runs sub on a pooled instance. An error means the whole call failed and the

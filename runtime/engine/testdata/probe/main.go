@@ -15,6 +15,7 @@
 //	{"panic": msg}     panic
 //	{"exit": code}     os.Exit (an unrecoverable trap for the host)
 //	{"loop": true}     loop forever (the per-call time limit)
+//	{"log": msg}       log msg at level info through the host (groupstate.Log)
 //	{"alloc_mb": n}    allocate and touch n MiB (the memory limit)
 //	{"emit_mb": n}     emit a JSON string of n MiB (the output limit)
 //	{"open": path}     try to open a file: emits {"tag": "open", "ok", "error"}
@@ -52,6 +53,7 @@ type op struct {
 	Panic   string          `json:"panic"`
 	Exit    *int            `json:"exit"`
 	Loop    bool            `json:"loop"`
+	Log     string          `json:"log"`
 	AllocMB int             `json:"alloc_mb"`
 	EmitMB  int             `json:"emit_mb"`
 	Open    string          `json:"open"`
@@ -124,6 +126,8 @@ func run(g *groupstate.RawGroup, ops []op) error {
 		case o.Loop:
 			for {
 			}
+		case o.Log != "":
+			groupstate.Log(groupstate.LevelInfo, o.Log)
 		case o.EmitMB > 0:
 			b := make([]byte, o.EmitMB<<20)
 			for j := range b {
