@@ -178,7 +178,8 @@ func (r *runner) loop(ctx context.Context) {
 			}
 			pending = f.msgs
 		}
-		rep, last, err := r.runBatch(work, pending)
+		batch, rest := cutBatch(pending, int(r.spec.Trigger.MaxBytes))
+		rep, last, err := r.runBatch(work, batch)
 		if err != nil {
 			if errors.Is(err, state.ErrFailed) {
 				r.fail(err)
@@ -195,13 +196,29 @@ func (r *runner) loop(ctx context.Context) {
 		if last != nil {
 			r.ack(work, *last)
 		}
-		pending = nil
+		pending = rest // what did not fit trigger.max_bytes runs next, before another fetch
 		noData = rep.NeedsNoDataBatch
 		backoff = 100 * time.Millisecond
 		r.record(rep)
 		r.s.cfg.Metrics.batch(r.spec.Name, rep)
 		r.publishStatus(work, false)
 	}
+}
+
+// cutBatch splits msgs (in fetch order) into the first batch, at most maxBytes of data but at
+// least one message, and the rest.
+func cutBatch(msgs []natsio.Msg, maxBytes int) (batch, rest []natsio.Msg) {
+	if maxBytes <= 0 {
+		return msgs, nil
+	}
+	n := 0
+	for i := range msgs {
+		n += len(msgs[i].Data)
+		if n > maxBytes && i > 0 {
+			return msgs[:i], msgs[i:]
+		}
+	}
+	return msgs, nil
 }
 
 // ackTimeout bounds the acknowledgement of one batch's input.
