@@ -3,7 +3,6 @@ package engine_test
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,20 +10,17 @@ import (
 	"testing"
 
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
 
-// require fails the test at once on err, like wazero's internal require helper.
-func require(t testing.TB, err error, msgAndArgs ...any) {
-	t.Helper()
-	if err != nil {
-		if len(msgAndArgs) > 0 {
-			t.Fatalf("%v: %v", msgAndArgs, err)
-		}
-		t.Fatal(err)
-	}
-}
+// The shared test helpers, by the short names this package's tests use.
+var (
+	require       = testutil.Require
+	readFile      = testutil.ReadFile
+	discardLogger = testutil.DiscardLogger
+)
 
 var (
 	rtOnce sync.Once
@@ -41,21 +37,6 @@ func sharedRuntime(t testing.TB) *engine.Runtime {
 		rtVal = rt
 	})
 	return rtVal
-}
-
-// discardLogger drops logs; set GROUPSTATE_TEST_LOG=1 to see them.
-func discardLogger() *slog.Logger {
-	if os.Getenv("GROUPSTATE_TEST_LOG") != "" {
-		return slog.Default()
-	}
-	return slog.New(slog.DiscardHandler)
-}
-
-func readFile(t testing.TB, path string) []byte {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require(t, err)
-	return b
 }
 
 // specFromYAML parses a spec written in a test.
