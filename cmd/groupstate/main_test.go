@@ -86,7 +86,7 @@ func TestRunExitCodes(t *testing.T) {
 		{name: "failing expectation", args: []string{"test", "--spec", inRepo("samples/logincount/logincount.yaml"), "--scenario", wrongExpect},
 			code: 1, stderrHas: `- missing:    {"total_logins":3,"user_id":"x"}`, stdoutHas: `{"user_id":"x","total_logins":1}`},
 		{name: "state without a server", args: []string{"state", "logincount", "ada", "--server", "nats://127.0.0.1:1"},
-			code: 2, stderrHas: "groupstate: natsio: cannot connect to NATS at nats://127.0.0.1:1", stdoutNone: true},
+			code: 2, stderrHas: "groupstate: service: cannot connect to NATS at nats://127.0.0.1:1 (is groupstate serve running?)", stdoutNone: true},
 		{name: "no arguments", args: []string{}, code: 0, stderr: "", stdoutHas: "Usage:\n  groupstate [command]"},
 		{name: "nil arguments", args: nil, code: 0, stderr: "", stdoutHas: "Usage:\n  groupstate [command]"},
 		{name: "help of a command", args: []string{"state", "--help"}, code: 0, stderr: "", stdoutHas: "exits 1 when the\nkey has no state"},
