@@ -339,7 +339,9 @@ type inflight struct {
 // stream, or the first error: of sending, of an acknowledgement, or ctx's
 // while awaiting acknowledgements. It always waits for the sending goroutine
 // to end first, so no message of the delivery is sent after Wait returned.
-// After an error the caller delivers all entries again. Wait may be called
+// After an error it also waits until every publish still pending has an
+// outcome, so nothing of the delivery lands once Wait returned (unless ctx
+// ended first), and the caller delivers all entries again. Wait may be called
 // more than once; it returns the same result.
 func (d *Delivery) Wait(ctx context.Context) error {
 	// The sending must be over whatever ctx says: after an error the caller sends everything
@@ -348,11 +350,31 @@ func (d *Delivery) Wait(ctx context.Context) error {
 	// before every message, and a publish waits at most publishStallWait for a slot.
 	<-d.sent
 	for d.err == nil && d.head < len(d.window) {
-		if d.err = d.await(ctx, d.window[d.head]); d.err == nil {
-			d.head++
+		d.err = d.await(ctx, d.window[d.head])
+		if d.err == nil || ctx.Err() == nil {
+			d.head++ // acknowledged, or failed: either way it has its outcome
 		}
 	}
+	if d.err != nil {
+		d.settle(ctx)
+	}
 	return d.err
+}
+
+// settle waits, after the delivery failed, until every publish still pending has an outcome
+// (or ctx ends). JetStream retries an asynchronous publish that found no stream (in case a
+// stream leader is moving), so a later message of a failed delivery could otherwise still land
+// after the caller sent the outbox again, ahead of an earlier one.
+func (d *Delivery) settle(ctx context.Context) {
+	for _, f := range d.window[d.head:] {
+		select {
+		case <-f.fut.Ok():
+		case <-f.fut.Err():
+		case <-ctx.Done():
+			return
+		}
+	}
+	d.head = len(d.window)
 }
 
 func (d *Delivery) await(ctx context.Context, f inflight) error {

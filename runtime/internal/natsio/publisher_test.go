@@ -303,3 +303,22 @@ func TestPublisherReplacesRefusedMessages(t *testing.T) {
 	}
 
 }
+
+// TestFailedDeliverySettles: when a delivery fails, Wait returns only once no publish of it
+// is pending. JetStream retries a publish that found no stream, so without this a later
+// message of a failed delivery could land after the outbox was sent again, out of order.
+func TestFailedDeliverySettles(t *testing.T) {
+	e := newEnv(t) // no stream captures the subjects
+	p := NewPublisher(e.js, Subjects{Output: "nowhere.out", DeadLetter: "nowhere.dlq"})
+	var entries []state.OutboxEntry
+	for i := range 50 {
+		entries = append(entries, state.OutboxEntry{ID: state.OutboxID{BatchID: 1, Seq: uint32(i)}, Kind: state.OutboxOutput, Payload: []byte("{}")})
+	}
+	d := p.Start(e.ctx, "dep", entries)
+	if err := d.Wait(e.ctx); err == nil {
+		t.Fatal("a delivery to no stream succeeded")
+	}
+	if n := e.js.PublishAsyncPending(); n != 0 {
+		t.Fatalf("%d publishes of the failed delivery are still pending after Wait", n)
+	}
+}
