@@ -33,6 +33,9 @@ type Batch struct {
 	hasGeneration bool
 	generation    uint64
 
+	hasInputCreated bool
+	inputCreated    int64
+
 	seq uint32
 
 	log *setLog // the Sets, written at Commit (nil once closed)
@@ -167,6 +170,14 @@ func (b *Batch) SetGeneration(gen uint64) {
 	b.generation = gen
 }
 
+// SetInputCreated records the identity of the input stream the batch's
+// position counts in (see Progress.InputCreated). Without it, Commit carries
+// over the previous one.
+func (b *Batch) SetInputCreated(created int64) {
+	b.hasInputCreated = true
+	b.inputCreated = created
+}
+
 // SetOpen marks the batch as a chunk of the micro-batch open, which has
 // chunks left: after the commit, Progress.Open is open (open.Active is set
 // for the caller). A commit without SetOpen closes the open batch, if any:
@@ -245,6 +256,10 @@ func (b *Batch) Commit() (Progress, error) {
 	next.Generation, next.GenerationFrom = prev.Generation, prev.GenerationFrom
 	if b.hasGeneration {
 		next.Generation, next.GenerationFrom = b.generation, b.id
+	}
+	next.InputCreated = prev.InputCreated
+	if b.hasInputCreated {
+		next.InputCreated = b.inputCreated
 	}
 	if prev.Open.Active && !next.Open.Active {
 		if err := b.clearSkips(); err != nil {

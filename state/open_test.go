@@ -123,6 +123,7 @@ func TestOpenBatch(t *testing.T) {
 func TestProgressGeneration(t *testing.T) {
 	for _, p := range []Progress{
 		{BatchID: 7, Position: 9, Generation: 2, GenerationFrom: 5},
+		{BatchID: 7, Position: 9, InputCreated: 1234567},
 		{BatchID: 7, Position: 9, Generation: 1, GenerationFrom: 7, Open: OpenBatch{Active: true, ProcessingTimeMs: 3, NextWatermarkMs: 4, Next: TimerPos{TimeoutMs: 5, Key: "k"}}},
 	} {
 		b := appendProgress(nil, p)
@@ -145,6 +146,7 @@ func TestProgressGeneration(t *testing.T) {
 	d := s.Deployment("d")
 	b := d.NewBatch(1)
 	b.SetGeneration(1)
+	b.SetInputCreated(42)
 	if _, err := b.Commit(); err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +156,7 @@ func TestProgressGeneration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.Generation != 1 || p.GenerationFrom != 1 || p.Position != 5 {
+	if p.Generation != 1 || p.GenerationFrom != 1 || p.InputCreated != 42 || p.Position != 5 {
 		t.Fatalf("progress %+v: generation not carried over", p)
 	}
 	if got, err := d.Progress(); err != nil || got != p {

@@ -34,6 +34,11 @@ type Progress struct {
 	// GenerationFrom is the id of the batch that started Generation: outbox
 	// entries of earlier batches belong to the generation before.
 	GenerationFrom uint64
+	// InputCreated identifies the input stream Position counts in: its
+	// creation time in Unix nanoseconds (0: unknown). A stream deleted and
+	// re-created numbers its messages from 1 again, and its creation time
+	// tells. Batch.SetInputCreated sets it; every other commit carries it over.
+	InputCreated int64
 }
 
 // OpenBatch is a micro-batch that commits in chunks (as when more timeouts
@@ -72,22 +77,22 @@ func TimerAfter(timeoutMs int64, key []byte) TimerPos {
 // The progress record is version 1 without an open batch (as written before
 // open batches existed, so an older runtime still reads it) and version 2
 // with one: version 1's fields, then the open batch. Version 3, written only
-// once Generation > 0 (so records of generation 0 stay readable by older
-// runtimes), is version 1's fields, Generation, GenerationFrom, a byte 0 or
-// 1 telling whether an open batch follows, then version 2's open batch part.
+// once Generation or InputCreated is set, is version 1's fields, Generation,
+// GenerationFrom, InputCreated, a byte 0 or 1 telling whether an open batch
+// follows, then version 2's open batch part.
 const (
 	progressVersion1 = 1
 	progressVersion2 = 2
 	progressVersion3 = 3
 	progressLen      = 1 + 8*5 // version 1
 	progressOpenLen  = 8 * 3   // the fixed part version 2 adds; the key follows
-	progressGenLen   = 8*2 + 1 // what version 3 adds before the open batch part
+	progressGenLen   = 8*3 + 1 // what version 3 adds before the open batch part
 )
 
 func appendProgress(dst []byte, p Progress) []byte {
 	v := byte(progressVersion1)
 	switch {
-	case p.Generation > 0:
+	case p.Generation > 0 || p.InputCreated != 0:
 		v = progressVersion3
 	case p.Open.Active:
 		v = progressVersion2
@@ -101,6 +106,7 @@ func appendProgress(dst []byte, p Progress) []byte {
 	if v == progressVersion3 {
 		dst = binary.BigEndian.AppendUint64(dst, p.Generation)
 		dst = binary.BigEndian.AppendUint64(dst, p.GenerationFrom)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(p.InputCreated))
 		dst = append(dst, byte(b2i(p.Open.Active)))
 	}
 	if !p.Open.Active {
@@ -137,7 +143,7 @@ func decodeProgress(b []byte) (Progress, error) {
 		if len(b) < off || b[off-1] > 1 {
 			return Progress{}, corrupt
 		}
-		p.Generation, p.GenerationFrom = u(5), u(6)
+		p.Generation, p.GenerationFrom, p.InputCreated = u(5), u(6), int64(u(7))
 		if b[off-1] == 0 {
 			if len(b) != off {
 				return Progress{}, corrupt
