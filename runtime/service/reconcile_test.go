@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/timeouts"
@@ -56,7 +55,7 @@ func TestInputStreamRecreated(t *testing.T) {
 
 	env.startService(dataDir, clock)
 	env.waitStatus("logincount", "4 rows in, the re-created stream reported", func(st *client.Status) bool {
-		
+
 		return st.RowsIn == 4 && strings.Contains(st.LastError, "re-created")
 	})
 	env.waitTotals(map[string]int{"ada": 3, "bob": 4})
