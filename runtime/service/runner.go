@@ -16,6 +16,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 	"github.com/groupstate/groupstate/timeouts"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -195,6 +196,13 @@ func reconcile(ctx context.Context, js jetstream.JetStream, ks *state.Deployment
 	if err != nil {
 		return "", err
 	}
+	if floor < pos && floor < info.LastSeq {
+		// Committed but not acknowledged (a crash between the two, or a consumer created
+		// afresh): start the consumer after the position rather than skip those rows.
+		if err := src.Rewind(ctx, pos+1); err != nil {
+			return "", err
+		}
+	}
 	if floor > pos {
 		if err := src.Rewind(ctx, pos+1); err != nil {
 			return "", err
@@ -262,33 +270,39 @@ func (r *runner) loop(ctx context.Context) {
 	defer close(r.done)
 	defer r.publishStatus(context.Background(), true)
 	work := context.WithoutCancel(ctx) // a batch in flight finishes even when stopping
-	fctx, stopFetching := context.WithCancel(ctx)
-	fetched, fetcherDone := r.prefetch(fctx)
+	f := r.startFetcher(ctx)
 	defer func() {
 		// The fetcher ends before the runner counts as stopped, so a redeploy's new runner
 		// never shares the consumer with it.
-		stopFetching()
-		<-fetcherDone
+		f.stop()
 	}()
 	var pending []natsio.Msg // fetched, not yet committed
 	noData := false
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		if len(pending) == 0 && !noData {
-			var f fetchResult
+			var res fetchResult
 			select {
-			case f = <-fetched:
+			case res = <-f.out:
 			case <-ctx.Done():
 				return
 			}
-			if f.err != nil {
+			if res.err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				r.fault(ctx, fmt.Errorf("fetching input: %w", f.err), &backoff)
+				if natsio.Gone(res.err) {
+					// The consumer or the input stream was deleted: no fetch can succeed
+					// again. Stop the fetcher, re-create them, and fetch from the new consumer.
+					f.stop()
+					r.heal(ctx, fmt.Errorf("fetching input: %w", res.err), &backoff)
+					f = r.startFetcher(ctx)
+					continue
+				}
+				r.fault(ctx, fmt.Errorf("fetching input: %w", res.err), &backoff)
 				continue
 			}
-			pending = f.msgs
+			pending = res.msgs
 		}
 		batch, rest := cutBatch(pending, int(r.spec.Trigger.MaxBytes))
 		rep, last, err := r.runBatch(work, batch)
@@ -301,6 +315,13 @@ func (r *runner) loop(ctx context.Context) {
 			if errors.Is(err, engine.ErrKeyFailed) {
 				r.fail(err) // on_error: fail stops the deployment; nothing of the batch committed
 				return
+			}
+			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+				// No stream captures an output subject (an output stream was deleted): the
+				// engine keeps the outbox; re-create the streams so that delivery can work.
+				if _, serr := r.s.ensureStreams(ctx, r.spec); serr != nil {
+					r.logger.Warn("re-creating the output streams failed", "err", serr)
+				}
 			}
 			r.fault(ctx, err, &backoff)
 			continue // the same rows again
@@ -344,6 +365,26 @@ func (r *runner) ack(ctx context.Context, m natsio.Msg) {
 	if err := r.src.Ack(ctx, m); err != nil {
 		r.logger.Warn("acknowledging input failed; it will be redelivered and skipped", "err", err)
 	}
+}
+
+// fetcher is a running prefetch: its results, and how to stop it.
+type fetcher struct {
+	out    <-chan fetchResult
+	done   <-chan struct{}
+	cancel context.CancelFunc
+}
+
+// startFetcher starts prefetching from r.src until ctx ends or stop is called.
+func (r *runner) startFetcher(ctx context.Context) *fetcher {
+	fctx, cancel := context.WithCancel(ctx)
+	out, done := r.prefetch(fctx)
+	return &fetcher{out: out, done: done, cancel: cancel}
+}
+
+// stop ends the fetcher and waits for it: afterwards nothing uses r.src.
+func (f *fetcher) stop() {
+	f.cancel()
+	<-f.done
 }
 
 // fetchResult is one fetch of the input: up to Trigger.MaxRows messages, or an error.
@@ -395,6 +436,25 @@ func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.Batch
 	in := engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(r.s.cfg.Clock.Now()), Rows: rows, Position: maxSeq}
 	rep, err := r.eng.RunBatch(ctx, in)
 	return rep, last, err
+}
+
+// heal re-creates what a deleted consumer or stream took (see open), with backoff, until it
+// succeeds or ctx ends. The fault stays in the status (Error) until a batch succeeds. The
+// fetcher must have stopped: heal replaces r.src and r.eng.
+func (r *runner) heal(ctx context.Context, cause error, backoff *time.Duration) {
+	r.logger.Warn("input consumer or stream gone; re-creating them", "err", cause)
+	r.setError(cause)
+	for ctx.Err() == nil {
+		notes, err := r.open(context.WithoutCancel(ctx))
+		if err == nil {
+			if notes != "" {
+				r.setError(fmt.Errorf("%v; %s", cause, notes))
+			}
+			r.logger.Info("input consumer re-created")
+			return
+		}
+		r.fault(ctx, fmt.Errorf("re-creating the input after %v: %w", cause, err), backoff)
+	}
 }
 
 func (r *runner) fault(ctx context.Context, err error, backoff *time.Duration) {

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -172,6 +173,15 @@ func (s *Source) rewindTo(ctx context.Context, seq uint64) error {
 		s.lastDseq = resp.Delivered.Consumer
 	}
 	return nil
+}
+
+// Gone tells whether err (from [Source.Fetch], [Source.Ack] or [Source.Pending]) says that
+// the consumer or its stream no longer exists (deleted by an operator, or with its stream):
+// the Source is of no further use, and the caller should ensure the stream and open a new one.
+func Gone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) ||
+		errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerDoesNotExist) ||
+		errors.Is(err, nats.ErrNoResponders)
 }
 
 // AckFloor returns the stream sequence of the consumer's ack floor: every message up to it
