@@ -30,6 +30,12 @@ type Batch struct {
 	position    uint64
 	open        OpenBatch // SetOpen's
 
+	hasGeneration bool
+	generation    uint64
+
+	hasInputCreated bool
+	inputCreated    int64
+
 	seq uint32
 
 	log *setLog // the Sets, written at Commit (nil once closed)
@@ -155,6 +161,23 @@ func (b *Batch) SetProgress(watermarkMs int64, position uint64) {
 	b.position = position
 }
 
+// SetGeneration makes the commit start generation gen (see
+// Progress.Generation), this batch being its first: use it in a commit that
+// rewinds the input position behind batches that may have been published.
+// Without it, Commit carries over the previous generation.
+func (b *Batch) SetGeneration(gen uint64) {
+	b.hasGeneration = true
+	b.generation = gen
+}
+
+// SetInputCreated records the identity of the input stream the batch's
+// position counts in (see Progress.InputCreated). Without it, Commit carries
+// over the previous one.
+func (b *Batch) SetInputCreated(created int64) {
+	b.hasInputCreated = true
+	b.inputCreated = created
+}
+
 // SetOpen marks the batch as a chunk of the micro-batch open, which has
 // chunks left: after the commit, Progress.Open is open (open.Active is set
 // for the caller). A commit without SetOpen closes the open batch, if any:
@@ -230,6 +253,14 @@ func (b *Batch) Commit() (Progress, error) {
 		next.WatermarkMs, next.Position = b.watermarkMs, b.position
 	}
 	next.Open = b.open
+	next.Generation, next.GenerationFrom = prev.Generation, prev.GenerationFrom
+	if b.hasGeneration {
+		next.Generation, next.GenerationFrom = b.generation, b.id
+	}
+	next.InputCreated = prev.InputCreated
+	if b.hasInputCreated {
+		next.InputCreated = b.inputCreated
+	}
 	if prev.Open.Active && !next.Open.Active {
 		if err := b.clearSkips(); err != nil {
 			return Progress{}, err

@@ -25,6 +25,20 @@ type Progress struct {
 	// Open is the micro-batch in progress, when one is committed in several
 	// chunks and chunks are left (see OpenBatch); zero otherwise.
 	Open OpenBatch
+	// Generation counts the times the deployment's input was rewound behind
+	// batches it may already have published (as after a data directory was
+	// restored from a backup): batch ids repeat then, so output message ids
+	// include the generation to stay unique. 0 until the first such rewind.
+	// Batch.SetGeneration sets it; every other commit carries it over.
+	Generation uint64
+	// GenerationFrom is the id of the batch that started Generation: outbox
+	// entries of earlier batches belong to the generation before.
+	GenerationFrom uint64
+	// InputCreated identifies the input stream Position counts in: its
+	// creation time in Unix nanoseconds (0: unknown). A stream deleted and
+	// re-created numbers its messages from 1 again, and its creation time
+	// tells. Batch.SetInputCreated sets it; every other commit carries it over.
+	InputCreated int64
 }
 
 // OpenBatch is a micro-batch that commits in chunks (as when more timeouts
@@ -62,17 +76,25 @@ func TimerAfter(timeoutMs int64, key []byte) TimerPos {
 
 // The progress record is version 1 without an open batch (as written before
 // open batches existed, so an older runtime still reads it) and version 2
-// with one: version 1's fields, then the open batch.
+// with one: version 1's fields, then the open batch. Version 3, written only
+// once Generation or InputCreated is set, is version 1's fields, Generation,
+// GenerationFrom, InputCreated, a byte 0 or 1 telling whether an open batch
+// follows, then version 2's open batch part.
 const (
 	progressVersion1 = 1
 	progressVersion2 = 2
+	progressVersion3 = 3
 	progressLen      = 1 + 8*5 // version 1
 	progressOpenLen  = 8 * 3   // the fixed part version 2 adds; the key follows
+	progressGenLen   = 8*3 + 1 // what version 3 adds before the open batch part
 )
 
 func appendProgress(dst []byte, p Progress) []byte {
 	v := byte(progressVersion1)
-	if p.Open.Active {
+	switch {
+	case p.Generation > 0 || p.InputCreated != 0:
+		v = progressVersion3
+	case p.Open.Active:
 		v = progressVersion2
 	}
 	dst = append(dst, v)
@@ -81,6 +103,12 @@ func appendProgress(dst []byte, p Progress) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, p.Position)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(p.Keys))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(p.TimerKeys))
+	if v == progressVersion3 {
+		dst = binary.BigEndian.AppendUint64(dst, p.Generation)
+		dst = binary.BigEndian.AppendUint64(dst, p.GenerationFrom)
+		dst = binary.BigEndian.AppendUint64(dst, uint64(p.InputCreated))
+		dst = append(dst, byte(b2i(p.Open.Active)))
+	}
 	if !p.Open.Active {
 		return dst
 	}
@@ -94,7 +122,7 @@ func appendProgress(dst []byte, p Progress) []byte {
 
 func decodeProgress(b []byte) (Progress, error) {
 	corrupt := fmt.Errorf("%w: progress record of %d bytes", ErrCorrupt, len(b))
-	if len(b) < progressLen || (b[0] != progressVersion1 && b[0] != progressVersion2) ||
+	if len(b) < progressLen || b[0] < progressVersion1 || b[0] > progressVersion3 ||
 		(b[0] == progressVersion1 && len(b) != progressLen) {
 		return Progress{}, corrupt
 	}
@@ -109,12 +137,27 @@ func decodeProgress(b []byte) (Progress, error) {
 	if b[0] == progressVersion1 {
 		return p, nil
 	}
-	if len(b) < progressLen+progressOpenLen {
+	off := progressLen // where the open batch part starts
+	if b[0] == progressVersion3 {
+		off += progressGenLen
+		if len(b) < off || b[off-1] > 1 {
+			return Progress{}, corrupt
+		}
+		p.Generation, p.GenerationFrom, p.InputCreated = u(5), u(6), int64(u(7))
+		if b[off-1] == 0 {
+			if len(b) != off {
+				return Progress{}, corrupt
+			}
+			return p, nil
+		}
+	}
+	if len(b) < off+progressOpenLen {
 		return Progress{}, corrupt
 	}
-	p.Open = OpenBatch{Active: true, ProcessingTimeMs: int64(u(5)), NextWatermarkMs: int64(u(6))}
-	p.Open.Next.TimeoutMs = int64(u(7))
-	rest := b[progressLen+progressOpenLen:]
+	o := func(i int) uint64 { return binary.BigEndian.Uint64(b[off+8*i:]) }
+	p.Open = OpenBatch{Active: true, ProcessingTimeMs: int64(o(0)), NextWatermarkMs: int64(o(1))}
+	p.Open.Next.TimeoutMs = int64(o(2))
+	rest := b[off+progressOpenLen:]
 	n, w := binary.Uvarint(rest)
 	if w <= 0 || n != uint64(len(rest)-w) {
 		return Progress{}, corrupt

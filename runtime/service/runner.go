@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,6 +16,8 @@ import (
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 	"github.com/groupstate/groupstate/timeouts"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // runner drives one deployment: it fetches rows from the input stream, runs micro-batches,
@@ -23,6 +26,8 @@ type runner struct {
 	s      *Service
 	rec    natsio.Record
 	spec   *spec.Spec
+	wasm   []byte
+	store  *state.Store
 	eng    *engine.Engine
 	ks     *state.Deployment
 	src    *natsio.Source
@@ -64,15 +69,36 @@ func (s *Service) check(ctx context.Context, rec natsio.Record) (*revision, erro
 	return &revision{rec: rec, spec: sp, wasm: wasm}, nil
 }
 
-// build creates what a checked revision needs to run: streams, the input consumer (which it
-// resets to its ack floor) and the engine. The previous runner of the deployment, if any,
-// must have stopped: only one writer uses the consumer and the state at a time.
+// build creates what a checked revision needs to run: streams, the input consumer (reset to
+// its ack floor, and reconciled with the committed position: see reconcile) and the engine.
+// The previous runner of the deployment, if any, must have stopped: only one writer uses the
+// consumer and the state at a time.
 func (s *Service) build(ctx context.Context, rv *revision) (*runner, error) {
-	rec, sp, wasm := rv.rec, rv.spec, rv.wasm
+	rec, sp := rv.rec, rv.spec
+	logger := s.logger.With("deployment", sp.Name)
+	s.mu.Lock()
+	store := s.store
+	s.mu.Unlock()
+	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, store: store, logger: logger, done: make(chan struct{})}
+	r.ks = store.Deployment(sp.Name)
+	notes, err := r.open(ctx)
+	if err != nil {
+		return nil, err
+	}
+	r.status = client.Status{Name: sp.Name, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: store.ID()}
+	if notes != "" {
+		r.status.LastError, r.status.LastErrorAt = notes, time.Now()
+	}
+	return r, nil
+}
+
+// ensureStreams ensures the deployment's input stream and its output streams (output,
+// dead-letter, late) and returns the input stream's name.
+func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec) (string, error) {
 	inStream, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: sp.Input.Stream, Fallback: natsio.StreamName(sp.Name + "_IN"),
 		Subjects: sp.Input.Subjects, MaxAge: sp.Input.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge})
 	if err != nil {
-		return nil, fmt.Errorf("input stream: %w", err)
+		return "", fmt.Errorf("input stream: %w", err)
 	}
 	// Outputs are never stored in the input stream (the spec refuses subjects that the input
 	// subjects match, but a named or adopted input stream may capture more than they do).
@@ -91,27 +117,121 @@ func (s *Service) build(ctx context.Context, rv *revision) (*runner, error) {
 		if _, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: o.sink.Stream, Fallback: natsio.StreamName(sp.Name + o.suffix),
 			Subjects: []string{o.sink.Subject}, Duplicates: natsio.MinDuplicateWindow,
 			MaxAge: o.sink.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Avoid: inStream}); err != nil {
-			return nil, fmt.Errorf("%s stream: %w", o.what, err)
+			return "", fmt.Errorf("%s stream: %w", o.what, err)
 		}
+	}
+	return inStream, nil
+}
+
+// open ensures the streams, creates the input consumer, reconciles it with the committed
+// position (see reconcile) and creates the engine, which it sets as r.src and r.eng (closing
+// an engine r had). It runs in build, and in the loop to heal a deleted stream or consumer;
+// nothing else uses r.src and r.eng meanwhile. It returns what reconcile found, for status.
+func (r *runner) open(ctx context.Context) (string, error) {
+	s, sp := r.s, r.spec
+	inStream, err := s.ensureStreams(ctx, sp)
+	if err != nil {
+		return "", err
 	}
 	src, err := natsio.NewSource(ctx, s.js, inStream, natsio.ConsumerName(sp.Name), sp.Input.Subjects)
 	if err != nil {
-		return nil, fmt.Errorf("input consumer: %w", err)
+		return "", fmt.Errorf("input consumer: %w", err)
 	}
-	logger := s.logger.With("deployment", sp.Name)
-	s.mu.Lock()
-	store := s.store
-	s.mu.Unlock()
-	pub := natsio.NewPublisher(s.js, natsio.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject}).
-		WithInstance(store.ID())
-	eng, err := s.rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: wasm, Store: store, Sink: publisherSink{pub}, Logger: s.logger})
+	notes, err := reconcile(ctx, s.js, r.ks, inStream, src, r.logger)
 	if err != nil {
-		return nil, err
+		return "", err
 	}
-	r := &runner{s: s, rec: rec, spec: sp, eng: eng, src: src, logger: logger, done: make(chan struct{})}
-	r.status = client.Status{Name: sp.Name, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: store.ID()}
-	r.ks = store.Deployment(sp.Name)
-	return r, nil
+	p, err := r.ks.Progress()
+	if err != nil {
+		return "", err
+	}
+	pub := natsio.NewPublisher(s.js, natsio.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject}).
+		WithInstance(r.store.ID()).WithGeneration(p.Generation, p.GenerationFrom)
+	eng, err := s.rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Sink: publisherSink{pub}, Logger: s.logger})
+	if err != nil {
+		return "", err
+	}
+	if r.eng != nil {
+		r.eng.Close(context.WithoutCancel(ctx))
+	}
+	r.eng, r.src = eng, src
+	return notes, nil
+}
+
+// reconcile compares the deployment's committed input position with the input stream and
+// the consumer src, before an engine reads the position, and repairs what it can:
+//   - the stream is not the one the position counts in (it was deleted and re-created, and its
+//     sequences started again at 1: its creation time differs from the one recorded with the
+//     position, or it ends before the position): the position goes back to just before the stream's first message,
+//     so the new rows are not skipped as already processed;
+//   - the consumer's ack floor is ahead of the position (the state was restored from a
+//     backup, or rows were acknowledged without being committed): the consumer is rewound to
+//     the row after the position, so those rows come again, and the deployment starts a new
+//     generation, so the batch ids it repeats get new output message ids;
+//   - rows after the position are no longer in the stream (removed by its retention): they
+//     are lost; the deployment goes on from the stream's first message.
+//
+// A change of position or generation is committed to the store. Each finding is logged at
+// Warn; reconcile returns them joined, for the status's LastError (empty: nothing found).
+func reconcile(ctx context.Context, js jetstream.JetStream, ks *state.Deployment, stream string, src *natsio.Source, logger *slog.Logger) (string, error) {
+	p, err := ks.Progress()
+	if err != nil {
+		return "", err
+	}
+	st, err := js.Stream(ctx, stream)
+	if err != nil {
+		return "", fmt.Errorf("input stream: %w", err)
+	}
+	info := st.CachedInfo().State
+	created := st.CachedInfo().Created.UnixNano()
+	pos, gen := p.Position, p.Generation
+	var notes []string
+	if (p.InputCreated != 0 && p.InputCreated != created && pos > 0) || info.LastSeq < pos {
+		pos = max(info.FirstSeq, 1) - 1
+		notes = append(notes, fmt.Sprintf("input stream %s was re-created (it is not the stream the committed position %d counts in): starting again from its first message, sequence %d", stream, p.Position, pos+1))
+		logger.Warn("input stream re-created; starting from its first message",
+			"stream", stream, "last_seq", info.LastSeq, "position", p.Position, "from", pos+1)
+	}
+	floor, err := src.AckFloor(ctx)
+	if err != nil {
+		return "", err
+	}
+	if floor < pos && floor < info.LastSeq {
+		// Committed but not acknowledged (a crash between the two, or a consumer created
+		// afresh): start the consumer after the position rather than skip those rows.
+		if err := src.Rewind(ctx, pos+1); err != nil {
+			return "", err
+		}
+	}
+	if floor > pos {
+		if err := src.Rewind(ctx, pos+1); err != nil {
+			return "", err
+		}
+		gen++
+		notes = append(notes, fmt.Sprintf("the input consumer had acknowledged up to sequence %d, beyond the committed position %d (state restored from a backup?): rewound it to sequence %d; outputs continue as generation %d", floor, pos, pos+1, gen))
+		logger.Warn("input consumer ahead of the committed position (state restored from a backup?); rewound it, new output generation",
+			"ack_floor", floor, "position", pos, "generation", gen)
+	}
+	if info.Msgs > 0 && info.FirstSeq > pos+1 {
+		lost := info.FirstSeq - 1 - pos
+		notes = append(notes, fmt.Sprintf("%d rows of input stream %s (sequences %d to %d) were removed by the stream's retention before they were processed", lost, stream, pos+1, info.FirstSeq-1))
+		logger.Warn("input rows removed by retention before they were processed", "stream", stream, "rows", lost, "from", pos+1, "to", info.FirstSeq-1)
+	}
+	if pos != p.Position || gen != p.Generation || created != p.InputCreated {
+		b := ks.NewBatch(p.BatchID + 1)
+		b.SetInputCreated(created)
+		b.SetProgress(p.WatermarkMs, pos)
+		if p.Open.Active {
+			b.SetOpen(p.Open)
+		}
+		if gen != p.Generation {
+			b.SetGeneration(gen)
+		}
+		if _, err := b.Commit(); err != nil {
+			return "", err
+		}
+	}
+	return strings.Join(notes, "; "), nil
 }
 
 func (r *runner) start(ctx context.Context) {
@@ -150,33 +270,39 @@ func (r *runner) loop(ctx context.Context) {
 	defer close(r.done)
 	defer r.publishStatus(context.Background(), true)
 	work := context.WithoutCancel(ctx) // a batch in flight finishes even when stopping
-	fctx, stopFetching := context.WithCancel(ctx)
-	fetched, fetcherDone := r.prefetch(fctx)
+	f := r.startFetcher(ctx)
 	defer func() {
 		// The fetcher ends before the runner counts as stopped, so a redeploy's new runner
 		// never shares the consumer with it.
-		stopFetching()
-		<-fetcherDone
+		f.stop()
 	}()
 	var pending []natsio.Msg // fetched, not yet committed
 	noData := false
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		if len(pending) == 0 && !noData {
-			var f fetchResult
+			var res fetchResult
 			select {
-			case f = <-fetched:
+			case res = <-f.out:
 			case <-ctx.Done():
 				return
 			}
-			if f.err != nil {
+			if res.err != nil {
 				if ctx.Err() != nil {
 					return
 				}
-				r.fault(ctx, fmt.Errorf("fetching input: %w", f.err), &backoff)
+				if natsio.Gone(res.err) {
+					// The consumer or the input stream was deleted: no fetch can succeed
+					// again. Stop the fetcher, re-create them, and fetch from the new consumer.
+					f.stop()
+					r.heal(ctx, fmt.Errorf("fetching input: %w", res.err), &backoff)
+					f = r.startFetcher(ctx)
+					continue
+				}
+				r.fault(ctx, fmt.Errorf("fetching input: %w", res.err), &backoff)
 				continue
 			}
-			pending = f.msgs
+			pending = res.msgs
 		}
 		batch, rest := cutBatch(pending, int(r.spec.Trigger.MaxBytes))
 		rep, last, err := r.runBatch(work, batch)
@@ -189,6 +315,13 @@ func (r *runner) loop(ctx context.Context) {
 			if errors.Is(err, engine.ErrKeyFailed) {
 				r.fail(err) // on_error: fail stops the deployment; nothing of the batch committed
 				return
+			}
+			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+				// No stream captures an output subject (an output stream was deleted): the
+				// engine keeps the outbox; re-create the streams so that delivery can work.
+				if _, serr := r.s.ensureStreams(ctx, r.spec); serr != nil {
+					r.logger.Warn("re-creating the output streams failed", "err", serr)
+				}
 			}
 			r.fault(ctx, err, &backoff)
 			continue // the same rows again
@@ -232,6 +365,26 @@ func (r *runner) ack(ctx context.Context, m natsio.Msg) {
 	if err := r.src.Ack(ctx, m); err != nil {
 		r.logger.Warn("acknowledging input failed; it will be redelivered and skipped", "err", err)
 	}
+}
+
+// fetcher is a running prefetch: its results, and how to stop it.
+type fetcher struct {
+	out    <-chan fetchResult
+	done   <-chan struct{}
+	cancel context.CancelFunc
+}
+
+// startFetcher starts prefetching from r.src until ctx ends or stop is called.
+func (r *runner) startFetcher(ctx context.Context) *fetcher {
+	fctx, cancel := context.WithCancel(ctx)
+	out, done := r.prefetch(fctx)
+	return &fetcher{out: out, done: done, cancel: cancel}
+}
+
+// stop ends the fetcher and waits for it: afterwards nothing uses r.src.
+func (f *fetcher) stop() {
+	f.cancel()
+	<-f.done
 }
 
 // fetchResult is one fetch of the input: up to Trigger.MaxRows messages, or an error.
@@ -283,6 +436,25 @@ func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.Batch
 	in := engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(r.s.cfg.Clock.Now()), Rows: rows, Position: maxSeq}
 	rep, err := r.eng.RunBatch(ctx, in)
 	return rep, last, err
+}
+
+// heal re-creates what a deleted consumer or stream took (see open), with backoff, until it
+// succeeds or ctx ends. The fault stays in the status (Error) until a batch succeeds. The
+// fetcher must have stopped: heal replaces r.src and r.eng.
+func (r *runner) heal(ctx context.Context, cause error, backoff *time.Duration) {
+	r.logger.Warn("input consumer or stream gone; re-creating them", "err", cause)
+	r.setError(cause)
+	for ctx.Err() == nil {
+		notes, err := r.open(context.WithoutCancel(ctx))
+		if err == nil {
+			if notes != "" {
+				r.setError(fmt.Errorf("%v; %s", cause, notes))
+			}
+			r.logger.Info("input consumer re-created")
+			return
+		}
+		r.fault(ctx, fmt.Errorf("re-creating the input after %v: %w", cause, err), backoff)
+	}
 }
 
 func (r *runner) fault(ctx context.Context, err error, backoff *time.Duration) {

@@ -74,6 +74,8 @@ type Publisher struct {
 	js       jetstream.JetStream
 	subj     Subjects
 	instance string
+	gen      uint64 // generation of the entries of batches >= genFrom; gen-1 before
+	genFrom  uint64
 }
 
 // NewPublisher returns a Publisher sending to subj through js.
@@ -90,16 +92,31 @@ func (p *Publisher) WithInstance(instance string) *Publisher {
 	return p
 }
 
+// WithGeneration makes the message ids of p include the deployment's generation
+// (state.Progress.Generation): gen for the entries of batches from genFrom on
+// (state.Progress.GenerationFrom), gen-1 for earlier ones. A store whose input was rewound
+// behind batches it published (a data directory restored from a backup) repeats batch ids;
+// the generation keeps their message ids apart. Generation 0 leaves the ids as without it.
+func (p *Publisher) WithGeneration(gen, genFrom uint64) *Publisher {
+	p.gen, p.genFrom = gen, genFrom
+	return p
+}
+
 // MsgID returns the Nats-Msg-Id of the outbox entry id of deployment, written by the state
-// store instance (empty: none): "deployment.instance.batch.seq", or "deployment.batch.seq"
-// without an instance. It is deterministic, so a re-delivery is dropped by the stream's
-// duplicate window.
-func MsgID(deployment, instance string, id state.OutboxID) string {
-	b := make([]byte, 0, len(deployment)+len(instance)+24)
+// store instance (empty: none) in generation gen: "deployment.instance.batch.seq", or
+// "deployment.batch.seq" without an instance; from generation 1 on, "g<gen>." precedes the
+// batch. It is deterministic, so a re-delivery is dropped by the stream's duplicate window.
+func MsgID(deployment, instance string, gen uint64, id state.OutboxID) string {
+	b := make([]byte, 0, len(deployment)+len(instance)+48)
 	b = append(b, deployment...)
 	b = append(b, '.')
 	if instance != "" {
 		b = append(b, instance...)
+		b = append(b, '.')
+	}
+	if gen > 0 {
+		b = append(b, 'g')
+		b = strconv.AppendUint(b, gen, 10)
 		b = append(b, '.')
 	}
 	b = strconv.AppendUint(b, id.BatchID, 10)
@@ -109,7 +126,11 @@ func MsgID(deployment, instance string, id state.OutboxID) string {
 }
 
 func (p *Publisher) msgID(deployment string, id state.OutboxID) string {
-	return MsgID(deployment, p.instance, id)
+	gen := p.gen
+	if gen > 0 && id.BatchID < p.genFrom {
+		gen-- // committed before the generation began, possibly published with the old id
+	}
+	return MsgID(deployment, p.instance, gen, id)
 }
 
 // Dead-letter reasons of entries the publisher could not publish. Such an entry is replaced

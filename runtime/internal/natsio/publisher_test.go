@@ -212,8 +212,18 @@ func TestPublisherErrors(t *testing.T) {
 }
 
 func TestMsgID(t *testing.T) {
-	if got := MsgID("login-count", "", state.OutboxID{BatchID: 12, Seq: 3}); got != "login-count.12.3" {
+	if got := MsgID("login-count", "", 0, state.OutboxID{BatchID: 12, Seq: 3}); got != "login-count.12.3" {
 		t.Fatalf("MsgID = %q", got)
+	}
+	if got := MsgID("login-count", "ab", 2, state.OutboxID{BatchID: 12, Seq: 3}); got != "login-count.ab.g2.12.3" {
+		t.Fatalf("MsgID with generation = %q", got)
+	}
+	p := NewPublisher(nil, Subjects{}).WithInstance("ab").WithGeneration(2, 10)
+	if got := p.msgID("d", state.OutboxID{BatchID: 9}); got != "d.ab.g1.9.0" {
+		t.Fatalf("msgID before the generation = %q", got)
+	}
+	if got := p.msgID("d", state.OutboxID{BatchID: 10}); got != "d.ab.g2.10.0" {
+		t.Fatalf("msgID in the generation = %q", got)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -148,14 +149,18 @@ func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable stri
 // reset, so rewind first waits for those (each is bounded by its context or
 // the connection's request timeout) and Acks asked for meanwhile are only
 // remembered (ackWanted) until the re-deliveries come.
-func (s *Source) rewind(ctx context.Context) error {
+func (s *Source) rewind(ctx context.Context) error { return s.rewindTo(ctx, 0) }
+
+// rewindTo is rewind to stream sequence seq (0: the ack floor): the consumer's next delivery
+// is the first message at or after seq, and its ack floor is seq-1.
+func (s *Source) rewindTo(ctx context.Context, seq uint64) error {
 	s.mu.Lock()
 	s.rewinding = true
 	for s.acking > 0 {
 		s.acksDone.Wait()
 	}
 	s.mu.Unlock()
-	resp, err := s.js.ResetConsumer(ctx, s.stream, s.durable)
+	resp, err := s.js.ResetConsumerToSequence(ctx, s.stream, s.durable, seq)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.rewinding = false
@@ -167,6 +172,48 @@ func (s *Source) rewind(ctx context.Context) error {
 	if resp != nil && resp.ConsumerInfo != nil {
 		s.lastDseq = resp.Delivered.Consumer
 	}
+	return nil
+}
+
+// Gone tells whether err (from [Source.Fetch], [Source.Ack] or [Source.Pending]) says that
+// the consumer or its stream no longer exists (deleted by an operator, or with its stream):
+// the Source is of no further use, and the caller should ensure the stream and open a new one.
+func Gone(err error) bool {
+	return errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) ||
+		errors.Is(err, jetstream.ErrConsumerDeleted) || errors.Is(err, jetstream.ErrConsumerDoesNotExist) ||
+		errors.Is(err, nats.ErrNoResponders)
+}
+
+// AckFloor returns the stream sequence of the consumer's ack floor: every message up to it
+// was acknowledged.
+func (s *Source) AckFloor(ctx context.Context) (uint64, error) {
+	info, err := s.cons.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("natsio: consumer %s info: %w", s.durable, err)
+	}
+	return info.AckFloor.Stream, nil
+}
+
+// Rewind resets the consumer so that it delivers the messages from stream sequence seq on
+// (seq >= 1), even those acknowledged already (as when the caller's committed position is
+// behind the ack floor, after its state was restored from a backup): its ack floor becomes
+// seq-1. Messages returned by this Source before are returned again. It needs the server's
+// consumer reset API (NATS 2.14 or later).
+func (s *Source) Rewind(ctx context.Context, seq uint64) error {
+	if seq < 1 {
+		seq = 1
+	}
+	s.fetchMu.Lock()
+	defer s.fetchMu.Unlock()
+	if err := s.rewindTo(ctx, seq); err != nil {
+		return fmt.Errorf("natsio: rewinding consumer %s on %s to sequence %d: %w", s.durable, s.stream, seq, err)
+	}
+	s.needRewind = false
+	s.last = min(s.last, seq-1)
+	s.mu.Lock()
+	s.acked = min(s.acked, seq-1)
+	s.ackWanted = min(s.ackWanted, seq-1)
+	s.mu.Unlock()
 	return nil
 }
 
