@@ -203,6 +203,12 @@ func reconcile(ctx context.Context, js jetstream.JetStream, ks *state.Deployment
 			return "", err
 		}
 	}
+	if floor > pos && p.BatchID == 0 {
+		// State made afresh (a new data directory taking over, or deploy --reset-state): it
+		// starts where the consumer is, like any new deployment of an existing stream, rather
+		// than replaying the stream's history. Its store ID is new, so its message ids are too.
+		pos = floor
+	}
 	if floor > pos {
 		if err := src.Rewind(ctx, pos+1); err != nil {
 			return "", err
