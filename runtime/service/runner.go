@@ -128,6 +128,18 @@ func (r *runner) stop() {
 	r.eng.Close(context.Background())
 }
 
+// stopAndReport stops the runner and publishes its status as stopped; with keepFailed, a
+// failed runner keeps its failed state (a shutdown does not hide why it stopped).
+func (r *runner) stopAndReport(keepFailed bool) {
+	r.stop()
+	r.mu.Lock()
+	if !keepFailed || r.status.State != client.StatusFailed {
+		r.status.State = client.StatusStopped
+	}
+	r.mu.Unlock()
+	r.publishStatus(context.Background(), true)
+}
+
 // failed tells whether the deployment stopped by an error (on_error: fail, a failed store).
 func (r *runner) failed() bool {
 	r.mu.Lock()

@@ -272,13 +272,13 @@ func (s *Service) stop(name, why string) {
 	delete(s.runners, name)
 	s.mu.Unlock()
 	if r != nil {
-		r.stop()
-		r.status.State = client.StatusStopped
-		r.publishStatus(context.Background(), true)
+		r.stopAndReport(false)
 		s.logger.Info("deployment stopped", "deployment", name, "why", why)
 	}
 }
 
+// stopAll stops every deployment at once (a clean shutdown, a failed store), and writes
+// each one's status as stopped: a status left at running would claim work that is not done.
 func (s *Service) stopAll() {
 	s.mu.Lock()
 	runners := s.runners
@@ -289,7 +289,7 @@ func (s *Service) stopAll() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.stop()
+			r.stopAndReport(true)
 		}()
 	}
 	wg.Wait()
