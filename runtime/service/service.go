@@ -119,8 +119,9 @@ func (s *Service) openStore() (*state.Store, error) {
 	return st, nil
 }
 
-// Run runs deployments until ctx is done. Then every deployment finishes the batch in flight,
-// commits it and delivers its outputs, and Run returns nil.
+// Run runs deployments until ctx is done. Then every deployment stops: a batch in flight is
+// cancelled (nothing of it commits; its input is redelivered when the deployment runs
+// again), every status is written as stopped, and Run returns nil.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.rt.Close(context.Background())
 	defer func() {
