@@ -15,11 +15,23 @@ import (
 
 // main runs the command line with a context that the first SIGINT or SIGTERM cancels.
 func main() {
-	// The first SIGINT or SIGTERM cancels ctx: serve finishes the batches in flight and
-	// exits 0. Until run returns, further signals are caught and ignored.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	// The first SIGINT or SIGTERM cancels ctx: serve stops its deployments (a batch in
+	// flight is cancelled and redelivered later) and exits 0. A second one exits at once
+	// with code 130.
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		sig := <-sigs
+		fmt.Fprintf(os.Stderr, "groupstate: %v: stopping (a second signal exits at once)\n", sig)
+		cancel()
+		sig = <-sigs
+		fmt.Fprintf(os.Stderr, "groupstate: second signal (%v): exiting at once, without a clean stop\n", sig)
+		os.Exit(130)
+	}()
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	signal.Stop(sigs)
+	cancel()
 	os.Exit(code)
 }
 

@@ -245,13 +245,26 @@ func (r *runner) start(ctx context.Context) {
 	go r.loop(ctx)
 }
 
-// stop ends the loop after the batch in flight and closes the engine.
+// stop ends the loop, cancelling the batch in flight (nothing of it commits), and closes
+// the engine.
 func (r *runner) stop() {
 	if r.cancel != nil {
 		r.cancel()
 		<-r.done
 	}
 	r.eng.Close(context.Background())
+}
+
+// stopAndReport stops the runner and publishes its status as stopped; with keepFailed, a
+// failed runner keeps its failed state (a shutdown does not hide why it stopped).
+func (r *runner) stopAndReport(keepFailed bool) {
+	r.stop()
+	r.mu.Lock()
+	if !keepFailed || r.status.State != client.StatusFailed {
+		r.status.State = client.StatusStopped
+	}
+	r.mu.Unlock()
+	r.publishStatus(context.Background(), true)
 }
 
 // failed tells whether the deployment stopped by an error (on_error: fail, a failed store).
@@ -275,7 +288,12 @@ func (r *runner) setError(err error) {
 func (r *runner) loop(ctx context.Context) {
 	defer close(r.done)
 	defer r.publishStatus(context.Background(), true)
-	work := context.WithoutCancel(ctx) // a batch in flight finishes even when stopping
+	// A stop or redeploy cancels the batch in flight (ctx): the engine then commits nothing
+	// of it, and its input, never acknowledged, is redelivered to the next runner. What
+	// follows a committed batch (acknowledging its input, publishing the status) runs on
+	// after (a context that is not cancelled).
+	after := context.WithoutCancel(ctx)
+	r.publishStatus(ctx, true) // running, before a first batch that may take long
 	f := r.startFetcher(ctx)
 	defer func() {
 		// The fetcher ends before the runner counts as stopped, so a redeploy's new runner
@@ -311,7 +329,11 @@ func (r *runner) loop(ctx context.Context) {
 			pending = res.msgs
 		}
 		batch, rest := cutBatch(pending, int(r.spec.Trigger.MaxBytes))
-		rep, last, err := r.runBatch(work, batch)
+		rep, last, err := r.runBatch(ctx, batch)
+		if err != nil && ctx.Err() != nil && !errors.Is(err, state.ErrFailed) {
+			r.logger.Info("batch in flight cancelled by a stop; its input will be redelivered", "err", err)
+			return
+		}
 		if err != nil {
 			if errors.Is(err, state.ErrFailed) {
 				r.fail(err)
@@ -333,14 +355,14 @@ func (r *runner) loop(ctx context.Context) {
 			continue // the same rows again
 		}
 		if last != nil {
-			r.ack(work, *last)
+			r.ack(after, *last)
 		}
 		pending = rest // what did not fit trigger.max_bytes runs next, before another fetch
 		noData = rep.NeedsNoDataBatch
 		backoff = 100 * time.Millisecond
 		r.record(rep)
 		r.s.cfg.Metrics.batch(r.spec.Name, rep)
-		r.publishStatus(work, false)
+		r.publishStatus(after, false)
 	}
 }
 

@@ -119,8 +119,9 @@ func (s *Service) openStore() (*state.Store, error) {
 	return st, nil
 }
 
-// Run runs deployments until ctx is done. Then every deployment finishes the batch in flight,
-// commits it and delivers its outputs, and Run returns nil.
+// Run runs deployments until ctx is done. Then every deployment stops: a batch in flight is
+// cancelled (nothing of it commits; its input is redelivered when the deployment runs
+// again), every status is written as stopped, and Run returns nil.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.rt.Close(context.Background())
 	defer func() {
@@ -272,13 +273,13 @@ func (s *Service) stop(name, why string) {
 	delete(s.runners, name)
 	s.mu.Unlock()
 	if r != nil {
-		r.stop()
-		r.status.State = client.StatusStopped
-		r.publishStatus(context.Background(), true)
+		r.stopAndReport(false)
 		s.logger.Info("deployment stopped", "deployment", name, "why", why)
 	}
 }
 
+// stopAll stops every deployment at once (a clean shutdown, a failed store), and writes
+// each one's status as stopped: a status left at running would claim work that is not done.
 func (s *Service) stopAll() {
 	s.mu.Lock()
 	runners := s.runners
@@ -289,7 +290,7 @@ func (s *Service) stopAll() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.stop()
+			r.stopAndReport(true)
 		}()
 	}
 	wg.Wait()
