@@ -33,7 +33,8 @@ type runner struct {
 	src    *natsio.Source
 	logger *slog.Logger
 
-	cancel context.CancelFunc
+	cancel context.CancelFunc // ends the loop and cancels the batch in flight
+	drain  context.CancelFunc // ends the loop after the batch in flight
 	done   chan struct{}
 
 	mu         sync.Mutex
@@ -240,25 +241,43 @@ func reconcile(ctx context.Context, js jetstream.JetStream, ks *state.Deployment
 	return strings.Join(notes, "; "), nil
 }
 
+// start runs the loop until ctx ends or the runner is stopped. The loop ends with ctx (a
+// shutdown drains: the batch in flight finishes and commits); a batch is cancelled only by
+// stop (an undeploy or a redeploy, which must not wait for a handler that loops).
 func (r *runner) start(ctx context.Context) {
-	ctx, r.cancel = context.WithCancel(ctx)
-	go r.loop(ctx)
+	batchCtx, cancelBatch := context.WithCancel(context.WithoutCancel(ctx))
+	loopCtx, cancelLoop := context.WithCancel(ctx)
+	r.cancel = func() { cancelBatch(); cancelLoop() }
+	r.drain = cancelLoop
+	go r.loop(loopCtx, batchCtx)
 }
 
 // stop ends the loop, cancelling the batch in flight (nothing of it commits), and closes
 // the engine.
-func (r *runner) stop() {
-	if r.cancel != nil {
-		r.cancel()
+func (r *runner) stop() { r.end(r.cancel) }
+
+// finish ends the loop after the batch in flight committed (SIGTERM drains), and closes the
+// engine.
+func (r *runner) finish() { r.end(r.drain) }
+
+func (r *runner) end(how context.CancelFunc) {
+	if how != nil {
+		how()
 		<-r.done
+		r.cancel()
 	}
 	r.eng.Close(context.Background())
 }
 
-// stopAndReport stops the runner and publishes its status as stopped; with keepFailed, a
-// failed runner keeps its failed state (a shutdown does not hide why it stopped).
-func (r *runner) stopAndReport(keepFailed bool) {
-	r.stop()
+// stopAndReport ends the runner (drain: after the batch in flight, else cancelling it) and
+// publishes its status as stopped; with keepFailed, a failed runner keeps its failed state (a
+// shutdown does not hide why it stopped).
+func (r *runner) stopAndReport(keepFailed, drain bool) {
+	if drain {
+		r.finish()
+	} else {
+		r.stop()
+	}
 	r.mu.Lock()
 	if !keepFailed || r.status.State != client.StatusFailed {
 		r.status.State = client.StatusStopped
@@ -285,13 +304,14 @@ func (r *runner) setError(err error) {
 // loop is the deployment's micro-batch loop. Fetching runs ahead of it (see prefetch), so the
 // next batch's rows arrive while the current batch runs; the loop acknowledges each batch's
 // input once it committed (an acknowledgement does not wait for the fetch in progress).
-func (r *runner) loop(ctx context.Context) {
+func (r *runner) loop(ctx, batchCtx context.Context) {
 	defer close(r.done)
 	defer r.publishStatus(context.Background(), true)
-	// A stop or redeploy cancels the batch in flight (ctx): the engine then commits nothing
-	// of it, and its input, never acknowledged, is redelivered to the next runner. What
-	// follows a committed batch (acknowledging its input, publishing the status) runs on
-	// after (a context that is not cancelled).
+	// A stop or redeploy cancels the batch in flight (batchCtx): the engine then commits
+	// nothing of it, and its input, never acknowledged, is redelivered to the next runner. A
+	// shutdown ends ctx only, so the batch in flight finishes. What follows a committed
+	// batch (acknowledging its input, publishing the status) runs on after (a context that is
+	// not cancelled).
 	after := context.WithoutCancel(ctx)
 	r.publishStatus(ctx, true) // running, before a first batch that may take long
 	f := r.startFetcher(ctx)
@@ -329,8 +349,8 @@ func (r *runner) loop(ctx context.Context) {
 			pending = res.msgs
 		}
 		batch, rest := cutBatch(pending, int(r.spec.Trigger.MaxBytes))
-		rep, last, err := r.runBatch(ctx, batch)
-		if err != nil && ctx.Err() != nil && !errors.Is(err, state.ErrFailed) {
+		rep, last, err := r.runBatch(batchCtx, batch)
+		if err != nil && batchCtx.Err() != nil && !errors.Is(err, state.ErrFailed) {
 			r.logger.Info("batch in flight cancelled by a stop; its input will be redelivered", "err", err)
 			return
 		}

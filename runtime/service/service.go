@@ -273,7 +273,7 @@ func (s *Service) stop(name, why string) {
 	delete(s.runners, name)
 	s.mu.Unlock()
 	if r != nil {
-		r.stopAndReport(false)
+		r.stopAndReport(false, false)
 		s.logger.Info("deployment stopped", "deployment", name, "why", why)
 	}
 }
@@ -290,7 +290,7 @@ func (s *Service) stopAll() {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.stopAndReport(true)
+			r.stopAndReport(true, true)
 		}()
 	}
 	wg.Wait()

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -72,5 +73,25 @@ func TestLoopingHandlerStopsPromptly(t *testing.T) {
 	t.Logf("undeploy took %s", time.Since(start))
 	if n := len(env.streamMsgs("GS_PROBE_OUT")); n != 1 {
 		t.Fatalf("outputs %d: something of a cancelled batch was committed", n)
+	}
+}
+
+// TestShutdownDrains: a clean stop (SIGTERM) lets the batch in flight finish and commit, as
+// the serve command promises; only undeploy and redeploy cancel it. The batch here runs a
+// looping key until its call_timeout, which dead-letters the key: the dead letter is there
+// after the stop only if the batch committed.
+func TestShutdownDrains(t *testing.T) {
+	env := startNATS(t)
+	rs := env.startService(t.TempDir(), timeouts.NewManualClock(time.UnixMilli(5000)))
+	env.deploy(strings.Replace(probeSpec, "call_timeout: 5m", "call_timeout: 1s", 1), probeWasm(t))
+	env.waitRunning("probe")
+	env.publish("probe.in", `{"k":"b","ops":[{"loop":true}]}`)
+	testutil.Eventually(t, "the looping batch in flight", func() bool {
+		c := env.consumerInfo("GS_PROBE_IN", "probe")
+		return c.NumPending == 0 && c.NumAckPending > 0
+	})
+	rs.stop()
+	if dlq := env.streamMsgs("GS_PROBE_DLQ"); len(dlq) != 1 {
+		t.Fatalf("the batch in flight at the stop was not committed: %d dead letters, want 1", len(dlq))
 	}
 }
