@@ -4,22 +4,38 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
+
+	"github.com/groupstate/groupstate/runtime/client"
 )
 
 // newDeployCommand returns `groupstate deploy`, which validates a spec and module and stores them in NATS.
 func newDeployCommand() *cobra.Command {
 	var cf connFlags
 	var specPath, modulePath string
+	var resetState, confirm bool
 	cmd := &cobra.Command{
-		Use:   "deploy -f SPEC [--module WASM]",
+		Use:   "deploy -f SPEC [--module WASM] [--reset-state --confirm]",
 		Short: "Validate and deploy a handler (redeploying a name replaces the module and keeps state)",
 		Long: `Validates the spec and the module (the module is compiled and initialized with the spec's
 config, so one that would fail at start is refused now), stores both in NATS, and the runtimes
-start it. Redeploying a name replaces the module and keeps the deployment's state.`,
+start it. Redeploying a name replaces the module and keeps the deployment's state.
+
+--reset-state --confirm empties the deployment's state instead: every key, timeout and output
+not yet delivered is dropped, and the deployment goes on from empty state at the input
+position (the rows after the last one acknowledged). It is the way out when status says
+orphaned (the runtime that held the state lost its data directory): a runtime that is up
+then takes the deployment. It cannot be undone.`,
 		Example: `  groupstate deploy -f samples/logincount/logincount.yaml
-  groupstate deploy -f my.yaml --module build/handler.wasm`,
+  groupstate deploy -f my.yaml --module build/handler.wasm
+  groupstate deploy -f my.yaml --reset-state --confirm`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if confirm && !resetState {
+				return fmt.Errorf("--confirm confirms --reset-state, which is not given")
+			}
+			if resetState && !confirm {
+				return fmt.Errorf("--reset-state drops the deployment's state for good (every key, timeout and undelivered output); add --confirm to do it")
+			}
 			sp, wasm, err := loadSpecAndModule(specPath, modulePath)
 			if err != nil {
 				return err
@@ -29,17 +45,26 @@ start it. Redeploying a name replaces the module and keeps the deployment's stat
 				return err
 			}
 			defer done()
-			d, err := c.Deploy(cmd.Context(), sp, wasm)
+			var opts []client.DeployOption
+			if resetState {
+				opts = append(opts, client.ResetState())
+			}
+			d, err := c.Deploy(cmd.Context(), sp, wasm, opts...)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deployed %s (module sha256 %s, %d bytes, revision %d)\n", d.Name, d.ModuleDigest, d.ModuleSize, d.Revision)
+			if d.ResetState {
+				fmt.Fprintf(cmd.OutOrStdout(), "its state will be reset when a runtime takes the deploy (groupstate status %s shows it running again)\n", d.Name)
+			}
 			return nil
 		},
 	}
 	cf.register(cmd)
 	cmd.Flags().StringVarP(&specPath, "file", "f", "", "deployment spec (YAML)")
 	cmd.Flags().StringVar(&modulePath, "module", "", "module to deploy instead of the spec's module")
+	cmd.Flags().BoolVar(&resetState, "reset-state", false, "drop the deployment's state and start from empty state at the input position (needs --confirm)")
+	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm --reset-state")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }

@@ -6,6 +6,8 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -65,13 +67,37 @@ type Deployment struct {
 	ModuleSize   int64      `json:"module_size"`
 	DeployedAt   time.Time  `json:"deployed_at"`
 	Revision     uint64     `json:"revision"`
+	// ResetState tells that the deployment was deployed with [ResetState] and its runtime has
+	// not done the reset yet.
+	ResetState bool `json:"reset_state,omitempty"`
 }
+
+// DeployOption changes what [Client.Deploy] does.
+type DeployOption func(*deployOptions)
+
+type deployOptions struct {
+	resetState bool
+}
+
+// ResetState makes the deploy empty the deployment's state: the runtime that runs it (or,
+// when its owner is gone, a runtime that is up) drops every key, timeout and output not yet
+// delivered, and goes on from empty state at the input consumer's position (the rows after
+// the last acknowledged one). Batch ids go on, so new outputs never reuse old message ids.
+// The reset happens once, when the runtime takes the deploy; it cannot be undone.
+//
+// It is the way out of [StatusOrphaned]: a deployment whose owner lost its data directory.
+func ResetState() DeployOption { return func(o *deployOptions) { o.resetState = true } }
 
 // Deploy validates the spec and the module (it compiles the module and runs its
 // initialization with the spec's config, so a module that would fail at start is refused
 // here), stores the module by its SHA-256 and the spec, and so starts or replaces the
-// deployment on the runtimes watching this NATS. A redeploy keeps the deployment's state.
-func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte) (*Deployment, error) {
+// deployment on the runtimes watching this NATS. A redeploy keeps the deployment's state
+// (unless [ResetState] is given).
+func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ...DeployOption) (*Deployment, error) {
+	var o deployOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if err := sp.ValidateForService(); err != nil {
 		return nil, err
 	}
@@ -87,11 +113,42 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte) (*Deplo
 		return nil, err
 	}
 	rec := natsio.Record{Name: sp.Name, Spec: specJSON, ModuleDigest: digest, ModuleSize: int64(len(wasm)), DeployedAt: time.Now().UTC()}
+	if o.resetState {
+		if rec.ResetState, err = c.prepareReset(ctx, sp.Name); err != nil {
+			return nil, err
+		}
+	}
 	rev, err := c.reg.Put(ctx, rec)
 	if err != nil {
 		return nil, fmt.Errorf("client: storing the deployment: %w", err)
 	}
-	return &Deployment{Name: sp.Name, Spec: sp, ModuleDigest: digest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rev}, nil
+	return &Deployment{Name: sp.Name, Spec: sp, ModuleDigest: digest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rev, ResetState: rec.ResetState != ""}, nil
+}
+
+// prepareReset returns a reset token for a deploy of name. An owner that is up resets its
+// own copy; an owner that is gone is removed first, so that a runtime that is up claims
+// the deployment when it sees the deploy.
+func (c *Client) prepareReset(ctx context.Context, name string) (string, error) {
+	owner, err := c.reg.Owner(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if owner != "" {
+		up, err := api.Ping(ctx, c.nc, owner)
+		if err != nil {
+			return "", fmt.Errorf("client: %w", err)
+		}
+		if !up {
+			if err := c.reg.Disown(ctx, name); err != nil {
+				return "", err
+			}
+		}
+	}
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b[:]), nil
 }
 
 // Undeploy removes the deployment: its runtime stops it after the batch in flight. Its state
@@ -148,7 +205,7 @@ func deploymentOf(rec natsio.Record) (*Deployment, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Deployment{Name: rec.Name, Spec: sp, ModuleDigest: rec.ModuleDigest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rec.Revision}, nil
+	return &Deployment{Name: rec.Name, Spec: sp, ModuleDigest: rec.ModuleDigest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rec.Revision, ResetState: rec.ResetState != ""}, nil
 }
 
 // Status returns the deployment's last published status.

@@ -7,6 +7,11 @@ const (
 	StatusRunning = "running"
 	StatusFailed  = "failed"
 	StatusStopped = "stopped"
+	// StatusOrphaned: the deployment is owned by a runtime that does not answer (its
+	// state is on that runtime's data directory, lost or not running). Error says which
+	// runtime and the ways out: start a runtime on that data directory, or deploy again
+	// with --reset-state to start from empty state on a runtime that is up.
+	StatusOrphaned = "orphaned"
 )
 
 // Status is a deployment's progress, like Spark's StreamingQueryProgress. The service

@@ -11,7 +11,8 @@ import (
 	"github.com/groupstate/groupstate/state"
 )
 
-// serveAPI answers state and key listing requests for the deployments this runtime runs.
+// serveAPI answers state and key listing requests for the deployments this runtime runs, and
+// pings addressed to this runtime's ID.
 // Only a runtime that runs the deployment answers (a queue group per deployment would be
 // wrong: each runtime has its own state).
 func (s *Service) serveAPI() (*nats.Subscription, error) {
@@ -24,6 +25,12 @@ func (s *Service) serveAPI() (*nats.Subscription, error) {
 		_, running := s.runners[name]
 		st := s.store
 		s.mu.Unlock()
+		if verb == api.VerbPing {
+			if st != nil && name == st.ID() {
+				_ = m.Respond([]byte("{}"))
+			}
+			return
+		}
 		if !running || st == nil {
 			return // another runtime may run it; no reply means none does
 		}

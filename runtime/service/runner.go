@@ -72,9 +72,10 @@ func (s *Service) check(ctx context.Context, rec natsio.Record) (*revision, erro
 
 // build creates what a checked revision needs to run: streams, the input consumer (reset to
 // its ack floor, and reconciled with the committed position: see reconcile) and the engine.
+// With reset (deploy --reset-state), the deployment's state is emptied first (see resetState).
 // The previous runner of the deployment, if any, must have stopped: only one writer uses the
 // consumer and the state at a time.
-func (s *Service) build(ctx context.Context, rv *revision) (*runner, error) {
+func (s *Service) build(ctx context.Context, rv *revision, reset bool) (*runner, error) {
 	rec, sp := rv.rec, rv.spec
 	logger := s.logger.With("deployment", sp.Name)
 	s.mu.Lock()
@@ -82,7 +83,7 @@ func (s *Service) build(ctx context.Context, rv *revision) (*runner, error) {
 	s.mu.Unlock()
 	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, store: store, logger: logger, done: make(chan struct{})}
 	r.ks = store.Deployment(sp.Name)
-	notes, err := r.open(ctx)
+	notes, err := r.open(ctx, reset)
 	if err != nil {
 		return nil, err
 	}
@@ -127,8 +128,9 @@ func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec) (string, err
 // open ensures the streams, creates the input consumer, reconciles it with the committed
 // position (see reconcile) and creates the engine, which it sets as r.src and r.eng (closing
 // an engine r had). It runs in build, and in the loop to heal a deleted stream or consumer;
-// nothing else uses r.src and r.eng meanwhile. It returns what reconcile found, for status.
-func (r *runner) open(ctx context.Context) (string, error) {
+// nothing else uses r.src and r.eng meanwhile. With reset, it empties the state first (see
+// resetState). It returns what reconcile found, for status.
+func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	s, sp := r.s, r.spec
 	inStream, err := s.ensureStreams(ctx, sp)
 	if err != nil {
@@ -137,6 +139,11 @@ func (r *runner) open(ctx context.Context) (string, error) {
 	src, err := natsio.NewSource(ctx, s.js, inStream, natsio.ConsumerName(sp.Name), sp.Input.Subjects)
 	if err != nil {
 		return "", fmt.Errorf("input consumer: %w", err)
+	}
+	if reset {
+		if err := resetState(ctx, r.ks, src); err != nil {
+			return "", fmt.Errorf("resetting the state: %w", err)
+		}
 	}
 	notes, err := reconcile(ctx, s.js, r.ks, inStream, src, r.logger)
 	if err != nil {
@@ -239,6 +246,33 @@ func reconcile(ctx context.Context, js jetstream.JetStream, ks *state.Deployment
 		}
 	}
 	return strings.Join(notes, "; "), nil
+}
+
+// resetState empties the deployment's state (deploy --reset-state): every key, timeout and
+// output not yet delivered goes, and the deployment goes on at src's ack floor (the rows after
+// the last one acknowledged), with the watermark at its start. The batch id and the output
+// generation go on from where they were, so new outputs never reuse old message ids. Done
+// again before anything ran (a crash before the reset was recorded as done), it does the same.
+func resetState(ctx context.Context, ks *state.Deployment, src *natsio.Source) error {
+	p, err := ks.Progress()
+	if err != nil {
+		return err
+	}
+	floor, err := src.AckFloor(ctx)
+	if err != nil {
+		return err
+	}
+	if err := ks.Drop(); err != nil {
+		return err
+	}
+	b := ks.NewBatch(p.BatchID + 1)
+	b.SetProgress(0, floor)
+	b.SetInputCreated(p.InputCreated)
+	if p.Generation != 0 {
+		b.SetGeneration(p.Generation)
+	}
+	_, err = b.Commit()
+	return err
 }
 
 // start runs the loop until ctx ends or the runner is stopped. The loop ends with ctx (a
@@ -493,7 +527,7 @@ func (r *runner) heal(ctx context.Context, cause error, backoff *time.Duration) 
 	r.logger.Warn("input consumer or stream gone; re-creating them", "err", cause)
 	r.setError(cause)
 	for ctx.Err() == nil {
-		notes, err := r.open(context.WithoutCancel(ctx))
+		notes, err := r.open(context.WithoutCancel(ctx), false)
 		if err == nil {
 			if notes != "" {
 				r.setError(fmt.Errorf("%v; %s", cause, notes))

@@ -16,6 +16,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
@@ -189,7 +190,7 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 	old := s.runners[rec.Name]
 	me := s.store.ID()
 	s.mu.Unlock()
-	if old != nil && !old.failed() && old.rec.ModuleDigest == rec.ModuleDigest && string(old.rec.Spec) == string(rec.Spec) {
+	if old.runs(rec) {
 		return
 	}
 	// Exactly one runtime runs a deployment: its state lives on that runtime's disk.
@@ -199,7 +200,11 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 		return
 	}
 	if owner != me {
-		s.logger.Info("deployment is run by another runtime", "deployment", rec.Name, "owner", owner)
+		if old != nil {
+			// Another runtime took it (deploy --reset-state while this one did not answer).
+			s.stop(rec.Name, "taken over by runtime "+owner)
+		}
+		s.reportIfOrphaned(ctx, rec, owner)
 		return
 	}
 	rv, err := s.check(ctx, rec)
@@ -224,7 +229,8 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 		s.mu.Unlock()
 		old.stop()
 	}
-	r, err := s.build(ctx, rv)
+	reset := rec.ResetState != ""
+	r, err := s.build(ctx, rv, reset)
 	if err != nil {
 		s.logger.Error("deployment could not start", "deployment", rec.Name, "err", err)
 		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: me, UpdatedAt: time.Now()})
@@ -233,11 +239,56 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 		}
 		return
 	}
+	if reset {
+		// The reset is done: clear its token before anything runs, so that a restart does
+		// not reset again. Until then a reset can be repeated (nothing ran since).
+		done := rec
+		done.ResetState = ""
+		rev, err := s.reg.Update(ctx, done)
+		if err != nil {
+			r.eng.Close(context.WithoutCancel(ctx))
+			if !errors.Is(err, natsio.ErrRecordChanged) {
+				s.retryLater(rec, err)
+			} // else a newer record is on its way, and applies to the emptied state
+			return
+		}
+		done.Revision = rev
+		r.rec = done
+		s.logger.Warn("deployment state reset (deploy --reset-state)", "deployment", rec.Name)
+	}
 	s.mu.Lock()
 	s.runners[rec.Name] = r
 	s.mu.Unlock()
 	r.start(ctx)
 	s.logger.Info("deployment running", "deployment", rec.Name, "module", rec.ModuleDigest[:12])
+}
+
+// runs tells whether r (nil: none) already runs rec as it should, so that applying rec has
+// nothing to do: same module and spec, no reset asked, and r neither failed nor faulting (a
+// same-spec redeploy restarts a runner that keeps failing its batches or fetches).
+func (r *runner) runs(rec natsio.Record) bool {
+	if r == nil || rec.ResetState != "" || r.rec.ModuleDigest != rec.ModuleDigest || string(r.rec.Spec) != string(rec.Spec) {
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status.State != client.StatusFailed && r.status.Error == ""
+}
+
+// reportIfOrphaned writes the orphaned status of rec when its owner does not answer: the
+// deployment's state is on that runtime's disk, so nothing runs it until that runtime comes
+// back or a deploy --reset-state lets another one start from empty state.
+func (s *Service) reportIfOrphaned(ctx context.Context, rec natsio.Record, owner string) {
+	up, err := api.Ping(ctx, s.cfg.Conn, owner)
+	if err != nil || up {
+		s.logger.Info("deployment is run by another runtime", "deployment", rec.Name, "owner", owner)
+		return
+	}
+	msg := fmt.Sprintf("deployment %s is owned by runtime %s, which does not answer: its state is in that runtime's data directory. "+
+		"Start a runtime on that data directory to resume it, or run `groupstate deploy -f SPEC --reset-state --confirm` "+
+		"to start it from empty state on a runtime that is up, at the current input position", rec.Name, owner)
+	s.logger.Warn("deployment orphaned: its owner does not answer", "deployment", rec.Name, "owner", owner)
+	s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusOrphaned, Error: msg, ModuleDigest: rec.ModuleDigest, Owner: owner, DeployedAt: rec.DeployedAt, UpdatedAt: time.Now()})
 }
 
 // permanent tells whether a deployment failed to start for a reason that only a new deploy

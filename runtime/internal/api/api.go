@@ -4,8 +4,13 @@
 package api
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/spec"
@@ -21,7 +26,30 @@ const (
 	VerbState = "state"
 	// VerbKeys lists keys a page at a time ([KeysRequest], [KeysReply]).
 	VerbKeys = "keys"
+	// VerbPing asks whether a runtime is up: the subject names the runtime's ID (its state
+	// store's, the owner recorded for the deployments it runs) instead of a deployment, and
+	// only that runtime replies, with an empty JSON object (see [Ping]).
+	VerbPing = "ping"
 )
+
+// PingTimeout is how long [Ping] waits for a runtime that is connected but slow to reply.
+const PingTimeout = 2 * time.Second
+
+// Ping tells whether the runtime with ID id is up: it answers [VerbPing] requests on its
+// own subject. A runtime that does not reply within [PingTimeout] counts as gone; an error
+// is returned only when NATS itself cannot be asked.
+func Ping(ctx context.Context, nc *nats.Conn, id string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, PingTimeout)
+	defer cancel()
+	_, err := nc.RequestWithContext(ctx, Subject(VerbPing, id), []byte("{}"))
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, nats.ErrNoResponders), errors.Is(err, context.DeadlineExceeded), errors.Is(err, nats.ErrTimeout):
+		return false, nil
+	}
+	return false, fmt.Errorf("asking whether runtime %s is up: %w", id, err)
+}
 
 // Subject is the request subject of verb for deployment.
 func Subject(verb, deployment string) string { return Prefix + verb + "." + deployment }

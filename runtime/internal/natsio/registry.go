@@ -43,6 +43,9 @@ var (
 	ErrBadRecord = errors.New("natsio: malformed deployment record")
 	// ErrNoName is returned by [Registry.Put] for a record without a name.
 	ErrNoName = errors.New("natsio: deployment record has no name")
+	// ErrRecordChanged is returned by [Registry.Update] when the record is no longer at the
+	// revision the caller read.
+	ErrRecordChanged = errors.New("natsio: deployment record changed meanwhile")
 )
 
 // Record is a deployment as stored in [DeploymentsBucket].
@@ -57,6 +60,11 @@ type Record struct {
 	ModuleSize int64 `json:"module_size"`
 	// DeployedAt is when the deployment was stored.
 	DeployedAt time.Time `json:"deployed_at"`
+	// ResetState, when not empty, asks the runtime that runs the deployment to empty its
+	// state once and go on at the input consumer's position (deploy --reset-state). It is
+	// a token unique to that deploy; the runtime clears it (see [Registry.Update]) once the
+	// reset is done, so a restart does not reset again.
+	ResetState string `json:"reset_state,omitempty"`
 	// Revision is the KV revision, filled on read.
 	Revision uint64 `json:"-"`
 }
@@ -208,6 +216,23 @@ func (r *Registry) Put(ctx context.Context, rec Record) (uint64, error) {
 	rev, err := r.deployments.Put(ctx, rec.Name, b)
 	if err != nil {
 		return 0, fmt.Errorf("natsio: storing deployment %s: %w", rec.Name, err)
+	}
+	return rev, nil
+}
+
+// Update replaces the record read at rec.Revision with rec and returns the new revision;
+// [ErrRecordChanged] when the record was written or deleted since.
+func (r *Registry) Update(ctx context.Context, rec Record) (uint64, error) {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return 0, fmt.Errorf("natsio: encoding deployment %s: %w", rec.Name, err)
+	}
+	rev, err := r.deployments.Update(ctx, rec.Name, b, rec.Revision)
+	if errors.Is(err, jetstream.ErrKeyExists) {
+		return 0, fmt.Errorf("%w: %s is no longer at revision %d", ErrRecordChanged, rec.Name, rec.Revision)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("natsio: updating deployment %s: %w", rec.Name, err)
 	}
 	return rev, nil
 }
@@ -376,6 +401,18 @@ func (r *Registry) Claim(ctx context.Context, name, runtime string) (owner strin
 		return string(e.Value()), nil
 	}
 	return "", fmt.Errorf("natsio: claiming %s: the owner keeps changing", name)
+}
+
+// Owner returns the ID of the runtime that owns deployment name, "" when none does.
+func (r *Registry) Owner(ctx context.Context, name string) (string, error) {
+	e, err := r.owners.Get(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("natsio: reading the owner of %s: %w", name, err)
+	}
+	return string(e.Value()), nil
 }
 
 // Disown removes the owner of deployment name, whoever it is and whether or not it runs: an
