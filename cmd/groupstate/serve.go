@@ -25,6 +25,7 @@ import (
 func newServeCommand() *cobra.Command {
 	var cf connFlags
 	var dataDir, listen, logLevel, logFormat, metricsAddr, stateCache string
+	var replicas int
 	cmd := &cobra.Command{
 		Use:   "serve --data DIR [--listen HOST:PORT] [--server URL] [--metrics HOST:PORT] [--state-cache SIZE]",
 		Short: "Run the runtime (with an embedded NATS server unless --server is given)",
@@ -71,7 +72,10 @@ SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs 
 				return err
 			}
 			defer nc.Drain()
-			cfg := service.Options{DataDir: filepath.Join(dataDir, "runtime"), Conn: nc, Logger: logger,
+			if replicas < 0 || replicas > 5 {
+				return fmt.Errorf("--replicas %d: want 1 to 5 (JetStream's limit), or 0 for the default", replicas)
+			}
+			cfg := service.Options{DataDir: filepath.Join(dataDir, "runtime"), Conn: nc, Logger: logger, Replicas: replicas,
 				StateOptions: &state.Options{StateCacheSize: cacheSize}}
 			reg := prometheus.NewRegistry()
 			if metricsAddr != "" {
@@ -98,6 +102,7 @@ SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs 
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")
 	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics, /healthz and /readyz on HOST:PORT")
+	cmd.Flags().IntVar(&replicas, "replicas", 0, "replicas of the streams and buckets groupstate creates (default 3 on a clustered NATS, 1 otherwise)")
 	cmd.Flags().StringVar(&stateCache, "state-cache", "64MiB", "memory for the hot-state cache shared by all deployments (e.g. 256MiB; 0 turns it off)")
 	return cmd
 }

@@ -45,7 +45,7 @@ func New(ctx context.Context, nc *nats.Conn) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := natsio.OpenRegistry(ctx, js)
+	reg, err := natsio.OpenRegistry(ctx, js, 0)
 	if err != nil {
 		return nil, fmt.Errorf("client: opening the deployment registry: %w", err)
 	}

@@ -98,7 +98,7 @@ func (s *Service) build(ctx context.Context, rv *revision, reset bool) (*runner,
 // dead-letter, late) and returns the input stream's name.
 func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec) (string, error) {
 	inStream, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: sp.Input.Stream, Fallback: natsio.StreamName(sp.Name + "_IN"),
-		Subjects: sp.Input.Subjects, MaxAge: sp.Input.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge})
+		Subjects: sp.Input.Subjects, MaxAge: sp.Input.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas})
 	if err != nil {
 		return "", fmt.Errorf("input stream: %w", err)
 	}
@@ -118,7 +118,7 @@ func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec) (string, err
 		}
 		if _, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: o.sink.Stream, Fallback: natsio.StreamName(sp.Name + o.suffix),
 			Subjects: []string{o.sink.Subject}, Duplicates: natsio.MinDuplicateWindow,
-			MaxAge: o.sink.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Avoid: inStream}); err != nil {
+			MaxAge: o.sink.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas, Avoid: inStream}); err != nil {
 			return "", fmt.Errorf("%s stream: %w", o.what, err)
 		}
 	}

@@ -36,6 +36,9 @@ type Options struct {
 	Clock timeouts.Clock
 	// Metrics, when set, receive the deployments' Prometheus metrics (see NewMetrics).
 	Metrics *Metrics
+	// Replicas is the replica count of the streams and buckets the service creates (those
+	// that exist keep theirs). Default (0): 3 when the NATS server is clustered, 1 otherwise.
+	Replicas int
 	// StateOptions tune the state store (for example its cache size, or a fault-injecting
 	// filesystem in tests). Logger is set by the service. Optional.
 	StateOptions *state.Options
@@ -80,7 +83,7 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := natsio.OpenRegistry(ctx, js)
+	reg, err := natsio.OpenRegistry(ctx, js, cfg.Replicas)
 	if err != nil {
 		return nil, fmt.Errorf("service: opening the deployment registry: %w", err)
 	}

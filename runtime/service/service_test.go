@@ -610,7 +610,7 @@ func TestRefusedRedeployLeavesConsumer(t *testing.T) {
 
 	// Straight into the registry, past the client's validation: a module whose
 	// initialization fails (the sessions sample refuses a gap of 0s), reading other subjects.
-	reg, err := natsio.OpenRegistry(ctx, env.js)
+	reg, err := natsio.OpenRegistry(ctx, env.js, 0)
 	testutil.Require(t, err)
 	wasm := testutil.ReadFile(t, "../../samples/sessions/go/sessions.wasm")
 	digest, err := reg.PutModule(ctx, wasm)

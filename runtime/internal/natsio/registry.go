@@ -89,12 +89,15 @@ type Registry struct {
 }
 
 // OpenRegistry opens the registry's buckets, creating the missing ones (file
-// storage; deployments keep [DeploymentsHistory] revisions, status one).
-// Several processes may open it at the same time. Buckets that exist with a
-// different configuration are used as they are.
-func OpenRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, error) {
+// storage, replicas copies, 0 meaning [DefaultReplicas]; deployments keep
+// [DeploymentsHistory] revisions, status one). Several processes may open it
+// at the same time. Buckets that exist with a different configuration are used
+// as they are.
+func OpenRegistry(ctx context.Context, js jetstream.JetStream, replicas int) (*Registry, error) {
+	replicas = replicasFor(js, replicas)
 	dep, err := openKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      DeploymentsBucket,
+		Replicas:    replicas,
 		Description: "groupstate deployments",
 		History:     DeploymentsHistory,
 		Storage:     jetstream.FileStorage,
@@ -104,6 +107,7 @@ func OpenRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, error
 	}
 	st, err := openKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      StatusBucket,
+		Replicas:    replicas,
 		Description: "groupstate deployment status",
 		History:     1,
 		Storage:     jetstream.FileStorage,
@@ -113,6 +117,7 @@ func OpenRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, error
 	}
 	own, err := openKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      OwnersBucket,
+		Replicas:    replicas,
 		Description: "groupstate: which runtime runs each deployment",
 		History:     1,
 		Storage:     jetstream.FileStorage,
@@ -122,6 +127,7 @@ func OpenRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, error
 	}
 	cfg := jetstream.ObjectStoreConfig{
 		Bucket:      ModulesBucket,
+		Replicas:    replicas,
 		Description: "groupstate WASM modules by SHA-256",
 		Storage:     jetstream.FileStorage,
 	}
@@ -130,7 +136,7 @@ func OpenRegistry(ctx context.Context, js jetstream.JetStream) (*Registry, error
 		mod, err = js.ObjectStore(ctx, cfg.Bucket)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, err)
+		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, explainReplicas(err, replicas))
 	}
 	return &Registry{deployments: dep, modules: mod, status: st, owners: own}, nil
 }
@@ -141,7 +147,7 @@ func openKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueC
 		kv, err = js.KeyValue(ctx, cfg.Bucket)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("natsio: opening KV bucket %s: %w", cfg.Bucket, err)
+		return nil, fmt.Errorf("natsio: opening KV bucket %s: %w", cfg.Bucket, explainReplicas(err, cfg.Replicas))
 	}
 	return kv, nil
 }

@@ -14,7 +14,7 @@ import (
 
 func openRegistry(t *testing.T, e *env) *Registry {
 	t.Helper()
-	r, err := OpenRegistry(e.ctx, e.js)
+	r, err := OpenRegistry(e.ctx, e.js, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +235,7 @@ func TestOpenRegistryConcurrent(t *testing.T) {
 				if i%2 == 1 {
 					js = js2
 				}
-				_, errs[i] = OpenRegistry(e.ctx, js)
+				_, errs[i] = OpenRegistry(e.ctx, js, 0)
 			}()
 		}
 		wg.Wait()
@@ -250,7 +250,7 @@ func TestOpenRegistryConcurrent(t *testing.T) {
 
 func TestRegistryOwners(t *testing.T) {
 	e := newEnv(t)
-	r, err := OpenRegistry(e.ctx, e.js)
+	r, err := OpenRegistry(e.ctx, e.js, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

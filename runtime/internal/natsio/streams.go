@@ -40,6 +40,9 @@ type StreamOptions struct {
 	// When 0, CreateMaxAge is the max_age of a stream created here and an existing stream's
 	// retention is left alone (it belongs to whoever made it). 0 for both: unlimited.
 	MaxAge, CreateMaxAge time.Duration
+	// Replicas is the replica count of a stream created here (0: [DefaultReplicas]); an
+	// existing stream keeps its own.
+	Replicas int
 	// Avoid names a stream that must not be used (the input stream, for outputs: a
 	// deployment that stored its outputs in its input stream would read them back).
 	Avoid string
@@ -92,6 +95,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 				Storage:   jetstream.FileStorage,
 				Retention: jetstream.LimitsPolicy,
 				MaxAge:    o.MaxAge,
+				Replicas:  replicasFor(js, o.Replicas),
 			}
 			if cfg.MaxAge == 0 {
 				cfg.MaxAge = o.CreateMaxAge
@@ -104,7 +108,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && attempt == 0 {
 				continue
 			}
-			return "", fmt.Errorf("natsio: creating stream %s for %s: %w", name, strings.Join(subjects, ", "), err)
+			return "", fmt.Errorf("natsio: creating stream %s for %s: %w", name, strings.Join(subjects, ", "), explainReplicas(err, cfg.Replicas))
 		}
 		if err != nil {
 			return "", fmt.Errorf("natsio: looking up stream %s: %w", name, err)
