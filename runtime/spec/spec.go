@@ -55,6 +55,20 @@ type Spec struct {
 	Limits LimitsSpec `yaml:"limits" json:"limits"`
 	// Config is handed to the module at start as a JSON object.
 	Config map[string]any `yaml:"config" json:"config,omitempty"`
+
+	// Partitions is the number of key groups the deployment's keys are split into, the unit
+	// that runtimes own and that moves between them: 1 to [MaxPartitions], default 1. It is
+	// fixed at the first deploy (a key's partition depends on it; see docs/spec.md).
+	Partitions int `yaml:"partitions,omitempty" json:"partitions,omitempty"`
+	// Replication is where a partition's state is kept besides its owner's disk: none
+	// (default) or changelog (every batch's state changes logged in JetStream, so another
+	// runtime can take the partition over).
+	Replication Replication `yaml:"replication,omitempty" json:"replication,omitempty"`
+	// Standbys is the number of warm copies of each partition on other runtimes (replication:
+	// changelog only). Default 0, at most [MaxStandbys].
+	Standbys int `yaml:"standbys,omitempty" json:"standbys,omitempty"`
+	// Snapshot says how often a partition's state is snapshotted (replication: changelog).
+	Snapshot SnapshotSpec `yaml:"snapshot,omitempty" json:"snapshot,omitzero"`
 }
 
 // InputSpec names the input subjects and, optionally, the stream that captures them.
@@ -70,6 +84,10 @@ type InputSpec struct {
 // KeySpec names the grouping key's field (a dotted JSON path; string or number values).
 type KeySpec struct {
 	Field string `yaml:"field" json:"field"`
+	// SubjectToken, when set, says the key is also token SubjectToken (from 1) of every input
+	// subject, which must be a '*' wildcard there in each input subject: the NATS server then
+	// splits the rows into partitions itself. Default 0: the key is read from the row only.
+	SubjectToken int `yaml:"subject_token,omitempty" json:"subject_token,omitempty"`
 }
 
 // EventTimeSpec names the event-time field (epoch milliseconds or RFC 3339) and the delay the
@@ -293,6 +311,7 @@ func (s *Spec) EnsureDefaults() {
 	if l.MaxRowBytes == 0 {
 		l.MaxRowBytes = DefaultMaxRowBytes
 	}
+	s.ensureScaleOutDefaults()
 }
 
 // Validate reports every problem of the spec in one error wrapping [ErrInvalidSpec].
@@ -374,6 +393,7 @@ func (s *Spec) validate(decodeProblem string) error {
 	if s.Limits.Instances > MaxInstances {
 		add("limits.instances %d is above the limit of %d", s.Limits.Instances, MaxInstances)
 	}
+	s.validateScaleOut(add)
 	if s.Config != nil {
 		if _, err := json.Marshal(s.Config); err != nil {
 			add("config cannot be represented as JSON: %v", err)
@@ -411,6 +431,9 @@ func (s *Spec) ValidateForService() error {
 				add("%s %q is matched by input subject %q: the deployment would read what it publishes as input (a feedback loop); choose a subject outside the input subjects", out.field, out.subject, in)
 			}
 		}
+	}
+	if msg := s.scaleOutNotYetRun(); msg != "" {
+		add("%s", msg)
 	}
 	for _, st := range []struct{ field, name string }{{"output.stream", s.Output.Stream}, {"dead_letter.stream", s.DeadLetter.Stream}, {"late.stream", s.Late.Stream}} {
 		if st.name != "" && st.name == s.Input.Stream {

@@ -1,0 +1,75 @@
+package spec_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/groupstate/groupstate/runtime/spec"
+)
+
+func TestScaleOutFields(t *testing.T) {
+	s, err := spec.ParseSpec([]byte(`
+name: counts
+input: {subjects: ["logins.*"]}
+key: {field: user_id, subject_token: 2}
+partitions: 16
+replication: changelog
+standbys: 1
+snapshot: {interval: 1m}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Partitions != 16 || s.Replication != spec.ReplicationChangelog || s.Standbys != 1 || s.Key.SubjectToken != 2 || s.Snapshot.Interval.Std().String() != "1m0s" {
+		t.Fatalf("%+v", s)
+	}
+	d, err := spec.ParseSpec([]byte("name: counts\nkey: {field: k}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Partitions != 1 || d.Replication != spec.ReplicationNone || d.Standbys != 0 || d.Snapshot.Interval != 0 {
+		t.Fatalf("defaults: partitions %d, replication %q, standbys %d, snapshot %v", d.Partitions, d.Replication, d.Standbys, d.Snapshot.Interval)
+	}
+	if c, _ := spec.ParseSpec([]byte("name: counts\nkey: {field: k}\nreplication: changelog\n")); c.Snapshot.Interval.Std() != spec.DefaultSnapshotInterval {
+		t.Fatalf("snapshot.interval default under changelog: %v", c.Snapshot.Interval)
+	}
+}
+
+func TestScaleOutFieldErrors(t *testing.T) {
+	const base = "name: x\nkey: {field: k}\n"
+	tests := []struct{ yaml, want string }{
+		{base + "partitions: 0\n", ""},
+		{base + "partitions: 1025\n", "partitions 1025 must be 1 to 1024"},
+		{base + "partitions: -2\n", "partitions -2 must be 1 to 1024"},
+		{base + "replication: raft\n", `replication "raft" must be "none" or "changelog"`},
+		{base + "standbys: 1\n", "standbys needs replication: changelog"},
+		{base + "replication: changelog\nstandbys: 5\n", "standbys 5 must be 0 to 4"},
+		{base + "replication: changelog\nsnapshot: {interval: 1s}\n", "snapshot.interval must be at least 10s"},
+		{"name: x\ninput: {subjects: [\"a.*\", \"b.c\"]}\nkey: {field: k, subject_token: 2}\n", `key.subject_token 2: input subject "b.c" has no '*' at token 2`},
+		{"name: x\ninput: {subjects: [\"a.>\"]}\nkey: {field: k, subject_token: 2}\n", `input subject "a.>" has no '*' at token 2`},
+		{"name: x\ninput: {subjects: [\"a.*\"]}\nkey: {field: k, subject_token: 3}\n", `input subject "a.*" has no '*' at token 3`},
+	}
+	for _, tt := range tests {
+		_, err := spec.ParseSpec([]byte(tt.yaml))
+		switch {
+		case tt.want == "" && err != nil:
+			t.Errorf("%q: %v", tt.yaml, err)
+		case tt.want != "" && (!errors.Is(err, spec.ErrInvalidSpec) || !strings.Contains(err.Error(), tt.want)):
+			t.Errorf("%q: error %v, want one containing %q", tt.yaml, err, tt.want)
+		}
+	}
+}
+
+// TestScaleOutNotYetRunByTheService: the service refuses what it cannot run yet, saying so,
+// rather than running a partitioned or replicated spec as if it were neither.
+func TestScaleOutNotYetRunByTheService(t *testing.T) {
+	s, err := spec.ParseSpec([]byte("name: x\ninput: {subjects: [in]}\nkey: {field: k}\noutput: {subject: out}\npartitions: 4\nreplication: changelog\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s.ValidateForService()
+	if !errors.Is(err, spec.ErrInvalidSpec) || !strings.Contains(err.Error(), "partitions 4, replication: changelog: not run by this version of the runtime yet") {
+		t.Fatalf("err = %v", err)
+	}
+}
