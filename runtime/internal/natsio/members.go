@@ -247,12 +247,12 @@ func (m *Membership) initial(ctx context.Context) error {
 	}
 }
 
-// watch applies the watch's entries until ctx is done. Every TTL/5 it drops the members
-// of which no renewal was received for staleAfter TTLs, and when the watch itself delivered
-// nothing for that long although this runtime's own renewals succeed (and a working watch
-// delivers each of them), it watches anew: after a server restart nats.go's ordered
-// consumer takes about 18 s to notice, a new watch the next tick. The new watch delivers
-// the live members first, so the view is whole again.
+// watch applies the watch's entries until ctx is done. Every TTL/5 it checks the watch:
+// each of this runtime's renewals comes back through a working watch within milliseconds,
+// so when one acknowledged TTL/2 ago has not, the watch is dead (its consumer was on a
+// server that stopped; nats.go's ordered consumer takes about 18 s to notice a server
+// restart) and it watches anew, swapping in the new watch's view at once. Then it drops the
+// members of which no renewal was received for staleAfter TTLs.
 func (m *Membership) watch(ctx context.Context) {
 	defer m.wg.Done()
 	w := m.watcher
@@ -271,7 +271,7 @@ func (m *Membership) watch(ctx context.Context) {
 		}
 		select {
 		case e, ok := <-updates:
-			if !ok { // unsubscribed or its connection closed: watch anew (below) if renewals work
+			if !ok { // unsubscribed or its connection closed: watched anew below, once renewals work
 				w = nil
 				continue
 			}
@@ -279,22 +279,72 @@ func (m *Membership) watch(ctx context.Context) {
 			if e != nil {
 				m.apply(e)
 			}
-		case now := <-t.C:
-			m.dropStale(now)
-			if now.Sub(received) <= staleAfter*m.ttl || !m.Renewed().After(received) {
-				continue
+		case <-t.C:
+			if m.Renewed().Sub(received) > m.ttl/2 {
+				if w != nil {
+					_ = w.Stop()
+					w = nil
+				}
+				if nw, err := m.rewatch(ctx); err == nil {
+					w, received = nw, time.Now()
+				}
 			}
-			if w != nil {
-				_ = w.Stop()
-				w = nil
-			}
-			if nw, err := m.kv.WatchAll(ctx); err == nil {
-				w, received = nw, now
-			}
+			m.dropStale(time.Now())
 		case <-ctx.Done():
 			return
 		}
 	}
+}
+
+// rewatch starts a new watch and replaces the view with the live members it delivers
+// first, signalling when they differ from the view's.
+func (m *Membership) rewatch(ctx context.Context) (jetstream.KeyWatcher, error) {
+	w, err := m.kv.WatchAll(ctx)
+	if err != nil {
+		return nil, err
+	}
+	v := &view{live: map[string]Member{}, seen: map[string]time.Time{}}
+	timeout := time.NewTimer(m.ttl)
+	defer timeout.Stop()
+	for {
+		select {
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("natsio: watching %s: the watch ended", MembersBucket)
+			}
+			if e != nil {
+				v.apply(e)
+				continue
+			}
+			m.mu.Lock()
+			changed := !sameMembers(m.live, v.live)
+			m.live, m.seen = v.live, v.seen
+			m.mu.Unlock()
+			if changed {
+				m.signal()
+			}
+			return w, nil
+		case <-timeout.C:
+			_ = w.Stop()
+			return nil, fmt.Errorf("natsio: watching %s: no initial members after %s", MembersBucket, m.ttl)
+		case <-ctx.Done():
+			_ = w.Stop()
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// sameMembers reports whether a and b hold the same members with the same StartedAt.
+func sameMembers(a, b map[string]Member) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for id, ma := range a {
+		if mb, ok := b[id]; !ok || !ma.StartedAt.Equal(mb.StartedAt) {
+			return false
+		}
+	}
+	return true
 }
 
 // dropStale removes the members of which no renewal was received for staleAfter TTLs.
@@ -324,28 +374,36 @@ func (m *Membership) signal() {
 	}
 }
 
-// apply updates the view with one entry: a put adds or renews a member; a delete (a leave)
-// or a purge (an expiry: the server's limit marker) removes it. Changes to the set of
-// members, or to a member's StartedAt, are signalled.
-func (m *Membership) apply(e jetstream.KeyValueEntry) {
+// view is the members seen and when a renewal of each was last received.
+type view struct {
+	live map[string]Member
+	seen map[string]time.Time
+}
+
+// apply updates v with one entry: a put adds or renews a member; a delete (a leave) or a
+// purge (an expiry: the server's limit marker) removes it. It reports whether the set of
+// members, or a member's StartedAt, changed.
+func (v *view) apply(e jetstream.KeyValueEntry) bool {
 	id := e.Key()
-	m.mu.Lock()
-	old, had := m.live[id]
-	changed := false
-	switch e.Operation() {
-	case jetstream.KeyValuePut:
-		mem := Member{ID: id}
-		_ = json.Unmarshal(e.Value(), &mem) // a value that does not decode is still a member
-		mem.ID = id
-		mem.RenewedAt = e.Created()
-		m.live[id] = mem
-		m.seen[id] = time.Now()
-		changed = !had || !old.StartedAt.Equal(mem.StartedAt)
-	default:
-		delete(m.live, id)
-		delete(m.seen, id)
-		changed = had
+	old, had := v.live[id]
+	if e.Operation() != jetstream.KeyValuePut {
+		delete(v.live, id)
+		delete(v.seen, id)
+		return had
 	}
+	mem := Member{ID: id}
+	_ = json.Unmarshal(e.Value(), &mem) // a value that does not decode is still a member
+	mem.ID = id
+	mem.RenewedAt = e.Created()
+	v.live[id] = mem
+	v.seen[id] = time.Now()
+	return !had || !old.StartedAt.Equal(mem.StartedAt)
+}
+
+// apply applies one entry of the watch to the view, signalling a change.
+func (m *Membership) apply(e jetstream.KeyValueEntry) {
+	m.mu.Lock()
+	changed := (&view{live: m.live, seen: m.seen}).apply(e)
 	m.mu.Unlock()
 	if changed {
 		m.signal()

@@ -1,6 +1,7 @@
 package natsio
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"sync"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/internal/testutil"
 )
 
 // join joins as id over a connection of its own (so that closing it is a crash of that
@@ -268,4 +271,53 @@ func TestMembersServerRestart(t *testing.T) {
 	up := time.Now()
 	eventually(t, 5*time.Second, "a to see itself alone", func() bool { return sees(a, "a") })
 	t.Logf("a sees itself again %s after the server started", time.Since(up).Round(time.Millisecond))
+}
+
+// TestMembersClusterNodeLoss: on a 3-node cluster with an R3 bucket, stopping the node that
+// leads the bucket's stream loses no member, and the view carries on.
+func TestMembersClusterNodeLoss(t *testing.T) {
+	const ttl = time.Second
+	c := testutil.StartCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ms []*Membership
+	for _, id := range []string{"a", "b"} {
+		m, err := JoinMembers(ctx, c.JetStream(t), MemberOptions{ID: id, TTL: ttl, Replicas: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = m.Leave(context.Background()) })
+		ms = append(ms, m)
+	}
+	a, b := ms[0], ms[1]
+	eventually(t, 2*time.Second, "a and b to see each other", func() bool { return sees(a, "a", "b") && sees(b, "a", "b") })
+	s, err := c.JetStream(t).Stream(ctx, "KV_"+MembersBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.Replicas != 3 {
+		t.Fatalf("the bucket has %d replicas, want 3", info.Config.Replicas)
+	}
+	drainChanges(a)
+	stopped := time.Now()
+	c.Stop(c.Index(info.Cluster.Leader))
+	renewed := b.Renewed()
+	eventually(t, 5*time.Second, "b to renew after the leader stopped", func() bool { return b.Renewed().After(renewed) })
+	t.Logf("stopped the bucket's leader %s: b renewed again %s later", info.Cluster.Leader, b.Renewed().Sub(stopped).Round(time.Millisecond))
+	// Past two TTLs, neither member was ever dropped from a's view.
+	deadline := stopped.Add(2*ttl + 500*time.Millisecond)
+	for time.Now().Before(deadline) {
+		if !sees(a, "a", "b") {
+			t.Fatalf("a sees %v %s after the node stopped", ids(a.Live()), time.Since(stopped).Round(time.Millisecond))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := b.Leave(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Second, "a to see b leave", func() bool { return sees(a, "a") })
 }
