@@ -1,4 +1,5 @@
 // Package natsio is groupstate's NATS plumbing: streams, the input source, the output
-// publisher and the deployment registry (KV and object store). Connections and the embedded
+// publisher, the deployment registry (KV and object store) and the membership of the
+// runtimes sharing a cluster ([JoinMembers]). Connections and the embedded
 // server are public, in package service.
 package natsio
