@@ -113,6 +113,16 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 		return nil, err
 	}
 	rec := natsio.Record{Name: sp.Name, Spec: specJSON, ModuleDigest: digest, ModuleSize: int64(len(wasm)), DeployedAt: time.Now().UTC()}
+	switch prev, err := c.reg.Get(ctx, sp.Name); {
+	case err == nil && prev.Lineage != "":
+		rec.Lineage = prev.Lineage
+	case err == nil || errors.Is(err, natsio.ErrNotFound):
+		if rec.Lineage, err = newToken(); err != nil {
+			return nil, err
+		}
+	default:
+		return nil, fmt.Errorf("client: reading the deployment: %w", err)
+	}
 	if o.resetState {
 		if rec.ResetState, err = c.prepareReset(ctx, sp.Name); err != nil {
 			return nil, err
@@ -144,6 +154,11 @@ func (c *Client) prepareReset(ctx context.Context, name string) (string, error) 
 			}
 		}
 	}
+	return newToken()
+}
+
+// newToken returns 24 random hex digits: a reset token, a lineage.
+func newToken() (string, error) {
 	var b [12]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err

@@ -71,7 +71,7 @@ type MemberOptions struct {
 	TTL time.Duration
 	// StartedAt is stored in the member's value; the time of the call when zero.
 	StartedAt time.Time
-	// Replicas is the bucket's replicas when this call creates it; 1 when 0. A bucket that
+	// Replicas is the bucket's replicas when this call creates it; 0: [DefaultReplicas]. A bucket that
 	// exists keeps its own.
 	Replicas int
 }
@@ -114,9 +114,7 @@ func JoinMembers(ctx context.Context, js jetstream.JetStream, opts MemberOptions
 	if opts.StartedAt.IsZero() {
 		opts.StartedAt = time.Now()
 	}
-	if opts.Replicas == 0 {
-		opts.Replicas = 1
-	}
+	opts.Replicas = replicasFor(js, opts.Replicas)
 	kv, err := openMembersBucket(ctx, js, opts.TTL, opts.Replicas)
 	if err != nil {
 		return nil, err

@@ -60,6 +60,11 @@ type Record struct {
 	ModuleSize int64 `json:"module_size"`
 	// DeployedAt is when the deployment was stored.
 	DeployedAt time.Time `json:"deployed_at"`
+	// Lineage names the deployment's history of outputs, made at its first deploy and kept
+	// by every redeploy: the output message ids of a replicated deployment include it instead
+	// of the runtime's store id, so they stay the same whichever runtime publishes them
+	// (a republication after a takeover is dropped as a duplicate).
+	Lineage string `json:"lineage,omitempty"`
 	// ResetState, when not empty, asks the runtime that runs the deployment to empty its
 	// state once and go on at the input consumer's position (deploy --reset-state). It is
 	// a token unique to that deploy; the runtime clears it (see [Registry.Update]) once the
