@@ -26,16 +26,29 @@ func openChangelog(t testing.TB, js jetstream.JetStream, ctx context.Context) *C
 	return c
 }
 
-// readAll reads partition from from, failing the test on an error.
+// readAll reads partition from from, failing the test on an error, with both ways of
+// reading (which must agree) and the default.
 func readAll(t *testing.T, c *Changelog, ctx context.Context, partition int, from uint64) ([]ChangelogRecord, uint64) {
 	t.Helper()
-	var out []ChangelogRecord
-	last, err := c.Read(ctx, partition, from, func(r ChangelogRecord) error {
-		out = append(out, r)
-		return nil
-	})
-	testutil.Require(t, err)
-	return out, last
+	defer func(m readMode) { c.readMode = m }(c.readMode)
+	var res [][]ChangelogRecord
+	var lasts []uint64
+	for _, mode := range []readMode{readDirect, readOrdered, readAuto} {
+		c.readMode = mode
+		var out []ChangelogRecord
+		last, err := c.Read(ctx, partition, from, func(r ChangelogRecord) error {
+			out = append(out, r)
+			return nil
+		})
+		testutil.Require(t, err, "read mode", mode)
+		res, lasts = append(res, out), append(lasts, last)
+	}
+	for i := 1; i < len(res); i++ {
+		if !slices.EqualFunc(res[0], res[i], sameRecord) || lasts[0] != lasts[i] {
+			t.Fatalf("read mode %d read %d records to %d, direct gets %d to %d", i, len(res[i]), lasts[i], len(res[0]), lasts[0])
+		}
+	}
+	return res[0], lasts[0]
 }
 
 func sameRecord(a, b ChangelogRecord) bool {
@@ -129,6 +142,10 @@ func TestChangelogAppendRead(t *testing.T) {
 	if _, err := c.Append(e.ctx, 0, ChangelogRecord{Partition: 2, Kind: "put"}); !errors.Is(err, ErrInvalidRecord) {
 		t.Fatalf("Append of kind put: %v", err)
 	}
+	// A long read, which takes an ordered consumer.
+	long := appendN(t, c, e.ctx, 4, 1, 0, readBatch+50)
+	got, _ = readAll(t, c, e.ctx, 4, 0)
+	requireRecords(t, got, long)
 	// Opening again keeps the stream and its records.
 	c2 := openChangelog(t, e.js, e.ctx)
 	got, _ = readAll(t, c2, e.ctx, 0, 0)
@@ -295,12 +312,12 @@ func subjectSeqs(t *testing.T, c *Changelog, ctx context.Context, subj string) [
 	sub, err := c.nc.SubscribeSync(nats.NewInbox())
 	testutil.Require(t, err)
 	defer sub.Unsubscribe() //nolint:errcheck
-	msgs, err := c.directBatch(ctx, sub, subj, 1)
-	testutil.Require(t, err)
 	var out []uint64
-	for _, m := range msgs {
+	_, err = c.directBatch(ctx, sub, subj, 1, func(m storedMsg) bool {
 		out = append(out, m.seq)
-	}
+		return true
+	})
+	testutil.Require(t, err)
 	return out
 }
 
@@ -467,42 +484,22 @@ func BenchmarkChangelogRead(b *testing.B) {
 		}
 		after = seq
 	}
-	b.Run("direct", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			got := 0
-			if _, err := c.Read(ctx, 0, 0, func(ChangelogRecord) error { got++; return nil }); err != nil || got != n {
-				b.Fatal(got, err)
-			}
-		}
-	})
-	b.Run("ordered-consumer", func(b *testing.B) {
-		for i := 0; i < b.N; i++ {
-			cons, err := j.JS.OrderedConsumer(ctx, c.name, jetstream.OrderedConsumerConfig{FilterSubjects: []string{ChangelogSubject("clog", 0)}})
-			if err != nil {
-				b.Fatal(err)
-			}
-			it, err := cons.Messages()
-			if err != nil {
-				b.Fatal(err)
-			}
-			var asm assembler
-			for got := 0; got < n; {
-				m, err := it.Next()
-				if err != nil {
-					b.Fatal(err)
-				}
-				meta, _ := parseMeta(m.Headers())
-				md, _ := m.Metadata()
-				if data, done := asm.add(md.Sequence.Stream, meta, m.Data()); done {
-					if _, err := decodeCLRecord(0, meta, md.Sequence.Stream, data); err != nil {
-						b.Fatal(err)
+	for _, mode := range []struct {
+		name string
+		mode readMode
+	}{{"direct", readDirect}, {"ordered-consumer", readOrdered}} {
+		for _, from := range []uint64{1, after - 9} {
+			b.Run(fmt.Sprintf("%s-%d-records", mode.name, after-from+1), func(b *testing.B) {
+				c.readMode = mode.mode
+				for i := 0; i < b.N; i++ {
+					got := 0
+					if _, err := c.Read(ctx, 0, from, func(ChangelogRecord) error { got++; return nil }); err != nil || got != int(after-from+1) {
+						b.Fatal(got, err)
 					}
-					got++
 				}
-			}
-			it.Stop()
+			})
 		}
-	})
+	}
 }
 
 // BenchmarkChangelogS2 measures S2 on a Pebble-repr-like write of JSON values.
