@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"text/tabwriter"
 	"time"
 
@@ -17,7 +18,7 @@ func newListCommand() *cobra.Command {
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:     "list",
-		Short:   "List deployments with their health",
+		Short:   "List deployments with their health, and the live runtimes",
 		Example: `  groupstate list`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -42,14 +43,21 @@ func newListCommand() *cobra.Command {
 				}
 				rows[i] = row{d, st}
 			}
+			runtimes, err := c.Runtimes(cmd.Context())
+			if err != nil {
+				return err
+			}
 			if asJSON {
 				enc := json.NewEncoder(cmd.OutOrStdout())
 				enc.SetIndent("", "  ")
-				return enc.Encode(rows)
+				return enc.Encode(struct {
+					Deployments []row            `json:"deployments"`
+					Runtimes    []client.Runtime `json:"runtimes"`
+				}{rows, runtimes})
 			}
 			if len(rows) == 0 {
 				fmt.Fprintln(cmd.OutOrStdout(), "no deployments")
-				return nil
+				return printRuntimes(cmd.OutOrStdout(), runtimes)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSTATE\tROWS IN\tKEYS\tLAG\tMODULE\tDEPLOYED\tERROR")
@@ -57,10 +65,28 @@ func newListCommand() *cobra.Command {
 				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.12s\t%s\t%s\n", r.Name, r.Status.State, r.Status.RowsIn, r.Status.StateKeys,
 					r.Status.InputLag, r.ModuleDigest, r.DeployedAt.Local().Format(time.DateTime), r.Status.Error)
 			}
-			return w.Flush()
+			if err := w.Flush(); err != nil {
+				return err
+			}
+			return printRuntimes(cmd.OutOrStdout(), runtimes)
 		},
 	}
 	cf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// printRuntimes prints the live runtimes after the deployments.
+func printRuntimes(out io.Writer, runtimes []client.Runtime) error {
+	if len(runtimes) == 0 {
+		_, err := fmt.Fprintln(out, "\nno runtime is running")
+		return err
+	}
+	fmt.Fprintln(out)
+	w := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "RUNTIME\tPARTITIONS\tSTANDBYS\tSTARTED")
+	for _, r := range runtimes {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\n", r.ID, r.Partitions, r.Standbys, r.StartedAt.Local().Format(time.DateTime))
+	}
+	return w.Flush()
 }

@@ -26,6 +26,8 @@ func newServeCommand() *cobra.Command {
 	var cf connFlags
 	var dataDir, listen, logLevel, logFormat, metricsAddr, stateCache string
 	var replicas int
+	var id string
+	var memberTTL time.Duration
 	cmd := &cobra.Command{
 		Use:   "serve --data DIR [--listen HOST:PORT] [--server URL] [--metrics HOST:PORT] [--state-cache SIZE]",
 		Short: "Run the runtime (with an embedded NATS server unless --server is given)",
@@ -75,7 +77,7 @@ SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs 
 			if replicas < 0 || replicas > 5 {
 				return fmt.Errorf("--replicas %d: want 1 to 5 (JetStream's limit), or 0 for the default", replicas)
 			}
-			cfg := service.Options{DataDir: filepath.Join(dataDir, "runtime"), Conn: nc, Logger: logger, Replicas: replicas,
+			cfg := service.Options{DataDir: filepath.Join(dataDir, "runtime"), Conn: nc, Logger: logger, Replicas: replicas, ID: id, MemberTTL: memberTTL,
 				StateOptions: &state.Options{StateCacheSize: cacheSize}}
 			reg := prometheus.NewRegistry()
 			if metricsAddr != "" {
@@ -102,6 +104,8 @@ SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs 
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")
 	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics, /healthz and /readyz on HOST:PORT")
+	cmd.Flags().StringVar(&id, "id", "", "name of this runtime (default: an id made once and kept in the data directory)")
+	cmd.Flags().DurationVar(&memberTTL, "member-ttl", 5*time.Second, "how long a runtime that stops renewing its membership stays a member (the same on every runtime)")
 	cmd.Flags().IntVar(&replicas, "replicas", 0, "replicas of the streams and buckets groupstate creates (default 3 on a clustered NATS, 1 otherwise)")
 	cmd.Flags().StringVar(&stateCache, "state-cache", "64MiB", "memory for the hot-state cache shared by all deployments (e.g. 256MiB; 0 turns it off)")
 	return cmd

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/groupstate/groupstate/runtime/client"
 )
 
 // TestDemo: `groupstate demo` runs to completion on a fresh machine and every click ends up in
@@ -61,8 +63,8 @@ func TestServeDeployFlow(t *testing.T) {
 	}
 	deadline := time.Now().Add(waitTimeout)
 	for {
-		if _, _, code := cli("list"); code == 0 {
-			break
+		if out, _, code := cli("list"); code == 0 && strings.Contains(out, "\nRUNTIME ") {
+			break // up: the runtime is a member
 		}
 		select {
 		case code := <-exited:
@@ -75,7 +77,7 @@ func TestServeDeployFlow(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if out, _, code := cli("list"); code != 0 || out != "no deployments\n" {
+	if out, _, code := cli("list"); code != 0 || !strings.HasPrefix(out, "no deployments\n\nRUNTIME ") {
 		t.Fatalf("list before deploying: exit %d\n%s", code, out)
 	}
 
@@ -148,12 +150,24 @@ func TestServeDeployFlow(t *testing.T) {
 	if out, _, code := cli("list"); code != 0 || !strings.Contains(out, "logincount") || !strings.Contains(out, "running") {
 		t.Fatalf("list: exit %d\n%s", code, out)
 	}
+	// list --json has the deployments and, beside them, the live runtime owning the one.
+	listOut, _, code := cli("list", "--json")
+	var listed struct {
+		Deployments []struct {
+			Name string `json:"name"`
+		} `json:"deployments"`
+		Runtimes []client.Runtime `json:"runtimes"`
+	}
+	if err := json.Unmarshal([]byte(listOut), &listed); code != 0 || err != nil || len(listed.Deployments) != 1 || len(listed.Runtimes) != 1 ||
+		listed.Runtimes[0].Partitions != 1 || listed.Runtimes[0].ID == "" || listed.Runtimes[0].StartedAt.IsZero() {
+		t.Fatalf("list --json: exit %d, %v\n%s", code, err, listOut)
+	}
 	if out, _, code := cli("undeploy", "logincount"); code != 0 || !strings.Contains(out, "undeployed logincount") {
 		t.Fatalf("undeploy: exit %d\n%s", code, out)
 	}
 	waitCLI(t, func() bool {
 		out, _, code := cli("list")
-		return code == 0 && out == "no deployments\n"
+		return code == 0 && strings.HasPrefix(out, "no deployments\n")
 	})
 	// The status of an undeployed name stays, stopped, with its counts.
 	waitCLI(t, func() bool {

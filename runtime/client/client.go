@@ -35,6 +35,7 @@ var (
 // concurrent use.
 type Client struct {
 	nc  *nats.Conn
+	js  jetstream.JetStream
 	reg *natsio.Registry
 	rt  *engine.Runtime // compiles modules to validate them before a deploy
 }
@@ -53,7 +54,7 @@ func New(ctx context.Context, nc *nats.Conn) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, reg: reg, rt: rt}, nil
+	return &Client{nc: nc, js: js, reg: reg, rt: rt}, nil
 }
 
 // Close releases the client's resources (not the connection).
@@ -211,6 +212,40 @@ func (c *Client) List(ctx context.Context) ([]*Deployment, error) {
 			return nil, err
 		}
 		out = append(out, d)
+	}
+	return out, nil
+}
+
+// Runtime is one live runtime (a `groupstate serve` process) on this NATS.
+type Runtime struct {
+	// ID names the runtime (serve --id, by default its state store's ID).
+	ID string `json:"id"`
+	// Partitions is the number of partitions of deployments it owns (a deployment without
+	// partitions counts as one).
+	Partitions int `json:"partitions"`
+	// Standbys is the number of partitions it keeps a standby copy of.
+	Standbys  int       `json:"standbys"`
+	StartedAt time.Time `json:"started_at"`
+}
+
+// Runtimes returns the live runtimes, sorted by ID: those whose membership has not expired
+// (a runtime that died stays listed for up to its member TTL).
+func (c *Client) Runtimes(ctx context.Context) ([]Runtime, error) {
+	members, err := natsio.ListMembers(ctx, c.js)
+	if err != nil {
+		return nil, err
+	}
+	owners, err := c.reg.Owners(ctx)
+	if err != nil {
+		return nil, err
+	}
+	owned := map[string]int{}
+	for _, o := range owners {
+		owned[o]++
+	}
+	out := make([]Runtime, len(members))
+	for i, m := range members {
+		out[i] = Runtime{ID: m.ID, Partitions: owned[m.ID], StartedAt: m.StartedAt}
 	}
 	return out, nil
 }

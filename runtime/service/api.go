@@ -26,7 +26,7 @@ func (s *Service) serveAPI() (*nats.Subscription, error) {
 		st := s.store
 		s.mu.Unlock()
 		if verb == api.VerbPing {
-			if st != nil && name == st.ID() {
+			if name == s.id {
 				_ = m.Respond([]byte("{}"))
 			}
 			return

@@ -87,7 +87,7 @@ func (s *Service) build(ctx context.Context, rv *revision, reset bool) (*runner,
 	if err != nil {
 		return nil, err
 	}
-	r.status = client.Status{Name: sp.Name, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: store.ID()}
+	r.status = client.Status{Name: sp.Name, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: s.id}
 	if notes != "" {
 		r.status.LastError, r.status.LastErrorAt = notes, time.Now()
 	}

@@ -36,6 +36,15 @@ type Options struct {
 	Clock timeouts.Clock
 	// Metrics, when set, receive the deployments' Prometheus metrics (see NewMetrics).
 	Metrics *Metrics
+	// ID names the runtime to the others: its membership key, the owner recorded for the
+	// deployments it runs, the subject it answers pings on. 1 to 64 bytes of A-Z, a-z, 0-9,
+	// '-' and '_'. Default: the state store's ID, made once and kept in DataDir, so a restart
+	// on the same directory is the same runtime. Two live runtimes must never share an ID.
+	ID string
+	// MemberTTL is how long a runtime that stops renewing its membership (a crash, a cut
+	// from NATS) stays a member: every runtime of one NATS must use the same. Default 5s, at
+	// least 1s.
+	MemberTTL time.Duration
 	// Replicas is the replica count of the streams and buckets the service creates (those
 	// that exist keep theirs). Default (0): 3 when the NATS server is clustered, 1 otherwise.
 	Replicas int
@@ -55,6 +64,9 @@ type Service struct {
 	rt     *engine.Runtime
 	js     jetstream.JetStream
 	reg    *natsio.Registry
+
+	id      string // the runtime's ID (Options.ID, or the store's)
+	members *natsio.Membership
 
 	mu      sync.Mutex
 	store   *state.Store
@@ -97,6 +109,9 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 	if s.store, err = s.openStore(); err != nil {
 		rt.Close(ctx)
 		return nil, err
+	}
+	if s.id = cfg.ID; s.id == "" {
+		s.id = s.store.ID()
 	}
 	// Record NATS outages in every deployment's status (last_error), keeping whatever
 	// handler the connection already had.
@@ -145,7 +160,18 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	defer api.Unsubscribe()
-	s.logger.Info("runtime started", "data", s.cfg.DataDir)
+	if s.members, err = natsio.JoinMembers(ctx, s.js, natsio.MemberOptions{ID: s.id, TTL: s.cfg.MemberTTL, Replicas: s.cfg.Replicas}); err != nil {
+		return fmt.Errorf("service: joining the runtimes: %w", err)
+	}
+	defer func() {
+		// Leaving at once tells the others without waiting for the member TTL.
+		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := s.members.Leave(lctx); err != nil {
+			s.logger.Warn("leaving the runtimes failed; the others see this runtime gone after the member TTL", "err", err)
+		}
+	}()
+	s.logger.Info("runtime started", "id", s.id, "data", s.cfg.DataDir)
 	s.ready.Store(true)
 	defer s.ready.Store(false)
 	records := map[string]natsio.Record{}
@@ -191,7 +217,7 @@ func (s *Service) Run(ctx context.Context) error {
 func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 	s.mu.Lock()
 	old := s.runners[rec.Name]
-	me := s.store.ID()
+	me := s.id
 	s.mu.Unlock()
 	if old.runs(rec) {
 		return

@@ -462,3 +462,38 @@ func (m *Membership) Leave(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ListMembers returns the runtimes in [MembersBucket] now, sorted by id, without joining
+// (for clients): an empty slice when the bucket does not exist (no runtime ever ran).
+func ListMembers(ctx context.Context, js jetstream.JetStream) ([]Member, error) {
+	kv, err := js.KeyValue(ctx, MembersBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return []Member{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsio: opening %s: %w", MembersBucket, err)
+	}
+	w, err := kv.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("natsio: listing %s: %w", MembersBucket, err)
+	}
+	defer w.Stop()
+	out := []Member{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok || e == nil {
+				sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+				return out, nil
+			}
+			var m Member
+			if json.Unmarshal(e.Value(), &m) != nil {
+				continue
+			}
+			m.ID, m.RenewedAt = e.Key(), e.Created()
+			out = append(out, m)
+		}
+	}
+}

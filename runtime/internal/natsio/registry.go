@@ -426,6 +426,27 @@ func (r *Registry) Owner(ctx context.Context, name string) (string, error) {
 	return string(e.Value()), nil
 }
 
+// Owners returns the owner of every deployment that has one, by deployment name.
+func (r *Registry) Owners(ctx context.Context) (map[string]string, error) {
+	w, err := r.owners.WatchAll(ctx, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("natsio: listing owners: %w", err)
+	}
+	defer w.Stop()
+	out := map[string]string{}
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			if !ok || e == nil {
+				return out, nil
+			}
+			out[e.Key()] = string(e.Value())
+		}
+	}
+}
+
 // Disown removes the owner of deployment name, whoever it is and whether or not it runs: an
 // undeploy, after which the next deploy of name may run on any runtime.
 func (r *Registry) Disown(ctx context.Context, name string) error {
