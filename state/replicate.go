@@ -42,7 +42,8 @@ type Replicator interface {
 	// Replicate makes w durable elsewhere (for example in a changelog
 	// stream). When it returns an error, nothing of the write is applied
 	// locally and the write returns an error wrapping ErrReplication and
-	// it. w.Repr is only valid during the call: copy it to keep it.
+	// it. w.Repr is only valid during the call, and must not be modified:
+	// copy it to keep it.
 	//
 	// An error must mean that w will not be applied by whoever reads the
 	// log: the writer goes on, and may commit the same batch id again with
