@@ -437,3 +437,35 @@ func TestReplicatedCommitsNoSync(t *testing.T) {
 	commit(t, d, 3, map[string]Entry{`"a"`: val("3")})
 	requireEqual(t, stateOf(t, d, keys), stateOf(t, crash().Deployment("x"), keys), "a synced commit after the Replicator was removed")
 }
+
+// TestApplyReplicatedOutboxFloor: a store that acknowledged a deployment's entries knows
+// where its outbox starts (the floor); applying writes that put entries below it (another
+// owner's batches, counted from 1 again after a Drop) makes it forget, so that its next
+// AckOutbox deletes them too.
+func TestApplyReplicatedOutboxFloor(t *testing.T) {
+	s := openMem(t)
+	d := s.Deployment("x")
+	for id := uint64(1); id <= 3; id++ {
+		b := d.NewBatch(id)
+		b.AppendOutbox(&OutboxEntry{Kind: OutboxOutput, Payload: []byte(`old`)})
+		requireNoError(t, commitErr(b))
+	}
+	requireNoError(t, d.AckOutbox(OutboxID{BatchID: 3}))
+	if s.outboxFloor("x") == nil {
+		t.Fatal("no floor after an ack")
+	}
+
+	src := openMem(t).Deployment("x")
+	rep := &memReplicator{}
+	src.SetReplicator(rep)
+	for _, id := range []uint64{1, 5} {
+		b := src.NewBatch(id)
+		b.AppendOutbox(&OutboxEntry{Kind: OutboxOutput, Payload: []byte(`new`)})
+		requireNoError(t, commitErr(b))
+	}
+	// Without the Drop that would come first in a log; the entry of batch 1 is below the floor.
+	applyAll(t, d, rep.writes)
+	requireNoError(t, d.AckOutbox(OutboxID{BatchID: 5}))
+	requireEqual(t, []OutboxEntry(nil), stateOf(t, d, nil).Outbox, "outbox after acknowledging it all")
+	requireEqual(t, [][2]string{{"m", string(appendProgress(nil, Progress{BatchID: 5}))}}, rawScan(t, d))
+}
