@@ -11,7 +11,8 @@ import (
 
 // Batch collects the writes of one micro-batch: state entries, timer
 // index changes, the progress record and outbox entries. Nothing is visible
-// until Commit, which writes them all in one synced Pebble batch.
+// until Commit, which writes them all in one Pebble batch (synced, or
+// replicated; see Commit).
 //
 // A Batch is not safe for concurrent use. Its contents are held in memory
 // (its own record of the Sets, and Pebble's batch buffer) until Commit or
@@ -216,7 +217,11 @@ func (b *Batch) AppendOutbox(e *OutboxEntry) OutboxID {
 }
 
 // Commit writes every Set, the progress record and the outbox entries in
-// one Pebble batch committed with pebble.Sync: all or nothing. It returns
+// one Pebble batch committed with pebble.Sync: all or nothing. When the
+// deployment has a Replicator (see Deployment.SetReplicator), the batch
+// goes to it first and is committed with pebble.NoSync; if Replicate
+// fails, Commit returns an error wrapping ErrReplication and nothing is
+// applied, so a batch of the same id may be committed next. It returns
 // the Progress it wrote (what Deployment.Progress reads afterwards), which
 // spares a read of the progress record after a commit. On error the
 // Progress is zero and nothing is visible (if the error wraps ErrFailed the
@@ -276,11 +281,16 @@ func (b *Batch) Commit() (Progress, error) {
 	n := len(b.scratch)
 	b.scratch = appendProgress(b.scratch, next)
 	_ = b.pb.Set(b.scratch[:n], b.scratch[n:], nil)
+	// Replicated first: when that fails, nothing reached Pebble or the cache.
+	opts, err := d.replicate(d.replicator(), WriteBatch, b.id, b.pb, pebble.Sync)
+	if err != nil {
+		return Progress{}, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
+	}
 	c := d.s.cache
 	if c != nil {
 		d.stripe.beginWrite()
 	}
-	err = d.s.write(func() error { return b.pb.Commit(pebble.Sync) })
+	err = d.s.write(func() error { return b.pb.Commit(opts) })
 	if c != nil {
 		// Only a commit that succeeded reaches the cache; a failed one
 		// empties it, whatever Pebble's memory now holds.

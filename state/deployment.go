@@ -231,24 +231,40 @@ func (d *Deployment) progress() (Progress, error) {
 }
 
 // Drop deletes every key of the deployment (state, timers, progress and
-// outbox) with one synced range deletion. Space is reclaimed by later
-// compactions. It empties the hot-state cache. Stop the deployment's engine
-// first: batch ids start again at 1 after a Drop, and an acknowledgement of
-// an old outbox id arriving afterwards would delete new entries.
+// outbox) with one range deletion, in a synced Pebble batch (replicated and
+// not synced when the deployment has a Replicator, see SetReplicator).
+// Space is reclaimed by later compactions. It empties the hot-state cache.
+// Stop the deployment's engine first: batch ids start again at 1 after a
+// Drop, and an acknowledgement of an old outbox id arriving afterwards
+// would delete new entries.
 func (d *Deployment) Drop() error {
 	if err := d.acquireWrite(); err != nil {
 		return err
 	}
 	defer d.s.release()
+	pb := d.s.db.NewBatch()
+	defer pb.Close()
+	_ = pb.DeleteRange(d.prefix, prefixEnd(d.prefix), nil)
+	r := d.replicator()
+	var last uint64
+	if r != nil {
+		p, err := d.progress()
+		if err != nil {
+			return err
+		}
+		last = p.BatchID
+	}
+	opts, err := d.replicate(r, WriteDrop, last, pb, pebble.Sync)
+	if err != nil {
+		return fmt.Errorf("state: drop deployment %s: %w", d.name, err)
+	}
 	if c := d.s.cache; c != nil {
 		d.stripe.beginWrite()
 		defer c.endWrite(d.stripe, d.name, nil, false) // rare: empty it all, not just d's keys
 	}
 	d.s.setOutboxFloor(d.name, nil)
 	defer d.s.setOutboxFloor(d.name, nil) // batch ids start again at 1
-	return d.s.write(func() error {
-		return d.s.db.DeleteRange(d.prefix, prefixEnd(d.prefix), pebble.Sync)
-	})
+	return d.s.write(func() error { return pb.Commit(opts) })
 }
 
 // DiskUsage returns Pebble's estimate of the bytes the deployment's

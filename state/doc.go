@@ -13,7 +13,7 @@
 //
 // A micro-batch writes all of these in one Batch, committed with one
 // synced Pebble batch: state changes, timers, progress and outputs become
-// durable together or not at all.
+// durable together or not at all (or replicated, see below).
 //
 // State lives on disk; the Go heap holds only Pebble's block cache (see
 // Options.CacheSize), memtables, the hot-state cache (a bounded copy of
@@ -28,6 +28,38 @@
 // it, and a Store starts with it empty, so reopening after a failure reads
 // from disk. A read that missed fills it only when no commit ran since the
 // read began. Expired, Keys, Progress and Outbox always read Pebble.
+//
+// # Replication
+//
+// A deployment's writes can be replicated through a log kept elsewhere (a
+// changelog stream), so that another runtime can restore the deployment or
+// follow it as a standby. With a Replicator set (Deployment.SetReplicator),
+// every write of the deployment (Batch.Commit, AckOutbox, Drop) is one Pebble
+// batch whose representation (pebble.Batch.Repr, in a ReplicatedWrite) is
+// handed to Replicator.Replicate before anything is applied locally: the log
+// is the commit point. If Replicate fails, nothing is applied (not even to
+// the hot-state cache) and the write returns an error wrapping
+// ErrReplication; a Commit may then be retried with the same batch id. If it
+// succeeds, the very same batch is committed locally with pebble.NoSync: a
+// crash may lose the last local writes, and the runtime catches up from the
+// log before it goes on. SyncAcks does nothing then.
+//
+// Deployment.ApplyReplicated applies a write taken from the log to the
+// deployment of the same name in any Store: applying a deployment's writes in
+// log order to an empty keyspace yields the same keys and values, so the same
+// reads, as the source. It refuses, whole, a write holding a key outside the
+// deployment's keyspace (ErrForeignWrite) or one it cannot decode
+// (ErrCorrupt), updates the hot-state cache from the entries written (a range
+// deletion, from Drop, empties it), and commits with pebble.NoSync too. Every
+// write sets or deletes whole keys, so applying again writes already applied,
+// from any one of them on and in order, ends in the same state: after a crash
+// a standby may resume from any write at or before the first it lost.
+//
+// A write's operations, as its Repr holds them: Batch.Commit has the timer
+// index changes, the entries, the deletions of the open batch's skipped
+// timeouts when it closes, the outbox entries and the progress record, as
+// Sets and Deletes; AckOutbox has Deletes of outbox entries; Drop has one
+// DeleteRange from the deployment prefix to its end.
 //
 // # Key layout
 //
@@ -89,8 +121,8 @@
 // # Concurrency
 //
 // A Store and its Deployment handles are safe for concurrent use. The
-// caller guarantees a single writer (Batch.Commit, AckOutbox, Drop) per
-// deployment; reads (Get, Expired, Keys, Progress, Outbox) may run
+// caller guarantees a single writer (Batch.Commit, AckOutbox, Drop,
+// ApplyReplicated) per deployment; reads (Get, Expired, Keys, Progress, Outbox) may run
 // concurrently with the writer and observe a consistent snapshot taken
 // when the call starts.
 //

@@ -35,4 +35,14 @@ var (
 	// failed in a way that leaves Pebble's in-memory state unreliable (a
 	// failed WAL write or sync). Close the Store and open it again.
 	ErrFailed = errors.New("state: store failed, reopen required")
+
+	// ErrReplication is wrapped, together with the Replicator's own error,
+	// by the error of a write whose Replicator.Replicate failed. Nothing of
+	// such a write is applied locally.
+	ErrReplication = errors.New("state: replication failed")
+
+	// ErrForeignWrite is returned by Deployment.ApplyReplicated for a
+	// replicated write holding a key outside the deployment's keyspace (a
+	// misdirected or corrupt record). Nothing of it is applied.
+	ErrForeignWrite = errors.New("state: replicated write outside the deployment's keyspace")
 )

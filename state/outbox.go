@@ -209,7 +209,8 @@ func (d *Deployment) Outbox(fn func(OutboxEntry) error) error {
 }
 
 // AckOutbox deletes every outbox entry with an id <= upTo, once they have
-// been delivered. It is not synced: after a power loss acknowledged entries
+// been delivered. With a Replicator (see SetReplicator) the deletions are
+// replicated first. It is not synced: after a power loss acknowledged entries
 // may reappear and be delivered again, which deterministic message ids make
 // harmless within the outputs' duplicate window. The next synced Commit makes
 // it durable; when none follows soon (the deployment goes idle or stops), call
@@ -252,32 +253,42 @@ func (d *Deployment) AckOutbox(upTo OutboxID) error {
 	if string(start) >= string(end) {
 		return nil
 	}
-	err := d.s.write(func() error {
-		iter, err := d.s.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
-		if err != nil {
-			return err
-		}
-		b := d.s.db.NewBatch()
-		defer b.Close()
-		for ok := iter.First(); ok; ok = iter.Next() {
-			if err := b.Delete(iter.Key(), nil); err != nil {
-				iter.Close()
+	b := d.s.db.NewBatch()
+	defer b.Close()
+	iter, err := d.s.db.NewIter(&pebble.IterOptions{LowerBound: start, UpperBound: end})
+	if err != nil {
+		return err
+	}
+	for ok := iter.First(); ok; ok = iter.Next() {
+		_ = b.Delete(iter.Key(), nil)
+	}
+	err = iter.Error()
+	if cerr := iter.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if !b.Empty() {
+		r := d.replicator()
+		var last uint64
+		if r != nil {
+			p, err := d.progress()
+			if err != nil {
 				return err
 			}
+			last = p.BatchID
 		}
-		err = iter.Error()
-		if cerr := iter.Close(); err == nil {
-			err = cerr
+		opts, err := d.replicate(r, WriteAck, last, b, pebble.NoSync)
+		if err != nil {
+			return fmt.Errorf("state: ack outbox up to %s (deployment %s): %w", upTo, d.name, err)
 		}
-		if err != nil || b.Empty() {
+		if err := d.s.write(func() error { return b.Commit(opts) }); err != nil {
 			return err
 		}
-		return b.Commit(pebble.NoSync)
-	})
-	if err == nil {
-		d.s.setOutboxFloor(d.name, end)
 	}
-	return err
+	d.s.setOutboxFloor(d.name, end)
+	return nil
 }
 
 // firstOutboxKey returns the key of the first outbox entry, or nil when there is none.
@@ -324,11 +335,15 @@ func (s *Store) setOutboxFloor(deployment string, key []byte) {
 // and needs no SyncAcks when a synced Commit follows it (the log is sequential, so the
 // commit's sync covers the acknowledgement too); call it after the last acknowledgement
 // before a deployment goes idle or stops, so that a power loss cannot bring acknowledged
-// entries back after the outputs' duplicate window has passed.
+// entries back after the outputs' duplicate window has passed. While the deployment has a
+// Replicator it does nothing: its acknowledgements are durable in the replica.
 func (d *Deployment) SyncAcks() error {
 	if err := d.acquireWrite(); err != nil {
 		return err
 	}
 	defer d.s.release()
+	if d.replicator() != nil {
+		return nil
+	}
 	return d.s.write(func() error { return d.s.db.LogData(nil, pebble.Sync) })
 }

@@ -37,6 +37,9 @@ type Store struct {
 	floorMu sync.Mutex
 	floors  map[string][]byte // deployment -> outbox key below which all is acknowledged (outbox.go)
 
+	replMu sync.RWMutex
+	repls  map[string]Replicator // deployment -> its Replicator (replicate.go)
+
 	mu     sync.RWMutex // guards closed and failed
 	closed bool
 	failed error
