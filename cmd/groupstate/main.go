@@ -15,9 +15,9 @@ import (
 
 // main runs the command line with a context that the first SIGINT or SIGTERM cancels.
 func main() {
-	// The first SIGINT or SIGTERM cancels ctx: serve stops its deployments (a batch in
-	// flight is cancelled and redelivered later) and exits 0. A second one exits at once
-	// with code 130.
+	// The first SIGINT or SIGTERM cancels ctx: serve stops its deployments (each one's batch
+	// in flight finishes and commits first) and exits 0. A second one, while that drain
+	// waits, exits at once with code 130 (TestServeSecondSignal).
 	ctx, cancel := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)

@@ -34,7 +34,9 @@ func newServeCommand() *cobra.Command {
 		Long: `Runs every deployment registered in NATS. Without --server it embeds a NATS server with
 JetStream (storage under DIR/nats) listening on --listen, so one command runs everything on
 one machine. With --server it uses that NATS instead (for example a JetStream cluster).
-SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs and exits 0.`,
+SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs and exits 0;
+a second signal while that waits exits at once with code 130 (the batches in flight are
+redelivered when serve runs again).`,
 		Example: `  groupstate serve --data ./gsdata
   groupstate serve --data /var/lib/groupstate --server nats://nats.internal:4222 --creds app.creds`,
 		Args: cobra.NoArgs,

@@ -488,7 +488,7 @@ func (r *runner) prefetch(ctx context.Context) (<-chan fetchResult, <-chan struc
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			msgs, err := r.src.Fetch(ctx, r.spec.Trigger.MaxRows, r.spec.Trigger.Interval.Std())
+			msgs, err := r.src.Fetch(ctx, r.spec.Trigger.MaxRows, int(r.spec.Trigger.MaxBytes), r.spec.Trigger.Interval.Std())
 			select {
 			case out <- fetchResult{msgs: msgs, err: err}:
 			case <-ctx.Done():

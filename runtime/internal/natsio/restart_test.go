@@ -30,13 +30,13 @@ func TestServerRestartResume(t *testing.T) {
 	// During the outage Fetch returns nothing (or an error); its pull request
 	// may reach the server after the restart and strand deliveries, which the
 	// Source detects as a gap.
-	_, _ = src.Fetch(ctx, 5, 50*time.Millisecond)
+	_, _ = src.Fetch(ctx, 5, 0, 50*time.Millisecond)
 	e.nats.Start(t)
 	eventually(t, 5*time.Second, "reconnect", e.nats.Conn.IsConnected)
 
 	var rest []Msg
 	eventually(t, 10*time.Second, "the 5 remaining messages", func() bool {
-		ms, err := src.Fetch(ctx, 10, 100*time.Millisecond)
+		ms, err := src.Fetch(ctx, 10, 0, 100*time.Millisecond)
 		if err != nil {
 			return false
 		}

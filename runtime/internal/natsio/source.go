@@ -86,6 +86,7 @@ type Source struct {
 	failed     error  // sticky ErrDeliveryGap
 	needRewind bool   // a rewind after a gap failed; retried at the next Fetch
 	resetable  bool
+	pending    uint64 // the consumer's pending count after the last delivery collected
 
 	// mu guards the bookkeeping shared by the fetcher and Ack. It is never held
 	// across a network wait.
@@ -217,14 +218,30 @@ func (s *Source) Rewind(ctx context.Context, seq uint64) error {
 	return nil
 }
 
-// Fetch returns up to max messages (max < 1 means 1). It takes what is
-// available at once; when nothing is, it waits up to wait for a message and
-// then returns it with whatever else is available by then. It returns an
-// empty slice and a nil error when nothing arrived within wait. When ctx ends
-// while waiting, the messages already received are returned with a nil error,
-// or ctx's error when there are none. Fetch never returns a message twice
-// within one Source.
-func (s *Source) Fetch(ctx context.Context, max int, wait time.Duration) ([]Msg, error) {
+// restExpiry bounds a pull request for messages the server said were pending (see
+// [Source.Fetch]): they are there at once, unless they went away meanwhile (retention).
+const restExpiry = 200 * time.Millisecond
+
+// Fetch returns up to max messages (max < 1 means 1) holding at most maxBytes bytes of Data
+// in all (maxBytes < 1: no byte bound), except that a first message larger than maxBytes is
+// returned alone: no message is too large to be fetched. It takes what is available at once;
+// when nothing is, it waits up to wait for a message and then returns it with whatever else
+// is available by then. It returns an empty slice and a nil error when nothing arrived within
+// wait. When ctx ends while waiting, the messages already received are returned with a nil
+// error, or ctx's error when there are none. Fetch never returns a message twice within one
+// Source.
+//
+// The byte bound holds for what the client receives, not only for what it returns, so one
+// Fetch holds about maxBytes of input, not max times the largest message: it is the pull
+// requests' max_bytes, which the server counts with subjects and headers (the Data returned
+// may be somewhat less than maxBytes). The first message is requested alone and without a
+// byte bound, because a request whose max_bytes is below the next message's size ends with
+// nothing and leaves that message to the next request; the rest is requested with max_bytes
+// what the bound leaves. nats.go's FetchNoWait cannot carry max_bytes, so the rest is a
+// Fetch for as many messages as the server counted pending after the last one received,
+// which it delivers at once (a message stored a moment before may not be counted yet: the
+// next Fetch takes it).
+func (s *Source) Fetch(ctx context.Context, max, maxBytes int, wait time.Duration) ([]Msg, error) {
 	if max < 1 {
 		max = 1
 	}
@@ -248,35 +265,66 @@ func (s *Source) Fetch(ctx context.Context, max int, wait time.Duration) ([]Msg,
 		s.needRewind = false
 	}
 	var out []Msg
-	batch, err := s.cons.FetchNoWait(max)
-	if err != nil {
-		return nil, fmt.Errorf("natsio: fetching from %s: %w", s.durable, err)
+	used := 0      // bytes of Data in out
+	single := true // the next request is for one message without a byte bound
+	for first := true; ; first = false {
+		var batch jetstream.MessageBatch
+		var err error
+		switch {
+		case first && wait > 0:
+			batch, err = s.cons.Fetch(1, jetstream.FetchMaxWait(wait))
+		case first:
+			batch, err = s.cons.FetchNoWait(1)
+		case single: // a message the server said is pending
+			batch, err = s.cons.Fetch(1, jetstream.FetchMaxWait(restExpiry))
+		default:
+			opts := []jetstream.FetchOpt{jetstream.FetchMaxWait(restExpiry)}
+			if maxBytes > 0 {
+				opts = append(opts, jetstream.FetchMaxBytes(maxBytes-used))
+			}
+			batch, err = s.cons.Fetch(int(min(uint64(max-len(out)), s.pending)), opts...)
+		}
+		if err != nil {
+			if len(out) > 0 {
+				return s.finish(ctx, out, false, nil)
+			}
+			return nil, fmt.Errorf("natsio: fetching from %s: %w", s.durable, err)
+		}
+		before := len(out)
+		var seen int
+		var gap bool
+		out, seen, gap, err = s.collect(ctx, batch, out)
+		if err != nil || gap || ctx.Err() != nil {
+			return s.finish(ctx, out, gap, err)
+		}
+		for _, m := range out[before:] {
+			used += len(m.Data)
+		}
+		if seen == 0 {
+			if single || len(out) > 0 {
+				break // nothing (more) available, or the next message does not fit
+			}
+			// Only re-deliveries so far, and the next message is larger than maxBytes:
+			// it comes alone.
+			single = true
+			continue
+		}
+		if len(out) >= max || s.pending == 0 || (maxBytes > 0 && used >= maxBytes) {
+			break
+		}
+		single = false
 	}
-	out, gap, err := s.collect(ctx, batch, out)
-	if err != nil || gap || len(out) > 0 || wait <= 0 {
-		return s.finish(ctx, out, gap, err)
-	}
-	batch, err = s.cons.Fetch(1, jetstream.FetchMaxWait(wait))
-	if err != nil {
-		return nil, fmt.Errorf("natsio: fetching from %s: %w", s.durable, err)
-	}
-	out, gap, err = s.collect(ctx, batch, out)
-	if err != nil || gap || len(out) == 0 || max == 1 {
-		return s.finish(ctx, out, gap, err)
-	}
-	batch, err = s.cons.FetchNoWait(max - len(out))
-	if err != nil {
-		return s.finish(ctx, out, false, nil)
-	}
-	out, gap, err = s.collect(ctx, batch, out)
-	return s.finish(ctx, out, gap, err)
+	return s.finish(ctx, out, false, nil)
 }
 
 // collect appends the messages of batch to out, dropping re-deliveries of
-// messages already returned. It reports gap when a delivery went missing:
+// messages already returned, and returns how many messages it received
+// (re-deliveries included), leaving the consumer's pending count after the
+// last of them in s.pending. It reports gap when a delivery went missing:
 // the messages from the gap on are not appended. The caller holds fetchMu.
-func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, out []Msg) ([]Msg, bool, error) {
+func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, out []Msg) ([]Msg, int, bool, error) {
 	msgs := batch.Messages()
+	seen := 0
 	var ackProxy jetstream.Msg
 	var proxySeq uint64
 	defer func() {
@@ -303,23 +351,25 @@ func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, out 
 		case <-ctx.Done():
 			// Abandon the pull; what the server still delivers to it shows
 			// up as a gap next time and is fetched again.
-			return out, false, nil
+			return out, seen, false, nil
 		}
 		if !ok {
 			if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
-				return out, false, err
+				return out, seen, false, err
 			}
-			return out, false, nil
+			return out, seen, false, nil
 		}
 		md, err := m.Metadata()
 		if err != nil {
-			return out, false, fmt.Errorf("natsio: message metadata: %w", err)
+			return out, seen, false, fmt.Errorf("natsio: message metadata: %w", err)
 		}
 		if md.Sequence.Consumer != s.lastDseq+1 {
 			drain(ctx, msgs)
-			return out, true, nil
+			return out, seen, true, nil
 		}
+		seen++
 		s.lastDseq = md.Sequence.Consumer
+		s.pending = md.NumPending
 		seq := md.Sequence.Stream
 		if seq <= s.last {
 			s.mu.Lock()

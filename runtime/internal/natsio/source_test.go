@@ -36,7 +36,7 @@ func fetchAll(t *testing.T, e *env, s *Source, n, batch int) []Msg {
 		if time.Now().After(deadline) {
 			t.Fatalf("fetched %d of %d", len(got), n)
 		}
-		ms, err := s.Fetch(e.ctx, batch, 200*time.Millisecond)
+		ms, err := s.Fetch(e.ctx, batch, 0, 200*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -82,7 +82,7 @@ func TestSourceAckAndRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Nothing more to fetch.
-	if ms, err := s.Fetch(e.ctx, 10, 50*time.Millisecond); err != nil || len(ms) != 0 {
+	if ms, err := s.Fetch(e.ctx, 10, 0, 50*time.Millisecond); err != nil || len(ms) != 0 {
 		t.Fatalf("extra fetch: %d, %v", len(ms), err)
 	}
 
@@ -114,7 +114,7 @@ func TestSourceAckAndRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ms, err := s3.Fetch(e.ctx, 100, 100*time.Millisecond); err != nil || len(ms) != 0 {
+	if ms, err := s3.Fetch(e.ctx, 100, 0, 100*time.Millisecond); err != nil || len(ms) != 0 {
 		t.Fatalf("after acking everything a restart fetched %d, %v", len(ms), err)
 	}
 	if p, err := s3.Pending(e.ctx); err != nil || p != 0 {
@@ -130,7 +130,7 @@ func TestSourceFetchTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	ms, err := s.Fetch(e.ctx, 100, 100*time.Millisecond)
+	ms, err := s.Fetch(e.ctx, 100, 0, 100*time.Millisecond)
 	if err != nil || ms == nil || len(ms) != 0 {
 		t.Fatalf("Fetch on empty stream: %v, %v", ms, err)
 	}
@@ -143,7 +143,7 @@ func TestSourceFetchTimeout(t *testing.T) {
 		_, _ = e.js.Publish(context.Background(), "in.x", []byte("m0"))
 	}()
 	start = time.Now()
-	ms, err = s.Fetch(e.ctx, 100, 3*time.Second)
+	ms, err = s.Fetch(e.ctx, 100, 0, 3*time.Second)
 	if err != nil || len(ms) != 1 {
 		t.Fatalf("Fetch while publishing: %d, %v", len(ms), err)
 	}
@@ -154,7 +154,7 @@ func TestSourceFetchTimeout(t *testing.T) {
 	ctx, cancel := context.WithTimeout(e.ctx, 100*time.Millisecond)
 	defer cancel()
 	start = time.Now()
-	if _, err := s.Fetch(ctx, 10, 5*time.Second); err == nil {
+	if _, err := s.Fetch(ctx, 10, 0, 5*time.Second); err == nil {
 		t.Fatal("no error after ctx ended")
 	}
 	if d := time.Since(start); d > 2*time.Second {
@@ -268,7 +268,7 @@ func TestSourceAckAcrossRewind(t *testing.T) {
 	}
 	for range b.Messages() {
 	}
-	if ms, err := s.Fetch(e.ctx, 100, 0); err != nil || len(ms) != 0 {
+	if ms, err := s.Fetch(e.ctx, 100, 0, 0); err != nil || len(ms) != 0 {
 		t.Fatalf("fetch across the gap: %d messages, %v", len(ms), err)
 	}
 	ctx, cancel := context.WithTimeout(e.ctx, 2*time.Second)
@@ -327,7 +327,7 @@ func TestSourceAckDuringFetch(t *testing.T) {
 	}
 	fetchDone := make(chan fetched, 1)
 	go func() {
-		ms, err := s.Fetch(e.ctx, 10, fetchWait)
+		ms, err := s.Fetch(e.ctx, 10, 0, fetchWait)
 		fetchDone <- fetched{ms, err}
 	}()
 	eventually(t, 2*time.Second, "the fetch's pull request waiting on the server", func() bool {
@@ -419,7 +419,7 @@ func TestSourceConcurrentAckAndRewinds(t *testing.T) {
 				stolen++
 			}
 		}
-		ms, err := s.Fetch(e.ctx, 50, 50*time.Millisecond)
+		ms, err := s.Fetch(e.ctx, 50, 0, 50*time.Millisecond)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -439,7 +439,7 @@ func TestSourceConcurrentAckAndRewinds(t *testing.T) {
 	// An Ack of a copy from before a rewind is applied to its re-delivery: keep fetching,
 	// as a runner does, until the server's ack floor is at the end.
 	eventually(t, 10*time.Second, "the ack floor at the last message", func() bool {
-		ms, err := s.Fetch(e.ctx, 50, 20*time.Millisecond)
+		ms, err := s.Fetch(e.ctx, 50, 0, 20*time.Millisecond)
 		if err != nil || len(ms) != 0 {
 			t.Fatalf("fetch after the end: %d messages, %v", len(ms), err)
 		}
