@@ -138,9 +138,9 @@ func (s *Service) openStore() (*state.Store, error) {
 	return st, nil
 }
 
-// Run runs deployments until ctx is done. Then every deployment stops: a batch in flight is
-// cancelled (nothing of it commits; its input is redelivered when the deployment runs
-// again), every status is written as stopped, and Run returns nil.
+// Run runs deployments until ctx is done. Then every deployment stops after its batch in
+// flight commits (a drain), every status is written as stopped, the runtime leaves the
+// members, and Run returns nil.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.rt.Close(context.Background())
 	defer func() {
