@@ -27,6 +27,9 @@ import (
 var (
 	// ErrNotDeployed: no deployment has that name.
 	ErrNotDeployed = errors.New("client: no such deployment")
+	// ErrFixedAtFirstDeploy: a redeploy changes partitions or replication, which are fixed
+	// at the first deploy (unless the deploy resets the state).
+	ErrFixedAtFirstDeploy = errors.New("client: fixed at the first deploy")
 	// ErrNoRuntime: no runtime answered (is groupstate serve running?).
 	ErrNoRuntime = errors.New("client: no runtime answered; is groupstate serve running?")
 )
@@ -114,7 +117,13 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 		return nil, err
 	}
 	rec := natsio.Record{Name: sp.Name, Spec: specJSON, ModuleDigest: digest, ModuleSize: int64(len(wasm)), DeployedAt: time.Now().UTC()}
-	switch prev, err := c.reg.Get(ctx, sp.Name); {
+	prev, err := c.reg.Get(ctx, sp.Name)
+	if err == nil && !o.resetState {
+		if err := fixedAtFirstDeploy(prev, sp); err != nil {
+			return nil, err
+		}
+	}
+	switch {
 	case err == nil && prev.Lineage != "":
 		rec.Lineage = prev.Lineage
 	case err == nil || errors.Is(err, natsio.ErrNotFound):
@@ -134,6 +143,23 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 		return nil, fmt.Errorf("client: storing the deployment: %w", err)
 	}
 	return &Deployment{Name: sp.Name, Spec: sp, ModuleDigest: digest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rev, ResetState: rec.ResetState != ""}, nil
+}
+
+// fixedAtFirstDeploy refuses a redeploy that changes what the deployment's state is laid
+// out by: its partitions (a key's partition depends on their number) and its replication (a
+// changelog holds the state from the first write on).
+func fixedAtFirstDeploy(prev natsio.Record, sp *spec.Spec) error {
+	old, err := api.SpecOf(prev)
+	if err != nil {
+		return nil // a record that does not decode holds no layout to keep
+	}
+	switch {
+	case old.Partitions != sp.Partitions:
+		return fmt.Errorf("%w: %s has partitions %d, this spec %d; deploy it under a new name, or with --reset-state --confirm to drop its state", ErrFixedAtFirstDeploy, sp.Name, old.Partitions, sp.Partitions)
+	case old.Replication != sp.Replication:
+		return fmt.Errorf("%w: %s has replication %s, this spec %s; deploy it under a new name, or with --reset-state --confirm to drop its state", ErrFixedAtFirstDeploy, sp.Name, old.Replication, sp.Replication)
+	}
+	return nil
 }
 
 // prepareReset returns a reset token for a deploy of name. An owner that is up resets its

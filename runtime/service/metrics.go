@@ -24,6 +24,7 @@ type Metrics struct {
 	watermarkLag  *prometheus.GaugeVec
 	inputLag      *prometheus.GaugeVec
 	up            *prometheus.GaugeVec
+	fencedTotal   *prometheus.CounterVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -53,9 +54,10 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		watermarkLag: gauge("groupstate_watermark_lag_seconds", "Wall clock minus the event-time watermark."),
 		inputLag:     gauge("groupstate_input_lag_messages", "Input messages not yet delivered to the deployment."),
 		up:           gauge("groupstate_deployment_up", "1 while the deployment runs, 0 when it stopped or failed."),
+		fencedTotal:  counter("groupstate_fenced_total", "Times this runtime gave a replicated deployment up because another runtime took it over (a refused changelog append)."),
 	}
 	reg.MustRegister(m.inputRows, m.lateRows, m.deadLetters, m.outputRows, m.timeoutsFired, m.failedKeys,
-		m.batches, m.batchDuration, m.stateKeys, m.stateBytes, m.watermarkLag, m.inputLag, m.up)
+		m.batches, m.batchDuration, m.stateKeys, m.stateBytes, m.watermarkLag, m.inputLag, m.up, m.fencedTotal)
 	return m
 }
 
@@ -90,4 +92,12 @@ func (m *Metrics) status(st *client.Status, hasWatermark bool) {
 		up = 1
 	}
 	m.up.WithLabelValues(st.Name).Set(up)
+}
+
+// fenced counts a replicated deployment given up because another runtime took it over.
+func (m *Metrics) fenced(name string) {
+	if m == nil {
+		return
+	}
+	m.fencedTotal.WithLabelValues(name).Inc()
 }

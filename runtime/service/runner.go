@@ -1,12 +1,14 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/client"
@@ -32,6 +34,10 @@ type runner struct {
 	ks     *state.Deployment
 	src    *natsio.Source
 	logger *slog.Logger
+
+	lease    natsio.Lease // of a replicated deployment (Epoch 0: none)
+	quiet    atomic.Bool  // fenced: publishes no more status (the new owner does)
+	instance string       // of the output message ids; empty: the store's ID
 
 	cancel context.CancelFunc // ends the loop and cancels the batch in flight
 	drain  context.CancelFunc // ends the loop after the batch in flight
@@ -75,13 +81,19 @@ func (s *Service) check(ctx context.Context, rec natsio.Record) (*revision, erro
 // With reset (deploy --reset-state), the deployment's state is emptied first (see resetState).
 // The previous runner of the deployment, if any, must have stopped: only one writer uses the
 // consumer and the state at a time.
-func (s *Service) build(ctx context.Context, rv *revision, reset bool) (*runner, error) {
+// runnerOptions are what a replicated deployment's runner has besides the others'.
+type runnerOptions struct {
+	lease    natsio.Lease
+	instance string
+}
+
+func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerOptions) (*runner, error) {
 	rec, sp := rv.rec, rv.spec
 	logger := s.logger.With("deployment", sp.Name)
 	s.mu.Lock()
 	store := s.store
 	s.mu.Unlock()
-	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, store: store, logger: logger, done: make(chan struct{})}
+	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, store: store, logger: logger, done: make(chan struct{}), lease: o.lease, instance: o.instance}
 	r.ks = store.Deployment(sp.Name)
 	notes, err := r.open(ctx, reset)
 	if err != nil {
@@ -154,7 +166,7 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 		return "", err
 	}
 	pub := natsio.NewPublisher(s.js, natsio.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject}).
-		WithInstance(r.store.ID()).WithGeneration(p.Generation, p.GenerationFrom)
+		WithInstance(cmp.Or(r.instance, r.store.ID())).WithGeneration(p.Generation, p.GenerationFrom)
 	eng, err := s.rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Sink: publisherSink{pub}, Logger: s.logger})
 	if err != nil {
 		return "", err
@@ -318,6 +330,15 @@ func (r *runner) stopAndReport(keepFailed, drain bool) {
 	}
 	r.mu.Unlock()
 	r.publishStatus(context.Background(), true)
+	if r.lease.Epoch != 0 {
+		// Free at once for the runtime that takes over (a lease taken since is left alone).
+		r.ks.SetReplicator(nil)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := r.s.leases.Release(ctx, r.lease); err != nil && !errors.Is(err, natsio.ErrLeaseLost) {
+			r.logger.Warn("releasing the deployment's lease failed; another runtime takes it when this one's membership expires", "err", err)
+		}
+	}
 }
 
 // failed tells whether the deployment stopped by an error (on_error: fail, a failed store).
@@ -389,6 +410,14 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 			return
 		}
 		if err != nil {
+			if errors.Is(err, state.ErrReplication) {
+				// Fenced, or the changelog append failed: nothing of the batch committed;
+				// the deployment is restored from the changelog wherever the plan says.
+				r.quiet.Store(errors.Is(err, natsio.ErrFenced))
+				r.fail(err)
+				r.s.lostReplication(r.rec, err)
+				return
+			}
 			if errors.Is(err, state.ErrFailed) {
 				r.fail(err)
 				r.s.signalStoreFailed()
@@ -581,6 +610,9 @@ func (r *runner) record(rep *engine.BatchReport) {
 
 // publishStatus writes the status document, at most once a second unless forced.
 func (r *runner) publishStatus(ctx context.Context, force bool) {
+	if r.quiet.Load() {
+		return
+	}
 	r.mu.Lock()
 	if !force && time.Since(r.lastStatus) < time.Second {
 		r.mu.Unlock()

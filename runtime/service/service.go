@@ -64,6 +64,7 @@ type Service struct {
 	rt     *engine.Runtime
 	js     jetstream.JetStream
 	reg    *natsio.Registry
+	leases *natsio.Leases
 
 	id      string // the runtime's ID (Options.ID, or the store's)
 	members *natsio.Membership
@@ -99,11 +100,15 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service: opening the deployment registry: %w", err)
 	}
+	leases, err := natsio.OpenLeases(ctx, js, cfg.Replicas)
+	if err != nil {
+		return nil, fmt.Errorf("service: opening the partition leases: %w", err)
+	}
 	rt, err := engine.New(engine.Options{CacheDir: filepath.Join(cfg.DataDir, "cache"), Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg,
+	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg, leases: leases,
 		runners: map[string]*runner{}, storeFailed: make(chan struct{}, 1),
 		retry: make(chan natsio.Record, 16), backoff: map[string]time.Duration{}}
 	if s.store, err = s.openStore(); err != nil {
@@ -175,8 +180,16 @@ func (s *Service) Run(ctx context.Context) error {
 	s.ready.Store(true)
 	defer s.ready.Store(false)
 	records := map[string]natsio.Record{}
+	// Replicated deployments are placed again when the members change, and at least once a
+	// member TTL (a lease may have moved without a member change: a runtime that was paused).
+	recheck := time.NewTicker(s.members.TTL())
+	defer recheck.Stop()
 	for {
 		select {
+		case <-s.members.Changes():
+			s.replan(ctx, records)
+		case <-recheck.C:
+			s.replan(ctx, records)
 		case <-ctx.Done():
 			s.stopAll()
 			s.logger.Info("runtime stopped")
@@ -219,6 +232,10 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 	old := s.runners[rec.Name]
 	me := s.id
 	s.mu.Unlock()
+	if replicated(rec) {
+		s.applyReplicated(ctx, rec, old)
+		return
+	}
 	if old.runs(rec) {
 		return
 	}
@@ -236,20 +253,10 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 		s.reportIfOrphaned(ctx, rec, owner)
 		return
 	}
-	rv, err := s.check(ctx, rec)
-	if err != nil {
-		s.logger.Error("deployment refused", "deployment", rec.Name, "err", err)
-		if old != nil && !old.failed() {
-			old.setError(fmt.Errorf("redeploy refused, still running the previous revision: %w", err))
-		} else {
-			s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: me, UpdatedAt: time.Now()})
-		}
-		if !permanent(err) {
-			s.retryLater(rec, err)
-		}
+	rv, ok := s.checkOrReport(ctx, rec, old)
+	if !ok {
 		return
 	}
-	delete(s.backoff, rec.Name)
 	if old != nil {
 		// One writer at a time: the old runner commits its last batch and lets go of the
 		// consumer before the new one resets the consumer and reads the progress.
@@ -258,8 +265,7 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 		s.mu.Unlock()
 		old.stop()
 	}
-	reset := rec.ResetState != ""
-	r, err := s.build(ctx, rv, reset)
+	r, err := s.build(ctx, rv, rec.ResetState != "", runnerOptions{})
 	if err != nil {
 		s.logger.Error("deployment could not start", "deployment", rec.Name, "err", err)
 		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: me, UpdatedAt: time.Now()})
@@ -268,28 +274,60 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 		}
 		return
 	}
-	if reset {
-		// The reset is done: clear its token before anything runs, so that a restart does
-		// not reset again. Until then a reset can be repeated (nothing ran since).
-		done := rec
-		done.ResetState = ""
-		rev, err := s.reg.Update(ctx, done)
-		if err != nil {
-			r.eng.Close(context.WithoutCancel(ctx))
-			if !errors.Is(err, natsio.ErrRecordChanged) {
-				s.retryLater(rec, err)
-			} // else a newer record is on its way, and applies to the emptied state
-			return
-		}
-		done.Revision = rev
-		r.rec = done
-		s.logger.Warn("deployment state reset (deploy --reset-state)", "deployment", rec.Name)
+	if !s.clearReset(ctx, rec, r) {
+		return
 	}
 	s.mu.Lock()
 	s.runners[rec.Name] = r
 	s.mu.Unlock()
 	r.start(ctx)
 	s.logger.Info("deployment running", "deployment", rec.Name, "module", rec.ModuleDigest[:12])
+}
+
+// checkOrReport checks rec (see check). When it is refused, the running revision old (if
+// any) keeps running with the error in its status, or a failed status is written; ok is
+// false then.
+func (s *Service) checkOrReport(ctx context.Context, rec natsio.Record, old *runner) (rv *revision, ok bool) {
+	rv, err := s.check(ctx, rec)
+	if err != nil {
+		s.logger.Error("deployment refused", "deployment", rec.Name, "err", err)
+		if old != nil && !old.failed() {
+			old.setError(fmt.Errorf("redeploy refused, still running the previous revision: %w", err))
+		} else {
+			s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
+		}
+		if !permanent(err) {
+			s.retryLater(rec, err)
+		}
+		return nil, false
+	}
+	delete(s.backoff, rec.Name)
+	return rv, true
+}
+
+// clearReset, after r was built from rec with a state reset asked (rec.ResetState), clears
+// the reset's token before anything runs, so that a restart does not reset again (until
+// then a reset can be repeated: nothing ran since). It returns false, with r closed, when
+// the record could not be updated.
+func (s *Service) clearReset(ctx context.Context, rec natsio.Record, r *runner) bool {
+	if rec.ResetState == "" {
+		return true
+	}
+	done := rec
+	done.ResetState = ""
+	rev, err := s.reg.Update(ctx, done)
+	if err != nil {
+		r.eng.Close(context.WithoutCancel(ctx))
+		r.ks.SetReplicator(nil)
+		if !errors.Is(err, natsio.ErrRecordChanged) {
+			s.retryLater(rec, err)
+		} // else a newer record is on its way, and applies to the emptied state
+		return false
+	}
+	done.Revision = rev
+	r.rec = done
+	s.logger.Warn("deployment state reset (deploy --reset-state)", "deployment", rec.Name)
+	return true
 }
 
 // runs tells whether r (nil: none) already runs rec as it should, so that applying rec has
@@ -433,6 +471,9 @@ func (s *Service) signalStoreFailed() {
 	default:
 	}
 }
+
+// ID returns the runtime's ID (Options.ID, or by default its state store's).
+func (s *Service) ID() string { return s.id }
 
 // Ready reports whether the service has started watching deployments (for /readyz).
 func (s *Service) Ready() bool { return s.ready.Load() }

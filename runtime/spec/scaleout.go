@@ -88,8 +88,8 @@ func (s *Spec) scaleOutNotYetRun() string {
 	if s.Partitions > 1 {
 		p = append(p, fmt.Sprintf("partitions %d", s.Partitions))
 	}
-	if s.Replication == ReplicationChangelog {
-		p = append(p, "replication: changelog")
+	if s.Standbys > 0 {
+		p = append(p, fmt.Sprintf("standbys %d", s.Standbys))
 	}
 	if s.Key.SubjectToken != 0 {
 		p = append(p, "key.subject_token")

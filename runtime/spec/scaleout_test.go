@@ -64,12 +64,20 @@ func TestScaleOutFieldErrors(t *testing.T) {
 // TestScaleOutNotYetRunByTheService: the service refuses what it cannot run yet, saying so,
 // rather than running a partitioned or replicated spec as if it were neither.
 func TestScaleOutNotYetRunByTheService(t *testing.T) {
-	s, err := spec.ParseSpec([]byte("name: x\ninput: {subjects: [in]}\nkey: {field: k}\noutput: {subject: out}\npartitions: 4\nreplication: changelog\n"))
+	const base = "name: x\ninput: {subjects: [in]}\nkey: {field: k}\noutput: {subject: out}\n"
+	s, err := spec.ParseSpec([]byte(base + "partitions: 4\nreplication: changelog\nstandbys: 1\n"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	err = s.ValidateForService()
-	if !errors.Is(err, spec.ErrInvalidSpec) || !strings.Contains(err.Error(), "partitions 4, replication: changelog: not run by this version of the runtime yet") {
+	if !errors.Is(err, spec.ErrInvalidSpec) || !strings.Contains(err.Error(), "partitions 4, standbys 1: not run by this version of the runtime yet") {
 		t.Fatalf("err = %v", err)
+	}
+	one, err := spec.ParseSpec([]byte(base + "replication: changelog\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := one.ValidateForService(); err != nil {
+		t.Fatalf("one partition with changelog replication runs: %v", err)
 	}
 }

@@ -1,0 +1,264 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/internal/api"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/placement"
+	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/state"
+)
+
+// A deployment with replication: changelog is owned through a partition lease instead of
+// the owners bucket: every runtime computes the same placement plan from the live members
+// and the lease, the runtime the plan names acquires the lease (a new epoch), appends a fence
+// record to the changelog, restores the state from the changelog, and runs; every write to
+// the state then goes to the changelog before it is applied locally, so the runtime that
+// takes the deployment over next (after a crash, a stop, a move) restores exactly what was
+// committed. A runtime whose append is refused (another runtime took the lease: it was
+// fenced) or fails stops the deployment; the plan decides again who runs it.
+
+// replicatedPartition is the one partition replicated deployments have so far.
+const replicatedPartition = 0
+
+// replicateTimeout bounds one changelog append (a batch commit waits for it).
+const replicateTimeout = 30 * time.Second
+
+// replicated tells whether rec is a deployment with replication: changelog (false for a
+// record whose spec does not decode: check reports that).
+func replicated(rec natsio.Record) bool {
+	sp, err := api.SpecOf(rec)
+	return err == nil && sp.Replication == spec.ReplicationChangelog
+}
+
+// applyReplicated is apply for a replicated deployment: it starts rec here when the plan
+// gives it to this runtime, stops it here when the plan gives it to another.
+func (s *Service) applyReplicated(ctx context.Context, rec natsio.Record, old *runner) {
+	lease, err := s.leases.Get(ctx, rec.Name, replicatedPartition)
+	if err != nil {
+		s.retryLater(rec, err)
+		return
+	}
+	plan := placement.Plan(placement.Input{Deployment: rec.Name, Partitions: 1, Members: s.liveIDs(),
+		Owners: map[int]string{replicatedPartition: lease.Owner}})
+	if owner := plan[replicatedPartition].Owner; owner != s.id {
+		if old != nil {
+			// Another runtime holds the lease: this one was fenced (or is about to be, at
+			// its next append). It stops quietly: the status and the lease are the new
+			// owner's.
+			s.mu.Lock()
+			delete(s.runners, rec.Name)
+			s.mu.Unlock()
+			old.quiet.Store(true)
+			old.stop()
+			s.logger.Info("deployment stopped here", "deployment", rec.Name, "owner", owner)
+		}
+		return
+	}
+	if old != nil && old.runs(rec) && old.lease.Epoch == lease.Epoch && old.lease.Owner == lease.Owner {
+		return // runs it, holding the current lease
+	}
+	rv, ok := s.checkOrReport(ctx, rec, old)
+	if !ok {
+		return
+	}
+	if old != nil {
+		s.mu.Lock()
+		delete(s.runners, rec.Name)
+		s.mu.Unlock()
+		old.stop() // the lease stays this runtime's: it acquires it again below
+	}
+	lease, err = s.leases.Acquire(ctx, rec.Name, replicatedPartition, s.id, s.isLive)
+	if errors.Is(err, natsio.ErrLeaseHeld) {
+		s.logger.Info("deployment's lease is held by a live runtime; waiting for the plan to change", "deployment", rec.Name, "err", err)
+		return
+	}
+	if err != nil {
+		s.retryLater(rec, err)
+		return
+	}
+	started := time.Now()
+	r, err := s.buildReplicated(ctx, rv, lease)
+	if err != nil {
+		s.logger.Error("deployment could not start", "deployment", rec.Name, "err", err)
+		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
+		if !permanent(err) {
+			s.retryLater(rec, err)
+		}
+		return
+	}
+	if !s.clearReset(ctx, rec, r) {
+		return
+	}
+	s.mu.Lock()
+	s.runners[rec.Name] = r
+	s.mu.Unlock()
+	r.start(ctx)
+	s.logger.Info("deployment running (changelog replication)", "deployment", rec.Name, "epoch", lease.Epoch,
+		"restore", time.Since(started).Round(time.Millisecond), "module", rec.ModuleDigest[:12])
+}
+
+// buildReplicated fences the changelog with lease's epoch, restores the deployment's state
+// from it, makes every later write of the state go through it, and builds the runner.
+func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsio.Lease) (*runner, error) {
+	name := rv.rec.Name
+	cl, err := natsio.OpenChangelog(ctx, s.js, name, s.cfg.Replicas)
+	if err != nil {
+		return nil, fmt.Errorf("changelog: %w", err)
+	}
+	if _, err := cl.Fence(ctx, replicatedPartition, lease.Epoch); err != nil {
+		return nil, fmt.Errorf("fencing the changelog at epoch %d: %w", lease.Epoch, err)
+	}
+	s.mu.Lock()
+	store := s.store
+	s.mu.Unlock()
+	ks := store.Deployment(name)
+	ks.SetReplicator(nil)
+	last, applied, err := restore(ctx, cl, ks)
+	if err != nil {
+		return nil, fmt.Errorf("restoring from the changelog: %w", err)
+	}
+	s.logger.Info("state restored from the changelog", "deployment", name, "records_applied", applied, "last_seq", last)
+	repl := &changelogReplicator{cl: cl, epoch: lease.Epoch, after: last}
+	ks.SetReplicator(repl)
+	r, err := s.build(ctx, rv, rv.rec.ResetState != "", runnerOptions{lease: lease, instance: lineageOf(rv.rec)})
+	if err != nil {
+		ks.SetReplicator(nil)
+		return nil, err
+	}
+	return r, nil
+}
+
+// lineageOf is the instance of a replicated deployment's output message ids: the same on
+// every runtime, so a republication after a takeover is dropped as a duplicate.
+func lineageOf(rec natsio.Record) string {
+	if rec.Lineage != "" {
+		return rec.Lineage
+	}
+	return "l0" // a record written before lineages: still the same on every runtime
+}
+
+// restore brings ks up to the changelog's end: when ks's last batch is in the log (the local
+// copy is a prefix of it: writes reach the log first), only the records after it are
+// applied; otherwise ks is emptied and every record applied. It returns the log's last
+// sequence read and how many records it applied.
+func restore(ctx context.Context, cl *natsio.Changelog, ks *state.Deployment) (last uint64, applied int, err error) {
+	p, err := ks.Progress()
+	if err != nil {
+		return 0, 0, err
+	}
+	pass := func(from uint64, applying bool) (uint64, bool, error) {
+		found := applying
+		last, err := cl.Read(ctx, replicatedPartition, from, func(rec natsio.ChangelogRecord) error {
+			if rec.Kind == natsio.ChangelogFence {
+				return nil
+			}
+			if !found {
+				found = rec.Kind == natsio.ChangelogBatch && rec.BatchID == p.BatchID
+				return nil // the local copy has it
+			}
+			applied++
+			return ks.ApplyReplicated(rec.Data)
+		})
+		return last, found, err
+	}
+	last, found, err := pass(1, p.BatchID == 0)
+	if err != nil || found {
+		return last, applied, err
+	}
+	// The local copy is not a prefix of the log (a copy left from before the deployment was
+	// undeployed and its changelog removed, say): rebuild it from the log alone.
+	if err := ks.Drop(); err != nil {
+		return 0, 0, err
+	}
+	last, _, err = pass(1, true)
+	return last, applied, err
+}
+
+// changelogReplicator appends a deployment's state writes to its changelog (the
+// state.Replicator of a replicated deployment). After a failed append it refuses every
+// later write: the runner then stops, and the deployment is restored from the log again.
+type changelogReplicator struct {
+	cl    *natsio.Changelog
+	epoch uint64
+
+	mu     sync.Mutex
+	after  uint64 // the last sequence appended or read
+	failed error
+}
+
+// Replicate implements state.Replicator.
+func (c *changelogReplicator) Replicate(w state.ReplicatedWrite) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.failed != nil {
+		return c.failed
+	}
+	kind := natsio.ChangelogBatch
+	switch w.Kind {
+	case state.WriteAck:
+		kind = natsio.ChangelogAck
+	case state.WriteDrop:
+		kind = natsio.ChangelogDrop
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), replicateTimeout)
+	defer cancel()
+	seq, err := c.cl.Append(ctx, c.after, natsio.ChangelogRecord{Partition: replicatedPartition, Kind: kind, Epoch: c.epoch, BatchID: w.BatchID, Data: w.Repr})
+	if err != nil {
+		c.failed = err
+		return err
+	}
+	c.after = seq
+	return nil
+}
+
+// liveIDs returns the IDs of the live runtimes, this one included.
+func (s *Service) liveIDs() []string {
+	ids := []string{s.id}
+	for _, m := range s.members.Live() {
+		if m.ID != s.id {
+			ids = append(ids, m.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// isLive tells whether runtime id is a live member.
+func (s *Service) isLive(id string) bool { return slices.Contains(s.liveIDs(), id) }
+
+// replan applies every replicated deployment again: the members changed, or a lease may
+// have (a periodic check), so the plan may give deployments to other runtimes.
+func (s *Service) replan(ctx context.Context, records map[string]natsio.Record) {
+	for _, rec := range records {
+		if replicated(rec) {
+			s.apply(ctx, rec)
+		}
+	}
+}
+
+// lostReplication handles a runner whose state writes can no longer reach the changelog:
+// fenced (another runtime took the deployment) or the append failed. The runner has
+// stopped; the deployment is applied again after a short wait, which restores it from the
+// log here if the plan still gives it to this runtime.
+func (s *Service) lostReplication(rec natsio.Record, err error) {
+	if errors.Is(err, natsio.ErrFenced) {
+		s.cfg.Metrics.fenced(rec.Name)
+		s.logger.Warn("deployment fenced: another runtime took it over", "deployment", rec.Name, "err", err)
+	} else {
+		s.logger.Error("deployment's changelog append failed; restoring it", "deployment", rec.Name, "err", err)
+	}
+	time.AfterFunc(time.Second, func() {
+		select {
+		case s.retry <- rec:
+		default:
+		}
+	})
+}

@@ -1,0 +1,127 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/service"
+	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+// replicaRuntime is a runtime with its own NATS connection, so that a test can cut it off
+// (a crash, as the others see it) without touching the others.
+type replicaRuntime struct {
+	id string
+	nc *nats.Conn
+	rs *runningService
+}
+
+func (e *natsEnv) startRuntime(dataDir string, clock timeouts.Clock) *replicaRuntime {
+	e.t.Helper()
+	nc, err := service.Connect(service.ConnOptions{URL: e.srv.ClientURL(), Logger: testutil.DiscardLogger()})
+	testutil.Require(e.t, err)
+	e.t.Cleanup(nc.Close)
+	svc, err := service.New(context.Background(), service.Options{DataDir: dataDir, Conn: nc, Logger: testutil.DiscardLogger(), Clock: clock, MemberTTL: time.Second})
+	testutil.Require(e.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	rs := &runningService{cancel: cancel, done: make(chan error, 1)}
+	go func() { rs.done <- svc.Run(ctx) }()
+	e.t.Cleanup(rs.stop)
+	return &replicaRuntime{id: svc.ID(), nc: nc, rs: rs}
+}
+
+// crash cuts the runtime off NATS at once: it can neither renew its membership nor release
+// its lease nor append to the changelog, as after kill -9.
+func (r *replicaRuntime) crash() {
+	r.nc.Close()
+	r.rs.stop()
+}
+
+const replicatedSpec = logincountSpec + "replication: changelog\n"
+
+func (e *natsEnv) ownerOf(name string) string {
+	e.t.Helper()
+	st, err := e.client.Status(context.Background(), name)
+	testutil.Require(e.t, err)
+	return st.Owner
+}
+
+func (e *natsEnv) waitOwner(name, id string) {
+	e.t.Helper()
+	testutil.EventuallyWithin(e.t, compileDeadline, name+" running on "+id, func() bool {
+		st, err := e.client.Status(context.Background(), name)
+		return err == nil && st.State == client.StatusRunning && st.Owner == id
+	})
+}
+
+// TestChangelogFailover: a deployment with replication: changelog survives losing the
+// runtime that runs it. Another runtime takes it over when the first one's membership
+// expires, restores its state from the changelog, and goes on: every output once, in order,
+// counts continuing; then a graceful stop hands it to a third runtime at once.
+func TestChangelogFailover(t *testing.T) {
+	env := startNATS(t)
+	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	runtimes := map[string]*replicaRuntime{}
+	for range 2 {
+		r := env.startRuntime(t.TempDir(), clock)
+		runtimes[r.id] = r
+	}
+	env.deploy(replicatedSpec, logincountWasm(t))
+	env.waitRunning("logincount")
+	env.publish("logins.web", `{"user_id":"ada"}`)
+	env.waitOutputs("ada:1")
+	env.publish("logins.web", `{"user_id":"ada"}`)
+	env.waitOutputs("ada:1", "ada:2")
+
+	first := env.ownerOf("logincount")
+	runtimes[first].crash()
+	delete(runtimes, first)
+	var second string
+	for id := range runtimes {
+		second = id
+	}
+	env.waitOwner("logincount", second)
+	env.publish("logins.web", `{"user_id":"ada"}`)
+	env.waitOutputs("ada:1", "ada:2", "ada:3")
+	env.publish("logins.web", `{"user_id":"bob"}`)
+	env.waitOutputs("ada:1", "ada:2", "ada:3", "bob:1")
+
+	ks, found, err := env.client.State(context.Background(), "logincount", []byte(`"ada"`))
+	if err != nil || !found {
+		t.Fatalf("ada's state on the new owner: found %v, err %v", found, err)
+	}
+	var v struct {
+		Count int `json:"login_count"`
+	}
+	if err := json.Unmarshal(ks.Value, &v); err != nil || v.Count != 3 {
+		t.Fatalf("ada's restored state %s (%v), want a count of 3", ks.Value, err)
+	}
+
+	third := env.startRuntime(t.TempDir(), clock)
+	runtimes[second].rs.stop() // SIGTERM: drains, releases the lease, leaves
+	env.waitOwner("logincount", third.id)
+	env.publish("logins.web", `{"user_id":"ada"}`)
+	env.waitOutputs("ada:1", "ada:2", "ada:3", "bob:1", "ada:4")
+}
+
+// TestReplicationFixedAtFirstDeploy: a redeploy may not switch a deployment's replication
+// (its changelog holds the state from the first write on) unless it resets the state.
+func TestReplicationFixedAtFirstDeploy(t *testing.T) {
+	env := startNATS(t)
+	env.deploy(logincountSpec, logincountWasm(t))
+	_, err := env.client.Deploy(context.Background(), specFromYAML(t, replicatedSpec), logincountWasm(t))
+	if !errors.Is(err, client.ErrFixedAtFirstDeploy) || !strings.Contains(err.Error(), "replication none, this spec changelog") {
+		t.Fatalf("err = %v", err)
+	}
+	if _, err := env.client.Deploy(context.Background(), specFromYAML(t, replicatedSpec), logincountWasm(t), client.ResetState()); err != nil {
+		t.Fatalf("with a reset: %v", err)
+	}
+}
