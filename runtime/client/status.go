@@ -55,4 +55,24 @@ type Status struct {
 	Position uint64 `json:"input_position"`
 	// InputLag is the number of input messages not yet delivered to the deployment.
 	InputLag int64 `json:"input_lag"`
+	// Partitions are the deployment's partitions (one for a deployment without
+	// `partitions`), each with its owner and progress; the fields above sum over them.
+	Partitions []PartitionStatus `json:"partitions"`
+}
+
+// PartitionStatus is one partition of a deployment in [Status].
+type PartitionStatus struct {
+	Partition int `json:"partition"`
+	// Owner is the runtime that runs the partition.
+	Owner string `json:"owner"`
+	// Standbys are the runtimes keeping a warm copy of it (standbys in the spec).
+	Standbys []string `json:"standbys"`
+	// MissingStandbys is how many standbys the spec asks for that no live runtime holds.
+	MissingStandbys int `json:"missing_standbys,omitempty"`
+	// Position is the last input stream sequence committed.
+	Position uint64 `json:"position"`
+	// Lag is the number of input messages not yet delivered to the partition.
+	Lag int64 `json:"lag"`
+	// WatermarkMs is the partition's event-time watermark.
+	WatermarkMs int64 `json:"watermark_ms"`
 }

@@ -25,6 +25,10 @@ type Metrics struct {
 	inputLag      *prometheus.GaugeVec
 	up            *prometheus.GaugeVec
 	fencedTotal   *prometheus.CounterVec
+	owned         *prometheus.GaugeVec
+	takeovers     *prometheus.HistogramVec
+	standbyLag    *prometheus.GaugeVec
+	changelogSize *prometheus.GaugeVec
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -55,9 +59,18 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		inputLag:     gauge("groupstate_input_lag_messages", "Input messages not yet delivered to the deployment."),
 		up:           gauge("groupstate_deployment_up", "1 while the deployment runs, 0 when it stopped or failed."),
 		fencedTotal:  counter("groupstate_fenced_total", "Times this runtime gave a replicated deployment up because another runtime took it over (a refused changelog append)."),
+		owned:        gauge("groupstate_partitions_owned", "Partitions of the deployment this runtime runs."),
+		takeovers: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "groupstate_takeover_seconds",
+			Help:    "From acquiring a replicated deployment's lease to its first committed batch.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
+		}, d),
+		standbyLag:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "groupstate_standby_lag_records", Help: "Changelog records a standby copy has not applied yet."}, []string{"deployment", "partition"}),
+		changelogSize: gauge("groupstate_changelog_bytes", "Bytes in the deployment's changelog stream."),
 	}
 	reg.MustRegister(m.inputRows, m.lateRows, m.deadLetters, m.outputRows, m.timeoutsFired, m.failedKeys,
-		m.batches, m.batchDuration, m.stateKeys, m.stateBytes, m.watermarkLag, m.inputLag, m.up, m.fencedTotal)
+		m.batches, m.batchDuration, m.stateKeys, m.stateBytes, m.watermarkLag, m.inputLag, m.up, m.fencedTotal,
+		m.owned, m.takeovers, m.standbyLag, m.changelogSize)
 	return m
 }
 
@@ -100,4 +113,44 @@ func (m *Metrics) fenced(name string) {
 		return
 	}
 	m.fencedTotal.WithLabelValues(name).Inc()
+}
+
+// started exports a deployment's series from its start (a counter at 0 is exported too) and
+// counts its partition as owned here.
+func (m *Metrics) started(name string, replicated bool) {
+	if m == nil {
+		return
+	}
+	for _, c := range []*prometheus.CounterVec{m.inputRows, m.lateRows, m.deadLetters, m.outputRows, m.timeoutsFired, m.failedKeys, m.batches, m.fencedTotal} {
+		c.WithLabelValues(name).Add(0)
+	}
+	m.owned.WithLabelValues(name).Set(1)
+	if replicated {
+		m.standbyLag.WithLabelValues(name, "0").Set(0)
+		m.changelogSize.WithLabelValues(name).Add(0)
+	}
+}
+
+// stopped counts a deployment's partition as no longer owned here.
+func (m *Metrics) stopped(name string) {
+	if m == nil {
+		return
+	}
+	m.owned.WithLabelValues(name).Set(0)
+}
+
+// takeover records the time from acquiring a lease to the first committed batch.
+func (m *Metrics) takeover(name string, d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.takeovers.WithLabelValues(name).Observe(d.Seconds())
+}
+
+// changelog records the size of a deployment's changelog stream.
+func (m *Metrics) changelog(name string, bytes uint64) {
+	if m == nil {
+		return
+	}
+	m.changelogSize.WithLabelValues(name).Set(float64(bytes))
 }

@@ -97,6 +97,7 @@ func (s *Service) applyReplicated(ctx context.Context, rec natsio.Record, old *r
 	if !s.clearReset(ctx, rec, r) {
 		return
 	}
+	r.takeoverAt = started
 	s.mu.Lock()
 	s.runners[rec.Name] = r
 	s.mu.Unlock()
@@ -261,4 +262,13 @@ func (s *Service) lostReplication(rec natsio.Record, err error) {
 		default:
 		}
 	})
+}
+
+// changelogBytes is the size of deployment's changelog stream.
+func (s *Service) changelogBytes(ctx context.Context, deployment string) (uint64, error) {
+	st, err := s.js.Stream(ctx, natsio.ChangelogStream(deployment))
+	if err != nil {
+		return 0, err
+	}
+	return st.CachedInfo().State.Bytes, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
@@ -19,9 +20,38 @@ import (
 // replicaRuntime is a runtime with its own NATS connection, so that a test can cut it off
 // (a crash, as the others see it) without touching the others.
 type replicaRuntime struct {
-	id string
-	nc *nats.Conn
-	rs *runningService
+	id  string
+	nc  *nats.Conn
+	rs  *runningService
+	reg *prometheus.Registry
+}
+
+// metric returns the value of the sample of metric name for deployment (a histogram's
+// count), and whether it is exported.
+func (r *replicaRuntime) metric(t *testing.T, name, deployment string) (float64, bool) {
+	t.Helper()
+	families, err := r.reg.Gather()
+	testutil.Require(t, err)
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "deployment" && l.GetValue() == deployment {
+					switch {
+					case m.Counter != nil:
+						return m.Counter.GetValue(), true
+					case m.Gauge != nil:
+						return m.Gauge.GetValue(), true
+					case m.Histogram != nil:
+						return float64(m.Histogram.GetSampleCount()), true
+					}
+				}
+			}
+		}
+	}
+	return 0, false
 }
 
 func (e *natsEnv) startRuntime(dataDir string, clock timeouts.Clock) *replicaRuntime {
@@ -29,13 +59,15 @@ func (e *natsEnv) startRuntime(dataDir string, clock timeouts.Clock) *replicaRun
 	nc, err := service.Connect(service.ConnOptions{URL: e.srv.ClientURL(), Logger: testutil.DiscardLogger()})
 	testutil.Require(e.t, err)
 	e.t.Cleanup(nc.Close)
-	svc, err := service.New(context.Background(), service.Options{DataDir: dataDir, Conn: nc, Logger: testutil.DiscardLogger(), Clock: clock, MemberTTL: time.Second})
+	reg := prometheus.NewRegistry()
+	svc, err := service.New(context.Background(), service.Options{DataDir: dataDir, Conn: nc, Logger: testutil.DiscardLogger(), Clock: clock,
+		MemberTTL: time.Second, Metrics: service.NewMetrics(reg)})
 	testutil.Require(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	rs := &runningService{cancel: cancel, done: make(chan error, 1)}
 	go func() { rs.done <- svc.Run(ctx) }()
 	e.t.Cleanup(rs.stop)
-	return &replicaRuntime{id: svc.ID(), nc: nc, rs: rs}
+	return &replicaRuntime{id: svc.ID(), nc: nc, rs: rs, reg: reg}
 }
 
 // crash cuts the runtime off NATS at once: it can neither renew its membership nor release
@@ -93,6 +125,15 @@ func TestChangelogFailover(t *testing.T) {
 	env.waitOutputs("ada:1", "ada:2", "ada:3")
 	env.publish("logins.web", `{"user_id":"bob"}`)
 	env.waitOutputs("ada:1", "ada:2", "ada:3", "bob:1")
+
+	for _, m := range []struct {
+		name string
+		want float64
+	}{{"groupstate_takeover_seconds", 1}, {"groupstate_partitions_owned", 1}, {"groupstate_fenced_total", 0}} {
+		if v, ok := runtimes[second].metric(t, m.name, "logincount"); !ok || v != m.want {
+			t.Errorf("%s on the new owner: %v (exported %v), want %v", m.name, v, ok, m.want)
+		}
+	}
 
 	ks, found, err := env.client.State(context.Background(), "logincount", []byte(`"ada"`))
 	if err != nil || !found {

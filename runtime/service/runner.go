@@ -37,6 +37,9 @@ type runner struct {
 
 	lease    natsio.Lease // of a replicated deployment (Epoch 0: none)
 	quiet    atomic.Bool  // fenced: publishes no more status (the new owner does)
+	// takeoverAt is when the lease was acquired, until the first batch committed (for
+	// groupstate_takeover_seconds); zero otherwise. Only the loop uses it.
+	takeoverAt time.Time
 	instance string       // of the output message ids; empty: the store's ID
 
 	cancel context.CancelFunc // ends the loop and cancels the batch in flight
@@ -291,6 +294,7 @@ func resetState(ctx context.Context, ks *state.Deployment, src *natsio.Source) e
 // shutdown drains: the batch in flight finishes and commits); a batch is cancelled only by
 // stop (an undeploy or a redeploy, which must not wait for a handler that loops).
 func (r *runner) start(ctx context.Context) {
+	r.s.cfg.Metrics.started(r.spec.Name, r.lease.Epoch != 0)
 	batchCtx, cancelBatch := context.WithCancel(context.WithoutCancel(ctx))
 	loopCtx, cancelLoop := context.WithCancel(ctx)
 	r.cancel = func() { cancelBatch(); cancelLoop() }
@@ -307,6 +311,7 @@ func (r *runner) stop() { r.end(r.cancel) }
 func (r *runner) finish() { r.end(r.drain) }
 
 func (r *runner) end(how context.CancelFunc) {
+	r.s.cfg.Metrics.stopped(r.spec.Name)
 	if how != nil {
 		how()
 		<-r.done
@@ -445,6 +450,10 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 		backoff = 100 * time.Millisecond
 		r.record(rep)
 		r.s.cfg.Metrics.batch(r.spec.Name, rep)
+		if !r.takeoverAt.IsZero() && !rep.Skipped {
+			r.s.cfg.Metrics.takeover(r.spec.Name, time.Since(r.takeoverAt))
+			r.takeoverAt = time.Time{}
+		}
 		r.publishStatus(after, false)
 	}
 }
@@ -633,6 +642,13 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 		st.StateBytes = int64(n)
 	}
 	st.UpdatedAt = time.Now()
+	st.Partitions = []client.PartitionStatus{{Partition: 0, Owner: st.Owner, Standbys: []string{}, MissingStandbys: r.spec.Standbys,
+		Position: st.Position, Lag: st.InputLag, WatermarkMs: st.WatermarkMs}}
 	r.s.cfg.Metrics.status(&st, r.spec.EventTime != nil)
+	if r.lease.Epoch != 0 {
+		if n, err := r.s.changelogBytes(ctx, r.spec.Name); err == nil {
+			r.s.cfg.Metrics.changelog(r.spec.Name, n)
+		}
+	}
 	r.s.putStatus(ctx, &st)
 }
