@@ -35,12 +35,12 @@ type runner struct {
 	src    *natsio.Source
 	logger *slog.Logger
 
-	lease    natsio.Lease // of a replicated deployment (Epoch 0: none)
-	quiet    atomic.Bool  // fenced: publishes no more status (the new owner does)
+	lease natsio.Lease // of a replicated deployment (Epoch 0: none)
+	quiet atomic.Bool  // fenced: publishes no more status (the new owner does)
 	// takeoverAt is when the lease was acquired, until the first batch committed (for
 	// groupstate_takeover_seconds); zero otherwise. Only the loop uses it.
 	takeoverAt time.Time
-	instance string       // of the output message ids; empty: the store's ID
+	instance   string // of the output message ids; empty: the store's ID
 
 	cancel context.CancelFunc // ends the loop and cancels the batch in flight
 	drain  context.CancelFunc // ends the loop after the batch in flight
