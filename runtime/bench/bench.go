@@ -52,10 +52,15 @@ type Report struct {
 	EngineRowsPerSec map[string]float64            `json:"engine_rows_per_sec"`
 	E2ERowsPerSec    float64                       `json:"e2e_rows_per_sec"`
 	RawRowsPerSec    float64                       `json:"raw_rows_per_sec"`
-	LatencyP50Ms     float64                       `json:"latency_p50_ms"`
-	LatencyP99Ms     float64                       `json:"latency_p99_ms"`
-	LatencyRate      int                           `json:"latency_rows_per_sec"`
-	WarmRestartMs    float64                       `json:"warm_restart_ms"`
+	// ChangelogRatio is end-to-end throughput with replication: changelog over the same
+	// deployment without it, on one server (target >= 0.5); the figures in
+	// ReplicationRowsPerSec ("none", "changelog").
+	ChangelogRatio        float64            `json:"changelog_ratio"`
+	ReplicationRowsPerSec map[string]float64 `json:"replication_rows_per_sec"`
+	LatencyP50Ms          float64            `json:"latency_p50_ms"`
+	LatencyP99Ms          float64            `json:"latency_p99_ms"`
+	LatencyRate           int                `json:"latency_rows_per_sec"`
+	WarmRestartMs         float64            `json:"warm_restart_ms"`
 	// Memory is RSS as state grows to MemoryKeys keys; MemoryGrowth is RSS at the end over RSS
 	// at a tenth of the way (flat is 1).
 	Memory       []MemoryPoint `json:"memory"`
@@ -200,6 +205,16 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.E2ERowsPerSec, rep.RawRowsPerSec = e2e, raw
 	rep.E2ERawRatio = e2e / raw
 	logf("e2e    %10.0f rows/s groupstate, %10.0f rows/s raw JetStream consume+publish (%d rows)", e2e, raw, e2eRows)
+
+	// 4. The cost of replication: changelog, against the same deployment without it.
+	settle()
+	none, changelog, err := replicationCost(ctx, filepath.Join(tmp, "replication"), wasm, e2eRows, quiet)
+	if err != nil {
+		return nil, fmt.Errorf("bench: replication: %w", err)
+	}
+	rep.ReplicationRowsPerSec = map[string]float64{"none": none, "changelog": changelog}
+	rep.ChangelogRatio = changelog / none
+	logf("replication %6.0f rows/s with changelog, %6.0f rows/s without (%.2fx; %d rows)", changelog, none, rep.ChangelogRatio, e2eRows)
 
 	// 5. Warm restart from the compilation cache.
 	goWasm, err := module("sessions", "go")

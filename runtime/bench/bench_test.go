@@ -52,6 +52,22 @@ func BenchmarkEndToEnd(b *testing.B) {
 	b.ReportMetric(e2e/raw, "ratio")
 }
 
+// BenchmarkReplication: end to end with replication: changelog against the same deployment
+// without it (changelog_ratio).
+func BenchmarkReplication(b *testing.B) {
+	wasm := sample(b, "logincount", "rust")
+	var none, changelog float64
+	for b.Loop() {
+		var err error
+		if none, changelog, err = replicationCost(context.Background(), b.TempDir(), wasm, 100_000, quiet); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(changelog, "rows/s")
+	b.ReportMetric(none, "none-rows/s")
+	b.ReportMetric(changelog/none, "ratio")
+}
+
 // BenchmarkLatency: publish-to-output at 10k rows/s for 3s (latency_p50_ms, latency_p99_ms).
 func BenchmarkLatency(b *testing.B) {
 	wasm := sample(b, "logincount", "rust")

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -205,6 +206,51 @@ func endToEnd(ctx context.Context, dir string, wasm []byte, rows int, logger *sl
 		return 0, 0, err
 	}
 	return float64(rows) / gsTime.Seconds(), float64(rows) / rawTime.Seconds(), nil
+}
+
+const replicationSpec = `
+name: %s
+module: x.wasm
+input: {subjects: ["%s.in"]}
+key: {field: user_id}
+timeout: processing_time
+output: {subject: %s.out, stream: %s_OUT}
+replication: %s
+`
+
+// replicationCost returns rows/s of the same deployment without replication and with
+// replication: changelog, each timed from its first output to its last, over the same rows
+// waiting in its input stream (so the two see the same batches).
+func replicationCost(ctx context.Context, dir string, wasm []byte, rows int, logger *slog.Logger) (none, changelog float64, err error) {
+	env, err := startEnv(ctx, dir, logger)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer env.stop()
+	row := func(i int) []byte {
+		return fmt.Appendf(nil, `{"user_id":"u%07d","ts":%d}`, i, 1_700_000_000_000+int64(i))
+	}
+	var rates [2]float64
+	for i, mode := range []string{"none", "changelog"} {
+		name := "repl-" + mode
+		subj := strings.ReplaceAll(name, "-", "")
+		if _, err := env.js.CreateStream(ctx, jetstream.StreamConfig{Name: strings.ToUpper(subj) + "_IN", Subjects: []string{subj + ".in"}}); err != nil {
+			return 0, 0, err
+		}
+		if err := env.publishAll(ctx, subj+".in", rows, row); err != nil {
+			return 0, 0, err
+		}
+		out := strings.ToUpper(subj)
+		if err := env.deploy(ctx, fmt.Sprintf(replicationSpec, name, subj, subj, out, mode), wasm); err != nil {
+			return 0, 0, err
+		}
+		d, err := env.waitCount(ctx, out+"_OUT", rows)
+		if err != nil {
+			return 0, 0, fmt.Errorf("%s: %w", mode, err)
+		}
+		rates[i] = float64(rows) / d.Seconds()
+	}
+	return rates[0], rates[1], nil
 }
 
 const latencySpec = `
