@@ -428,7 +428,9 @@ func (s *Snapshots) Read(ctx context.Context, deployment string, partition int, 
 // all), each manifest before its data, so that a snapshot is never visible without its
 // data. It also deletes the data objects without a manifest (uploads that died between
 // the two objects) that are older than the newest kept snapshot. A restore reading a
-// snapshot Prune deletes fails with [ErrSnapshotNotFound].
+// snapshot Prune deletes fails with [ErrSnapshotNotFound]. Keep 0 deletes the data of an
+// upload in progress too (its Put then writes a manifest whose Read fails): use it when
+// the deployment's changelog is gone, whose sequences the snapshots refer to.
 func (s *Snapshots) Prune(ctx context.Context, deployment string, partition int, keep int) error {
 	dir, manifests, data, err := s.objects(ctx, deployment, partition)
 	if err != nil {
