@@ -236,10 +236,10 @@ func (b *Batch) Commit() (Progress, error) {
 	}
 	defer b.Close()
 	d := b.d
-	if err := d.acquireWrite(); err != nil {
+	if err := d.lockWrite(); err != nil {
 		return Progress{}, err
 	}
-	defer d.s.release()
+	defer d.unlockWrite()
 	prev, err := d.progress()
 	if err != nil {
 		return Progress{}, err

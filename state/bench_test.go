@@ -140,3 +140,79 @@ func benchCommitReplicated(b *testing.B, batchKeys int, r Replicator) {
 		b.ReportMetric(float64(len(cr.buf)), "repr-B")
 	}
 }
+
+// exportBenchStore returns a store on disk whose deployment "bench" holds nKeys keys of
+// 64-byte values with timeouts, flushed to sstables.
+func exportBenchStore(b *testing.B, nKeys int) *Deployment {
+	s, err := Open(b.TempDir(), &Options{Logger: quietLogger()}) // default cache and memtable sizes
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = s.Close() })
+	d := s.Deployment("bench")
+	value := make([]byte, 64)
+	for start, id := 0, uint64(1); start < nKeys; start, id = start+10_000, id+1 {
+		batch := d.NewBatch(id)
+		for i := start; i < min(start+10_000, nKeys); i++ {
+			batch.Set([]byte(fmt.Sprintf(`"user-%08d"`, i)), Entry{}, Entry{Value: value, HasValue: true, TimeoutMs: int64(i)})
+		}
+		if _, err := batch.Commit(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := s.db.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	return d
+}
+
+// BenchmarkExport exports a 100k-key deployment (each key an entry and a timer) in 1 MiB
+// chunks, handed to a function that only counts them.
+func BenchmarkExport(b *testing.B) {
+	const nKeys = 100_000
+	d := exportBenchStore(b, nKeys)
+	var bytes int64
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		bytes = 0
+		if _, err := d.Export(0, func(repr []byte) error { bytes += int64(len(repr)); return nil }); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.SetBytes(bytes)
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*nKeys), "ns/key")
+}
+
+// BenchmarkApplyExport applies the export of a 100k-key deployment to the deployment of the
+// same name in another store on disk (what a restore from a snapshot does locally).
+func BenchmarkApplyExport(b *testing.B) {
+	const nKeys = 100_000
+	src := exportBenchStore(b, nKeys)
+	var reprs [][]byte
+	var bytes int64
+	if _, err := src.Export(0, func(repr []byte) error {
+		reprs = append(reprs, append([]byte(nil), repr...))
+		bytes += int64(len(repr))
+		return nil
+	}); err != nil {
+		b.Fatal(err)
+	}
+	s, err := Open(b.TempDir(), &Options{Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	d := s.Deployment("bench")
+	b.SetBytes(bytes)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for n := 0; n < b.N; n++ {
+		for _, r := range reprs {
+			if err := d.ApplyReplicated(r); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*nKeys), "ns/key")
+}

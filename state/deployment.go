@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2"
 )
@@ -19,6 +20,9 @@ type Deployment struct {
 	prefix []byte
 	err    error        // invalid name
 	stripe *cacheStripe // of the hot-state cache; nil without one
+	// writeMu is held by every write of the deployment (shared by all its handles), so
+	// that ExportAt can take its copy between two writes.
+	writeMu *sync.Mutex
 }
 
 // Name returns the deployment's name.
@@ -36,6 +40,23 @@ func (d *Deployment) acquireWrite() error {
 		return d.err
 	}
 	return d.s.acquireWrite()
+}
+
+// lockWrite is acquireWrite for a write of d's keys: it also holds d's write lock, so
+// that no other write of d (through any handle) runs meanwhile and ExportAt sees the
+// keyspace between two writes. unlockWrite must follow when it returns nil.
+func (d *Deployment) lockWrite() error {
+	if err := d.acquireWrite(); err != nil {
+		return err
+	}
+	d.writeMu.Lock()
+	return nil
+}
+
+// unlockWrite ends what lockWrite began.
+func (d *Deployment) unlockWrite() {
+	d.writeMu.Unlock()
+	d.s.release()
 }
 
 // Get returns key's entry; found is false when the key has neither a value
@@ -238,10 +259,10 @@ func (d *Deployment) progress() (Progress, error) {
 // Drop, and an acknowledgement of an old outbox id arriving afterwards
 // would delete new entries.
 func (d *Deployment) Drop() error {
-	if err := d.acquireWrite(); err != nil {
+	if err := d.lockWrite(); err != nil {
 		return err
 	}
-	defer d.s.release()
+	defer d.unlockWrite()
 	pb := d.s.db.NewBatch()
 	defer pb.Close()
 	_ = pb.DeleteRange(d.prefix, prefixEnd(d.prefix), nil)

@@ -55,6 +55,15 @@
 // from any one of them on and in order, ends in the same state: after a crash
 // a standby may resume from any write at or before the first it lost.
 //
+// Deployment.Export (and ExportAt) copies a deployment's whole keyspace at one point
+// between two of its writes, while writes go on, as a sequence of Pebble batch reprs
+// that ApplyReplicated accepts too: the first begins with a range deletion of the
+// keyspace, then come Sets in key order, the progress record last. Applying them in
+// order to any keyspace of the same name yields exactly the copy, so a snapshot of the
+// export plus the log written after its point restores the deployment. ExportAt runs a
+// callback while no write of the deployment can start, in which the caller reads its
+// Replicator's position in the log: the point the copy corresponds to.
+//
 // A write's operations, as its Repr holds them: Batch.Commit has the timer
 // index changes, the entries, the deletions of the open batch's skipped
 // timeouts when it closes, the outbox entries and the progress record, as
@@ -122,7 +131,9 @@
 //
 // A Store and its Deployment handles are safe for concurrent use. The
 // caller guarantees a single writer (Batch.Commit, AckOutbox, Drop,
-// ApplyReplicated) per deployment; reads (Get, Expired, Keys, Progress, Outbox) may run
+// ApplyReplicated) per deployment; the store also serializes these writes, per
+// deployment, with a lock that ExportAt takes for the moment of its
+// snapshot. Reads (Get, Expired, Keys, Progress, Outbox, Export) may run
 // concurrently with the writer and observe a consistent snapshot taken
 // when the call starts.
 //

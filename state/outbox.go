@@ -225,10 +225,10 @@ func (d *Deployment) Outbox(fn func(OutboxEntry) error) error {
 // live entry: deleted entries stay in Pebble as tombstones until compaction,
 // and the scan would walk over all of them.
 func (d *Deployment) AckOutbox(upTo OutboxID) error {
-	if err := d.acquireWrite(); err != nil {
+	if err := d.lockWrite(); err != nil {
 		return err
 	}
-	defer d.s.release()
+	defer d.unlockWrite()
 	lower := sectionKey(nil, d.prefix, sectionOutbox)
 	sectionEnd := prefixEnd(lower)
 	var end []byte

@@ -135,10 +135,10 @@ func (d *Deployment) replicate(r Replicator, kind WriteKind, batchID uint64, pb 
 // sequential), and applying again every write from any earlier one on
 // yields the same state, since every write sets or deletes whole keys.
 func (d *Deployment) ApplyReplicated(repr []byte) error {
-	if err := d.acquireWrite(); err != nil {
+	if err := d.lockWrite(); err != nil {
 		return err
 	}
-	defer d.s.release()
+	defer d.unlockWrite()
 	c := d.s.cache
 	var log *setLog
 	if c != nil {

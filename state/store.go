@@ -40,6 +40,8 @@ type Store struct {
 	replMu sync.RWMutex
 	repls  map[string]Replicator // deployment -> its Replicator (replicate.go)
 
+	writeLocks sync.Map // deployment -> *sync.Mutex, held by each write of it (Deployment.lockWrite)
+
 	mu     sync.RWMutex // guards closed and failed
 	closed bool
 	failed error
@@ -291,6 +293,9 @@ func (s *Store) Deployment(name string) *Deployment {
 	if s.cache != nil {
 		d.stripe = s.cache.stripe(name)
 	}
+	if d.err == nil {
+		d.writeMu = s.writeLock(name)
+	}
 	return d
 }
 
@@ -324,6 +329,15 @@ func (s *Store) Deployments() ([]string, error) {
 	}
 	sort.Strings(names)
 	return names, iter.Error()
+}
+
+// writeLock returns the mutex every write of deployment holds (see Deployment.lockWrite).
+func (s *Store) writeLock(deployment string) *sync.Mutex {
+	if mu, ok := s.writeLocks.Load(deployment); ok {
+		return mu.(*sync.Mutex)
+	}
+	mu, _ := s.writeLocks.LoadOrStore(deployment, new(sync.Mutex))
+	return mu.(*sync.Mutex)
 }
 
 // readValue gets key and copies its value; found is false when absent.

@@ -1,0 +1,425 @@
+package natsio
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/state"
+)
+
+// fakeRepr returns a Pebble-batch-shaped chunk of about size bytes: Sets of sequential keys
+// to hex values (compressible about 2:1, like JSON state), or random bytes when random.
+func fakeRepr(rng *rand.Rand, first, size int, random bool) []byte {
+	b := make([]byte, 12, size+128)
+	n := uint32(0)
+	val := make([]byte, 32)
+	hv := make([]byte, 64)
+	for len(b) < size {
+		key := fmt.Appendf(nil, "d\x01xv\"user-%08d\"", first+int(n))
+		for i := range val {
+			val[i] = byte(rng.Uint32())
+		}
+		v := hv
+		if random {
+			v = val
+		} else {
+			hex.Encode(hv, val)
+		}
+		b = append(b, 1)
+		b = binary.AppendUvarint(b, uint64(len(key)))
+		b = append(b, key...)
+		b = binary.AppendUvarint(b, uint64(len(v)))
+		b = append(b, v...)
+		n++
+	}
+	binary.LittleEndian.PutUint32(b[8:], n)
+	return b
+}
+
+// yieldAll is a Put's chunks function yielding reprs.
+func yieldAll(reprs [][]byte) func(func([]byte) error) error {
+	return func(yield func([]byte) error) error {
+		for _, r := range reprs {
+			if err := yield(r); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// readChunks reads snapshot m back.
+func readChunks(t testing.TB, s *Snapshots, ctx context.Context, m SnapshotMeta) [][]byte {
+	t.Helper()
+	var got [][]byte
+	testutil.Require(t, s.Read(ctx, m.Deployment, m.Partition, m, func(r []byte) error {
+		got = append(got, append([]byte(nil), r...))
+		return nil
+	}))
+	return got
+}
+
+func openSnapshots(t testing.TB, js jetstream.JetStream, ctx context.Context) *Snapshots {
+	t.Helper()
+	s, err := OpenSnapshots(ctx, js, 0)
+	testutil.Require(t, err)
+	return s
+}
+
+// TestSnapshotsRoundTrip: a multi-MiB snapshot of compressible, incompressible and tiny
+// chunks reads back as written, and is what Latest and List return; opening the bucket
+// again finds it.
+func TestSnapshotsRoundTrip(t *testing.T) {
+	e := newEnv(t)
+	s := openSnapshots(t, e.js, e.ctx)
+	rng := rand.New(rand.NewPCG(1, 2))
+	var reprs [][]byte
+	for i := range 40 {
+		reprs = append(reprs, fakeRepr(rng, i*10_000, 64<<10+rng.IntN(256<<10), i%5 == 0))
+	}
+	reprs = append(reprs, fakeRepr(rng, 0, 12, false)) // a header only
+	var total int64
+	for _, r := range reprs {
+		total += int64(len(r))
+	}
+	if total < 4<<20 {
+		t.Fatalf("only %d bytes", total)
+	}
+
+	_, found, err := s.Latest(e.ctx, "dep", 0)
+	testutil.Require(t, err)
+	if found {
+		t.Fatal("a snapshot in an empty bucket")
+	}
+	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	m, err := s.Put(e.ctx, "dep", 0, SnapshotMeta{Seq: 42, BatchID: 7, Epoch: 3, CreatedAt: created}, yieldAll(reprs))
+	testutil.Require(t, err)
+	want := SnapshotMeta{Deployment: "dep", Partition: 0, Seq: 42, BatchID: 7, Epoch: 3, CreatedAt: created,
+		Chunks: len(reprs), Bytes: total, StoredBytes: m.StoredBytes, ID: m.ID}
+	if m != want {
+		t.Fatalf("Put returned %+v, want %+v", m, want)
+	}
+	if m.StoredBytes <= 0 || m.StoredBytes >= total {
+		t.Fatalf("stored %d bytes of %d: not compressed", m.StoredBytes, total)
+	}
+	t.Logf("%d chunks, %d bytes, stored %d", m.Chunks, total, m.StoredBytes)
+
+	s2nd := openSnapshots(t, e.js, e.ctx) // the bucket exists: opened as it is
+	latest, found, err := s2nd.Latest(e.ctx, "dep", 0)
+	testutil.Require(t, err)
+	if !found || latest != m {
+		t.Fatalf("Latest: %+v %v, want %+v", latest, found, m)
+	}
+	got := readChunks(t, s2nd, e.ctx, latest)
+	if !slices.EqualFunc(got, reprs, bytes.Equal) {
+		t.Fatalf("read %d chunks back, not the %d written", len(got), len(reprs))
+	}
+
+	// A newer snapshot is the latest; List has both, newest first.
+	m2, err := s.Put(e.ctx, "dep", 0, SnapshotMeta{Seq: 50, Epoch: 3}, yieldAll(reprs[:2]))
+	testutil.Require(t, err)
+	if m2.CreatedAt.IsZero() {
+		t.Fatal("no CreatedAt")
+	}
+	list, err := s.List(e.ctx, "dep", 0)
+	testutil.Require(t, err)
+	if len(list) != 2 || list[0] != m2 || list[1] != m {
+		t.Fatalf("List: %+v", list)
+	}
+
+	// fn's error stops the read; a manifest of another partition is refused.
+	boom := errors.New("boom")
+	if err := s.Read(e.ctx, "dep", 0, m, func([]byte) error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("Read with a failing fn: %v", err)
+	}
+	if err := s.Read(e.ctx, "dep", 1, m, func([]byte) error { return nil }); !errors.Is(err, ErrInvalidSnapshot) {
+		t.Fatalf("Read of another partition's manifest: %v", err)
+	}
+	if _, err := s.Put(e.ctx, "Dep!", 0, SnapshotMeta{}, yieldAll(nil)); !errors.Is(err, ErrInvalidSnapshot) {
+		t.Fatalf("Put with an invalid name: %v", err)
+	}
+}
+
+// TestSnapshotsOfExport: a deployment's export, stored and read back, applied to another
+// store, restores the deployment.
+func TestSnapshotsOfExport(t *testing.T) {
+	e := newEnv(t)
+	s := openSnapshots(t, e.js, e.ctx)
+	src, err := state.Open(t.TempDir(), nil)
+	testutil.Require(t, err)
+	defer src.Close()
+	d := src.Deployment("exp")
+	b := d.NewBatch(1)
+	for i := range 5000 {
+		b.Set(fmt.Appendf(nil, `"k%05d"`, i), state.Entry{}, state.Entry{HasValue: true, Value: fmt.Appendf(nil, `{"n":%d}`, i), TimeoutMs: int64(i + 1)})
+	}
+	b.AppendOutbox(&state.OutboxEntry{Kind: state.OutboxOutput, Key: []byte(`"k00001"`), Payload: []byte(`{}`)})
+	b.SetProgress(10, 20)
+	_, err = b.Commit()
+	testutil.Require(t, err)
+
+	m, err := s.Put(e.ctx, "exp", 0, SnapshotMeta{Seq: 9, Epoch: 1}, func(yield func([]byte) error) error {
+		p, err := d.Export(16<<10, yield)
+		if p.BatchID != 1 {
+			return fmt.Errorf("exported batch %d", p.BatchID)
+		}
+		return err
+	})
+	testutil.Require(t, err)
+	if m.Chunks < 5 {
+		t.Fatalf("%d chunks", m.Chunks)
+	}
+
+	dst, err := state.Open(t.TempDir(), nil)
+	testutil.Require(t, err)
+	defer dst.Close()
+	d2 := dst.Deployment("exp")
+	testutil.Require(t, s.Read(e.ctx, "exp", 0, m, d2.ApplyReplicated))
+	p1, err := d.Progress()
+	testutil.Require(t, err)
+	p2, err := d2.Progress()
+	testutil.Require(t, err)
+	if p1 != p2 {
+		t.Fatalf("progress %+v, want %+v", p2, p1)
+	}
+	n := 0
+	testutil.Require(t, d2.Keys(nil, 0, func(key []byte, e state.Entry) error {
+		if want := fmt.Sprintf(`"k%05d"`, n); string(key) != want || e.TimeoutMs != int64(n+1) {
+			return fmt.Errorf("key %d: %s %+v", n, key, e)
+		}
+		n++
+		return nil
+	}))
+	if n != 5000 {
+		t.Fatalf("%d keys restored", n)
+	}
+}
+
+// chunkSubjects returns how many chunk subjects the bucket's stream holds messages on.
+func chunkSubjects(t testing.TB, js jetstream.JetStream, ctx context.Context) int {
+	t.Helper()
+	st, err := js.Stream(ctx, "OBJ_"+SnapshotsBucket)
+	testutil.Require(t, err)
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("$O."+SnapshotsBucket+".C.>"))
+	testutil.Require(t, err)
+	return len(info.State.Subjects)
+}
+
+// objectNames lists the bucket's objects.
+func objectNames(t testing.TB, s *Snapshots, ctx context.Context) []string {
+	t.Helper()
+	infos, err := s.os.List(ctx)
+	if errors.Is(err, jetstream.ErrNoObjectsFound) {
+		return nil
+	}
+	testutil.Require(t, err)
+	var names []string
+	for _, i := range infos {
+		names = append(names, i.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestSnapshotsPutAbandoned: a Put whose context is cancelled midway, or whose chunks fail,
+// leaves no snapshot (Latest returns the one before) and removes the chunks it uploaded.
+func TestSnapshotsPutAbandoned(t *testing.T) {
+	e := newEnv(t)
+	s := openSnapshots(t, e.js, e.ctx)
+	rng := rand.New(rand.NewPCG(3, 4))
+	var reprs [][]byte
+	for i := range 40 {
+		reprs = append(reprs, fakeRepr(rng, i*1000, 256<<10, true))
+	}
+	good, err := s.Put(e.ctx, "dep", 0, SnapshotMeta{Seq: 10}, yieldAll(reprs[:3]))
+	testutil.Require(t, err)
+	names := objectNames(t, s, e.ctx)
+	subjects := chunkSubjects(t, e.js, e.ctx)
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	n := 0
+	_, err = s.Put(ctx, "dep", 0, SnapshotMeta{Seq: 20}, func(yield func([]byte) error) error {
+		for _, r := range reprs {
+			if n == 20 {
+				cancel() // midway: 5 MiB uploaded
+			}
+			if err := yield(r); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("cancelled Put: %v", err)
+	}
+	if n != 20 {
+		t.Fatalf("yield went on after the cancel: %d chunks", n)
+	}
+	boom := errors.New("boom")
+	_, err = s.Put(e.ctx, "dep", 0, SnapshotMeta{Seq: 30}, func(yield func([]byte) error) error {
+		for _, r := range reprs[:10] {
+			if err := yield(r); err != nil {
+				return err
+			}
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("failing Put: %v", err)
+	}
+
+	latest, found, err := s.Latest(e.ctx, "dep", 0)
+	testutil.Require(t, err)
+	if !found || latest != good {
+		t.Fatalf("Latest after abandoned Puts: %+v %v, want %+v", latest, found, good)
+	}
+	if got := objectNames(t, s, e.ctx); !slices.Equal(got, names) {
+		t.Fatalf("objects %v, want %v", got, names)
+	}
+	eventually(t, 10*time.Second, "the abandoned uploads' chunks purged", func() bool {
+		return chunkSubjects(t, e.js, e.ctx) == subjects
+	})
+}
+
+// TestSnapshotsPrune: Prune keeps the newest snapshots and deletes older ones and data
+// objects without a manifest older than those kept; keep 0 deletes all; a pruned
+// snapshot's Read fails with ErrSnapshotNotFound.
+func TestSnapshotsPrune(t *testing.T) {
+	e := newEnv(t)
+	s := openSnapshots(t, e.js, e.ctx)
+	rng := rand.New(rand.NewPCG(5, 6))
+	chunk := [][]byte{fakeRepr(rng, 0, 1000, false)}
+	var ms []SnapshotMeta
+	for i := range 5 {
+		m, err := s.Put(e.ctx, "dep", 0, SnapshotMeta{Seq: uint64(100 * (i + 1))}, yieldAll(chunk))
+		testutil.Require(t, err)
+		ms = append(ms, m)
+	}
+	// The same Seq again: the later is newer.
+	m, err := s.Put(e.ctx, "dep", 0, SnapshotMeta{Seq: 500}, yieldAll(chunk))
+	testutil.Require(t, err)
+	ms = append(ms, m)
+	// An upload that died between its data and its manifest, an old one and a new one.
+	for _, seq := range []uint64{150, 900} {
+		_, err = s.os.PutBytes(e.ctx, "dep/0/"+newSnapshotID(seq, time.Now())+".snap", []byte(snapshotMagic))
+		testutil.Require(t, err)
+	}
+
+	testutil.Require(t, s.Prune(e.ctx, "dep", 0, 2))
+	list, err := s.List(e.ctx, "dep", 0)
+	testutil.Require(t, err)
+	if len(list) != 2 || list[0] != ms[5] || list[1] != ms[4] {
+		t.Fatalf("after Prune(2): %+v", list)
+	}
+	want := []string{"dep/0/" + ms[4].ID + ".json", "dep/0/" + ms[4].ID + ".snap", "dep/0/" + ms[5].ID + ".json", "dep/0/" + ms[5].ID + ".snap"}
+	got := objectNames(t, s, e.ctx)
+	if len(got) != 5 || !slices.Equal(got[:4], want) || !strings.HasPrefix(got[4], "dep/0/00000000000000000900-") {
+		t.Fatalf("objects after Prune(2): %v", got)
+	}
+	if err := s.Read(e.ctx, "dep", 0, ms[0], func([]byte) error { return nil }); !errors.Is(err, ErrSnapshotNotFound) {
+		t.Fatalf("Read of a pruned snapshot: %v", err)
+	}
+	testutil.Require(t, s.Prune(e.ctx, "dep", 0, 2)) // nothing more to do
+	if got := len(objectNames(t, s, e.ctx)); got != 5 {
+		t.Fatalf("%d objects after a second Prune(2)", got)
+	}
+
+	testutil.Require(t, s.Prune(e.ctx, "dep", 0, 0))
+	if got := objectNames(t, s, e.ctx); len(got) != 0 {
+		t.Fatalf("objects after Prune(0): %v", got)
+	}
+	if _, found, err := s.Latest(e.ctx, "dep", 0); err != nil || found {
+		t.Fatalf("Latest after Prune(0): %v %v", found, err)
+	}
+}
+
+// TestSnapshotsIsolated: deployments and partitions whose names are prefixes of each
+// other's see only their own snapshots, and Prune of one leaves the others.
+func TestSnapshotsIsolated(t *testing.T) {
+	e := newEnv(t)
+	s := openSnapshots(t, e.js, e.ctx)
+	rng := rand.New(rand.NewPCG(7, 8))
+	type dp struct {
+		d string
+		p int
+	}
+	all := []dp{{"a", 0}, {"a", 1}, {"a", 10}, {"ab", 0}, {"b", 1}}
+	mine := map[dp]SnapshotMeta{}
+	for i, x := range all {
+		m, err := s.Put(e.ctx, x.d, x.p, SnapshotMeta{Seq: uint64(1000 - i)}, yieldAll([][]byte{fakeRepr(rng, i, 100+i, false)}))
+		testutil.Require(t, err)
+		mine[x] = m
+	}
+	for _, x := range all {
+		list, err := s.List(e.ctx, x.d, x.p)
+		testutil.Require(t, err)
+		if len(list) != 1 || list[0] != mine[x] {
+			t.Fatalf("%v: %+v", x, list)
+		}
+		if got := readChunks(t, s, e.ctx, list[0]); len(got) != 1 || len(got[0]) < 100 {
+			t.Fatalf("%v: read %d chunks", x, len(got))
+		}
+	}
+	if _, found, err := s.Latest(e.ctx, "a", 2); err != nil || found {
+		t.Fatalf("Latest of a partition without snapshots: %v %v", found, err)
+	}
+	testutil.Require(t, s.Prune(e.ctx, "a", 1, 0))
+	for _, x := range all {
+		_, found, err := s.Latest(e.ctx, x.d, x.p)
+		testutil.Require(t, err)
+		if found != (x != dp{"a", 1}) {
+			t.Fatalf("%v found %v after pruning a/1", x, found)
+		}
+	}
+}
+
+// TestSnapshots50MB measures the upload and the read of a 50 MB snapshot (1 MiB chunks of
+// hex values, compressible about 2:1). Skipped with -short.
+func TestSnapshots50MB(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short")
+	}
+	e := newEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s := openSnapshots(t, e.js, ctx)
+	rng := rand.New(rand.NewPCG(9, 10))
+	const chunks = 50
+	// Made as they are uploaded, as Export does, so that memory holds one at a time.
+	gen := func(yield func([]byte) error) error {
+		for i := range chunks {
+			if err := yield(fakeRepr(rng, i*12_000, 1<<20, false)); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	start := time.Now()
+	m, err := s.Put(ctx, "big", 0, SnapshotMeta{Seq: 1}, gen)
+	testutil.Require(t, err)
+	put := time.Since(start)
+	start = time.Now()
+	var n int64
+	testutil.Require(t, s.Read(ctx, "big", 0, m, func(r []byte) error { n += int64(len(r)); return nil }))
+	read := time.Since(start)
+	mb := float64(m.Bytes) / 1e6
+	t.Logf("50 MB snapshot: %.1f MB in %d chunks, stored %.1f MB; Put %v (%.0f MB/s), Read %v (%.0f MB/s)",
+		mb, m.Chunks, float64(m.StoredBytes)/1e6, put.Round(time.Millisecond), mb/put.Seconds(), read.Round(time.Millisecond), mb/read.Seconds())
+	if n != m.Bytes {
+		t.Fatalf("read %d bytes of %d", n, m.Bytes)
+	}
+}
