@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/client"
@@ -120,16 +122,21 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsi
 	s.mu.Lock()
 	store := s.store
 	s.mu.Unlock()
+	snaps, err := natsio.OpenSnapshots(ctx, s.js, s.cfg.Replicas)
+	if err != nil {
+		return nil, fmt.Errorf("snapshots: %w", err)
+	}
 	ks := store.Deployment(name)
 	ks.SetReplicator(nil)
-	last, applied, err := restore(ctx, cl, ks)
+	last, applied, err := restore(ctx, cl, snaps, name, ks)
 	if err != nil {
 		return nil, fmt.Errorf("restoring from the changelog: %w", err)
 	}
 	s.logger.Info("state restored from the changelog", "deployment", name, "records_applied", applied, "last_seq", last)
 	repl := &changelogReplicator{cl: cl, epoch: lease.Epoch, after: last}
 	ks.SetReplicator(repl)
-	r, err := s.build(ctx, rv, rv.rec.ResetState != "", runnerOptions{lease: lease, instance: lineageOf(rv.rec)})
+	r, err := s.build(ctx, rv, rv.rec.ResetState != "", runnerOptions{lease: lease, instance: lineageOf(rv.rec),
+		snapshots: &snapshotter{cl: cl, snaps: snaps, repl: repl, interval: rv.spec.Snapshot.Interval.Std(), last: time.Now()}})
 	if err != nil {
 		ks.SetReplicator(nil)
 		return nil, err
@@ -146,15 +153,23 @@ func lineageOf(rec natsio.Record) string {
 	return "l0" // a record written before lineages: still the same on every runtime
 }
 
-// restore brings ks up to the changelog's end: when ks's last batch is in the log (the local
-// copy is a prefix of it: writes reach the log first), only the records after it are
-// applied; otherwise ks is emptied and every record applied. It returns the log's last
-// sequence read and how many records it applied.
-func restore(ctx context.Context, cl *natsio.Changelog, ks *state.Deployment) (last uint64, applied int, err error) {
+// restore brings ks up to the changelog's end. When ks's last batch is in the log after the
+// newest snapshot (the local copy is a prefix of the log: writes reach the log first), only
+// the records after it are applied; otherwise the newest readable snapshot is loaded (its
+// first chunk empties the keyspace) and the log after it applied; with no snapshot, ks is
+// emptied and the whole log applied. It returns the log's last sequence read and how many
+// records (and snapshot chunks) it applied.
+func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots, name string, ks *state.Deployment) (last uint64, applied int, err error) {
 	p, err := ks.Progress()
 	if err != nil {
 		return 0, 0, err
 	}
+	metas, err := snaps.List(ctx, name, replicatedPartition)
+	if err != nil {
+		return 0, 0, err
+	}
+	// pass applies the records from sequence from on; with applying false, only those after
+	// the record of the local copy's last batch, and found tells whether that was there.
 	pass := func(from uint64, applying bool) (uint64, bool, error) {
 		found := applying
 		last, err := cl.Read(ctx, replicatedPartition, from, func(rec natsio.ChangelogRecord) error {
@@ -170,12 +185,32 @@ func restore(ctx context.Context, cl *natsio.Changelog, ks *state.Deployment) (l
 		})
 		return last, found, err
 	}
-	last, found, err := pass(1, p.BatchID == 0)
-	if err != nil || found {
+	from := uint64(1)
+	if len(metas) > 0 {
+		from = metas[0].Seq + 1
+	}
+	if p.BatchID > 0 && (len(metas) == 0 || p.BatchID > metas[0].BatchID) {
+		last, found, err := pass(from, false)
+		if err != nil || found {
+			return last, applied, err
+		}
+	}
+	for _, m := range metas { // newest first
+		err := snaps.Read(ctx, name, replicatedPartition, m, func(repr []byte) error {
+			applied++
+			return ks.ApplyReplicated(repr)
+		})
+		if errors.Is(err, natsio.ErrSnapshotNotFound) || errors.Is(err, natsio.ErrCorruptSnapshot) {
+			continue // pruned meanwhile, or damaged: the one before it, with more log after it
+		}
+		if err != nil {
+			return 0, 0, err
+		}
+		last, _, err = pass(m.Seq+1, true)
 		return last, applied, err
 	}
-	// The local copy is not a prefix of the log (a copy left from before the deployment was
-	// undeployed and its changelog removed, say): rebuild it from the log alone.
+	// No snapshot (the log is whole then: it is purged only below a snapshot), or a local
+	// copy that is not a prefix of the log: rebuild from the log alone.
 	if err := ks.Drop(); err != nil {
 		return 0, 0, err
 	}
@@ -271,4 +306,96 @@ func (s *Service) changelogBytes(ctx context.Context, deployment string) (uint64
 		return 0, err
 	}
 	return st.CachedInfo().State.Bytes, nil
+}
+
+// snapshotKeep is how many snapshots of a partition are kept. The log is purged below the
+// oldest kept one, so a restore that chose the newest just before it was replaced still
+// finds the log after it.
+const snapshotKeep = 2
+
+// snapshotter snapshots a replicated deployment's state every interval, then purges the
+// changelog below the oldest snapshot kept. Only the runner's loop calls maybe; a snapshot
+// runs in its own goroutine, one at a time, while batches go on.
+type snapshotter struct {
+	cl       *natsio.Changelog
+	snaps    *natsio.Snapshots
+	repl     *changelogReplicator
+	interval time.Duration
+
+	last    time.Time   // when the last snapshot started (or the runner did)
+	lastSeq uint64      // the log sequence the last snapshot holds
+	running atomic.Bool // a snapshot is being taken
+	wg      sync.WaitGroup
+}
+
+// maybe starts a snapshot of ks when one is due and none is running.
+func (sn *snapshotter) maybe(ctx context.Context, name string, ks *state.Deployment, logger *slog.Logger) {
+	if sn == nil || time.Since(sn.last) < sn.interval || sn.running.Load() {
+		return
+	}
+	sn.repl.mu.Lock()
+	after, failed := sn.repl.after, sn.repl.failed
+	sn.repl.mu.Unlock()
+	if failed != nil || after == sn.lastSeq {
+		return // nothing new, or the log is no longer this runner's
+	}
+	sn.last = time.Now()
+	sn.running.Store(true)
+	sn.wg.Add(1)
+	go func() {
+		defer sn.wg.Done()
+		defer sn.running.Store(false)
+		start := time.Now()
+		m, err := sn.take(ctx, name, ks)
+		if err != nil {
+			logger.Warn("snapshot failed; the changelog is kept until one succeeds", "err", err)
+			return
+		}
+		sn.lastSeq = m.Seq
+		logger.Info("snapshot taken", "seq", m.Seq, "batch", m.BatchID, "bytes", m.Bytes, "took", time.Since(start).Round(time.Millisecond))
+	}()
+}
+
+// take exports ks at a point between two writes, with the log sequence it holds, stores it,
+// then purges the log below the oldest snapshot kept and prunes the older snapshots.
+func (sn *snapshotter) take(ctx context.Context, name string, ks *state.Deployment) (natsio.SnapshotMeta, error) {
+	meta := natsio.SnapshotMeta{Epoch: sn.repl.epoch}
+	m, err := sn.snaps.Put(ctx, name, replicatedPartition, &meta, func(yield func([]byte) error) error {
+		_, err := ks.ExportAt(0, func(p state.Progress) error {
+			// No write of ks runs now, so the replicator's last sequence is exactly what
+			// the export holds.
+			sn.repl.mu.Lock()
+			defer sn.repl.mu.Unlock()
+			if sn.repl.failed != nil {
+				return sn.repl.failed
+			}
+			meta.Seq, meta.BatchID = sn.repl.after, p.BatchID
+			return nil
+		}, yield)
+		return err
+	})
+	if err != nil {
+		return natsio.SnapshotMeta{}, err
+	}
+	metas, err := sn.snaps.List(ctx, name, replicatedPartition)
+	if err != nil {
+		return m, err
+	}
+	if len(metas) >= snapshotKeep {
+		oldest := metas[snapshotKeep-1]
+		if err := sn.cl.Purge(ctx, replicatedPartition, oldest.Seq+1); err != nil {
+			return m, err
+		}
+		if err := sn.snaps.Prune(ctx, name, replicatedPartition, snapshotKeep); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
+}
+
+// wait waits for a snapshot being taken.
+func (sn *snapshotter) wait() {
+	if sn != nil {
+		sn.wg.Wait()
+	}
 }

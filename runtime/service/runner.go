@@ -36,6 +36,7 @@ type runner struct {
 	logger *slog.Logger
 
 	lease natsio.Lease // of a replicated deployment (Epoch 0: none)
+	snaps *snapshotter // of a replicated deployment (nil: none)
 	quiet atomic.Bool  // fenced: publishes no more status (the new owner does)
 	// takeoverAt is when the lease was acquired, until the first batch committed (for
 	// groupstate_takeover_seconds); zero otherwise. Only the loop uses it.
@@ -86,8 +87,9 @@ func (s *Service) check(ctx context.Context, rec natsio.Record) (*revision, erro
 // consumer and the state at a time.
 // runnerOptions are what a replicated deployment's runner has besides the others'.
 type runnerOptions struct {
-	lease    natsio.Lease
-	instance string
+	lease     natsio.Lease
+	instance  string
+	snapshots *snapshotter
 }
 
 func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerOptions) (*runner, error) {
@@ -96,7 +98,7 @@ func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerO
 	s.mu.Lock()
 	store := s.store
 	s.mu.Unlock()
-	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, store: store, logger: logger, done: make(chan struct{}), lease: o.lease, instance: o.instance}
+	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, store: store, logger: logger, done: make(chan struct{}), lease: o.lease, instance: o.instance, snaps: o.snapshots}
 	r.ks = store.Deployment(sp.Name)
 	notes, err := r.open(ctx, reset)
 	if err != nil {
@@ -317,6 +319,7 @@ func (r *runner) end(how context.CancelFunc) {
 		<-r.done
 		r.cancel()
 	}
+	r.snaps.wait()
 	r.eng.Close(context.Background())
 }
 
@@ -455,6 +458,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 			r.takeoverAt = time.Time{}
 		}
 		r.publishStatus(after, false)
+		r.snaps.maybe(after, r.spec.Name, r.ks, r.logger)
 	}
 }
 

@@ -144,14 +144,16 @@ func validID(id string) bool {
 // Put stores a snapshot of deployment's partition: chunks is called once and yields each
 // chunk (a state.Deployment.Export repr, which yield does not retain) in order; an error
 // from chunks or yield, or the end of ctx, abandons the snapshot. m gives Seq, BatchID,
-// Epoch and optionally CreatedAt; Put fills in the rest and returns the manifest written.
+// Epoch and optionally CreatedAt; chunks may set them before its first yield (an export
+// learns the point it copies only when it starts: state.Deployment.ExportAt). Put fills in
+// the rest and returns the manifest written.
 //
 // The chunks are streamed to the data object as they come, then the manifest is written:
 // until Put returns nil the snapshot is invisible to [Snapshots.Latest] and
 // [Snapshots.List]. An upload that fails removes what it stored (a process that dies
 // midway leaves unreferenced object chunks, or a data object without a manifest, which
 // [Snapshots.Prune] removes).
-func (s *Snapshots) Put(ctx context.Context, deployment string, partition int, m SnapshotMeta, chunks func(yield func([]byte) error) error) (SnapshotMeta, error) {
+func (s *Snapshots) Put(ctx context.Context, deployment string, partition int, m *SnapshotMeta, chunks func(yield func([]byte) error) error) (SnapshotMeta, error) {
 	dir, err := snapshotDir(deployment, partition)
 	if err != nil {
 		return SnapshotMeta{}, err
@@ -160,12 +162,12 @@ func (s *Snapshots) Put(ctx context.Context, deployment string, partition int, m
 	if m.CreatedAt.IsZero() {
 		m.CreatedAt = time.Now().UTC()
 	}
-	m.ID = newSnapshotID(m.Seq, m.CreatedAt)
-	dataName := dir + m.ID + ".snap"
+	var dataName string
 
-	// The object store reads the data from a pipe the chunks are written to. Its context
-	// outlives ctx a little: the end of ctx aborts the pipe instead, so that the object
-	// store removes the chunks it stored with a context that still works.
+	// The object store reads the data from a pipe the chunks are written to, from the first
+	// chunk on (m's Seq is known then). Its context outlives ctx a little: the end of ctx
+	// aborts the pipe instead, so that the object store removes the chunks it stored with a
+	// context that still works.
 	pctx, pcancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer pcancel()
 	pr, pw := io.Pipe()
@@ -179,21 +181,33 @@ func (s *Snapshots) Put(ctx context.Context, deployment string, partition int, m
 		err  error
 	}
 	done := make(chan result, 1)
-	go func() {
-		info, err := s.os.Put(pctx, jetstream.ObjectMeta{Name: dataName, Description: "groupstate snapshot data"}, pr)
-		pr.CloseWithError(errors.Join(err, errors.New("natsio: snapshot upload ended"))) // unblocks the writer
-		done <- result{info, err}
-	}()
+	started := false
+	startUpload := func() {
+		if started {
+			return
+		}
+		started = true
+		m.ID = newSnapshotID(m.Seq, m.CreatedAt)
+		dataName = dir + m.ID + ".snap"
+		go func() {
+			info, err := s.os.Put(pctx, jetstream.ObjectMeta{Name: dataName, Description: "groupstate snapshot data"}, pr)
+			pr.CloseWithError(errors.Join(err, errors.New("natsio: snapshot upload ended"))) // unblocks the writer
+			done <- result{info, err}
+		}()
+	}
 
 	bw := bufio.NewWriterSize(pw, 256<<10)
 	var frame []byte
 	werr := func() error {
-		if _, err := bw.WriteString(snapshotMagic); err != nil {
-			return err
-		}
 		err := chunks(func(repr []byte) error {
 			if err := ctx.Err(); err != nil {
 				return err
+			}
+			if !started {
+				startUpload()
+				if _, err := bw.WriteString(snapshotMagic); err != nil {
+					return err
+				}
 			}
 			data, codec := encodeData(repr)
 			c := frameRaw
@@ -214,8 +228,19 @@ func (s *Snapshots) Put(ctx context.Context, deployment string, partition int, m
 		if err != nil {
 			return err
 		}
+		if !started {
+			startUpload()
+			if _, err := bw.WriteString(snapshotMagic); err != nil {
+				return err
+			}
+		}
 		return bw.Flush()
 	}()
+	if !started {
+		// chunks failed before its first chunk: nothing was uploaded.
+		pw.CloseWithError(werr)
+		return SnapshotMeta{}, fmt.Errorf("natsio: putting a snapshot of %s: %w", dir, errors.Join(werr, ctx.Err()))
+	}
 	if werr == nil {
 		werr = ctx.Err()
 	}
@@ -229,12 +254,12 @@ func (s *Snapshots) Put(ctx context.Context, deployment string, partition int, m
 		return SnapshotMeta{}, fmt.Errorf("natsio: putting snapshot %s: %w", dataName, errors.Join(werr, res.err))
 	}
 	m.StoredBytes = int64(res.info.Size)
-	body, _ := json.Marshal(m)
+	body, _ := json.Marshal(*m)
 	if _, err := s.os.Put(ctx, jetstream.ObjectMeta{Name: dir + m.ID + ".json", Description: "groupstate snapshot manifest"}, bytes.NewReader(body)); err != nil {
 		s.deleteQuietly(pctx, dataName)
 		return SnapshotMeta{}, fmt.Errorf("natsio: putting snapshot manifest %s: %w", dir+m.ID, err)
 	}
-	return m, nil
+	return *m, nil
 }
 
 // deleteQuietly deletes object name, best effort, within putCleanup.

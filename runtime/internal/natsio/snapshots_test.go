@@ -104,7 +104,7 @@ func TestSnapshotsRoundTrip(t *testing.T) {
 		t.Fatal("a snapshot in an empty bucket")
 	}
 	created := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	m, err := s.Put(e.ctx, "dep", 0, SnapshotMeta{Seq: 42, BatchID: 7, Epoch: 3, CreatedAt: created}, yieldAll(reprs))
+	m, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 42, BatchID: 7, Epoch: 3, CreatedAt: created}, yieldAll(reprs))
 	testutil.Require(t, err)
 	want := SnapshotMeta{Deployment: "dep", Partition: 0, Seq: 42, BatchID: 7, Epoch: 3, CreatedAt: created,
 		Chunks: len(reprs), Bytes: total, StoredBytes: m.StoredBytes, ID: m.ID}
@@ -128,7 +128,7 @@ func TestSnapshotsRoundTrip(t *testing.T) {
 	}
 
 	// A newer snapshot is the latest; List has both, newest first.
-	m2, err := s.Put(e.ctx, "dep", 0, SnapshotMeta{Seq: 50, Epoch: 3}, yieldAll(reprs[:2]))
+	m2, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 50, Epoch: 3}, yieldAll(reprs[:2]))
 	testutil.Require(t, err)
 	if m2.CreatedAt.IsZero() {
 		t.Fatal("no CreatedAt")
@@ -147,7 +147,7 @@ func TestSnapshotsRoundTrip(t *testing.T) {
 	if err := s.Read(e.ctx, "dep", 1, m, func([]byte) error { return nil }); !errors.Is(err, ErrInvalidSnapshot) {
 		t.Fatalf("Read of another partition's manifest: %v", err)
 	}
-	if _, err := s.Put(e.ctx, "Dep!", 0, SnapshotMeta{}, yieldAll(nil)); !errors.Is(err, ErrInvalidSnapshot) {
+	if _, err := s.Put(e.ctx, "Dep!", 0, &SnapshotMeta{}, yieldAll(nil)); !errors.Is(err, ErrInvalidSnapshot) {
 		t.Fatalf("Put with an invalid name: %v", err)
 	}
 }
@@ -170,7 +170,7 @@ func TestSnapshotsOfExport(t *testing.T) {
 	_, err = b.Commit()
 	testutil.Require(t, err)
 
-	m, err := s.Put(e.ctx, "exp", 0, SnapshotMeta{Seq: 9, Epoch: 1}, func(yield func([]byte) error) error {
+	m, err := s.Put(e.ctx, "exp", 0, &SnapshotMeta{Seq: 9, Epoch: 1}, func(yield func([]byte) error) error {
 		p, err := d.Export(16<<10, yield)
 		if p.BatchID != 1 {
 			return fmt.Errorf("exported batch %d", p.BatchID)
@@ -243,7 +243,7 @@ func TestSnapshotsPutAbandoned(t *testing.T) {
 	for i := range 40 {
 		reprs = append(reprs, fakeRepr(rng, i*1000, 256<<10, true))
 	}
-	good, err := s.Put(e.ctx, "dep", 0, SnapshotMeta{Seq: 10}, yieldAll(reprs[:3]))
+	good, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 10}, yieldAll(reprs[:3]))
 	testutil.Require(t, err)
 	names := objectNames(t, s, e.ctx)
 	subjects := chunkSubjects(t, e.js, e.ctx)
@@ -251,7 +251,7 @@ func TestSnapshotsPutAbandoned(t *testing.T) {
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
 	n := 0
-	_, err = s.Put(ctx, "dep", 0, SnapshotMeta{Seq: 20}, func(yield func([]byte) error) error {
+	_, err = s.Put(ctx, "dep", 0, &SnapshotMeta{Seq: 20}, func(yield func([]byte) error) error {
 		for _, r := range reprs {
 			if n == 20 {
 				cancel() // midway: 5 MiB uploaded
@@ -270,7 +270,7 @@ func TestSnapshotsPutAbandoned(t *testing.T) {
 		t.Fatalf("yield went on after the cancel: %d chunks", n)
 	}
 	boom := errors.New("boom")
-	_, err = s.Put(e.ctx, "dep", 0, SnapshotMeta{Seq: 30}, func(yield func([]byte) error) error {
+	_, err = s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 30}, func(yield func([]byte) error) error {
 		for _, r := range reprs[:10] {
 			if err := yield(r); err != nil {
 				return err
@@ -305,12 +305,12 @@ func TestSnapshotsPrune(t *testing.T) {
 	chunk := [][]byte{fakeRepr(rng, 0, 1000, false)}
 	var ms []SnapshotMeta
 	for i := range 5 {
-		m, err := s.Put(e.ctx, "dep", 0, SnapshotMeta{Seq: uint64(100 * (i + 1))}, yieldAll(chunk))
+		m, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: uint64(100 * (i + 1))}, yieldAll(chunk))
 		testutil.Require(t, err)
 		ms = append(ms, m)
 	}
 	// The same Seq again: the later is newer.
-	m, err := s.Put(e.ctx, "dep", 0, SnapshotMeta{Seq: 500}, yieldAll(chunk))
+	m, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 500}, yieldAll(chunk))
 	testutil.Require(t, err)
 	ms = append(ms, m)
 	// An upload that died between its data and its manifest, an old one and a new one.
@@ -360,7 +360,7 @@ func TestSnapshotsIsolated(t *testing.T) {
 	all := []dp{{"a", 0}, {"a", 1}, {"a", 10}, {"ab", 0}, {"b", 1}}
 	mine := map[dp]SnapshotMeta{}
 	for i, x := range all {
-		m, err := s.Put(e.ctx, x.d, x.p, SnapshotMeta{Seq: uint64(1000 - i)}, yieldAll([][]byte{fakeRepr(rng, i, 100+i, false)}))
+		m, err := s.Put(e.ctx, x.d, x.p, &SnapshotMeta{Seq: uint64(1000 - i)}, yieldAll([][]byte{fakeRepr(rng, i, 100+i, false)}))
 		testutil.Require(t, err)
 		mine[x] = m
 	}
@@ -409,7 +409,7 @@ func TestSnapshots50MB(t *testing.T) {
 		return nil
 	}
 	start := time.Now()
-	m, err := s.Put(ctx, "big", 0, SnapshotMeta{Seq: 1}, gen)
+	m, err := s.Put(ctx, "big", 0, &SnapshotMeta{Seq: 1}, gen)
 	testutil.Require(t, err)
 	put := time.Since(start)
 	start = time.Now()
