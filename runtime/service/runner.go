@@ -329,6 +329,9 @@ func (r *runner) stopAndReport(keepFailed, drain bool) {
 		r.status.State = client.StatusStopped
 	}
 	r.mu.Unlock()
+	if r.leaseLost() {
+		r.quiet.Store(true) // a zombie: the status is the new owner's
+	}
 	r.publishStatus(context.Background(), true)
 	if r.lease.Epoch != 0 {
 		// Free at once for the runtime that takes over (a lease taken since is left alone).
@@ -339,6 +342,18 @@ func (r *runner) stopAndReport(keepFailed, drain bool) {
 			r.logger.Warn("releasing the deployment's lease failed; another runtime takes it when this one's membership expires", "err", err)
 		}
 	}
+}
+
+// leaseLost tells whether r runs a replicated deployment whose lease another runtime has
+// taken since (false when not, or when the lease cannot be read): r is then a zombie, whose
+// status must not replace the new owner's.
+func (r *runner) leaseLost() bool {
+	if r.lease.Epoch == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return errors.Is(r.s.leases.Check(ctx, r.lease), natsio.ErrLeaseLost)
 }
 
 // failed tells whether the deployment stopped by an error (on_error: fail, a failed store).
@@ -413,7 +428,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 			if errors.Is(err, state.ErrReplication) {
 				// Fenced, or the changelog append failed: nothing of the batch committed;
 				// the deployment is restored from the changelog wherever the plan says.
-				r.quiet.Store(errors.Is(err, natsio.ErrFenced))
+				r.quiet.Store(errors.Is(err, natsio.ErrFenced) || r.leaseLost())
 				r.fail(err)
 				r.s.lostReplication(r.rec, err)
 				return
