@@ -95,6 +95,11 @@ func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerO
 	s.mu.Unlock()
 	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, store: store, logger: logger, done: make(chan struct{}), lease: o.lease, instance: o.instance}
 	r.ks = store.Deployment(sp.Name)
+	if o.lease.Epoch == 0 {
+		// Not replicated: no changelog replicator left by an earlier replicated revision
+		// (replication switched off with --reset-state) may receive its writes.
+		r.ks.SetReplicator(nil)
+	}
 	notes, err := r.open(ctx, reset)
 	if err != nil {
 		return nil, err
@@ -333,14 +338,21 @@ func (r *runner) stopAndReport(keepFailed, drain bool) {
 		r.quiet.Store(true) // a zombie: the status is the new owner's
 	}
 	r.publishStatus(context.Background(), true)
-	if r.lease.Epoch != 0 {
-		// Free at once for the runtime that takes over (a lease taken since is left alone).
-		r.ks.SetReplicator(nil)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := r.s.leases.Release(ctx, r.lease); err != nil && !errors.Is(err, natsio.ErrLeaseLost) {
-			r.logger.Warn("releasing the deployment's lease failed; another runtime takes it when this one's membership expires", "err", err)
-		}
+	r.detach()
+}
+
+// detach, for a stopped runner of a replicated deployment, stops the state's writes going to
+// the changelog and releases the lease, free at once for the runtime that takes over (a
+// lease taken since is left alone).
+func (r *runner) detach() {
+	if r.lease.Epoch == 0 {
+		return
+	}
+	r.ks.SetReplicator(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.s.leases.Release(ctx, r.lease); err != nil && !errors.Is(err, natsio.ErrLeaseLost) {
+		r.logger.Warn("releasing the deployment's lease failed; another runtime takes it when this one's membership expires", "err", err)
 	}
 }
 
