@@ -3,6 +3,9 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -30,7 +33,11 @@ func startReplica(t *testing.T, o replicaOptions) *replicaRuntime {
 	nc, err := service.Connect(service.ConnOptions{URL: o.url, Logger: testutil.DiscardLogger()})
 	testutil.Require(t, err)
 	t.Cleanup(nc.Close)
-	svc, err := service.New(context.Background(), service.Options{DataDir: o.dataDir, Conn: nc, Logger: testutil.DiscardLogger(),
+	logger := testutil.DiscardLogger()
+	if os.Getenv("GS_TEST_LOG") != "" { // to watch the runtimes of a failing test
+		logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("runtime", filepath.Base(o.dataDir))
+	}
+	svc, err := service.New(context.Background(), service.Options{DataDir: o.dataDir, Conn: nc, Logger: logger,
 		Clock: o.clock, MemberTTL: o.ttl, Metrics: o.metrics})
 	testutil.Require(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
