@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/timeouts"
@@ -164,5 +165,47 @@ func TestReplicationFixedAtFirstDeploy(t *testing.T) {
 	}
 	if _, err := env.client.Deploy(context.Background(), specFromYAML(t, replicatedSpec), logincountWasm(t), client.ResetState()); err != nil {
 		t.Fatalf("with a reset: %v", err)
+	}
+}
+
+// TestReplicationSwitchedOffWithReset: a redeploy with --reset-state that turns
+// replication off detaches the deployment from its changelog: the state writes of the
+// runner that follows no longer go to the changelog (with the old epoch, and unsynced
+// locally), and the lease is released.
+func TestReplicationSwitchedOffWithReset(t *testing.T) {
+	env := startNATS(t)
+	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	env.startService(t.TempDir(), clock)
+	env.deploy(replicatedSpec, logincountWasm(t))
+	env.waitRunning("logincount")
+	env.publish("logins.web", `{"user_id":"ada"}`)
+	env.waitOutputs("ada:1")
+	before, err := env.client.Status(context.Background(), "logincount")
+	testutil.Require(t, err)
+	clMsgs := func() uint64 {
+		st, err := env.js.Stream(context.Background(), natsio.ChangelogStream("logincount"))
+		testutil.Require(t, err)
+		info, err := st.Info(context.Background())
+		testutil.Require(t, err)
+		return info.State.Msgs
+	}
+
+	_, err = env.client.Deploy(context.Background(), specFromYAML(t, logincountSpec), logincountWasm(t), client.ResetState())
+	testutil.Require(t, err)
+	env.waitStatus("logincount", "restarted without replication", func(st *client.Status) bool {
+		return st.State == client.StatusRunning && st.StartedAt.After(before.StartedAt)
+	})
+	logged := clMsgs() // the replicated runner has stopped: nothing more of it comes
+	env.publish("logins.web", `{"user_id":"ada"}`)
+	env.waitOutputs("ada:1", "ada:1")
+	if n := clMsgs(); n != logged {
+		t.Fatalf("the changelog went from %d to %d messages after replication was switched off", logged, n)
+	}
+	leases, err := natsio.OpenLeases(context.Background(), env.js, 0)
+	testutil.Require(t, err)
+	lease, err := leases.Get(context.Background(), "logincount", 0)
+	testutil.Require(t, err)
+	if lease.Owner != "" {
+		t.Fatalf("lease still held by %s after replication was switched off", lease.Owner)
 	}
 }

@@ -100,6 +100,11 @@ func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerO
 	s.mu.Unlock()
 	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, store: store, logger: logger, done: make(chan struct{}), lease: o.lease, instance: o.instance, snaps: o.snapshots}
 	r.ks = store.Deployment(sp.Name)
+	if o.lease.Epoch == 0 {
+		// Not replicated: no changelog replicator left by an earlier replicated revision
+		// (replication switched off with --reset-state) may receive its writes.
+		r.ks.SetReplicator(nil)
+	}
 	notes, err := r.open(ctx, reset)
 	if err != nil {
 		return nil, err
@@ -337,16 +342,38 @@ func (r *runner) stopAndReport(keepFailed, drain bool) {
 		r.status.State = client.StatusStopped
 	}
 	r.mu.Unlock()
-	r.publishStatus(context.Background(), true)
-	if r.lease.Epoch != 0 {
-		// Free at once for the runtime that takes over (a lease taken since is left alone).
-		r.ks.SetReplicator(nil)
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := r.s.leases.Release(ctx, r.lease); err != nil && !errors.Is(err, natsio.ErrLeaseLost) {
-			r.logger.Warn("releasing the deployment's lease failed; another runtime takes it when this one's membership expires", "err", err)
-		}
+	if r.leaseLost() {
+		r.quiet.Store(true) // a zombie: the status is the new owner's
 	}
+	r.publishStatus(context.Background(), true)
+	r.detach()
+}
+
+// detach, for a stopped runner of a replicated deployment, stops the state's writes going to
+// the changelog and releases the lease, free at once for the runtime that takes over (a
+// lease taken since is left alone).
+func (r *runner) detach() {
+	if r.lease.Epoch == 0 {
+		return
+	}
+	r.ks.SetReplicator(nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := r.s.leases.Release(ctx, r.lease); err != nil && !errors.Is(err, natsio.ErrLeaseLost) {
+		r.logger.Warn("releasing the deployment's lease failed; another runtime takes it when this one's membership expires", "err", err)
+	}
+}
+
+// leaseLost tells whether r runs a replicated deployment whose lease another runtime has
+// taken since (false when not, or when the lease cannot be read): r is then a zombie, whose
+// status must not replace the new owner's.
+func (r *runner) leaseLost() bool {
+	if r.lease.Epoch == 0 {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	return errors.Is(r.s.leases.Check(ctx, r.lease), natsio.ErrLeaseLost)
 }
 
 // failed tells whether the deployment stopped by an error (on_error: fail, a failed store).
@@ -421,7 +448,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 			if errors.Is(err, state.ErrReplication) {
 				// Fenced, or the changelog append failed: nothing of the batch committed;
 				// the deployment is restored from the changelog wherever the plan says.
-				r.quiet.Store(errors.Is(err, natsio.ErrFenced))
+				r.quiet.Store(errors.Is(err, natsio.ErrFenced) || r.leaseLost())
 				r.fail(err)
 				r.s.lostReplication(r.rec, err)
 				return

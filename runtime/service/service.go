@@ -264,6 +264,7 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 		delete(s.runners, rec.Name)
 		s.mu.Unlock()
 		old.stop()
+		old.detach() // a replicated revision (replication switched off): its lease goes
 	}
 	r, err := s.build(ctx, rv, rec.ResetState != "", runnerOptions{})
 	if err != nil {
