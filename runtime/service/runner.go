@@ -648,7 +648,8 @@ func (r *runner) record(rep *engine.BatchReport) {
 	st.LastBatchAt = time.Now()
 }
 
-// publishStatus writes the status document, at most once a second unless forced.
+// publishStatus writes the status document, at most once a second unless forced; a
+// replicated runner whose lease moved writes nothing, then or ever after.
 func (r *runner) publishStatus(ctx context.Context, force bool) {
 	if r.quiet.Load() {
 		return
@@ -661,6 +662,11 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 	r.lastStatus = time.Now()
 	st := r.status
 	r.mu.Unlock()
+	if r.leaseLost() {
+		// A zombie (its lease moved while it ran or idled): the status is the new owner's.
+		r.quiet.Store(true)
+		return
+	}
 	p := r.eng.Progress()
 	st.StateKeys, st.TimerKeys, st.Position = p.Keys, p.TimerKeys, p.Position
 	if r.spec.EventTime != nil {
