@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/placement"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/timeouts"
@@ -71,26 +73,37 @@ const zombieTTL = 5 * time.Second
 // thief is the test acting as a runtime that took the deployment over: a live member that
 // acquired the lease, fenced the changelog with its epoch and wrote its status.
 type thief struct {
+	id      string
 	members *natsio.Membership
 }
 
-func (e *natsEnv) joinThief() *thief {
+// joinThief joins the thief as a member, before the deployment is deployed (so that owner
+// sees it live by the time the lease is stolen), with an id that the plan ranks below owner
+// for name (so that owner, not the thief, gets the deployment first).
+func (e *natsEnv) joinThief(owner, name string) *thief {
 	e.t.Helper()
-	m, err := natsio.JoinMembers(context.Background(), e.js, natsio.MemberOptions{ID: "thief", TTL: zombieTTL})
+	id := ""
+	for i := 0; id == ""; i++ {
+		c := fmt.Sprintf("thief%d", i)
+		if placement.Plan(placement.Input{Deployment: name, Partitions: 1, Members: []string{owner, c}})[0].Owner == owner {
+			id = c
+		}
+	}
+	m, err := natsio.JoinMembers(context.Background(), e.js, natsio.MemberOptions{ID: id, TTL: zombieTTL})
 	testutil.Require(e.t, err)
 	e.t.Cleanup(func() { _ = m.Leave(context.Background()) })
-	return &thief{members: m}
+	return &thief{id: id, members: m}
 }
 
 // steal takes the lease of name's partition 0 (the owner counted as dead), fences the
 // changelog with the new epoch, and writes a running status naming the thief, as a new
 // owner would.
-func (e *natsEnv) steal(name string) {
+func (e *natsEnv) steal(th *thief, name string) {
 	e.t.Helper()
 	ctx := context.Background()
 	leases, err := natsio.OpenLeases(ctx, e.js, 0)
 	testutil.Require(e.t, err)
-	lease, err := leases.Acquire(ctx, name, 0, "thief", func(string) bool { return false })
+	lease, err := leases.Acquire(ctx, name, 0, th.id, func(string) bool { return false })
 	testutil.Require(e.t, err)
 	cl, err := natsio.OpenChangelog(ctx, e.js, name, 0)
 	testutil.Require(e.t, err)
@@ -98,7 +111,7 @@ func (e *natsEnv) steal(name string) {
 	testutil.Require(e.t, err)
 	reg, err := natsio.OpenRegistry(ctx, e.js, 0)
 	testutil.Require(e.t, err)
-	doc, _ := json.Marshal(client.Status{Name: name, State: client.StatusRunning, Owner: "thief", UpdatedAt: time.Now()})
+	doc, _ := json.Marshal(client.Status{Name: name, State: client.StatusRunning, Owner: th.id, UpdatedAt: time.Now()})
 	testutil.Require(e.t, reg.PutStatus(ctx, name, doc))
 }
 
@@ -115,6 +128,15 @@ func (e *natsEnv) requireStatusStays(name, owner string, d time.Duration) {
 	}
 }
 
+// waitBatchStatus waits until the status of logincount, by owner, counts the first batch
+// (written after its outputs), so that it comes before the thief's.
+func (e *natsEnv) waitBatchStatus(owner string) {
+	e.t.Helper()
+	e.waitStatus("logincount", "the first batch in the status", func(st *client.Status) bool {
+		return st.Owner == owner && st.Position >= 1
+	})
+}
+
 // TestChangelogZombieFenced: a runtime that lost its lease while it kept its connection
 // (a zombie: another runtime took the deployment over while this one was paused) is fenced
 // by its next changelog append: the batch commits nothing and publishes nothing, the
@@ -126,18 +148,19 @@ func TestChangelogZombieFenced(t *testing.T) {
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
 	reg := prometheus.NewRegistry()
 	a := startReplica(t, replicaOptions{url: env.srv.ClientURL(), dataDir: t.TempDir(), clock: clock, ttl: zombieTTL, metrics: service.NewMetrics(reg)})
+	th := env.joinThief(a.id, "logincount") // live: once it holds the lease, the plan keeps it there
 	env.deploy(replicatedSpec, logincountWasm(t))
 	env.waitOwner("logincount", a.id)
 	env.publish("logins.web", `{"user_id":"ada"}`)
 	env.waitOutputs("ada:1")
+	env.waitBatchStatus(a.id)
 
-	th := env.joinThief() // a live owner keeps its partition: the plan still gives it to a
-	env.steal("logincount")
+	env.steal(th, "logincount")
 	env.publish("logins.web", `{"user_id":"ada"}`)
 	testutil.Eventually(t, "the zombie fenced", func() bool {
 		return counterValue(t, reg, "groupstate_fenced_total") == 1
 	})
-	env.requireStatusStays("logincount", "thief", 2*time.Second) // past the retry of a fenced runner
+	env.requireStatusStays("logincount", th.id, 2*time.Second) // past the retry of a fenced runner
 	if got := env.totalsOf(); len(got) != 1 {
 		t.Fatalf("outputs after the fenced batch: %v", got)
 	}
@@ -155,13 +178,14 @@ func TestChangelogZombieStopKeepsStatus(t *testing.T) {
 	env := startNATS(t)
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
 	a := startReplica(t, replicaOptions{url: env.srv.ClientURL(), dataDir: t.TempDir(), clock: clock, ttl: zombieTTL})
+	th := env.joinThief(a.id, "logincount")
 	env.deploy(replicatedSpec, logincountWasm(t))
 	env.waitOwner("logincount", a.id)
 	env.publish("logins.web", `{"user_id":"ada"}`)
 	env.waitOutputs("ada:1")
+	env.waitBatchStatus(a.id)
 
-	env.joinThief()
-	env.steal("logincount")
+	env.steal(th, "logincount")
 	a.rs.stop()
-	env.requireStatusStays("logincount", "thief", 500*time.Millisecond)
+	env.requireStatusStays("logincount", th.id, 500*time.Millisecond)
 }

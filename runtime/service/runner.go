@@ -332,6 +332,10 @@ func (r *runner) end(how context.CancelFunc) {
 // publishes its status as stopped; with keepFailed, a failed runner keeps its failed state (a
 // shutdown does not hide why it stopped).
 func (r *runner) stopAndReport(keepFailed, drain bool) {
+	if r.leaseLost() {
+		// A zombie: the status is the new owner's (the loop's last one included).
+		r.quiet.Store(true)
+	}
 	if drain {
 		r.finish()
 	} else {
@@ -342,9 +346,6 @@ func (r *runner) stopAndReport(keepFailed, drain bool) {
 		r.status.State = client.StatusStopped
 	}
 	r.mu.Unlock()
-	if r.leaseLost() {
-		r.quiet.Store(true) // a zombie: the status is the new owner's
-	}
 	r.publishStatus(context.Background(), true)
 	r.detach()
 }
@@ -396,7 +397,12 @@ func (r *runner) setError(err error) {
 // input once it committed (an acknowledgement does not wait for the fetch in progress).
 func (r *runner) loop(ctx, batchCtx context.Context) {
 	defer close(r.done)
-	defer r.publishStatus(context.Background(), true)
+	defer func() {
+		if r.leaseLost() {
+			r.quiet.Store(true) // a zombie: the status is the new owner's
+		}
+		r.publishStatus(context.Background(), true)
+	}()
 	// A stop or redeploy cancels the batch in flight (batchCtx): the engine then commits
 	// nothing of it, and its input, never acknowledged, is redelivered to the next runner. A
 	// shutdown ends ctx only, so the batch in flight finishes. What follows a committed

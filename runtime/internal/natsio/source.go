@@ -86,8 +86,7 @@ type Source struct {
 	failed     error  // sticky ErrDeliveryGap
 	needRewind bool   // a rewind after a gap failed; retried at the next Fetch
 	resetable  bool
-	pending    uint64    // the consumer's pending count after the last delivery collected
-	lostCheck  time.Time // when an empty Fetch last looked for a lost delivery
+	pending    uint64 // the consumer's pending count after the last delivery collected
 
 	// mu guards the bookkeeping shared by the fetcher and Ack. It is never held
 	// across a network wait.
@@ -315,22 +314,8 @@ func (s *Source) Fetch(ctx context.Context, max, maxBytes int, wait time.Duratio
 		}
 		single = false
 	}
-	if len(out) == 0 && s.resetable && time.Since(s.lostCheck) >= lostCheckEvery {
-		// No later delivery may ever show a delivery that never reached this Source: the
-		// consumer says it delivered past the last one seen, so one went astray (a pull
-		// request's delivery lost between the servers of a cluster): rewind, rather than
-		// wait AckWait for it.
-		s.lostCheck = time.Now()
-		if info, err := s.cons.Info(ctx); err == nil && info.Delivered.Consumer > s.lastDseq {
-			return s.finish(ctx, out, true, nil)
-		}
-	}
 	return s.finish(ctx, out, false, nil)
 }
-
-// lostCheckEvery is how often at most a Fetch that returned nothing asks the consumer
-// whether it delivered a message this Source never received.
-const lostCheckEvery = time.Second
 
 // collect appends the messages of batch to out, dropping re-deliveries of
 // messages already returned, and returns how many messages it received
