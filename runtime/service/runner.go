@@ -397,12 +397,7 @@ func (r *runner) setError(err error) {
 // input once it committed (an acknowledgement does not wait for the fetch in progress).
 func (r *runner) loop(ctx, batchCtx context.Context) {
 	defer close(r.done)
-	defer func() {
-		if r.leaseLost() {
-			r.quiet.Store(true) // a zombie: the status is the new owner's
-		}
-		r.publishStatus(context.Background(), true)
-	}()
+	defer r.publishStatus(context.Background(), true) // not a zombie's: see publishStatus
 	// A stop or redeploy cancels the batch in flight (batchCtx): the engine then commits
 	// nothing of it, and its input, never acknowledged, is redelivered to the next runner. A
 	// shutdown ends ctx only, so the batch in flight finishes. What follows a committed
