@@ -64,8 +64,11 @@ func (s *Service) applyReplicated(ctx context.Context, rec natsio.Record, old *r
 		}
 		return
 	}
-	if old != nil && old.runs(rec) && old.lease.Epoch == lease.Epoch && old.lease.Owner == lease.Owner {
-		return // runs it, holding the current lease
+	if old != nil && old.lease.Epoch == lease.Epoch && old.lease.Owner == lease.Owner &&
+		(old.runs(rec) || (old.rec.Revision == rec.Revision && !old.logLost.Load())) {
+		// Runs it, holding the current lease; or it stopped by itself (on_error: fail) and
+		// this is a placement check, not a redeploy: only a redeploy starts it again.
+		return
 	}
 	rv, ok := s.checkOrReport(ctx, rec, old)
 	if !ok {
@@ -88,6 +91,12 @@ func (s *Service) applyReplicated(ctx context.Context, rec natsio.Record, old *r
 	}
 	started := time.Now()
 	r, err := s.buildReplicated(ctx, rv, lease)
+	if errors.Is(err, natsio.ErrFenced) {
+		// A newer epoch fenced the log between the acquire and the fence: another runtime
+		// owns the deployment now, and its status is its own.
+		s.logger.Info("deployment taken by another runtime while starting here", "deployment", rec.Name, "err", err)
+		return
+	}
 	if err != nil {
 		s.logger.Error("deployment could not start", "deployment", rec.Name, "err", err)
 		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})

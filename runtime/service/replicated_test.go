@@ -209,3 +209,42 @@ func TestReplicationSwitchedOffWithReset(t *testing.T) {
 		t.Fatalf("lease still held by %s after replication was switched off", lease.Owner)
 	}
 }
+
+// TestReplicatedFailStaysFailed: a replicated deployment that on_error: fail stopped stays
+// failed through the placement checks that run every member TTL (they are not redeploys);
+// a redeploy starts it again.
+func TestReplicatedFailStaysFailed(t *testing.T) {
+	env := startNATS(t)
+	r := env.startRuntime(t.TempDir(), timeouts.NewManualClock(time.UnixMilli(5000)))
+	sp := `
+name: strict
+module: unused.wasm
+input: {subjects: ["strict.in"]}
+key: {field: k}
+timeout: processing_time
+output: {subject: strict.out}
+on_error: fail
+replication: changelog
+`
+	env.deploy(sp, probeWasm(t))
+	env.waitOwner("strict", r.id)
+	env.publish("strict.in", `{"k":"b","ops":[{"fail":"bad b"}]}`)
+	var st *client.Status
+	testutil.Eventually(t, "failed status", func() bool {
+		var err error
+		st, err = env.client.Status(context.Background(), "strict")
+		return err == nil && st.State == client.StatusFailed
+	})
+	// Three member TTLs of placement checks: it must stay failed, never restarted.
+	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		now, err := env.client.Status(context.Background(), "strict")
+		if err != nil || now.State != client.StatusFailed || !now.StartedAt.Equal(st.StartedAt) {
+			t.Fatalf("during the placement checks: %+v, %v; want it failed, not restarted", now, err)
+		}
+	}
+	env.deploy(sp, probeWasm(t))
+	testutil.Eventually(t, "failed again after the redeploy", func() bool {
+		s, err := env.client.Status(context.Background(), "strict")
+		return err == nil && s.State == client.StatusFailed && s.StartedAt.After(st.StartedAt)
+	})
+}

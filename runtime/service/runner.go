@@ -38,6 +38,9 @@ type runner struct {
 	lease natsio.Lease // of a replicated deployment (Epoch 0: none)
 	snaps *snapshotter // of a replicated deployment (nil: none)
 	quiet atomic.Bool  // fenced: publishes no more status (the new owner does)
+	// logLost: the loop ended because the changelog refused or lost a write; the deployment
+	// is to be restored again (see lostReplication).
+	logLost atomic.Bool
 	// takeoverAt is when the lease was acquired, until the first batch committed (for
 	// groupstate_takeover_seconds); zero otherwise. Only the loop uses it.
 	takeoverAt time.Time
@@ -450,6 +453,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 				// Fenced, or the changelog append failed: nothing of the batch committed;
 				// the deployment is restored from the changelog wherever the plan says.
 				r.quiet.Store(errors.Is(err, natsio.ErrFenced) || r.leaseLost())
+				r.logLost.Store(true)
 				r.fail(err)
 				r.s.lostReplication(r.rec, err)
 				return
