@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -40,7 +41,12 @@ type Client struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
 	reg *natsio.Registry
-	rt  *engine.Runtime // compiles modules to validate them before a deploy
+
+	leasesOnce sync.Once
+	leaseKV    *natsio.Leases
+	leaseErr   error
+
+	rt *engine.Runtime // compiles modules to validate them before a deploy
 }
 
 // New opens the deployment registry over nc (creating its buckets if missing).
@@ -269,11 +275,43 @@ func (c *Client) Runtimes(ctx context.Context) ([]Runtime, error) {
 	for _, o := range owners {
 		owned[o]++
 	}
+	// Replicated deployments are owned through their partition leases instead.
+	recs, err := c.reg.List(ctx)
+	if err != nil {
+		return nil, err
+	}
+	for _, rec := range recs {
+		if sp, err := api.SpecOf(rec); err != nil || sp.Replication != spec.ReplicationChangelog {
+			continue
+		}
+		if owners[rec.Name] != "" {
+			owned[owners[rec.Name]]-- // claimed before it was replicated: counted by its lease
+		}
+		leases, err := c.leases(ctx)
+		if err != nil {
+			return nil, err
+		}
+		held, err := leases.List(ctx, rec.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range held {
+			if l.Owner != "" {
+				owned[l.Owner]++
+			}
+		}
+	}
 	out := make([]Runtime, len(members))
 	for i, m := range members {
 		out[i] = Runtime{ID: m.ID, Partitions: owned[m.ID], StartedAt: m.StartedAt}
 	}
 	return out, nil
+}
+
+// leases opens the partition leases (once).
+func (c *Client) leases(ctx context.Context) (*natsio.Leases, error) {
+	c.leasesOnce.Do(func() { c.leaseKV, c.leaseErr = natsio.OpenLeases(ctx, c.js, 0) })
+	return c.leaseKV, c.leaseErr
 }
 
 func deploymentOf(rec natsio.Record) (*Deployment, error) {

@@ -136,6 +136,14 @@ func TestChangelogFailover(t *testing.T) {
 		}
 	}
 
+	rts, err := env.client.Runtimes(context.Background())
+	testutil.Require(t, err)
+	for _, rt := range rts {
+		if want := map[bool]int{true: 1, false: 0}[rt.ID == second]; rt.Partitions != want {
+			t.Errorf("runtime %s owns %d partitions, want %d (the lease's owner is %s)", rt.ID, rt.Partitions, want, second)
+		}
+	}
+
 	ks, found, err := env.client.State(context.Background(), "logincount", []byte(`"ada"`))
 	if err != nil || !found {
 		t.Fatalf("ada's state on the new owner: found %v, err %v", found, err)
