@@ -27,32 +27,46 @@ type replicaRuntime struct {
 	reg *prometheus.Registry
 }
 
-// metric returns the value of the sample of metric name for deployment (a histogram's
-// count), and whether it is exported.
+// metric returns the value of metric name for deployment on r (a histogram's count), and
+// whether it is exported.
 func (r *replicaRuntime) metric(t *testing.T, name, deployment string) (float64, bool) {
 	t.Helper()
-	families, err := r.reg.Gather()
+	return metricValue(t, r.reg, name, deployment)
+}
+
+// metricValue returns the sum of the samples of metric name on reg whose deployment label is
+// deployment (any, when empty), a histogram counting its observations, and whether any is
+// exported.
+func metricValue(t *testing.T, reg *prometheus.Registry, name, deployment string) (float64, bool) {
+	t.Helper()
+	families, err := reg.Gather()
 	testutil.Require(t, err)
+	var v float64
+	found := false
 	for _, f := range families {
 		if f.GetName() != name {
 			continue
 		}
 		for _, m := range f.GetMetric() {
+			labelled := deployment == ""
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "deployment" && l.GetValue() == deployment {
-					switch {
-					case m.Counter != nil:
-						return m.Counter.GetValue(), true
-					case m.Gauge != nil:
-						return m.Gauge.GetValue(), true
-					case m.Histogram != nil:
-						return float64(m.Histogram.GetSampleCount()), true
-					}
-				}
+				labelled = labelled || (l.GetName() == "deployment" && l.GetValue() == deployment)
+			}
+			if !labelled {
+				continue
+			}
+			found = true
+			switch {
+			case m.Counter != nil:
+				v += m.Counter.GetValue()
+			case m.Gauge != nil:
+				v += m.Gauge.GetValue()
+			case m.Histogram != nil:
+				v += float64(m.Histogram.GetSampleCount())
 			}
 		}
 	}
-	return 0, false
+	return v, found
 }
 
 func (e *natsEnv) startRuntime(dataDir string, clock timeouts.Clock) *replicaRuntime {

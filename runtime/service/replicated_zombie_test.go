@@ -52,17 +52,7 @@ func startReplica(t *testing.T, o replicaOptions) *replicaRuntime {
 // counterValue returns the value of the counter name (summed over its labels) in reg.
 func counterValue(t *testing.T, reg *prometheus.Registry, name string) float64 {
 	t.Helper()
-	mfs, err := reg.Gather()
-	testutil.Require(t, err)
-	var v float64
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			v += m.GetCounter().GetValue()
-		}
-	}
+	v, _ := metricValue(t, reg, name, "")
 	return v
 }
 

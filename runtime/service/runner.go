@@ -335,10 +335,6 @@ func (r *runner) end(how context.CancelFunc) {
 // publishes its status as stopped; with keepFailed, a failed runner keeps its failed state (a
 // shutdown does not hide why it stopped).
 func (r *runner) stopAndReport(keepFailed, drain bool) {
-	if r.leaseLost() {
-		// A zombie: the status is the new owner's (the loop's last one included).
-		r.quiet.Store(true)
-	}
 	if drain {
 		r.finish()
 	} else {
@@ -452,7 +448,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 			if errors.Is(err, state.ErrReplication) {
 				// Fenced, or the changelog append failed: nothing of the batch committed;
 				// the deployment is restored from the changelog wherever the plan says.
-				r.quiet.Store(errors.Is(err, natsio.ErrFenced) || r.leaseLost())
+				r.quiet.Store(errors.Is(err, natsio.ErrFenced)) // else publishStatus checks the lease
 				r.logLost.Store(true)
 				r.fail(err)
 				r.s.lostReplication(r.rec, err)
