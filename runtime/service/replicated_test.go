@@ -71,18 +71,10 @@ func metricValue(t *testing.T, reg *prometheus.Registry, name, deployment string
 
 func (e *natsEnv) startRuntime(dataDir string, clock timeouts.Clock) *replicaRuntime {
 	e.t.Helper()
-	nc, err := service.Connect(service.ConnOptions{URL: e.srv.ClientURL(), Logger: testutil.DiscardLogger()})
-	testutil.Require(e.t, err)
-	e.t.Cleanup(nc.Close)
 	reg := prometheus.NewRegistry()
-	svc, err := service.New(context.Background(), service.Options{DataDir: dataDir, Conn: nc, Logger: testutil.DiscardLogger(), Clock: clock,
-		MemberTTL: time.Second, Metrics: service.NewMetrics(reg)})
-	testutil.Require(e.t, err)
-	ctx, cancel := context.WithCancel(context.Background())
-	rs := &runningService{cancel: cancel, done: make(chan error, 1)}
-	go func() { rs.done <- svc.Run(ctx) }()
-	e.t.Cleanup(rs.stop)
-	return &replicaRuntime{id: svc.ID(), nc: nc, rs: rs, reg: reg}
+	r := startReplica(e.t, replicaOptions{url: e.srv.ClientURL(), dataDir: dataDir, clock: clock, ttl: time.Second, metrics: service.NewMetrics(reg)})
+	r.reg = reg
+	return r
 }
 
 // crash cuts the runtime off NATS at once: it can neither renew its membership nor release
