@@ -43,7 +43,7 @@ type Msg struct {
 	// Sequence is its stream sequence; it increases in delivery order within one Source.
 	Sequence uint64
 
-	raw   jetstream.Msg
+	raw   *nats.Msg
 	epoch uint64
 }
 
@@ -73,9 +73,11 @@ type Msg struct {
 //     asked for during or after a rewind is applied to the re-delivery.
 type Source struct {
 	js      jetstream.JetStream
+	nc      *nats.Conn
 	stream  string
 	durable string
 	cons    jetstream.Consumer
+	next    string // the consumer's pull-request subject
 
 	// fetchMu serialises Fetch: only the holder fetches and rewinds.
 	// It is held across the fetcher's network waits; Ack never takes it.
@@ -129,7 +131,10 @@ func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable stri
 	if err != nil {
 		return nil, fmt.Errorf("natsio: creating consumer %s on stream %s: %w", durable, stream, err)
 	}
-	s := &Source{js: js, stream: stream, durable: durable, cons: cons, resetable: true}
+	s := &Source{
+		js: js, nc: js.Conn(), stream: stream, durable: durable, cons: cons, resetable: true,
+		next: apiPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + durable,
+	}
 	s.acksDone.L = &s.mu
 	if err := s.rewind(ctx); err != nil {
 		// Older server without the reset API: un-acknowledged messages come
@@ -218,10 +223,6 @@ func (s *Source) Rewind(ctx context.Context, seq uint64) error {
 	return nil
 }
 
-// restExpiry bounds a pull request for messages the server said were pending (see
-// [Source.Fetch]): they are there at once, unless they went away meanwhile (retention).
-const restExpiry = 200 * time.Millisecond
-
 // Fetch returns up to max messages (max < 1 means 1) holding at most maxBytes bytes of Data
 // in all (maxBytes < 1: no byte bound), except that a first message larger than maxBytes is
 // returned alone: no message is too large to be fetched. It takes what is available at once;
@@ -236,11 +237,11 @@ const restExpiry = 200 * time.Millisecond
 // requests' max_bytes, which the server counts with subjects and headers (the Data returned
 // may be somewhat less than maxBytes). The first message is requested alone and without a
 // byte bound, because a request whose max_bytes is below the next message's size ends with
-// nothing and leaves that message to the next request; the rest is requested with max_bytes
-// what the bound leaves. nats.go's FetchNoWait cannot carry max_bytes, so the rest is a
-// Fetch for as many messages as the server counted pending after the last one received,
-// which it delivers at once (a message stored a moment before may not be counted yet: the
-// next Fetch takes it).
+// nothing and leaves that message to the next request; when the server counted more pending
+// after it, the rest is one request that takes what is there at once, with max_bytes what the
+// bound leaves (a message stored a moment before may not be counted yet: the next Fetch
+// takes it). Each request waits for all its deliveries, even those its ending status overtook
+// (see pull.go), so a replicated consumer loses none in the client.
 func (s *Source) Fetch(ctx context.Context, max, maxBytes int, wait time.Duration) ([]Msg, error) {
 	if max < 1 {
 		max = 1
@@ -268,22 +269,18 @@ func (s *Source) Fetch(ctx context.Context, max, maxBytes int, wait time.Duratio
 	used := 0      // bytes of Data in out
 	single := true // the next request is for one message without a byte bound
 	for first := true; ; first = false {
-		var batch jetstream.MessageBatch
-		var err error
+		req := pullRequest{Batch: 1, NoWait: true}
 		switch {
 		case first && wait > 0:
-			batch, err = s.cons.Fetch(1, jetstream.FetchMaxWait(wait))
-		case first:
-			batch, err = s.cons.FetchNoWait(1)
-		case single: // a message the server said is pending
-			batch, err = s.cons.Fetch(1, jetstream.FetchMaxWait(restExpiry))
+			req = pullRequest{Batch: 1, Expires: wait}
+		case first, single:
 		default:
-			opts := []jetstream.FetchOpt{jetstream.FetchMaxWait(restExpiry)}
+			req.Batch = max - len(out)
 			if maxBytes > 0 {
-				opts = append(opts, jetstream.FetchMaxBytes(maxBytes-used))
+				req.MaxBytes = maxBytes - used
 			}
-			batch, err = s.cons.Fetch(int(min(uint64(max-len(out)), s.pending)), opts...)
 		}
+		p, err := startPull(s.nc, s.next, req)
 		if err != nil {
 			if len(out) > 0 {
 				return s.finish(ctx, out, false, nil)
@@ -293,7 +290,8 @@ func (s *Source) Fetch(ctx context.Context, max, maxBytes int, wait time.Duratio
 		before := len(out)
 		var seen int
 		var gap bool
-		out, seen, gap, err = s.collect(ctx, batch, out)
+		out, seen, gap, err = s.collect(ctx, p, out)
+		p.close()
 		if err != nil || gap || ctx.Err() != nil {
 			return s.finish(ctx, out, gap, err)
 		}
@@ -317,15 +315,14 @@ func (s *Source) Fetch(ctx context.Context, max, maxBytes int, wait time.Duratio
 	return s.finish(ctx, out, false, nil)
 }
 
-// collect appends the messages of batch to out, dropping re-deliveries of
-// messages already returned, and returns how many messages it received
-// (re-deliveries included), leaving the consumer's pending count after the
-// last of them in s.pending. It reports gap when a delivery went missing:
-// the messages from the gap on are not appended. The caller holds fetchMu.
-func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, out []Msg) ([]Msg, int, bool, error) {
-	msgs := batch.Messages()
+// collect appends the deliveries of p to out, dropping re-deliveries of messages already
+// returned, and returns how many messages it received (re-deliveries included), leaving the
+// consumer's pending count after the last of them in s.pending. It reports gap when a
+// delivery went missing: the messages from the gap on are not appended. The caller holds
+// fetchMu.
+func (s *Source) collect(ctx context.Context, p *pull, out []Msg) ([]Msg, int, bool, error) {
 	seen := 0
-	var ackProxy jetstream.Msg
+	var ackProxy *nats.Msg
 	var proxySeq uint64
 	defer func() {
 		// A re-delivery of a message the caller asked to acknowledge through a
@@ -334,7 +331,7 @@ func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, out 
 		// it is done before the fetcher can rewind again.
 		if ackProxy != nil {
 			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rewindTimeout)
-			err := ackProxy.DoubleAck(actx)
+			err := ackMsg(actx, s.nc, ackProxy)
 			cancel()
 			if err == nil {
 				s.mu.Lock()
@@ -344,27 +341,24 @@ func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, out 
 		}
 	}()
 	for {
-		var m jetstream.Msg
-		var ok bool
-		select {
-		case m, ok = <-msgs:
-		case <-ctx.Done():
-			// Abandon the pull; what the server still delivers to it shows
-			// up as a gap next time and is fetched again.
-			return out, seen, false, nil
-		}
-		if !ok {
-			if err := batch.Error(); err != nil && !errors.Is(err, jetstream.ErrNoMessages) && !errors.Is(err, context.DeadlineExceeded) {
-				return out, seen, false, err
+		m, err := p.next(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				// Abandon the pull; what the server still delivers to it shows
+				// up as a gap next time and is fetched again.
+				return out, seen, false, nil
 			}
-			return out, seen, false, nil
+			return out, seen, false, err
+		}
+		if m == nil {
+			return out, seen, p.lost, nil
 		}
 		md, err := m.Metadata()
 		if err != nil {
 			return out, seen, false, fmt.Errorf("natsio: message metadata: %w", err)
 		}
 		if md.Sequence.Consumer != s.lastDseq+1 {
-			drain(ctx, msgs)
+			p.drain(ctx)
 			return out, seen, true, nil
 		}
 		seen++
@@ -380,29 +374,7 @@ func (s *Source) collect(ctx context.Context, batch jetstream.MessageBatch, out 
 			continue
 		}
 		s.last = seq
-		out = append(out, Msg{Data: m.Data(), Subject: m.Subject(), Sequence: seq, raw: m, epoch: s.epoch})
-	}
-}
-
-// drain discards the rest of a batch until the server has ended its pull request (the
-// channel closes), ctx ends or rewindTimeout passes. After a gap the Source rewinds, and a
-// request still open then would be handed the re-deliveries: nobody would read them, and no
-// later delivery might show that gap. The discarded messages are not acknowledged, so the
-// rewind delivers them again.
-func drain(ctx context.Context, msgs <-chan jetstream.Msg) {
-	t := time.NewTimer(rewindTimeout)
-	defer t.Stop()
-	for {
-		select {
-		case _, ok := <-msgs:
-			if !ok {
-				return
-			}
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			return
-		}
+		out = append(out, Msg{Data: m.Data, Subject: m.Subject, Sequence: seq, raw: m, epoch: s.epoch})
 	}
 }
 
@@ -460,10 +432,7 @@ func (s *Source) Ack(ctx context.Context, m Msg) error {
 	s.acking++
 	s.mu.Unlock()
 
-	err := m.raw.DoubleAck(ctx)
-	if errors.Is(err, jetstream.ErrMsgAlreadyAckd) {
-		err = nil // a concurrent Ack of the same message was confirmed
-	}
+	err := ackMsg(ctx, s.nc, m.raw)
 
 	s.mu.Lock()
 	s.acking--
