@@ -156,17 +156,25 @@ func (s *Service) Run(ctx context.Context) error {
 			st.Close()
 		}
 	}()
-	events, err := s.reg.Watch(ctx)
+	var events <-chan natsio.Event
+	err := s.untilStarted(ctx, "watching deployments", func(ctx context.Context) (err error) {
+		events, err = s.reg.Watch(ctx)
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("service: watching deployments: %w", err)
+		return err
 	}
 	api, err := s.serveAPI()
 	if err != nil {
 		return err
 	}
 	defer api.Unsubscribe()
-	if s.members, err = natsio.JoinMembers(ctx, s.js, natsio.MemberOptions{ID: s.id, TTL: s.cfg.MemberTTL, Replicas: s.cfg.Replicas}); err != nil {
-		return fmt.Errorf("service: joining the runtimes: %w", err)
+	err = s.untilStarted(ctx, "joining the runtimes", func(ctx context.Context) (err error) {
+		s.members, err = natsio.JoinMembers(ctx, s.js, natsio.MemberOptions{ID: s.id, TTL: s.cfg.MemberTTL, Replicas: s.cfg.Replicas})
+		return err
+	})
+	if err != nil {
+		return err
 	}
 	defer func() {
 		// Leaving at once tells the others without waiting for the member TTL.
@@ -470,6 +478,31 @@ func (s *Service) signalStoreFailed() {
 	select {
 	case s.storeFailed <- struct{}{}:
 	default:
+	}
+}
+
+// untilStarted runs step until it succeeds or ctx ends, logging each failure, with a backoff
+// from 1 s to 10 s. The steps create or open buckets, which a cluster that has just started,
+// or one under load, may not answer in time: a runtime started before its NATS cluster is
+// ready waits for it (not ready in /readyz meanwhile) instead of exiting. step is given ctx
+// itself, since what it starts (a watch, heartbeats) lives as long as ctx.
+func (s *Service) untilStarted(ctx context.Context, what string, step func(context.Context) error) error {
+	backoff := time.Second
+	for attempt := 1; ; attempt++ {
+		err := step(ctx)
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("service: %s: %w", what, err)
+		}
+		s.logger.Warn("startup step failed; retrying", "step", what, "attempt", attempt, "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("service: %s: %w", what, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
 	}
 }
 
