@@ -291,6 +291,14 @@ func TestValidateName(t *testing.T) {
 		{"under_score", false},
 		{"dot.name", false},
 		{"sp ace", false},
+		{"logincount.0", true},
+		{"logincount.1023", true},
+		{PartitionName("my-deploy-2", 7), true},
+		{".3", false},
+		{"logincount.", false},
+		{"logincount.07", false},
+		{"logincount.-1", false},
+		{"logincount.1.2", false},
 	}
 	for _, tc := range tests {
 		err := ValidateName(tc.name)

@@ -3,6 +3,8 @@ package state
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
+	"strings"
 )
 
 // Key layout; see the package documentation.
@@ -25,19 +27,37 @@ var formatKey = []byte("\x00format")
 // idKey holds the store's identity (see Store.ID).
 var idKey = []byte("\x00id")
 
-// ValidateName reports whether name is a valid deployment name:
-// 1 to 255 characters from [a-z0-9-]. The error wraps ErrInvalidName.
+// ValidateName reports whether name is a valid keyspace name: a deployment
+// name, 1 to 255 characters from [a-z0-9-], optionally followed by a
+// partition suffix ".<partition>" (see [PartitionName]), 255 characters in
+// all at most. The error wraps ErrInvalidName.
 func ValidateName(name string) error {
 	if len(name) == 0 || len(name) > maxNameLen {
 		return fmt.Errorf("%w: %q: length must be 1..%d", ErrInvalidName, name, maxNameLen)
 	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
+	base, part, dotted := strings.Cut(name, ".")
+	if base == "" {
+		return fmt.Errorf("%w: %q: the deployment name is empty", ErrInvalidName, name)
+	}
+	for i := 0; i < len(base); i++ {
+		c := base[i]
 		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
 			return fmt.Errorf("%w: %q: only [a-z0-9-] allowed", ErrInvalidName, name)
 		}
 	}
+	if dotted {
+		if p, err := strconv.Atoi(part); err != nil || p < 0 || strconv.Itoa(p) != part {
+			return fmt.Errorf("%w: %q: the partition after the dot must be a number without leading zeros", ErrInvalidName, name)
+		}
+	}
 	return nil
+}
+
+// PartitionName is the keyspace name of partition p of a deployment split
+// into partitions: "<deployment>.<p>". A deployment of one partition keeps
+// the keyspace of its own name.
+func PartitionName(deployment string, p int) string {
+	return deployment + "." + strconv.Itoa(p)
 }
 
 // deploymentPrefix returns 'd' u8(len(name)) name.

@@ -54,14 +54,18 @@ type Config struct {
 	// Wasm is the handler module. The engine does not keep it: it may be reused once
 	// NewEngine returned.
 	Wasm []byte
-	// Store holds the state: the engine reads and writes the keyspace of Spec.Name, and does
-	// not close the store. A store has one writer per deployment: run at most one engine per
-	// deployment name on a store at a time.
+	// Store holds the state: the engine reads and writes the keyspace Keyspace, and does
+	// not close the store. A store has one writer per keyspace: run at most one engine per
+	// keyspace on a store at a time.
 	Store *state.Store
 	// Sink receives outputs, dead letters and late rows after each commit (see [Sink] and
 	// [PipelinedSink]). The engine calls it on the goroutine that calls RunBatch and Close,
 	// never concurrently.
 	Sink Sink
+	// Keyspace is the store keyspace the engine reads and writes (see [state.Store.Deployment]).
+	// Default: Spec.Name. A deployment split into partitions runs one engine per partition,
+	// each on the keyspace [state.PartitionName] names.
+	Keyspace string
 	// Logger receives the engine's and the module's logs, with the deployment name attached.
 	// Default: the Runtime's logger.
 	Logger *slog.Logger
@@ -215,7 +219,11 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		logger = r.logger
 	}
 	logger = logger.With("deployment", sp.Name)
-	e := &Engine{spec: sp, ks: cfg.Store.Deployment(sp.Name), sink: cfg.Sink, logger: logger, pending: true,
+	keyspace := cfg.Keyspace
+	if keyspace == "" {
+		keyspace = sp.Name
+	}
+	e := &Engine{spec: sp, ks: cfg.Store.Deployment(keyspace), sink: cfg.Sink, logger: logger, pending: true,
 		chunkKeys: TimeoutChunkKeys, chunkBytes: TimeoutChunkBytes}
 	if cfg.chunkKeys > 0 {
 		e.chunkKeys, e.chunkBytes = cfg.chunkKeys, cfg.chunkBytes
