@@ -81,6 +81,11 @@ const (
 	publishAttempts = 3
 )
 
+// publishAttemptTimeout bounds one publish of a chunk. A publish lost on the way (its stream's
+// leader died with it) gets no answer at all; after this long it is resolved (resolveTimeout)
+// and published again, instead of the whole append waiting for its caller's deadline.
+const publishAttemptTimeout = 5 * time.Second
+
 // ChangelogStream is the name of deployment's changelog stream.
 func ChangelogStream(deployment string) string {
 	return StreamName(deployment + "_CL")
@@ -310,7 +315,9 @@ func wrongLastSequence(err error) bool {
 func (c *Changelog) publishChunk(ctx context.Context, subj string, expect uint64, meta chunkMeta, body []byte) (uint64, error) {
 	for attempt := 1; ; attempt++ {
 		m := &nats.Msg{Subject: subj, Header: meta.header(), Data: body}
-		ack, err := c.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequencePerSubject(expect))
+		actx, cancel := context.WithTimeout(ctx, publishAttemptTimeout)
+		ack, err := c.js.PublishMsg(actx, m, jetstream.WithExpectLastSequencePerSubject(expect))
+		cancel()
 		if err == nil {
 			return ack.Sequence, nil
 		}

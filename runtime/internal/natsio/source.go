@@ -40,6 +40,8 @@ type Msg struct {
 	Data []byte
 	// Subject is the subject it was published on.
 	Subject string
+	// Header is its headers (nil: none). It is the Source's: do not modify it.
+	Header nats.Header
 	// Sequence is its stream sequence; it increases in delivery order within one Source.
 	Sequence uint64
 
@@ -374,7 +376,7 @@ func (s *Source) collect(ctx context.Context, p *pull, out []Msg) ([]Msg, int, b
 			continue
 		}
 		s.last = seq
-		out = append(out, Msg{Data: m.Data, Subject: m.Subject, Sequence: seq, raw: m, epoch: s.epoch})
+		out = append(out, Msg{Data: m.Data, Subject: m.Subject, Header: m.Header, Sequence: seq, raw: m, epoch: s.epoch})
 	}
 }
 
