@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -107,5 +108,11 @@ func printStatus(w io.Writer, st *client.Status) {
 	line("input lag", fmt.Sprintf("%d messages", st.InputLag))
 	if !st.UpdatedAt.IsZero() {
 		line("updated", st.UpdatedAt.Local().Format(time.DateTime))
+	}
+	if len(st.Partitions) > 1 {
+		fmt.Fprintf(w, "\n%-10s %-18s %-10s %s\n", "PARTITION", "RUNTIME", "POSITION", "LAG")
+		for _, p := range st.Partitions {
+			fmt.Fprintf(w, "%-10d %-18s %-10d %d\n", p.Partition, cmp.Or(p.Owner, "-"), p.Position, p.Lag)
+		}
 	}
 }

@@ -5,12 +5,16 @@
 package client
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -20,8 +24,10 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
 	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/state"
 )
 
 // Errors of the client.
@@ -31,6 +37,9 @@ var (
 	// ErrFixedAtFirstDeploy: a redeploy changes partitions or replication, which are fixed
 	// at the first deploy (unless the deploy resets the state).
 	ErrFixedAtFirstDeploy = errors.New("client: fixed at the first deploy")
+	// ErrResetPartitioned is returned by [Client.Deploy] for [ResetState] of a deployment
+	// with partitions, which this version cannot reset.
+	ErrResetPartitioned = errors.New("client: reset of a partitioned deployment")
 	// ErrNoRuntime: no runtime answered (is groupstate serve running?).
 	ErrNoRuntime = errors.New("client: no runtime answered; is groupstate serve running?")
 )
@@ -124,6 +133,11 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 	}
 	rec := natsio.Record{Name: sp.Name, Spec: specJSON, ModuleDigest: digest, ModuleSize: int64(len(wasm)), DeployedAt: time.Now().UTC()}
 	prev, err := c.reg.Get(ctx, sp.Name)
+	if o.resetState {
+		if err := resetSupported(prev, err, sp); err != nil {
+			return nil, err
+		}
+	}
 	if err == nil && !o.resetState {
 		if err := fixedAtFirstDeploy(prev, sp); err != nil {
 			return nil, err
@@ -164,6 +178,22 @@ func fixedAtFirstDeploy(prev natsio.Record, sp *spec.Spec) error {
 		return fmt.Errorf("%w: %s has partitions %d, this spec %d; deploy it under a new name, or with --reset-state --confirm to drop its state", ErrFixedAtFirstDeploy, sp.Name, old.Partitions, sp.Partitions)
 	case old.Replication != sp.Replication:
 		return fmt.Errorf("%w: %s has replication %s, this spec %s; deploy it under a new name, or with --reset-state --confirm to drop its state", ErrFixedAtFirstDeploy, sp.Name, old.Replication, sp.Replication)
+	}
+	return nil
+}
+
+// resetSupported refuses [ResetState] for a deployment split into partitions (before or
+// after the deploy): each partition's state would have to be reset once, by whichever
+// runtime runs it, and this version resets a deployment's state as one.
+func resetSupported(prev natsio.Record, getErr error, sp *spec.Spec) error {
+	parts := sp.Partitions
+	if getErr == nil {
+		if old, err := api.SpecOf(prev); err == nil {
+			parts = max(parts, old.Partitions)
+		}
+	}
+	if parts > 1 {
+		return fmt.Errorf("%w: --reset-state of a deployment with partitions (%s: %d) is not supported yet; deploy it under a new name instead", ErrResetPartitioned, sp.Name, parts)
 	}
 	return nil
 }
@@ -324,10 +354,104 @@ func deploymentOf(rec natsio.Record) (*Deployment, error) {
 
 // Status returns the deployment's last published status.
 func (c *Client) Status(ctx context.Context, name string) (*Status, error) {
+	if parts, err := c.partitions(ctx, name); err != nil {
+		return nil, err
+	} else if parts > 1 {
+		return c.partitionedStatus(ctx, name, parts)
+	}
+	return c.unitStatus(ctx, name)
+}
+
+// partitions is the number of partitions of deployment name (1 for one not split, or whose
+// record cannot be read: the caller's next request reports why).
+func (c *Client) partitions(ctx context.Context, name string) (int, error) {
+	rec, err := c.reg.Get(ctx, name)
+	if errors.Is(err, natsio.ErrNotFound) {
+		return 1, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	sp, err := api.SpecOf(rec)
+	if err != nil || sp.Partitions < 1 {
+		return 1, nil
+	}
+	return sp.Partitions, nil
+}
+
+// partitionedStatus sums the statuses of a deployment's partitions (each written by the
+// runtime that runs it under the partition's name, see state.PartitionName) into one: the
+// counters add up, the state is running only when every partition runs (failed when one
+// failed), and Partitions lists each one.
+func (c *Client) partitionedStatus(ctx context.Context, name string, parts int) (*Status, error) {
+	sum := &Status{Name: name, State: StatusRunning, Partitions: make([]PartitionStatus, 0, parts)}
+	owners := map[string]bool{}
+	for p := range parts {
+		st, err := c.unitStatus(ctx, state.PartitionName(name, p))
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case st.State == StatusFailed || sum.State == StatusFailed:
+			sum.State = StatusFailed
+		case st.State != StatusRunning:
+			sum.State = st.State
+		}
+		if st.Error != "" && sum.Error == "" {
+			sum.Error = fmt.Sprintf("partition %d: %s", p, st.Error)
+		}
+		if st.LastErrorAt.After(sum.LastErrorAt) {
+			sum.LastError, sum.LastErrorAt = fmt.Sprintf("partition %d: %s", p, st.LastError), st.LastErrorAt
+		}
+		sum.ModuleDigest = cmp.Or(sum.ModuleDigest, st.ModuleDigest)
+		if st.Owner != "" && !owners[st.Owner] {
+			owners[st.Owner] = true
+			sum.Owner = strings.TrimPrefix(sum.Owner+","+st.Owner, ",")
+		}
+		sum.DeployedAt = maxTime(sum.DeployedAt, st.DeployedAt)
+		sum.StartedAt = maxTime(sum.StartedAt, st.StartedAt)
+		sum.UpdatedAt = maxTime(sum.UpdatedAt, st.UpdatedAt)
+		sum.LastBatchAt = maxTime(sum.LastBatchAt, st.LastBatchAt)
+		sum.Batches += st.Batches
+		sum.RowsIn += st.RowsIn
+		sum.LateRows += st.LateRows
+		sum.DeadLetters += st.DeadLetters
+		sum.TimeoutsFired += st.TimeoutsFired
+		sum.Emitted += st.Emitted
+		sum.StateKeys += st.StateKeys
+		sum.TimerKeys += st.TimerKeys
+		sum.StateBytes += st.StateBytes
+		sum.InputLag += st.InputLag
+		ps := PartitionStatus{Partition: p, Owner: st.Owner, Standbys: []string{}, Position: st.Position, Lag: st.InputLag, WatermarkMs: st.WatermarkMs}
+		if len(st.Partitions) == 1 {
+			ps = st.Partitions[0]
+			ps.Partition = p
+		}
+		sum.Partitions = append(sum.Partitions, ps)
+	}
+	// What concerns the deployment as a whole (a revision refused before any partition
+	// started) is written under its own name.
+	if whole, err := c.unitStatus(ctx, name); err == nil && whole.State == StatusFailed && whole.UpdatedAt.After(sum.UpdatedAt) {
+		sum.State, sum.Error, sum.UpdatedAt = StatusFailed, whole.Error, whole.UpdatedAt
+		sum.LastError, sum.LastErrorAt = cmp.Or(whole.LastError, whole.Error), whole.UpdatedAt
+	}
+	return sum, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// unitStatus reads the status written under name: a deployment's, or one partition's.
+func (c *Client) unitStatus(ctx context.Context, name string) (*Status, error) {
 	doc, err := c.reg.GetStatus(ctx, name)
 	if errors.Is(err, natsio.ErrNotFound) {
-		if _, gerr := c.reg.Get(ctx, name); errors.Is(gerr, natsio.ErrNotFound) {
-			return nil, fmt.Errorf("%w: %q", ErrNotDeployed, name)
+		base, _, _ := strings.Cut(name, ".") // a partition's status is its deployment's
+		if _, gerr := c.reg.Get(ctx, base); errors.Is(gerr, natsio.ErrNotFound) {
+			return nil, fmt.Errorf("%w: %q", ErrNotDeployed, base)
 		}
 		return &Status{Name: name, State: "pending"}, nil
 	}
@@ -376,8 +500,17 @@ func (c *Client) State(ctx context.Context, name string, key []byte) (ks *KeySta
 	if _, err := c.Get(ctx, name); err != nil {
 		return nil, false, err
 	}
+	parts, err := c.partitions(ctx, name)
+	if err != nil {
+		return nil, false, err
+	}
+	unit := name
+	if parts > 1 {
+		// Asked of the runtime that runs the key's partition.
+		unit = state.PartitionName(name, partition.Of(key, parts))
+	}
 	var reply api.StateReply
-	if err := c.request(ctx, api.Subject(api.VerbState, name), api.StateRequest{Key: key}, &reply); err != nil {
+	if err := c.request(ctx, api.Subject(api.VerbState, unit), api.StateRequest{Key: key}, &reply); err != nil {
 		return nil, false, err
 	}
 	if !reply.Found {
@@ -394,15 +527,41 @@ func (c *Client) Keys(ctx context.Context, name string, after []byte, limit int)
 	if _, err := c.Get(ctx, name); err != nil {
 		return nil, nil, err
 	}
-	var reply api.KeysReply
-	if err := c.request(ctx, api.Subject(api.VerbKeys, name), api.KeysRequest{After: after, Limit: limit}, &reply); err != nil {
+	parts, err := c.partitions(ctx, name)
+	if err != nil {
 		return nil, nil, err
 	}
-	keys = make([]KeyState, len(reply.Keys))
-	for i, k := range reply.Keys {
-		keys[i] = KeyState(k)
+	if limit <= 0 || limit > api.MaxKeysLimit {
+		limit = api.DefaultKeysLimit
 	}
-	return keys, reply.Next, nil
+	// A deployment split into partitions: each partition's runtime lists its keys after
+	// after, and the pages merge in key order.
+	more := false
+	for p := range parts {
+		unit := name
+		if parts > 1 {
+			unit = state.PartitionName(name, p)
+		}
+		var reply api.KeysReply
+		if err := c.request(ctx, api.Subject(api.VerbKeys, unit), api.KeysRequest{After: after, Limit: limit}, &reply); err != nil {
+			return nil, nil, err
+		}
+		for _, k := range reply.Keys {
+			keys = append(keys, KeyState(k))
+		}
+		more = more || reply.Next != nil
+	}
+	slices.SortFunc(keys, func(a, b KeyState) int { return bytes.Compare(a.Key, b.Key) })
+	if len(keys) > limit {
+		keys, more = keys[:limit], true
+	}
+	if more && len(keys) > 0 {
+		next = keys[len(keys)-1].Key
+	}
+	if keys == nil {
+		keys = []KeyState{}
+	}
+	return keys, next, nil
 }
 
 func (c *Client) request(ctx context.Context, subject string, req, reply any) error {

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"strconv"
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/client"
@@ -40,6 +41,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	gauge := func(name, help string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, d)
 	}
+	// Gauges of one partition's progress: a runtime may run several partitions of a deployment.
+	dp := []string{"deployment", "partition"}
+	partGauge := func(name, help string) *prometheus.GaugeVec {
+		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, dp)
+	}
 	m := &Metrics{
 		inputRows:     counter("groupstate_input_rows_total", "Input rows received."),
 		lateRows:      counter("groupstate_late_rows_total", "Rows dropped as late (event time at or before the watermark)."),
@@ -53,11 +59,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of committed micro-batches.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, d),
-		stateKeys:    gauge("groupstate_state_keys", "Keys with a state value."),
-		stateBytes:   gauge("groupstate_state_bytes", "Estimated bytes of state on disk."),
-		watermarkLag: gauge("groupstate_watermark_lag_seconds", "Wall clock minus the event-time watermark."),
-		inputLag:     gauge("groupstate_input_lag_messages", "Input messages not yet delivered to the deployment."),
-		up:           gauge("groupstate_deployment_up", "1 while the deployment runs, 0 when it stopped or failed."),
+		stateKeys:    partGauge("groupstate_state_keys", "Keys with a state value."),
+		stateBytes:   partGauge("groupstate_state_bytes", "Estimated bytes of state on disk."),
+		watermarkLag: partGauge("groupstate_watermark_lag_seconds", "Wall clock minus the event-time watermark."),
+		inputLag:     partGauge("groupstate_input_lag_messages", "Input messages not yet delivered to the deployment."),
+		up:           partGauge("groupstate_deployment_up", "1 while the deployment (the partition) runs here, 0 when it stopped or failed."),
 		fencedTotal:  counter("groupstate_fenced_total", "Times this runtime gave a replicated deployment up because another runtime took it over (a refused changelog append)."),
 		owned:        gauge("groupstate_partitions_owned", "Partitions of the deployment this runtime runs."),
 		takeovers: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -90,21 +96,22 @@ func (m *Metrics) batch(name string, rep *engine.BatchReport) {
 }
 
 // status records the gauges of a status document.
-func (m *Metrics) status(st *client.Status, hasWatermark bool) {
+func (m *Metrics) status(name string, part int, st *client.Status, hasWatermark bool) {
 	if m == nil {
 		return
 	}
-	m.stateKeys.WithLabelValues(st.Name).Set(float64(st.StateKeys))
-	m.stateBytes.WithLabelValues(st.Name).Set(float64(st.StateBytes))
-	m.inputLag.WithLabelValues(st.Name).Set(float64(st.InputLag))
+	p := strconv.Itoa(part)
+	m.stateKeys.WithLabelValues(name, p).Set(float64(st.StateKeys))
+	m.stateBytes.WithLabelValues(name, p).Set(float64(st.StateBytes))
+	m.inputLag.WithLabelValues(name, p).Set(float64(st.InputLag))
 	if hasWatermark && st.WatermarkMs > 0 {
-		m.watermarkLag.WithLabelValues(st.Name).Set(time.Since(time.UnixMilli(st.WatermarkMs)).Seconds())
+		m.watermarkLag.WithLabelValues(name, p).Set(time.Since(time.UnixMilli(st.WatermarkMs)).Seconds())
 	}
 	up := 0.0
 	if st.State == client.StatusRunning {
 		up = 1
 	}
-	m.up.WithLabelValues(st.Name).Set(up)
+	m.up.WithLabelValues(name, p).Set(up)
 }
 
 // fenced counts a replicated deployment given up because another runtime took it over.
@@ -124,7 +131,7 @@ func (m *Metrics) started(name string, replicated bool) {
 	for _, c := range []*prometheus.CounterVec{m.inputRows, m.lateRows, m.deadLetters, m.outputRows, m.timeoutsFired, m.failedKeys, m.batches, m.fencedTotal} {
 		c.WithLabelValues(name).Add(0)
 	}
-	m.owned.WithLabelValues(name).Set(1)
+	m.owned.WithLabelValues(name).Inc() // one per partition run here
 	if replicated {
 		m.standbyLag.WithLabelValues(name, "0").Set(0)
 		m.changelogSize.WithLabelValues(name).Add(0)
@@ -136,7 +143,7 @@ func (m *Metrics) stopped(name string) {
 	if m == nil {
 		return
 	}
-	m.owned.WithLabelValues(name).Set(0)
+	m.owned.WithLabelValues(name).Dec()
 }
 
 // takeover records the time from acquiring a lease to the first committed batch.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,9 +28,6 @@ import (
 // committed. A runtime whose append is refused (another runtime took the lease: it was
 // fenced) or fails stops the deployment; the plan decides again who runs it.
 
-// replicatedPartition is the one partition replicated deployments have so far.
-const replicatedPartition = 0
-
 // replicateTimeout bounds one changelog append (a batch commit waits for it).
 const replicateTimeout = 30 * time.Second
 
@@ -40,92 +38,141 @@ func replicated(rec natsio.Record) bool {
 	return err == nil && sp.Replication == spec.ReplicationChangelog
 }
 
-// applyReplicated is apply for a replicated deployment: it starts rec here when the plan
-// gives it to this runtime, stops it here when the plan gives it to another.
-func (s *Service) applyReplicated(ctx context.Context, rec natsio.Record, old *runner) {
-	lease, err := s.leases.Get(ctx, rec.Name, replicatedPartition)
+// partitionsOf is the number of partitions of rec's deployment (1 when its spec does not
+// decode: check reports that).
+func partitionsOf(rec natsio.Record) int {
+	sp, err := api.SpecOf(rec)
+	if err != nil || sp.Partitions < 1 {
+		return 1
+	}
+	return sp.Partitions
+}
+
+// applyReplicated is apply for a replicated deployment: for each partition, it starts the
+// partition here when the plan gives it to this runtime, and stops it here when the plan
+// gives it to another.
+func (s *Service) applyReplicated(ctx context.Context, rec natsio.Record) {
+	parts := partitionsOf(rec)
+	if rec.ResetState != "" && parts > 1 {
+		// The client refuses this (client.ErrResetPartitioned); a record written otherwise.
+		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now(),
+			Error: "a reset of the state (deploy --reset-state) of a deployment with partitions is not supported by this version: deploy it under a new name"})
+		return
+	}
+	leases, err := s.leases.List(ctx, rec.Name)
 	if err != nil {
 		s.retryLater(rec, err)
 		return
 	}
-	plan := placement.Plan(placement.Input{Deployment: rec.Name, Partitions: 1, Members: s.liveIDs(),
-		Owners: map[int]string{replicatedPartition: lease.Owner}})
-	if owner := plan[replicatedPartition].Owner; owner != s.id {
+	owners := make(map[int]string, len(leases))
+	for p, l := range leases {
+		owners[p] = l.Owner
+	}
+	plan := placement.Plan(placement.Input{Deployment: rec.Name, Partitions: parts, Members: s.liveIDs(), Owners: owners})
+	var rv *revision // checked once, for the first partition that starts here
+	checked := false
+	for p := range parts {
+		lease, ok := leases[p]
+		if !ok {
+			lease = natsio.Lease{Deployment: rec.Name, Partition: p}
+		}
+		if !s.applyPartition(ctx, rec, p, parts, plan[p].Owner, lease, &rv, &checked) {
+			return
+		}
+	}
+}
+
+// applyPartition applies partition p of rec (of parts) given the plan's owner and the lease
+// as read. rv and checked carry the revision check over the partitions of one apply. It
+// returns false when the others need not be tried (the revision was refused, or the lease
+// bucket failed: the deployment is applied again later).
+func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, parts int, owner string, lease natsio.Lease, rv **revision, checked *bool) bool {
+	key := unitKey(rec.Name, p, parts)
+	s.mu.Lock()
+	old := s.runners[key]
+	s.mu.Unlock()
+	if owner != s.id {
 		if old != nil {
 			// Another runtime holds the lease: this one was fenced (or is about to be, at
 			// its next append). It stops quietly: the status and the lease are the new
 			// owner's.
 			s.mu.Lock()
-			delete(s.runners, rec.Name)
+			delete(s.runners, key)
 			s.mu.Unlock()
 			old.quiet.Store(true)
 			old.stop()
-			s.logger.Info("deployment stopped here", "deployment", rec.Name, "owner", owner)
+			s.logger.Info("deployment stopped here", "deployment", rec.Name, "partition", p, "owner", owner)
 		}
-		return
+		return true
 	}
 	if old != nil && old.lease.Epoch == lease.Epoch && old.lease.Owner == lease.Owner &&
 		(old.runs(rec) || (old.rec.Revision == rec.Revision && !old.logLost.Load())) {
 		// Runs it, holding the current lease; or it stopped by itself (on_error: fail) and
 		// this is a placement check, not a redeploy: only a redeploy starts it again.
-		return
+		return true
 	}
-	rv, ok := s.checkOrReport(ctx, rec, old)
-	if !ok {
-		return
+	if !*checked {
+		var ok bool
+		if *rv, ok = s.checkOrReport(ctx, rec, old); !ok {
+			return false
+		}
+		*checked = true
 	}
 	if old != nil {
 		s.mu.Lock()
-		delete(s.runners, rec.Name)
+		delete(s.runners, key)
 		s.mu.Unlock()
 		old.stop() // the lease stays this runtime's: it acquires it again below
 	}
-	lease, err = s.leases.Acquire(ctx, rec.Name, replicatedPartition, s.id, s.isLive)
+	lease, err := s.leases.Acquire(ctx, rec.Name, p, s.id, s.isLive)
 	if errors.Is(err, natsio.ErrLeaseHeld) {
-		s.logger.Info("deployment's lease is held by a live runtime; waiting for the plan to change", "deployment", rec.Name, "err", err)
-		return
+		s.logger.Info("deployment's lease is held by a live runtime; waiting for the plan to change", "deployment", rec.Name, "partition", p, "err", err)
+		return true
 	}
 	if err != nil {
 		s.retryLater(rec, err)
-		return
+		return false
 	}
 	started := time.Now()
-	r, err := s.buildReplicated(ctx, rv, lease)
+	r, err := s.buildReplicated(ctx, *rv, lease, p)
 	if errors.Is(err, natsio.ErrFenced) {
 		// A newer epoch fenced the log between the acquire and the fence: another runtime
-		// owns the deployment now, and its status is its own.
-		s.logger.Info("deployment taken by another runtime while starting here", "deployment", rec.Name, "err", err)
-		return
+		// owns the partition now, and its status is its own.
+		s.logger.Info("deployment taken by another runtime while starting here", "deployment", rec.Name, "partition", p, "err", err)
+		return true
 	}
 	if err != nil {
-		s.logger.Error("deployment could not start", "deployment", rec.Name, "err", err)
-		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
+		s.logger.Error("deployment could not start", "deployment", rec.Name, "partition", p, "err", err)
+		s.putStatus(ctx, &client.Status{Name: key, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
 		if !permanent(err) {
 			s.retryLater(rec, err)
 		}
-		return
+		return false
 	}
 	if !s.clearReset(ctx, rec, r) {
-		return
+		return false
 	}
 	r.takeoverAt = started
 	s.mu.Lock()
-	s.runners[rec.Name] = r
+	s.runners[key] = r
 	s.mu.Unlock()
 	r.start(ctx)
-	s.logger.Info("deployment running (changelog replication)", "deployment", rec.Name, "epoch", lease.Epoch,
+	s.logger.Info("deployment running (changelog replication)", "deployment", rec.Name, "partition", p, "epoch", lease.Epoch,
 		"restore", time.Since(started).Round(time.Millisecond), "module", rec.ModuleDigest[:12])
+	return true
 }
 
-// buildReplicated fences the changelog with lease's epoch, restores the deployment's state
-// from it, makes every later write of the state go through it, and builds the runner.
-func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsio.Lease) (*runner, error) {
+// buildReplicated fences partition p's changelog with lease's epoch, restores the
+// partition's state from it, makes every later write of the state go through it, and builds
+// the runner.
+func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsio.Lease, p int) (*runner, error) {
 	name := rv.rec.Name
+	parts := max(rv.spec.Partitions, 1)
 	cl, err := natsio.OpenChangelog(ctx, s.js, name, s.cfg.Replicas)
 	if err != nil {
 		return nil, fmt.Errorf("changelog: %w", err)
 	}
-	if _, err := cl.Fence(ctx, replicatedPartition, lease.Epoch); err != nil {
+	if _, err := cl.Fence(ctx, p, lease.Epoch); err != nil {
 		return nil, fmt.Errorf("fencing the changelog at epoch %d: %w", lease.Epoch, err)
 	}
 	s.mu.Lock()
@@ -135,17 +182,21 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsi
 	if err != nil {
 		return nil, fmt.Errorf("snapshots: %w", err)
 	}
-	ks := store.Deployment(name)
+	ks := store.Deployment(unitKey(name, p, parts))
 	ks.SetReplicator(nil)
-	last, applied, err := restore(ctx, cl, snaps, name, ks)
+	last, applied, err := restore(ctx, cl, snaps, name, p, ks)
 	if err != nil {
 		return nil, fmt.Errorf("restoring from the changelog: %w", err)
 	}
-	s.logger.Info("state restored from the changelog", "deployment", name, "records_applied", applied, "last_seq", last)
-	repl := &changelogReplicator{cl: cl, epoch: lease.Epoch, after: last}
+	s.logger.Info("state restored from the changelog", "deployment", name, "partition", p, "records_applied", applied, "last_seq", last)
+	repl := &changelogReplicator{cl: cl, partition: p, epoch: lease.Epoch, after: last}
 	ks.SetReplicator(repl)
-	r, err := s.build(ctx, rv, rv.rec.ResetState != "", runnerOptions{lease: lease, instance: lineageOf(rv.rec),
-		snapshots: &snapshotter{cl: cl, snaps: snaps, repl: repl, interval: rv.spec.Snapshot.Interval.Std(), last: time.Now()}})
+	instance := lineageOf(rv.rec)
+	if parts > 1 {
+		instance += "." + strconv.Itoa(p) // message ids <name>.<lineage>.<partition>.<batch>.<seq>
+	}
+	r, err := s.build(ctx, rv, rv.rec.ResetState != "", runnerOptions{lease: lease, instance: instance, part: p,
+		snapshots: &snapshotter{cl: cl, snaps: snaps, repl: repl, partition: p, interval: rv.spec.Snapshot.Interval.Std(), last: time.Now()}})
 	if err != nil {
 		ks.SetReplicator(nil)
 		return nil, err
@@ -168,12 +219,12 @@ func lineageOf(rec natsio.Record) string {
 // first chunk empties the keyspace) and the log after it applied; with no snapshot, ks is
 // emptied and the whole log applied. It returns the log's last sequence read and how many
 // records (and snapshot chunks) it applied.
-func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots, name string, ks *state.Deployment) (last uint64, applied int, err error) {
+func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots, name string, partition int, ks *state.Deployment) (last uint64, applied int, err error) {
 	p, err := ks.Progress()
 	if err != nil {
 		return 0, 0, err
 	}
-	metas, err := snaps.List(ctx, name, replicatedPartition)
+	metas, err := snaps.List(ctx, name, partition)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -181,7 +232,7 @@ func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots,
 	// the record of the local copy's last batch, and found tells whether that was there.
 	pass := func(from uint64, applying bool) (uint64, bool, error) {
 		found := applying
-		last, err := cl.Read(ctx, replicatedPartition, from, func(rec natsio.ChangelogRecord) error {
+		last, err := cl.Read(ctx, partition, from, func(rec natsio.ChangelogRecord) error {
 			if rec.Kind == natsio.ChangelogFence {
 				return nil
 			}
@@ -205,7 +256,7 @@ func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots,
 		}
 	}
 	for _, m := range metas { // newest first
-		err := snaps.Read(ctx, name, replicatedPartition, m, func(repr []byte) error {
+		err := snaps.Read(ctx, name, partition, m, func(repr []byte) error {
 			applied++
 			return ks.ApplyReplicated(repr)
 		})
@@ -231,8 +282,9 @@ func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots,
 // state.Replicator of a replicated deployment). After a failed append it refuses every
 // later write: the runner then stops, and the deployment is restored from the log again.
 type changelogReplicator struct {
-	cl    *natsio.Changelog
-	epoch uint64
+	cl        *natsio.Changelog
+	partition int
+	epoch     uint64
 
 	mu     sync.Mutex
 	after  uint64 // the last sequence appended or read
@@ -255,7 +307,7 @@ func (c *changelogReplicator) Replicate(w state.ReplicatedWrite) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), replicateTimeout)
 	defer cancel()
-	seq, err := c.cl.Append(ctx, c.after, natsio.ChangelogRecord{Partition: replicatedPartition, Kind: kind, Epoch: c.epoch, BatchID: w.BatchID, Data: w.Repr})
+	seq, err := c.cl.Append(ctx, c.after, natsio.ChangelogRecord{Partition: c.partition, Kind: kind, Epoch: c.epoch, BatchID: w.BatchID, Data: w.Repr})
 	if err != nil {
 		c.failed = err
 		return err
@@ -326,10 +378,11 @@ const snapshotKeep = 2
 // changelog below the oldest snapshot kept. Only the runner's loop calls maybe; a snapshot
 // runs in its own goroutine, one at a time, while batches go on.
 type snapshotter struct {
-	cl       *natsio.Changelog
-	snaps    *natsio.Snapshots
-	repl     *changelogReplicator
-	interval time.Duration
+	cl        *natsio.Changelog
+	snaps     *natsio.Snapshots
+	repl      *changelogReplicator
+	partition int
+	interval  time.Duration
 
 	last    time.Time   // when the last snapshot started (or the runner did)
 	lastSeq uint64      // the log sequence the last snapshot holds
@@ -369,7 +422,7 @@ func (sn *snapshotter) maybe(ctx context.Context, name string, ks *state.Deploym
 // then purges the log below the oldest snapshot kept and prunes the older snapshots.
 func (sn *snapshotter) take(ctx context.Context, name string, ks *state.Deployment) (natsio.SnapshotMeta, error) {
 	meta := natsio.SnapshotMeta{Epoch: sn.repl.epoch}
-	m, err := sn.snaps.Put(ctx, name, replicatedPartition, &meta, func(yield func([]byte) error) error {
+	m, err := sn.snaps.Put(ctx, name, sn.partition, &meta, func(yield func([]byte) error) error {
 		_, err := ks.ExportAt(0, func(p state.Progress) error {
 			// No write of ks runs now, so the replicator's last sequence is exactly what
 			// the export holds.
@@ -386,16 +439,16 @@ func (sn *snapshotter) take(ctx context.Context, name string, ks *state.Deployme
 	if err != nil {
 		return natsio.SnapshotMeta{}, err
 	}
-	metas, err := sn.snaps.List(ctx, name, replicatedPartition)
+	metas, err := sn.snaps.List(ctx, name, sn.partition)
 	if err != nil {
 		return m, err
 	}
 	if len(metas) >= snapshotKeep {
 		oldest := metas[snapshotKeep-1]
-		if err := sn.cl.Purge(ctx, replicatedPartition, oldest.Seq+1); err != nil {
+		if err := sn.cl.Purge(ctx, sn.partition, oldest.Seq+1); err != nil {
 			return m, err
 		}
-		if err := sn.snaps.Prune(ctx, name, replicatedPartition, snapshotKeep); err != nil {
+		if err := sn.snaps.Prune(ctx, name, sn.partition, snapshotKeep); err != nil {
 			return m, err
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/rowjson"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 	"github.com/groupstate/groupstate/timeouts"
@@ -34,6 +35,15 @@ type runner struct {
 	ks     *state.Deployment
 	src    *natsio.Source
 	logger *slog.Logger
+
+	// part is the partition the runner runs of a deployment split into parts partitions
+	// (parts 1: the whole deployment, partition 0). key names the runner's unit: its keyspace,
+	// the key of its status and of s.runners, and what the state API is asked by (see unitKey).
+	part, parts int
+	key         string
+
+	router     *natsio.Router // partition 0 of several: routes the input to the partitions
+	routerDone chan struct{}  // closed when the router's goroutine ended (nil: none started)
 
 	lease natsio.Lease // of a replicated deployment (Epoch 0: none)
 	snaps *snapshotter // of a replicated deployment (nil: none)
@@ -93,6 +103,17 @@ type runnerOptions struct {
 	lease     natsio.Lease
 	instance  string
 	snapshots *snapshotter
+	part      int // the partition, of a deployment with spec.Partitions > 1
+}
+
+// unitKey is what names partition part of deployment name split into parts partitions: its
+// keyspace, status key and state API name. A deployment of one partition is named as before
+// partitions existed.
+func unitKey(name string, part, parts int) string {
+	if parts <= 1 {
+		return name
+	}
+	return state.PartitionName(name, part)
 }
 
 func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerOptions) (*runner, error) {
@@ -101,8 +122,13 @@ func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerO
 	s.mu.Lock()
 	store := s.store
 	s.mu.Unlock()
-	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, store: store, logger: logger, done: make(chan struct{}), lease: o.lease, instance: o.instance, snaps: o.snapshots}
-	r.ks = store.Deployment(sp.Name)
+	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, store: store, logger: logger, done: make(chan struct{}), lease: o.lease, instance: o.instance, snaps: o.snapshots,
+		part: o.part, parts: max(sp.Partitions, 1)}
+	r.key = unitKey(sp.Name, r.part, r.parts)
+	if r.parts > 1 {
+		r.logger = logger.With("partition", r.part)
+	}
+	r.ks = store.Deployment(r.key)
 	if o.lease.Epoch == 0 {
 		// Not replicated: no changelog replicator left by an earlier replicated revision
 		// (replication switched off with --reset-state) may receive its writes.
@@ -112,7 +138,13 @@ func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerO
 	if err != nil {
 		return nil, err
 	}
-	r.status = client.Status{Name: sp.Name, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: s.id}
+	if r.parts > 1 && r.part == 0 {
+		if r.router, err = s.newRouter(ctx, sp); err != nil {
+			r.eng.Close(context.WithoutCancel(ctx))
+			return nil, fmt.Errorf("input router: %w", err)
+		}
+	}
+	r.status = client.Status{Name: r.key, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: s.id}
 	if notes != "" {
 		r.status.LastError, r.status.LastErrorAt = notes, time.Now()
 	}
@@ -161,7 +193,17 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	src, err := natsio.NewSource(ctx, s.js, inStream, natsio.ConsumerName(sp.Name), sp.Input.Subjects)
+	consumer, subjects := natsio.ConsumerName(sp.Name), sp.Input.Subjects
+	if r.parts > 1 {
+		// The partition reads what the router (run with partition 0) routed to it.
+		if err := natsio.EnsurePartitionedStream(ctx, s.js, sp.Name, s.cfg.Replicas, sp.Input.MaxAge.Std()); err != nil {
+			return "", fmt.Errorf("partitioned input stream: %w", err)
+		}
+		inStream = natsio.PartitionedStream(sp.Name)
+		consumer = natsio.ConsumerName(fmt.Sprintf("%s-p%d", sp.Name, r.part))
+		subjects = []string{natsio.PartitionSubject(sp.Name, r.part)}
+	}
+	src, err := natsio.NewSource(ctx, s.js, inStream, consumer, subjects)
 	if err != nil {
 		return "", fmt.Errorf("input consumer: %w", err)
 	}
@@ -180,7 +222,7 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	}
 	pub := natsio.NewPublisher(s.js, natsio.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject}).
 		WithInstance(cmp.Or(r.instance, r.store.ID())).WithGeneration(p.Generation, p.GenerationFrom)
-	eng, err := s.rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Sink: publisherSink{pub}, Logger: s.logger})
+	eng, err := s.rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger()})
 	if err != nil {
 		return "", err
 	}
@@ -189,6 +231,14 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	}
 	r.eng, r.src = eng, src
 	return notes, nil
+}
+
+// engineLogger is the logger given to the engine, which adds the deployment's name itself.
+func (r *runner) engineLogger() *slog.Logger {
+	if r.parts > 1 {
+		return r.s.logger.With("partition", r.part)
+	}
+	return r.s.logger
 }
 
 // reconcile compares the deployment's committed input position with the input stream and
@@ -310,6 +360,47 @@ func (r *runner) start(ctx context.Context) {
 	r.cancel = func() { cancelBatch(); cancelLoop() }
 	r.drain = cancelLoop
 	go r.loop(loopCtx, batchCtx)
+	if r.router != nil {
+		r.routerDone = make(chan struct{})
+		go r.route(loopCtx)
+	}
+}
+
+// newRouter opens the router of a deployment split into partitions: it reads the input
+// stream and republishes each row to its partition's subject (see natsio.Router).
+func (s *Service) newRouter(ctx context.Context, sp *spec.Spec) (*natsio.Router, error) {
+	inStream, err := s.ensureStreams(ctx, sp)
+	if err != nil {
+		return nil, err
+	}
+	key, err := rowjson.ParsePath(sp.Key.Field)
+	if err != nil {
+		return nil, err
+	}
+	return natsio.NewRouter(ctx, s.js, natsio.RouterOptions{Deployment: sp.Name, InputStream: inStream, InputSubjects: sp.Input.Subjects,
+		Key: key, Partitions: sp.Partitions, MaxRows: sp.Trigger.MaxRows, MaxBytes: int(sp.Trigger.MaxBytes), Wait: sp.Trigger.Interval.Std(),
+		Logger: s.logger.With("deployment", sp.Name, "component", "router")})
+}
+
+// route runs the router until ctx ends, starting it again after an error (logged, and in
+// the status of partition 0) with a backoff from 1 s to 10 s.
+func (r *runner) route(ctx context.Context) {
+	defer close(r.routerDone)
+	backoff := time.Second
+	for ctx.Err() == nil {
+		err := r.router.Run(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		r.logger.Error("routing the input to the partitions failed; retrying", "err", err, "in", backoff)
+		r.setError(fmt.Errorf("routing the input: %w", err))
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 10*time.Second)
+	}
 }
 
 // stop ends the loop, cancelling the batch in flight (nothing of it commits), and closes
@@ -326,6 +417,9 @@ func (r *runner) end(how context.CancelFunc) {
 		how()
 		<-r.done
 		r.cancel()
+		if r.routerDone != nil {
+			<-r.routerDone
+		}
 	}
 	r.snaps.wait()
 	r.eng.Close(context.Background())
@@ -582,7 +676,11 @@ func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.Batch
 		if m.Sequence <= pos {
 			continue
 		}
-		rows = append(rows, engine.Row{Data: m.Data, Subject: m.Subject, Sequence: m.Sequence})
+		subject := m.Subject
+		if r.parts > 1 {
+			subject = m.Header.Get(natsio.RoutedSubjectHeader) // routed: the subject it was published on
+		}
+		rows = append(rows, engine.Row{Data: m.Data, Subject: subject, Sequence: m.Sequence})
 		maxSeq = max(maxSeq, m.Sequence)
 	}
 	in := engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(r.s.cfg.Clock.Now()), Rows: rows, Position: maxSeq}
@@ -680,9 +778,9 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 		st.StateBytes = int64(n)
 	}
 	st.UpdatedAt = time.Now()
-	st.Partitions = []client.PartitionStatus{{Partition: 0, Owner: st.Owner, Standbys: []string{}, MissingStandbys: r.spec.Standbys,
+	st.Partitions = []client.PartitionStatus{{Partition: r.part, Owner: st.Owner, Standbys: []string{}, MissingStandbys: r.spec.Standbys,
 		Position: st.Position, Lag: st.InputLag, WatermarkMs: st.WatermarkMs}}
-	r.s.cfg.Metrics.status(&st, r.spec.EventTime != nil)
+	r.s.cfg.Metrics.status(r.spec.Name, r.part, &st, r.spec.EventTime != nil)
 	if r.lease.Epoch != 0 {
 		if n, err := r.s.changelogBytes(ctx, r.spec.Name); err == nil {
 			r.s.cfg.Metrics.changelog(r.spec.Name, n)

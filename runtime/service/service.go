@@ -236,14 +236,14 @@ func (s *Service) Run(ctx context.Context) error {
 // apply starts or replaces the deployment of rec. When the new revision cannot start, the
 // running one (if any) keeps running and the error goes to the deployment's status.
 func (s *Service) apply(ctx context.Context, rec natsio.Record) {
+	if replicated(rec) {
+		s.applyReplicated(ctx, rec)
+		return
+	}
 	s.mu.Lock()
 	old := s.runners[rec.Name]
 	me := s.id
 	s.mu.Unlock()
-	if replicated(rec) {
-		s.applyReplicated(ctx, rec, old)
-		return
-	}
 	if old.runs(rec) {
 		return
 	}
@@ -396,12 +396,17 @@ func (s *Service) undeploy(name string) {
 
 func (s *Service) stop(name, why string) {
 	s.mu.Lock()
-	r := s.runners[name]
-	delete(s.runners, name)
+	var rs []*runner
+	for key, r := range s.runners {
+		if r.spec.Name == name {
+			rs = append(rs, r)
+			delete(s.runners, key)
+		}
+	}
 	s.mu.Unlock()
-	if r != nil {
+	for _, r := range rs {
 		r.stopAndReport(false, false)
-		s.logger.Info("deployment stopped", "deployment", name, "why", why)
+		s.logger.Info("deployment stopped", "deployment", name, "partition", r.part, "why", why)
 	}
 }
 

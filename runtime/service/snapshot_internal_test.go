@@ -66,7 +66,7 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 		return st
 	}
 	src := open().Deployment("d")
-	seq, err := cl.Fence(ctx, replicatedPartition, 1)
+	seq, err := cl.Fence(ctx, 0, 1)
 	testutil.Require(t, err)
 	repl := &changelogReplicator{cl: cl, epoch: 1, after: seq}
 	src.SetReplicator(repl)
@@ -81,13 +81,13 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	}
 	commitN(t, src, 7) // after the last snapshot
 
-	kept, err := snaps.List(ctx, "d", replicatedPartition)
+	kept, err := snaps.List(ctx, "d", 0)
 	testutil.Require(t, err)
 	if len(kept) != snapshotKeep || kept[0].ID != metas[2].ID || kept[1].ID != metas[1].ID {
 		t.Fatalf("kept %v, want the newest %d of %v", kept, snapshotKeep, metas)
 	}
 	first := uint64(0)
-	_, err = cl.Read(ctx, replicatedPartition, 1, func(rec natsio.ChangelogRecord) error {
+	_, err = cl.Read(ctx, 0, 1, func(rec natsio.ChangelogRecord) error {
 		if first == 0 {
 			first = rec.Seq
 		}
@@ -99,7 +99,7 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	}
 
 	replica := open().Deployment("d")
-	_, applied, err := restore(ctx, cl, snaps, "d", replica)
+	_, applied, err := restore(ctx, cl, snaps, "d", 0, replica)
 	testutil.Require(t, err)
 	sameState(t, src, replica)
 	if applied > 1+7 { // the snapshot's chunk(s), then the 7 batches after it
@@ -107,7 +107,7 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	}
 
 	commitN(t, src, 3)
-	_, applied, err = restore(ctx, cl, snaps, "d", replica) // a restart: the local copy is a prefix
+	_, applied, err = restore(ctx, cl, snaps, "d", 0, replica) // a restart: the local copy is a prefix
 	testutil.Require(t, err)
 	sameState(t, src, replica)
 	if applied != 3 {

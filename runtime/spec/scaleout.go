@@ -85,8 +85,11 @@ func (s *Spec) validateScaleOut(add func(format string, args ...any)) {
 // cannot run them yet (empty: nothing).
 func (s *Spec) scaleOutNotYetRun() string {
 	var p []string
-	if s.Partitions > 1 {
-		p = append(p, fmt.Sprintf("partitions %d", s.Partitions))
+	switch {
+	case s.Partitions > 1 && s.Replication != ReplicationChangelog:
+		p = append(p, fmt.Sprintf("partitions %d without replication: changelog", s.Partitions))
+	case s.Partitions > 1 && s.EventTime != nil:
+		p = append(p, fmt.Sprintf("partitions %d with event_time (a watermark across partitions)", s.Partitions))
 	}
 	if s.Standbys > 0 {
 		p = append(p, fmt.Sprintf("standbys %d", s.Standbys))

@@ -65,19 +65,25 @@ func TestScaleOutFieldErrors(t *testing.T) {
 // rather than running a partitioned or replicated spec as if it were neither.
 func TestScaleOutNotYetRunByTheService(t *testing.T) {
 	const base = "name: x\ninput: {subjects: [in]}\nkey: {field: k}\noutput: {subject: out}\n"
-	s, err := spec.ParseSpec([]byte(base + "partitions: 4\nreplication: changelog\nstandbys: 1\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.ValidateForService()
-	if !errors.Is(err, spec.ErrInvalidSpec) || !strings.Contains(err.Error(), "partitions 4, standbys 1: not run by this version of the runtime yet") {
-		t.Fatalf("err = %v", err)
-	}
-	one, err := spec.ParseSpec([]byte(base + "replication: changelog\n"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := one.ValidateForService(); err != nil {
-		t.Fatalf("one partition with changelog replication runs: %v", err)
+	for _, tc := range []struct {
+		extra, refused string // refused "": runs
+	}{
+		{"replication: changelog\n", ""},
+		{"partitions: 4\nreplication: changelog\n", ""},
+		{"partitions: 4\nreplication: changelog\nstandbys: 1\n", "standbys 1: not run by this version of the runtime yet"},
+		{"partitions: 4\n", "partitions 4 without replication: changelog: not run"},
+		{"partitions: 4\nreplication: changelog\nevent_time: {field: ts, watermark_delay: 1s}\ntimeout: event_time\n", "partitions 4 with event_time (a watermark across partitions): not run"},
+	} {
+		s, err := spec.ParseSpec([]byte(base + tc.extra))
+		if err != nil {
+			t.Fatalf("%q: %v", tc.extra, err)
+		}
+		err = s.ValidateForService()
+		switch {
+		case tc.refused == "" && err != nil:
+			t.Errorf("%q refused: %v", tc.extra, err)
+		case tc.refused != "" && (!errors.Is(err, spec.ErrInvalidSpec) || !strings.Contains(err.Error(), tc.refused)):
+			t.Errorf("%q: err = %v, want one saying %q", tc.extra, err, tc.refused)
+		}
 	}
 }
