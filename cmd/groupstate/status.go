@@ -104,7 +104,9 @@ func printStatus(w io.Writer, st *client.Status) {
 		wm := time.UnixMilli(st.WatermarkMs).UTC()
 		line("watermark", fmt.Sprintf("%d (%s, %s behind)", st.WatermarkMs, wm.Format(time.RFC3339), time.Since(wm).Round(time.Second)))
 	}
-	line("input position", st.Position)
+	if len(st.Partitions) <= 1 {
+		line("input position", st.Position) // with partitions: each one's, below
+	}
 	line("input lag", fmt.Sprintf("%d messages", st.InputLag))
 	if !st.UpdatedAt.IsZero() {
 		line("updated", st.UpdatedAt.Local().Format(time.DateTime))

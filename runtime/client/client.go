@@ -411,7 +411,9 @@ func (c *Client) partitionedStatus(ctx context.Context, name string, parts int) 
 		sum.DeployedAt = maxTime(sum.DeployedAt, st.DeployedAt)
 		sum.StartedAt = maxTime(sum.StartedAt, st.StartedAt)
 		sum.UpdatedAt = maxTime(sum.UpdatedAt, st.UpdatedAt)
-		sum.LastBatchAt = maxTime(sum.LastBatchAt, st.LastBatchAt)
+		if st.LastBatchAt.After(sum.LastBatchAt) {
+			sum.LastBatchAt, sum.LastBatchID, sum.LastBatchMs = st.LastBatchAt, st.LastBatchID, st.LastBatchMs
+		}
 		sum.Batches += st.Batches
 		sum.RowsIn += st.RowsIn
 		sum.LateRows += st.LateRows

@@ -51,7 +51,9 @@ type Status struct {
 	LastBatchMs float64   `json:"last_batch_duration_ms"`
 	LastBatchAt time.Time `json:"last_batch_at,omitzero"`
 	WatermarkMs int64     `json:"watermark_ms"`
-	// Position is the last input stream sequence committed.
+	// Position is the last input stream sequence committed; 0 for a deployment with
+	// partitions, whose partitions each have theirs (in the partitioned stream, see
+	// PartitionStatus). LastBatchID and LastBatchMs are then the latest partition's.
 	Position uint64 `json:"input_position"`
 	// InputLag is the number of input messages not yet delivered to the deployment.
 	InputLag int64 `json:"input_lag"`
@@ -69,7 +71,8 @@ type PartitionStatus struct {
 	Standbys []string `json:"standbys"`
 	// MissingStandbys is how many standbys the spec asks for that no live runtime holds.
 	MissingStandbys int `json:"missing_standbys,omitempty"`
-	// Position is the last input stream sequence committed.
+	// Position is the last input stream sequence committed: with several partitions, a
+	// sequence of the stream the router writes (GS_<NAME>_KG).
 	Position uint64 `json:"position"`
 	// Lag is the number of input messages not yet delivered to the partition.
 	Lag int64 `json:"lag"`
