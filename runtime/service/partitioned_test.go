@@ -141,3 +141,75 @@ func TestPartitionedFailover(t *testing.T) {
 		}
 	}
 }
+
+// waitOwners waits until every partition of name runs and ok holds for their owners, and
+// returns them.
+func (e *natsEnv) waitOwners(name string, ok func(owners []string) bool) []string {
+	e.t.Helper()
+	var owners []string
+	defer func() { e.t.Logf("owners of %s: %v", name, owners) }()
+	testutil.EventuallyWithin(e.t, compileDeadline, name+"'s partitions placed", func() bool {
+		st, err := e.client.Status(context.Background(), name)
+		if err != nil || st.State != client.StatusRunning {
+			return false
+		}
+		owners = owners[:0]
+		for _, p := range st.Partitions {
+			owners = append(owners, p.Owner)
+		}
+		return ok(owners)
+	})
+	return owners
+}
+
+// TestPartitionedScaleOut: a runtime that joins takes its share of the partitions, only from
+// runtimes above it (no partition moves between the others), the old owners hand theirs
+// over; when it stops (SIGTERM) its partitions go back. Every key's outputs stay exactly 1..c.
+func TestPartitionedScaleOut(t *testing.T) {
+	env := startNATS(t)
+	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	a := env.startRuntime(t.TempDir(), clock)
+	b := env.startRuntime(t.TempDir(), clock)
+	// 6 partitions: 3 on each of two runtimes; a third makes the bound ceil(6/3) = 2, so each
+	// of the two hands one over.
+	env.deploy(replicatedSpec+"partitions: 6\n", logincountWasm(t))
+	users := make([]string, 12)
+	for i := range users {
+		users[i] = fmt.Sprintf("u%d", i)
+	}
+	round := func() {
+		for _, u := range users {
+			env.publish("logins.web", fmt.Sprintf(`{"user_id":%q}`, u))
+		}
+	}
+	before := env.waitOwners("logincount", func(o []string) bool {
+		return len(o) == 6 && slices.Contains(o, a.id) && slices.Contains(o, b.id)
+	})
+	round()
+	env.waitCounted(users, 1)
+
+	c := env.startRuntime(t.TempDir(), clock)
+	after := env.waitOwners("logincount", func(o []string) bool {
+		n := 0
+		for _, id := range o {
+			if id == c.id {
+				n++
+			}
+		}
+		return len(o) == 6 && n == 2
+	})
+	for p := range after {
+		if after[p] != before[p] && after[p] != c.id {
+			t.Errorf("partition %d moved from %s to %s, not to the newcomer %s", p, before[p], after[p], c.id)
+		}
+	}
+	round()
+	env.waitCounted(users, 2)
+
+	c.rs.stop() // SIGTERM: drains, hands its partition over, leaves
+	env.waitOwners("logincount", func(o []string) bool {
+		return len(o) == 6 && !slices.Contains(o, c.id) && !slices.Contains(o, "")
+	})
+	round()
+	env.waitCounted(users, 3)
+}

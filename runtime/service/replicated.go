@@ -69,40 +69,71 @@ func (s *Service) applyReplicated(ctx context.Context, rec natsio.Record) {
 		owners[p] = l.Owner
 	}
 	plan := placement.Plan(placement.Input{Deployment: rec.Name, Partitions: parts, Members: s.liveIDs(), Owners: owners})
-	var rv *revision // checked once, for the first partition that starts here
-	checked := false
+	var a applying
 	for p := range parts {
 		lease, ok := leases[p]
 		if !ok {
 			lease = natsio.Lease{Deployment: rec.Name, Partition: p}
 		}
-		if !s.applyPartition(ctx, rec, p, parts, plan[p].Owner, lease, &rv, &checked) {
+		if !s.applyPartition(ctx, rec, p, parts, plan[p].Owner, lease, &a) {
 			return
 		}
 	}
+	if a.held {
+		// A partition the plan gives to this runtime is still held by its live owner, which
+		// hands it over (see applyPartition): look again soon rather than at the next
+		// periodic check.
+		time.AfterFunc(leaseHeldRetry, func() {
+			select {
+			case s.retry <- rec:
+			default:
+			}
+		})
+	}
+}
+
+// leaseHeldRetry is how soon a runtime tries again for a partition the plan gives it while
+// its previous owner, alive, still holds the lease (it hands it over after its batch in
+// flight).
+const leaseHeldRetry = 200 * time.Millisecond
+
+// applying is what one apply of a replicated deployment carries from partition to
+// partition.
+type applying struct {
+	rv      *revision // checked once, for the first partition that starts here
+	checked bool
+	held    bool // a partition's lease was held by another live runtime
 }
 
 // applyPartition applies partition p of rec (of parts) given the plan's owner and the lease
-// as read. rv and checked carry the revision check over the partitions of one apply. It
+// as read; a carries the revision check over the partitions of one apply. It
 // returns false when the others need not be tried (the revision was refused, or the lease
 // bucket failed: the deployment is applied again later).
-func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, parts int, owner string, lease natsio.Lease, rv **revision, checked *bool) bool {
+func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, parts int, owner string, lease natsio.Lease, a *applying) bool {
 	key := unitKey(rec.Name, p, parts)
 	s.mu.Lock()
 	old := s.runners[key]
 	s.mu.Unlock()
 	if owner != s.id {
-		if old != nil {
-			// Another runtime holds the lease: this one was fenced (or is about to be, at
-			// its next append). It stops quietly: the status and the lease are the new
-			// owner's.
-			s.mu.Lock()
-			delete(s.runners, key)
-			s.mu.Unlock()
-			old.quiet.Store(true)
-			old.stop()
-			s.logger.Info("deployment stopped here", "deployment", rec.Name, "partition", p, "owner", owner)
+		if old == nil {
+			return true
 		}
+		s.mu.Lock()
+		delete(s.runners, key)
+		s.mu.Unlock()
+		if lease.Owner == s.id && lease.Epoch == old.lease.Epoch {
+			// The plan moves the partition to another runtime (one joined) while this one
+			// holds its lease: hand it over. The batch in flight finishes, the status says
+			// stopped, and the lease is released for the new owner to take at once.
+			old.stopAndReport(false, true)
+			s.logger.Info("partition handed over", "deployment", rec.Name, "partition", p, "to", owner)
+			return true
+		}
+		// Another runtime holds the lease: this one was fenced (or is about to be, at its
+		// next append). It stops quietly: the status and the lease are the new owner's.
+		old.quiet.Store(true)
+		old.stop()
+		s.logger.Info("deployment stopped here", "deployment", rec.Name, "partition", p, "owner", owner)
 		return true
 	}
 	if old != nil && old.lease.Epoch == lease.Epoch && old.lease.Owner == lease.Owner &&
@@ -111,12 +142,12 @@ func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, part
 		// this is a placement check, not a redeploy: only a redeploy starts it again.
 		return true
 	}
-	if !*checked {
+	if !a.checked {
 		var ok bool
-		if *rv, ok = s.checkOrReport(ctx, rec, old); !ok {
+		if a.rv, ok = s.checkOrReport(ctx, rec, old); !ok {
 			return false
 		}
-		*checked = true
+		a.checked = true
 	}
 	if old != nil {
 		s.mu.Lock()
@@ -126,7 +157,8 @@ func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, part
 	}
 	lease, err := s.leases.Acquire(ctx, rec.Name, p, s.id, s.isLive)
 	if errors.Is(err, natsio.ErrLeaseHeld) {
-		s.logger.Info("deployment's lease is held by a live runtime; waiting for the plan to change", "deployment", rec.Name, "partition", p, "err", err)
+		s.logger.Debug("partition's lease is held by a live runtime; trying again soon", "deployment", rec.Name, "partition", p, "err", err)
+		a.held = true
 		return true
 	}
 	if err != nil {
@@ -134,7 +166,7 @@ func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, part
 		return false
 	}
 	started := time.Now()
-	r, err := s.buildReplicated(ctx, *rv, lease, p)
+	r, err := s.buildReplicated(ctx, a.rv, lease, p)
 	if errors.Is(err, natsio.ErrFenced) {
 		// A newer epoch fenced the log between the acquire and the fence: another runtime
 		// owns the partition now, and its status is its own.
