@@ -815,11 +815,13 @@ func (a *batchAcks) wait(f jetstream.PubAckFuture, i int, done <-chan struct{}, 
 	return true
 }
 
+// acked records that message i is stored, with ack.
 func (a *batchAcks) acked(i int, ack *jetstream.PubAck) {
 	a.last, a.ack = i, ack
 	a.ok++
 }
 
+// fail records a message not known stored; the first error is kept.
 func (a *batchAcks) fail(err error) {
 	if a.err == nil {
 		a.err = err
