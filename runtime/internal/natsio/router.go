@@ -30,9 +30,10 @@ import (
 //     batch of rows is published asynchronously, message i expecting L+i: when one is
 //     refused or lost, every later one is refused too (wrong last sequence), so the stream
 //     never has a hole followed by later rows.
-//   - Input is acknowledged (AckAll) only up to a row that is stored: the highest message of
-//     the batch the stream acknowledged. A message stored at L+i+1 means the stream holds
-//     L+i+1 messages without a hole, so every earlier row of the batch is stored too (by this
+//   - Once every publish of the batch has its outcome, the input is acknowledged (AckAll, in
+//     the background) up to a row that is stored, never further: the highest message of the
+//     batch the stream acknowledged. A message stored at L+i+1 means the stream holds L+i+1
+//     messages without a hole, so every earlier row of the batch is stored too (by this
 //     router or by another).
 //   - At start, and after any failed publish, the router reads the stream's last sequence L
 //     and the message there, takes its header as H, skips (and acknowledges) the input rows
@@ -93,6 +94,10 @@ const routerWindow = 1024
 // routeAckTimeout is how long the router waits for the acknowledgement of one routed
 // message before treating it as unknown (it re-reads the stream then).
 const routeAckTimeout = PublishAckTimeout
+
+// settleTimeout bounds the wait of a Run whose ctx ended for the outcomes of the messages
+// it sent, and for the acknowledgement of the rows stored.
+const settleTimeout = 2 * time.Second
 
 // Router backoff after an error: from backoffMin doubling to backoffMax.
 const (
@@ -275,6 +280,7 @@ type Router struct {
 	// Owned by Run:
 	h, l   uint64 // the last input sequence routed and the stream's last sequence
 	dirty  bool   // a fetch's rows are not all stored or skipped
+	acks   *acker // Run's
 	keyBuf []byte
 }
 
@@ -289,7 +295,7 @@ func NewRouter(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*R
 	if _, err := js.Stream(ctx, name); err != nil {
 		return nil, fmt.Errorf("natsio: router of %s: partitioned stream %s: %w", o.Deployment, name, err)
 	}
-	src, err := NewSource(ctx, js, o.InputStream, RouterConsumerName(o.Deployment), o.InputSubjects)
+	src, err := openSource(ctx, js, o)
 	if err != nil {
 		return nil, err
 	}
@@ -303,12 +309,32 @@ func NewRouter(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*R
 	}, nil
 }
 
+// openSource opens the router's [Source], each attempt bounded by [rewindTimeout] and
+// retried until ctx ends: on a cluster the consumer reset that opening a Source makes can go
+// unanswered (the new consumer's leader had just moved; only the leader answers), and the
+// Source would wait for as long as ctx lasts (seen about once in fifteen fresh 3-node
+// clusters with nats-server v2.15.2; the next attempt is answered at once).
+func openSource(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*Source, error) {
+	for {
+		actx, cancel := context.WithTimeout(ctx, rewindTimeout)
+		src, err := NewSource(actx, js, o.InputStream, RouterConsumerName(o.Deployment), o.InputSubjects)
+		cancel()
+		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return src, err
+		}
+		o.Logger.Warn("router: opening the input consumer timed out; retrying", "deployment", o.Deployment, "err", err)
+	}
+}
+
 // Stats returns the router's counters. Safe for concurrent use.
 func (r *Router) Stats() RouterStats {
 	return RouterStats{Routed: r.routed.Load(), Skipped: r.skipped.Load(), LastInput: r.lastIn.Load()}
 }
 
-// Run routes the input until ctx ends, one fetch (o.MaxRows, o.MaxBytes) at a time. It
+// Run routes the input until ctx ends, one fetch (o.MaxRows, o.MaxBytes) at a time. When
+// ctx ends it sends nothing more, waits up to [settleTimeout] for the outcomes of what it
+// sent, and acknowledges the rows stored, so that a router started after Run returned
+// rarely meets one of its messages landing late (which would be harmless, only slower). It
 // returns nil when ctx ended, or the error that stopped it: the input consumer or a stream
 // gone ([Gone] tells: ensure them and make a new Router), [ErrNotRouted], [ErrRowTooLarge].
 // Other errors (timeouts, a cluster electing a leader, [ErrDeliveryGap]) are logged at warn
@@ -319,6 +345,8 @@ func (r *Router) Run(ctx context.Context) error {
 		return ErrRouterRunning
 	}
 	defer r.running.Store(false)
+	r.acks = r.startAcker(ctx)
+	defer r.acks.stop()
 	err := r.restart(ctx)
 	if err == nil {
 		err = r.resync(ctx)
@@ -359,10 +387,7 @@ func (r *Router) Run(ctx context.Context) error {
 func (r *Router) restart(ctx context.Context) error {
 	var b backoff
 	for r.dirty {
-		floor, err := r.src.AckFloor(ctx)
-		if err == nil {
-			err = r.src.Rewind(ctx, min(floor, r.h)+1)
-		}
+		err := r.rewind(ctx)
 		switch {
 		case err == nil:
 			r.dirty = false
@@ -380,12 +405,23 @@ func (r *Router) restart(ctx context.Context) error {
 	return nil
 }
 
+// rewind is one attempt of restart, bounded by [rewindTimeout] (see [openSource]).
+func (r *Router) rewind(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, rewindTimeout)
+	defer cancel()
+	floor, err := r.src.AckFloor(ctx)
+	if err != nil {
+		return err
+	}
+	return r.src.Rewind(ctx, min(floor, r.h)+1)
+}
+
 // route stores msgs (one fetch) in the partitioned stream and acknowledges them, resuming
 // from the stream after every failed publish, until all are stored or skipped.
 func (r *Router) route(ctx context.Context, msgs []Msg) error {
 	var b backoff
 	for {
-		msgs = r.skip(ctx, msgs)
+		msgs = r.skip(msgs)
 		if len(msgs) == 0 {
 			r.dirty = false
 			return nil
@@ -402,7 +438,7 @@ func (r *Router) route(ctx context.Context, msgs []Msg) error {
 		}
 		stored, err := r.publish(ctx, msgs)
 		if stored > 0 {
-			r.ack(ctx, msgs[stored-1])
+			r.ack(msgs[stored-1])
 		}
 		switch {
 		case err == nil:
@@ -429,28 +465,66 @@ func (r *Router) route(ctx context.Context, msgs []Msg) error {
 
 // skip acknowledges the leading rows of msgs at or before r.h (routed already) and returns
 // the rest.
-func (r *Router) skip(ctx context.Context, msgs []Msg) []Msg {
+func (r *Router) skip(msgs []Msg) []Msg {
 	n := 0
 	for n < len(msgs) && msgs[n].Sequence <= r.h {
 		n++
 	}
 	if n > 0 {
 		r.skipped.Add(uint64(n))
-		r.ack(ctx, msgs[n-1])
+		r.ack(msgs[n-1])
 	}
 	return msgs[n:]
 }
 
-// ack acknowledges m and every row before it, waiting at most [rewindTimeout] for the
-// server's confirmation: the server never answers an acknowledgement at or above the
-// consumer's next delivery, as one is after another client reset the consumer below it. A
-// failure is only logged: the rows come again to the next router, which skips them, and a
-// later acknowledgement covers them anyway.
-func (r *Router) ack(ctx context.Context, m Msg) {
-	actx, cancel := context.WithTimeout(ctx, rewindTimeout)
-	defer cancel()
-	if err := r.src.Ack(actx, m); err != nil && ctx.Err() == nil {
-		r.o.Logger.Warn("router: acknowledging input failed", "deployment", r.o.Deployment, "seq", m.Sequence, "err", err)
+// ack has m and every row before it acknowledged, by Run's [acker].
+func (r *Router) ack(m Msg) { r.acks.ack(m) }
+
+// acker acknowledges input rows in the background for Run, so that routing does not wait
+// for the server's confirmations. A row asked for replaces an earlier one not sent yet (an
+// acknowledgement covers every row before it).
+type acker struct {
+	src  *Source
+	log  *slog.Logger
+	next chan Msg // the latest row to acknowledge; capacity 1
+	done chan struct{}
+}
+
+// startAcker starts r's acker for a Run with ctx.
+func (r *Router) startAcker(ctx context.Context) *acker {
+	a := &acker{src: r.src, log: r.o.Logger.With("deployment", r.o.Deployment), next: make(chan Msg, 1), done: make(chan struct{})}
+	go a.run(context.WithoutCancel(ctx))
+	return a
+}
+
+// ack asks for m and every row before it to be acknowledged. Only one goroutine may call it.
+func (a *acker) ack(m Msg) {
+	select {
+	case <-a.next: // superseded
+	default:
+	}
+	a.next <- m
+}
+
+// stop waits for the acknowledgements asked for, and ends the acker.
+func (a *acker) stop() {
+	close(a.next)
+	<-a.done
+}
+
+// run acknowledges the rows asked for, even once Run's ctx ended (the rows are stored),
+// waiting at most [settleTimeout] for each confirmation: the server never answers an
+// acknowledgement at or above the consumer's next delivery, as one is after another client
+// reset the consumer below it. A failure is only logged: the rows come again to the next
+// router, which skips them, and a later acknowledgement covers them anyway.
+func (a *acker) run(ctx context.Context) {
+	defer close(a.done)
+	for m := range a.next {
+		actx, cancel := context.WithTimeout(ctx, settleTimeout)
+		if err := a.src.Ack(actx, m); err != nil {
+			a.log.Warn("router: acknowledging input failed", "seq", m.Sequence, "err", err)
+		}
+		cancel()
 	}
 }
 
@@ -561,6 +635,9 @@ func (r *Router) publish(ctx context.Context, msgs []Msg) (int, error) {
 		}
 		if a.err != nil {
 			break // every later message would be refused
+		}
+		if err = ctx.Err(); err != nil {
+			break
 		}
 		var m *nats.Msg
 		if m, err = r.message(&msgs[i]); err != nil {
@@ -682,28 +759,47 @@ type batchAcks struct {
 	last     int // the index of the last message acknowledged, -1 for none
 	ok       int // how many were acknowledged
 	ack      *jetstream.PubAck
-	err      error // the first failure
-	blocking bool  // false once a wait timed out or ctx ended: only answers already in count
+	err      error     // the first failure
+	blocking bool      // false once a wait timed out: only answers already in count
+	settle   time.Time // when ctx ended, the end of the wait for the rest
 }
 
-// await records the outcome of f, the next future.
+// await records the outcome of f, the next future. It waits up to [routeAckTimeout]; once
+// ctx ended, up to [settleTimeout] for all the futures of the batch together.
 func (a *batchAcks) await(ctx context.Context, f jetstream.PubAckFuture) {
 	i := a.next
 	a.next++
-	select {
-	case ack := <-f.Ok():
-		a.acked(i, ack)
-		return
-	case err := <-f.Err():
-		a.fail(err)
-		return
-	default:
+	for {
+		select {
+		case ack := <-f.Ok():
+			a.acked(i, ack)
+			return
+		case err := <-f.Err():
+			a.fail(err)
+			return
+		default:
+		}
+		if !a.blocking {
+			a.fail(errRouteUnanswered)
+			return
+		}
+		done, wait := ctx.Done(), routeAckTimeout
+		if ctx.Err() != nil {
+			if a.settle.IsZero() {
+				a.settle = time.Now().Add(settleTimeout)
+			}
+			done, wait = nil, time.Until(a.settle)
+		}
+		if a.wait(f, i, done, wait) {
+			return
+		}
 	}
-	if !a.blocking {
-		a.fail(errRouteUnanswered)
-		return
-	}
-	t := time.NewTimer(routeAckTimeout)
+}
+
+// wait waits up to d for f, the future of message i, and tells whether it has its outcome
+// (or is given up on); it returns false when done is closed first.
+func (a *batchAcks) wait(f jetstream.PubAckFuture, i int, done <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case ack := <-f.Ok():
@@ -713,17 +809,19 @@ func (a *batchAcks) await(ctx context.Context, f jetstream.PubAckFuture) {
 	case <-t.C:
 		a.blocking = false
 		a.fail(errRouteUnanswered)
-	case <-ctx.Done():
-		a.blocking = false
-		a.fail(ctx.Err())
+	case <-done:
+		return false
 	}
+	return true
 }
 
+// acked records that message i is stored, with ack.
 func (a *batchAcks) acked(i int, ack *jetstream.PubAck) {
 	a.last, a.ack = i, ack
 	a.ok++
 }
 
+// fail records a message not known stored; the first error is kept.
 func (a *batchAcks) fail(err error) {
 	if a.err == nil {
 		a.err = err
