@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -138,17 +140,49 @@ func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable stri
 		next: apiPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + durable,
 	}
 	s.acksDone.L = &s.mu
-	if err := s.rewind(ctx); err != nil {
+	if !serverAtLeast(s.nc.ConnectedServerVersion(), 2, 14) {
 		// Older server without the reset API: un-acknowledged messages come
 		// back after AckWait instead. Continue from what was delivered.
 		s.resetable = false
-		info, ierr := cons.Info(ctx)
-		if ierr != nil {
-			return nil, fmt.Errorf("natsio: consumer %s on stream %s: %w", durable, stream, ierr)
+		info, err := cons.Info(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("natsio: consumer %s on stream %s: %w", durable, stream, err)
 		}
 		s.lastDseq = info.Delivered.Consumer
+		return s, nil
+	}
+	// A fresh replicated consumer's first reset sometimes goes unanswered (only its leader
+	// answers, and it may not be elected yet): each attempt is bounded, and the next one is
+	// usually answered at once.
+	for range openRewindAttempts {
+		rctx, cancel := context.WithTimeout(ctx, rewindTimeout)
+		err = s.rewind(rctx)
+		cancel()
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("natsio: rewinding consumer %s on stream %s to its ack floor: %w", durable, stream, err)
 	}
 	return s, nil
+}
+
+// openRewindAttempts is how many times NewSource tries to rewind the consumer.
+const openRewindAttempts = 3
+
+// serverAtLeast tells whether the server version v ("2.15.2") is at least major.minor.
+func serverAtLeast(v string, major, minor int) bool {
+	parts := strings.SplitN(v, ".", 3)
+	if len(parts) < 2 {
+		return false
+	}
+	ma, err1 := strconv.Atoi(parts[0])
+	mi, err2 := strconv.Atoi(parts[1])
+	if err1 != nil || err2 != nil {
+		return false
+	}
+	return ma > major || (ma == major && mi >= minor)
 }
 
 // rewind resets the consumer to its ack floor and starts a new epoch. The

@@ -74,3 +74,17 @@ func TestSourceFetchWhilePublishing(t *testing.T) {
 		})
 	}
 }
+
+func TestServerAtLeast(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want bool
+	}{
+		{"2.15.2", true}, {"2.14.0", true}, {"3.0.0", true}, {"2.13.9", false}, {"1.99.0", false},
+		{"2.14.0-beta.1", true}, {"", false}, {"2", false}, {"x.y", false},
+	} {
+		if got := serverAtLeast(tc.v, 2, 14); got != tc.want {
+			t.Errorf("serverAtLeast(%q, 2, 14) = %v, want %v", tc.v, got, tc.want)
+		}
+	}
+}
