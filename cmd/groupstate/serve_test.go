@@ -131,7 +131,7 @@ func TestServeDeployFlow(t *testing.T) {
 	waitCLI(t, func() bool {
 		body := httpGet(t, metrics+"/metrics")
 		return strings.Contains(body, `groupstate_input_rows_total{deployment="logincount"} 3`) &&
-			strings.Contains(body, `groupstate_state_keys{deployment="logincount",partition="0"} 2`) &&
+			strings.Contains(body, `groupstate_state_keys{deployment="logincount"} 2`) &&
 			strings.Contains(body, `groupstate_batch_duration_seconds_count{deployment="logincount"}`)
 	})
 	if body := httpGet(t, metrics+"/readyz"); body != "ready\n" {

@@ -1,7 +1,7 @@
 package service
 
 import (
-	"strconv"
+	"sync"
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/client"
@@ -30,6 +30,9 @@ type Metrics struct {
 	takeovers     *prometheus.HistogramVec
 	standbyLag    *prometheus.GaugeVec
 	changelogSize *prometheus.GaugeVec
+
+	mu      sync.Mutex
+	running map[string]map[int]*client.Status // by deployment and partition: the last status of each running here
 }
 
 // NewMetrics creates the metrics and registers them with reg.
@@ -40,11 +43,6 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	}
 	gauge := func(name, help string) *prometheus.GaugeVec {
 		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, d)
-	}
-	// Gauges of one partition's progress: a runtime may run several partitions of a deployment.
-	dp := []string{"deployment", "partition"}
-	partGauge := func(name, help string) *prometheus.GaugeVec {
-		return prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, dp)
 	}
 	m := &Metrics{
 		inputRows:     counter("groupstate_input_rows_total", "Input rows received."),
@@ -59,11 +57,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "Duration of committed micro-batches.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16),
 		}, d),
-		stateKeys:    partGauge("groupstate_state_keys", "Keys with a state value."),
-		stateBytes:   partGauge("groupstate_state_bytes", "Estimated bytes of state on disk."),
-		watermarkLag: partGauge("groupstate_watermark_lag_seconds", "Wall clock minus the event-time watermark."),
-		inputLag:     partGauge("groupstate_input_lag_messages", "Input messages not yet delivered to the deployment."),
-		up:           partGauge("groupstate_deployment_up", "1 while the deployment (the partition) runs here, 0 when it stopped or failed."),
+		stateKeys:    gauge("groupstate_state_keys", "Keys with a state value."),
+		stateBytes:   gauge("groupstate_state_bytes", "Estimated bytes of state on disk."),
+		watermarkLag: gauge("groupstate_watermark_lag_seconds", "Wall clock minus the event-time watermark."),
+		inputLag:     gauge("groupstate_input_lag_messages", "Input messages not yet delivered to the deployment."),
+		up:           gauge("groupstate_deployment_up", "1 while the deployment runs (every partition of it run here), 0 when it stopped or failed."),
+		running:      map[string]map[int]*client.Status{},
 		fencedTotal:  counter("groupstate_fenced_total", "Times this runtime gave a replicated deployment up because another runtime took it over (a refused changelog append)."),
 		owned:        gauge("groupstate_partitions_owned", "Partitions of the deployment this runtime runs."),
 		takeovers: prometheus.NewHistogramVec(prometheus.HistogramOpts{
@@ -95,23 +94,51 @@ func (m *Metrics) batch(name string, rep *engine.BatchReport) {
 	m.batchDuration.WithLabelValues(name).Observe(rep.Duration.Seconds())
 }
 
-// status records the gauges of a status document.
+// status records the gauges of a status document of partition part of deployment name. The
+// gauges are labelled by deployment only: with several of its partitions running here, they
+// hold the sums over them (the largest watermark lag), and up is 1 while none of them failed
+// (a partition that stopped here, moved to another runtime, no longer counts).
 func (m *Metrics) status(name string, part int, st *client.Status, hasWatermark bool) {
 	if m == nil {
 		return
 	}
-	p := strconv.Itoa(part)
-	m.stateKeys.WithLabelValues(name, p).Set(float64(st.StateKeys))
-	m.stateBytes.WithLabelValues(name, p).Set(float64(st.StateBytes))
-	m.inputLag.WithLabelValues(name, p).Set(float64(st.InputLag))
-	if hasWatermark && st.WatermarkMs > 0 {
-		m.watermarkLag.WithLabelValues(name, p).Set(time.Since(time.UnixMilli(st.WatermarkMs)).Seconds())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	parts := m.running[name]
+	if parts == nil {
+		parts = map[int]*client.Status{}
+		m.running[name] = parts
+	}
+	delete(parts, part)
+	sum := *st // a partition stopped here (moved away) counts no more; the last one leaves its values
+	if st.State != client.StatusStopped {
+		parts[part] = st
+	}
+	if len(parts) > 0 {
+		sum = client.Status{State: client.StatusRunning}
+		for _, p := range parts {
+			if p.State != client.StatusRunning {
+				sum.State = p.State
+			}
+			sum.StateKeys += p.StateKeys
+			sum.StateBytes += p.StateBytes
+			sum.InputLag += p.InputLag
+			if p.WatermarkMs > 0 && (sum.WatermarkMs == 0 || p.WatermarkMs < sum.WatermarkMs) {
+				sum.WatermarkMs = p.WatermarkMs
+			}
+		}
+	}
+	m.stateKeys.WithLabelValues(name).Set(float64(sum.StateKeys))
+	m.stateBytes.WithLabelValues(name).Set(float64(sum.StateBytes))
+	m.inputLag.WithLabelValues(name).Set(float64(sum.InputLag))
+	if hasWatermark && sum.WatermarkMs > 0 {
+		m.watermarkLag.WithLabelValues(name).Set(time.Since(time.UnixMilli(sum.WatermarkMs)).Seconds())
 	}
 	up := 0.0
-	if st.State == client.StatusRunning {
+	if sum.State == client.StatusRunning {
 		up = 1
 	}
-	m.up.WithLabelValues(name, p).Set(up)
+	m.up.WithLabelValues(name).Set(up)
 }
 
 // fenced counts a replicated deployment given up because another runtime took it over.
