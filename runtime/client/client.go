@@ -499,15 +499,12 @@ func KeyFromArg(arg string) []byte {
 // State asks the runtime running the deployment for one key's state. found is false when
 // the key has neither a value nor a timeout.
 func (c *Client) State(ctx context.Context, name string, key []byte) (ks *KeyState, found bool, err error) {
-	if _, err := c.Get(ctx, name); err != nil {
-		return nil, false, err
-	}
-	parts, err := c.partitions(ctx, name)
+	d, err := c.Get(ctx, name)
 	if err != nil {
 		return nil, false, err
 	}
 	unit := name
-	if parts > 1 {
+	if parts := d.Spec.Partitions; parts > 1 {
 		// Asked of the runtime that runs the key's partition.
 		unit = state.PartitionName(name, partition.Of(key, parts))
 	}
@@ -526,13 +523,11 @@ func (c *Client) State(ctx context.Context, name string, key []byte) (ks *KeySta
 // key order. next is the last key returned, to pass as after for the next page; nil at the
 // end.
 func (c *Client) Keys(ctx context.Context, name string, after []byte, limit int) (keys []KeyState, next []byte, err error) {
-	if _, err := c.Get(ctx, name); err != nil {
-		return nil, nil, err
-	}
-	parts, err := c.partitions(ctx, name)
+	d, err := c.Get(ctx, name)
 	if err != nil {
 		return nil, nil, err
 	}
+	parts := max(d.Spec.Partitions, 1)
 	if limit <= 0 || limit > api.MaxKeysLimit {
 		limit = api.DefaultKeysLimit
 	}

@@ -30,6 +30,23 @@ func (e *natsEnv) totalsByUser() map[string][]int {
 	return out
 }
 
+// loginUsers returns n user ids, u0 to u<n-1>.
+func loginUsers(n int) []string {
+	users := make([]string, n)
+	for i := range users {
+		users[i] = fmt.Sprintf("u%d", i)
+	}
+	return users
+}
+
+// loginRound publishes one login of each user.
+func (e *natsEnv) loginRound(users []string) {
+	e.t.Helper()
+	for _, u := range users {
+		e.publish("logins.web", fmt.Sprintf(`{"user_id":%q}`, u))
+	}
+}
+
 // waitCounted waits until every user's totals are exactly 1..n; anything else that is not
 // on its way there (a repeat, a gap, a count above n) fails at once.
 func (e *natsEnv) waitCounted(users []string, n int) {
@@ -77,15 +94,8 @@ func TestPartitionedFailover(t *testing.T) {
 		return len(owners) == 2 && owners[""] == 0
 	})
 
-	users := make([]string, 12)
-	for i := range users {
-		users[i] = fmt.Sprintf("u%d", i)
-	}
-	round := func() {
-		for _, u := range users {
-			env.publish("logins.web", fmt.Sprintf(`{"user_id":%q}`, u))
-		}
-	}
+	users := loginUsers(12)
+	round := func() { env.loginRound(users) }
 	// logincount emits a key's total once a batch, so a round is awaited before the next.
 	round()
 	env.waitCounted(users, 1)
@@ -173,15 +183,8 @@ func TestPartitionedScaleOut(t *testing.T) {
 	// 6 partitions: 3 on each of two runtimes; a third makes the bound ceil(6/3) = 2, so each
 	// of the two hands one over.
 	env.deploy(replicatedSpec+"partitions: 6\n", logincountWasm(t))
-	users := make([]string, 12)
-	for i := range users {
-		users[i] = fmt.Sprintf("u%d", i)
-	}
-	round := func() {
-		for _, u := range users {
-			env.publish("logins.web", fmt.Sprintf(`{"user_id":%q}`, u))
-		}
-	}
+	users := loginUsers(12)
+	round := func() { env.loginRound(users) }
 	before := env.waitOwners("logincount", func(o []string) bool {
 		return len(o) == 6 && slices.Contains(o, a.id) && slices.Contains(o, b.id)
 	})

@@ -1,7 +1,11 @@
 package service_test
 
 import (
+	"bytes"
 	"context"
+	"log/slog"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +21,8 @@ func TestRunWaitsForJetStream(t *testing.T) {
 	nc, err := service.Connect(service.ConnOptions{URL: c.Server(0).ClientURL(), Logger: testutil.DiscardLogger()})
 	testutil.Require(t, err)
 	t.Cleanup(nc.Close)
-	svc, err := service.New(context.Background(), service.Options{DataDir: t.TempDir(), Conn: nc, Logger: testutil.DiscardLogger()})
+	var logs syncBuffer
+	svc, err := service.New(context.Background(), service.Options{DataDir: t.TempDir(), Conn: nc, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	testutil.Require(t, err)
 
 	c.Stop(1)
@@ -28,12 +33,15 @@ func TestRunWaitsForJetStream(t *testing.T) {
 	go func() { runErr = svc.Run(ctx); close(done) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	// Long enough for a step to fail: a JetStream request times out after 5 s.
-	select {
-	case <-done:
-		t.Fatalf("Run returned while the cluster had no quorum: %v", runErr)
-	case <-time.After(8 * time.Second):
-	}
+	// A step fails (a JetStream request times out after 5 s) and is retried, not returned.
+	testutil.EventuallyWithin(t, 30*time.Second, "a failed startup step retried", func() bool {
+		select {
+		case <-done:
+			t.Fatalf("Run returned while the cluster had no quorum: %v", runErr)
+		default:
+		}
+		return strings.Contains(logs.String(), "startup step failed; retrying")
+	})
 	if svc.Ready() {
 		t.Fatal("ready without its buckets")
 	}
@@ -48,4 +56,22 @@ func TestRunWaitsForJetStream(t *testing.T) {
 		}
 		return svc.Ready()
 	})
+}
+
+// syncBuffer is a bytes.Buffer safe for a logger writing while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

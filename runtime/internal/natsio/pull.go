@@ -43,9 +43,9 @@ const overtakenWait = 5 * time.Second
 
 // Pull-request status codes and the header that counts what a request did not deliver.
 const (
-	statusHeader         = "Status"
-	descriptionHeader    = "Description"
-	pendingMessagesHeadr = "Nats-Pending-Messages"
+	statusHeader          = "Status"
+	descriptionHeader     = "Description"
+	pendingMessagesHeader = "Nats-Pending-Messages"
 )
 
 // pull is one pull request in progress, on an inbox of its own. It is used by one goroutine.
@@ -169,11 +169,12 @@ func (p *pull) next(ctx context.Context) (*nats.Msg, error) {
 // status takes in a status message of the request.
 func (p *pull) status(m *nats.Msg, status string) error {
 	descr := m.Header.Get(descriptionHeader)
-	if v := m.Header.Get(pendingMessagesHeadr); v != "" {
+	lower := strings.ToLower(descr)
+	if v := m.Header.Get(pendingMessagesHeader); v != "" {
 		// The request ended: batch less this many were delivered.
 		left, err := strconv.Atoi(v)
 		if err != nil {
-			return fmt.Errorf("natsio: pull request status %s %q: bad %s %q", status, descr, pendingMessagesHeadr, v)
+			return fmt.Errorf("natsio: pull request status %s %q: bad %s %q", status, descr, pendingMessagesHeader, v)
 		}
 		p.delivered = max(p.received, p.batch-max(left, 0))
 		p.overtaken = time.Now().Add(overtakenWait)
@@ -187,10 +188,9 @@ func (p *pull) status(m *nats.Msg, status string) error {
 		return nil
 	case status == "503":
 		return nats.ErrNoResponders
-	case status == "409" && strings.Contains(strings.ToLower(descr), "consumer deleted"):
+	case status == "409" && strings.Contains(lower, "consumer deleted"):
 		return jetstream.ErrConsumerDeleted
-	case status == "409" && (strings.Contains(strings.ToLower(descr), "leadership change") ||
-		strings.Contains(strings.ToLower(descr), "server shutdown")):
+	case status == "409" && (strings.Contains(lower, "leadership change") || strings.Contains(lower, "server shutdown")):
 		// Deliveries waiting for the old leader's quorum may never come.
 		p.delivered = p.received
 		p.lost = true
