@@ -41,6 +41,10 @@ const (
 	HeaderCLFirst = "Gs-First"
 	// HeaderCLCodec is "s2" when the record's data is S2-compressed (absent: as written).
 	HeaderCLCodec = "Gs-Codec"
+	// HeaderCLPrev, on chunk 1, is the partition's last sequence the writer expected when it
+	// appended the record (the previous record's Seq, 0 for the first): a reader that goes on
+	// from the record it read last checks with it that no record was purged in between.
+	HeaderCLPrev = "Gs-Prev"
 )
 
 // Changelog errors.
@@ -111,6 +115,10 @@ type ChangelogRecord struct {
 	Data []byte
 	// Seq, on read and after an append, is the stream sequence of the record's last message.
 	Seq uint64
+	// Prev, on read, is the Seq of the partition's record before this one when it was
+	// appended (0 for the first record, and for records written before this was recorded):
+	// see [HeaderCLPrev].
+	Prev uint64
 }
 
 // Changelog is a deployment's changelog: one subject per partition in the stream
@@ -181,6 +189,7 @@ type chunkMeta struct {
 	kind         string
 	index, count int
 	first        uint64 // chunk 1's stream sequence; 0 on chunk 1
+	prev         uint64 // on chunk 1, the sequence expected before it (HeaderCLPrev)
 	codec        string
 }
 
@@ -192,6 +201,9 @@ func (m chunkMeta) header() nats.Header {
 	h.Set(HeaderCLChunk, strconv.Itoa(m.index)+"/"+strconv.Itoa(m.count))
 	if m.first > 0 {
 		h.Set(HeaderCLFirst, strconv.FormatUint(m.first, 10))
+	}
+	if m.index == 1 {
+		h.Set(HeaderCLPrev, strconv.FormatUint(m.prev, 10))
 	}
 	if m.codec != "" {
 		h.Set(HeaderCLCodec, m.codec)
@@ -224,13 +236,17 @@ func parseMeta(h nats.Header) (m chunkMeta, ok bool) {
 		if m.first, err = strconv.ParseUint(h.Get(HeaderCLFirst), 10, 64); err != nil || m.first == 0 {
 			return m, false
 		}
+	} else if v := h.Get(HeaderCLPrev); v != "" {
+		if m.prev, err = strconv.ParseUint(v, 10, 64); err != nil {
+			return m, false
+		}
 	}
 	return m, true
 }
 
 // sameChunk tells whether a and b are the same chunk of the same record.
 func sameChunk(a, b chunkMeta) bool {
-	return a.epoch == b.epoch && a.batch == b.batch && a.kind == b.kind && a.index == b.index && a.count == b.count && a.first == b.first && a.codec == b.codec
+	return a.epoch == b.epoch && a.batch == b.batch && a.kind == b.kind && a.index == b.index && a.count == b.count && a.first == b.first && a.prev == b.prev && a.codec == b.codec
 }
 
 // encodeData returns what is stored of data, and its codec.
@@ -287,6 +303,9 @@ func (c *Changelog) Append(ctx context.Context, after uint64, rec ChangelogRecor
 	for i := 1; i <= count; i++ {
 		body := data[(i-1)*size : min(i*size, len(data))]
 		meta := chunkMeta{epoch: rec.Epoch, batch: rec.BatchID, kind: rec.Kind, index: i, count: count, first: first, codec: codec}
+		if i == 1 {
+			meta.prev = after
+		}
 		seq, err := c.publishChunk(ctx, subj, expect, meta, body)
 		if err != nil {
 			if i > 1 {
@@ -504,7 +523,8 @@ func (c *Changelog) Read(ctx context.Context, partition int, from uint64, fn fun
 				asm.reset()
 				return cur <= target
 			}
-			if data, done := asm.add(m.seq, meta, m.data); done {
+			if data, prev, done := asm.add(m.seq, meta, m.data); done {
+				meta.prev = prev
 				rec, err := decodeCLRecord(partition, meta, m.seq, data)
 				if err == nil {
 					err = fn(rec)
@@ -543,43 +563,44 @@ func (c *Changelog) Read(ctx context.Context, partition int, from uint64, fn fun
 type assembler struct {
 	want  chunkMeta // the next chunk expected
 	first uint64
+	prev  uint64 // the open record's chunk 1's prev
 	buf   []byte
 	open  bool
 }
 
 func (a *assembler) reset() { a.open, a.buf = false, nil }
 
-// add adds the chunk at seq, and returns the record's stored data when it completed one.
-// A chunk that does not continue the open record drops it: a chunk 1 opens a new one,
-// any other is skipped.
-func (a *assembler) add(seq uint64, m chunkMeta, data []byte) ([]byte, bool) {
+// add adds the chunk at seq, and returns the record's stored data and its chunk 1's prev
+// when it completed one. A chunk that does not continue the open record drops it: a chunk 1
+// opens a new one, any other is skipped.
+func (a *assembler) add(seq uint64, m chunkMeta, data []byte) ([]byte, uint64, bool) {
 	if m.index == 1 {
 		if m.count == 1 {
 			a.reset()
-			return data, true
+			return data, m.prev, true
 		}
-		a.open, a.first, a.want = true, seq, m
+		a.open, a.first, a.want, a.prev = true, seq, m, m.prev
 		a.buf = append(make([]byte, 0, len(data)*m.count), data...)
-		a.want.index, a.want.first = 2, seq
-		return nil, false
+		a.want.index, a.want.first, a.want.prev = 2, seq, 0
+		return nil, 0, false
 	}
 	if !a.open || !sameChunk(m, a.want) {
 		a.reset()
-		return nil, false
+		return nil, 0, false
 	}
 	a.buf = append(a.buf, data...)
 	if m.index == m.count {
 		buf := a.buf
 		a.reset()
-		return buf, true
+		return buf, a.prev, true
 	}
 	a.want.index++
-	return nil, false
+	return nil, 0, false
 }
 
 // decodeCLRecord makes the record whose last chunk, at seq, has meta m, of its stored data.
 func decodeCLRecord(partition int, m chunkMeta, seq uint64, stored []byte) (ChangelogRecord, error) {
-	rec := ChangelogRecord{Partition: partition, Kind: m.kind, Epoch: m.epoch, BatchID: m.batch, Seq: seq, Data: stored}
+	rec := ChangelogRecord{Partition: partition, Kind: m.kind, Epoch: m.epoch, BatchID: m.batch, Seq: seq, Prev: m.prev, Data: stored}
 	switch m.codec {
 	case "":
 	case codecS2:

@@ -52,7 +52,7 @@ func readAll(t *testing.T, c *Changelog, ctx context.Context, partition int, fro
 }
 
 func sameRecord(a, b ChangelogRecord) bool {
-	return a.Partition == b.Partition && a.Kind == b.Kind && a.Epoch == b.Epoch && a.BatchID == b.BatchID && a.Seq == b.Seq && bytes.Equal(a.Data, b.Data)
+	return a.Partition == b.Partition && a.Kind == b.Kind && a.Epoch == b.Epoch && a.BatchID == b.BatchID && a.Seq == b.Seq && a.Prev == b.Prev && bytes.Equal(a.Data, b.Data)
 }
 
 func requireRecords(t *testing.T, got, want []ChangelogRecord) {
@@ -68,7 +68,7 @@ func requireRecords(t *testing.T, got, want []ChangelogRecord) {
 }
 
 func short(r ChangelogRecord) string {
-	return fmt.Sprintf("{p%d %s e%d b%d seq %d, %d bytes}", r.Partition, r.Kind, r.Epoch, r.BatchID, r.Seq, len(r.Data))
+	return fmt.Sprintf("{p%d %s e%d b%d seq %d prev %d, %d bytes}", r.Partition, r.Kind, r.Epoch, r.BatchID, r.Seq, r.Prev, len(r.Data))
 }
 
 // appendN appends n batch records of epoch to partition, after after, and returns them.
@@ -76,7 +76,7 @@ func appendN(t *testing.T, c *Changelog, ctx context.Context, partition int, epo
 	t.Helper()
 	var out []ChangelogRecord
 	for i := range n {
-		rec := ChangelogRecord{Partition: partition, Kind: ChangelogBatch, Epoch: epoch, BatchID: uint64(i + 1), Data: reprLike(i, 3)}
+		rec := ChangelogRecord{Partition: partition, Kind: ChangelogBatch, Epoch: epoch, BatchID: uint64(i + 1), Data: reprLike(i, 3), Prev: after}
 		seq, err := c.Append(ctx, after, rec)
 		testutil.Require(t, err, "append", i)
 		rec.Seq, after = seq, seq
@@ -98,8 +98,9 @@ func TestChangelogAppendRead(t *testing.T) {
 	var p0, p1 []ChangelogRecord
 	var a0, a1 uint64
 	for i := range 6 {
-		r0 := ChangelogRecord{Partition: 0, Kind: ChangelogBatch, Epoch: 7, BatchID: uint64(i + 1), Data: reprLike(i, 20)}
-		r1 := ChangelogRecord{Partition: 1, Kind: ChangelogAck, Epoch: 9, BatchID: uint64(i + 1), Data: []byte("x" + strconv.Itoa(i))}
+		// Prev is what each record's reader sees of the one before it (Append takes after).
+		r0 := ChangelogRecord{Partition: 0, Kind: ChangelogBatch, Epoch: 7, BatchID: uint64(i + 1), Data: reprLike(i, 20), Prev: a0}
+		r1 := ChangelogRecord{Partition: 1, Kind: ChangelogAck, Epoch: 9, BatchID: uint64(i + 1), Data: []byte("x" + strconv.Itoa(i)), Prev: a1}
 		var err error
 		r0.Seq, err = c.Append(e.ctx, a0, r0)
 		testutil.Require(t, err)
@@ -179,7 +180,7 @@ func TestChangelogFenced(t *testing.T) {
 		t.Fatalf("the zombie's chunked append after the fence: %v", err)
 	}
 	got, last := readAll(t, owner, e.ctx, 0, 0)
-	want := append(recs, ChangelogRecord{Partition: 0, Kind: ChangelogFence, Epoch: 8, Seq: fence})
+	want := append(recs, ChangelogRecord{Partition: 0, Kind: ChangelogFence, Epoch: 8, Seq: fence, Prev: zlast})
 	requireRecords(t, got, want)
 	if last != fence {
 		t.Fatalf("the zombie left messages: last %d, fence %d", last, fence)
@@ -210,7 +211,7 @@ func TestChangelogChunked(t *testing.T) {
 	var after uint64
 	var want []ChangelogRecord
 	for i, data := range [][]byte{[]byte("small"), raw, packed, nil} {
-		rec := ChangelogRecord{Partition: 2, Kind: ChangelogBatch, Epoch: 3, BatchID: uint64(i + 1), Data: data}
+		rec := ChangelogRecord{Partition: 2, Kind: ChangelogBatch, Epoch: 3, BatchID: uint64(i + 1), Data: data, Prev: after}
 		seq, err := c.Append(e.ctx, after, rec)
 		testutil.Require(t, err)
 		rec.Seq, after = seq, seq
@@ -387,19 +388,19 @@ func TestChangelogResolveOutcome(t *testing.T) {
 
 func TestChangelogAssembler(t *testing.T) {
 	var a assembler
-	m := chunkMeta{epoch: 1, batch: 1, kind: ChangelogBatch, index: 1, count: 2}
-	if _, done := a.add(10, m, []byte("ab")); done {
+	m := chunkMeta{epoch: 1, batch: 1, kind: ChangelogBatch, index: 1, count: 2, prev: 7}
+	if _, _, done := a.add(10, m, []byte("ab")); done {
 		t.Fatal("chunk 1 of 2 completed a record")
 	}
 	m2 := m
-	m2.index, m2.first = 2, 9 // not the open record's chunk 1
-	if _, done := a.add(11, m2, []byte("cd")); done {
+	m2.index, m2.first, m2.prev = 2, 9, 0 // not the open record's chunk 1
+	if _, _, done := a.add(11, m2, []byte("cd")); done {
 		t.Fatal("a chunk of another record completed it")
 	}
 	a.add(12, m, []byte("ab"))
 	m2.first = 12
-	if data, done := a.add(13, m2, []byte("cd")); !done || string(data) != "abcd" {
-		t.Fatalf("got %q %v", data, done)
+	if data, prev, done := a.add(13, m2, []byte("cd")); !done || string(data) != "abcd" || prev != 7 {
+		t.Fatalf("got %q, prev %d, %v; want \"abcd\", prev 7 (chunk 1's), true", data, prev, done)
 	}
 }
 

@@ -149,8 +149,17 @@ func (l *Leases) Check(ctx context.Context, lease Lease) error {
 	return nil
 }
 
-// List returns the leases of deployment that were ever taken, by partition.
+// listTimeout bounds one [Leases.List]. Its watch waits for the bucket's consumer to deliver
+// the initial values, and on a fresh 3-node cluster that consumer's creation can go
+// unanswered (seen under the race detector: a runtime waited minutes for it, its context
+// having no deadline); an error is retried by the caller instead.
+const listTimeout = 10 * time.Second
+
+// List returns the leases of deployment that were ever taken, by partition. It waits at
+// most 10 s (or until ctx ends, when sooner) for the bucket to answer.
 func (l *Leases) List(ctx context.Context, deployment string) (map[int]Lease, error) {
+	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
 	out := map[int]Lease{}
 	w, err := l.kv.Watch(ctx, deployment+".*", jetstream.IgnoreDeletes())
 	if err != nil {
@@ -160,10 +169,13 @@ func (l *Leases) List(ctx context.Context, deployment string) (map[int]Lease, er
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, fmt.Errorf("natsio: listing the leases of %s: %w", deployment, ctx.Err())
 		case e, ok := <-w.Updates():
-			if !ok {
-				return out, nil
+			if !ok { // stopped before the initial values were all there: out may lack some
+				if err := ctx.Err(); err != nil {
+					return nil, fmt.Errorf("natsio: listing the leases of %s: %w", deployment, err)
+				}
+				return nil, fmt.Errorf("natsio: listing the leases of %s: the watch ended early", deployment)
 			}
 			if e == nil {
 				return out, nil // the initial values are all there

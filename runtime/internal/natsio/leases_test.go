@@ -1,9 +1,15 @@
 package natsio
 
 import (
+	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/groupstate/groupstate/runtime/internal/testutil"
 )
 
 func TestLeases(t *testing.T) {
@@ -96,5 +102,38 @@ func TestLeaseAcquireRace(t *testing.T) {
 	}
 	if wins != 1 {
 		t.Fatalf("%d runtimes won one lease: %v", wins, errs)
+	}
+}
+
+// TestLeasesListWithoutQuorum: a List on a 3-node cluster that lost two nodes (the bucket's
+// stream has no leader, so its watch delivers nothing) returns an error in bounded time,
+// rather than waiting for as long as its context lasts (a runtime's context has no
+// deadline), and never a partial list.
+func TestLeasesListWithoutQuorum(t *testing.T) {
+	c := testutil.StartCluster(t, 3)
+	js := c.JetStream(t)
+	ctx := context.Background()
+	l, err := OpenLeases(ctx, js, 3)
+	testutil.Require(t, err)
+	if _, err := l.Acquire(ctx, "counts", 0, "r1", func(string) bool { return true }); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(1)
+	c.Stop(2)
+	done := make(chan error, 1)
+	go func() {
+		got, err := l.List(ctx, "counts")
+		if err == nil {
+			err = fmt.Errorf("got %v, want an error", got)
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !strings.Contains(err.Error(), "listing the leases of counts") {
+			t.Fatalf("List without quorum: %v", err)
+		}
+	case <-time.After(2 * listTimeout):
+		t.Fatalf("List without quorum did not return in %s", 2*listTimeout)
 	}
 }
