@@ -333,7 +333,7 @@ func (c *Client) Runtimes(ctx context.Context) ([]Runtime, error) {
 	}
 	out := make([]Runtime, len(members))
 	for i, m := range members {
-		out[i] = Runtime{ID: m.ID, Partitions: owned[m.ID], StartedAt: m.StartedAt}
+		out[i] = Runtime{ID: m.ID, Partitions: owned[m.ID], Standbys: len(m.Standbys), StartedAt: m.StartedAt}
 	}
 	return out, nil
 }
@@ -352,31 +352,71 @@ func deploymentOf(rec natsio.Record) (*Deployment, error) {
 	return &Deployment{Name: rec.Name, Spec: sp, ModuleDigest: rec.ModuleDigest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rec.Revision, ResetState: rec.ResetState != ""}, nil
 }
 
-// Status returns the deployment's last published status.
+// Status returns the deployment's last published status. For a deployment with
+// replication: changelog, each partition's Standbys are the live runtimes that record a warm
+// standby copy of it.
 func (c *Client) Status(ctx context.Context, name string) (*Status, error) {
-	if parts, err := c.partitions(ctx, name); err != nil {
+	sp, err := c.specOf(ctx, name)
+	if err != nil {
 		return nil, err
-	} else if parts > 1 {
-		return c.partitionedStatus(ctx, name, parts)
 	}
-	return c.unitStatus(ctx, name)
-}
-
-// partitions is the number of partitions of deployment name (1 for one not split, or whose
-// record cannot be read: the caller's next request reports why).
-func (c *Client) partitions(ctx context.Context, name string) (int, error) {
-	rec, err := c.reg.Get(ctx, name)
-	if errors.Is(err, natsio.ErrNotFound) {
-		return 1, nil
+	parts := 1
+	if sp != nil && sp.Partitions > 1 {
+		parts = sp.Partitions
+	}
+	var st *Status
+	if parts > 1 {
+		st, err = c.partitionedStatus(ctx, name, parts)
+	} else {
+		st, err = c.unitStatus(ctx, name)
 	}
 	if err != nil {
-		return 0, err
+		return nil, err
+	}
+	if sp != nil && sp.Replication == spec.ReplicationChangelog {
+		c.addStandbys(ctx, st, name, parts, sp.Standbys)
+	}
+	return st, nil
+}
+
+// specOf is the spec of deployment name (nil for one not deployed, or whose record does not
+// decode: the caller's next request reports why).
+func (c *Client) specOf(ctx context.Context, name string) (*spec.Spec, error) {
+	rec, err := c.reg.Get(ctx, name)
+	if errors.Is(err, natsio.ErrNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
 	}
 	sp, err := api.SpecOf(rec)
-	if err != nil || sp.Partitions < 1 {
-		return 1, nil
+	if err != nil {
+		return nil, nil
 	}
-	return sp.Partitions, nil
+	return sp, nil
+}
+
+// addStandbys fills in each partition's standbys (of want per partition) from the live
+// runtimes' member values. When the members cannot be read, the status stays as it is.
+func (c *Client) addStandbys(ctx context.Context, st *Status, name string, parts, want int) {
+	members, err := natsio.ListMembers(ctx, c.js)
+	if err != nil {
+		return
+	}
+	for i := range st.Partitions {
+		ps := &st.Partitions[i]
+		key := name
+		if parts > 1 {
+			key = state.PartitionName(name, ps.Partition)
+		}
+		ps.Standbys = []string{}
+		for _, m := range members {
+			if m.ID != ps.Owner && slices.Contains(m.Standbys, key) {
+				ps.Standbys = append(ps.Standbys, m.ID)
+			}
+		}
+		ps.MissingStandbys = max(0, want-len(ps.Standbys))
+	}
 }
 
 // partitionedStatus sums the statuses of a deployment's partitions (each written by the

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -70,7 +71,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Help:    "From acquiring a replicated deployment's lease to its first committed batch.",
 			Buckets: prometheus.ExponentialBuckets(0.01, 2, 14),
 		}, d),
-		standbyLag:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "groupstate_standby_lag_records", Help: "Changelog records a standby copy has not applied yet."}, []string{"deployment", "partition"}),
+		standbyLag:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "groupstate_standby_lag_records", Help: "Changelog records a standby copy kept here found to apply at its last read (0: caught up)."}, []string{"deployment", "partition"}),
 		changelogSize: gauge("groupstate_changelog_bytes", "Bytes in the deployment's changelog stream."),
 	}
 	reg.MustRegister(m.inputRows, m.lateRows, m.deadLetters, m.outputRows, m.timeoutsFired, m.failedKeys,
@@ -163,6 +164,23 @@ func (m *Metrics) started(name string, replicated bool) {
 		m.standbyLag.WithLabelValues(name, "0").Set(0)
 		m.changelogSize.WithLabelValues(name).Add(0)
 	}
+}
+
+// standbyBehind records how many records a standby copy of a deployment's partition found
+// to apply at its last read.
+func (m *Metrics) standbyBehind(name string, partition, records int) {
+	if m == nil {
+		return
+	}
+	m.standbyLag.WithLabelValues(name, strconv.Itoa(partition)).Set(float64(records))
+}
+
+// standbyEnded removes the lag series of a standby copy no longer kept here.
+func (m *Metrics) standbyEnded(name string, partition int) {
+	if m == nil {
+		return
+	}
+	m.standbyLag.DeleteLabelValues(name, strconv.Itoa(partition))
 }
 
 // stopped counts a deployment's partition as no longer owned here.

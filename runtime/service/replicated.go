@@ -48,9 +48,20 @@ func partitionsOf(rec natsio.Record) int {
 	return sp.Partitions
 }
 
+// standbysOf is the number of standby copies per partition rec's spec asks for (0 when its
+// spec does not decode: check reports that).
+func standbysOf(rec natsio.Record) int {
+	sp, err := api.SpecOf(rec)
+	if err != nil {
+		return 0
+	}
+	return sp.Standbys
+}
+
 // applyReplicated is apply for a replicated deployment: for each partition, it starts the
-// partition here when the plan gives it to this runtime, and stops it here when the plan
-// gives it to another.
+// partition here when the plan gives it to this runtime, stops it here when the plan gives
+// it to another, and keeps a standby copy of it here when the plan names this runtime a
+// standby.
 func (s *Service) applyReplicated(ctx context.Context, rec natsio.Record) {
 	parts := partitionsOf(rec)
 	if rec.ResetState != "" && parts > 1 {
@@ -68,14 +79,15 @@ func (s *Service) applyReplicated(ctx context.Context, rec natsio.Record) {
 	for p, l := range leases {
 		owners[p] = l.Owner
 	}
-	plan := placement.Plan(placement.Input{Deployment: rec.Name, Partitions: parts, Members: s.liveIDs(), Owners: owners})
+	plan := placement.Plan(placement.Input{Deployment: rec.Name, Partitions: parts, Standbys: standbysOf(rec), Members: s.liveIDs(), Owners: owners,
+		CurrentStandbys: s.currentStandbys(rec.Name, parts)})
 	var a applying
 	for p := range parts {
 		lease, ok := leases[p]
 		if !ok {
 			lease = natsio.Lease{Deployment: rec.Name, Partition: p}
 		}
-		if !s.applyPartition(ctx, rec, p, parts, plan[p].Owner, lease, &a) {
+		if !s.applyPartition(ctx, rec, p, parts, plan[p], lease, &a) {
 			return
 		}
 	}
@@ -105,41 +117,76 @@ type applying struct {
 	held    bool // a partition's lease was held by another live runtime
 }
 
-// applyPartition applies partition p of rec (of parts) given the plan's owner and the lease
-// as read; a carries the revision check over the partitions of one apply. It
+// applyPartition applies partition p of rec (of parts) given the plan's assignment and the
+// lease as read; a carries the revision check over the partitions of one apply. It
 // returns false when the others need not be tried (the revision was refused, or the lease
 // bucket failed: the deployment is applied again later).
-func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, parts int, owner string, lease natsio.Lease, a *applying) bool {
+func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, parts int, as placement.Assignment, lease natsio.Lease, a *applying) bool {
 	key := unitKey(rec.Name, p, parts)
+	owner := as.Owner
 	s.mu.Lock()
 	old := s.runners[key]
 	s.mu.Unlock()
 	if owner != s.id {
+		standby := slices.Contains(as.Standbys, s.id)
+		defer func() {
+			if !standby {
+				s.endStandby(key, true)
+			}
+		}()
 		if old == nil {
+			if standby {
+				s.keepStandby(rec.Name, p, parts, copyPos{})
+			}
 			return true
 		}
-		s.mu.Lock()
-		delete(s.runners, key)
-		s.mu.Unlock()
 		if lease.Owner == s.id && lease.Epoch == old.lease.Epoch {
 			// The plan moves the partition to another runtime (one joined) while this one
-			// holds its lease: hand it over. The batch in flight finishes, the status says
+			// holds its lease: hand it over once the newcomer's standby copy of it is warm
+			// (or after handoverWarmMax). The batch in flight finishes, the status says
 			// stopped, and the lease is released for the new owner to take at once.
+			if !s.standbyWarm(owner, key) {
+				if old.handoverAsked.IsZero() {
+					old.handoverAsked = time.Now()
+					s.logger.Info("partition to hand over once the new owner's copy is warm", "deployment", rec.Name, "partition", p, "to", owner)
+				}
+				if time.Since(old.handoverAsked) < handoverWarmMax {
+					return true // its member value changing, or the periodic check, applies this again
+				}
+			}
+			s.mu.Lock()
+			delete(s.runners, key)
+			s.mu.Unlock()
 			old.stopAndReport(false, true)
-			s.logger.Info("partition handed over", "deployment", rec.Name, "partition", p, "to", owner)
+			s.logger.Info("partition handed over", "deployment", rec.Name, "partition", p, "to", owner,
+				"waited", time.Since(old.handoverAsked).Round(time.Millisecond))
+			if standby {
+				s.keepStandby(rec.Name, p, parts, old.copyPos())
+			} else {
+				old.dropCopy()
+			}
 			return true
 		}
 		// Another runtime holds the lease: this one was fenced (or is about to be, at its
 		// next append). It stops quietly: the status and the lease are the new owner's.
+		s.mu.Lock()
+		delete(s.runners, key)
+		s.mu.Unlock()
 		old.quiet.Store(true)
 		old.stop()
 		s.logger.Info("deployment stopped here", "deployment", rec.Name, "partition", p, "owner", owner)
+		if standby {
+			s.keepStandby(rec.Name, p, parts, copyPos{})
+		} else {
+			old.dropCopy()
+		}
 		return true
 	}
 	if old != nil && old.lease.Epoch == lease.Epoch && old.lease.Owner == lease.Owner &&
 		(old.runs(rec) || (old.rec.Revision == rec.Revision && !old.logLost.Load())) {
 		// Runs it, holding the current lease; or it stopped by itself (on_error: fail) and
 		// this is a placement check, not a redeploy: only a redeploy starts it again.
+		old.handoverAsked = time.Time{}
 		return true
 	}
 	if !a.checked {
@@ -157,8 +204,17 @@ func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, part
 	}
 	lease, err := s.leases.Acquire(ctx, rec.Name, p, s.id, s.isLive)
 	if errors.Is(err, natsio.ErrLeaseHeld) {
-		s.logger.Debug("partition's lease is held by a live runtime; trying again soon", "deployment", rec.Name, "partition", p, "err", err)
-		a.held = true
+		// Its owner, alive, hands it over once this runtime's copy of it is warm: keep one.
+		s.keepStandby(rec.Name, p, parts, copyPos{})
+		s.mu.Lock()
+		sb := s.standbys[key]
+		s.mu.Unlock()
+		warm := false
+		if sb != nil {
+			_, warm = sb.position()
+		}
+		s.logger.Debug("partition's lease is held by a live runtime; warming a copy of it", "deployment", rec.Name, "partition", p, "warm", warm, "err", err)
+		a.held = a.held || warm // until it is warm, its member value changing applies this again
 		return true
 	}
 	if err != nil {
@@ -166,7 +222,11 @@ func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, part
 		return false
 	}
 	started := time.Now()
-	r, err := s.buildReplicated(ctx, a.rv, lease, p)
+	hint := s.endStandby(key, false)
+	if old != nil {
+		hint = old.copyPos()
+	}
+	r, err := s.buildReplicated(ctx, a.rv, lease, p, hint)
 	if errors.Is(err, natsio.ErrFenced) {
 		// A newer epoch fenced the log between the acquire and the fence: another runtime
 		// owns the partition now, and its status is its own.
@@ -195,9 +255,9 @@ func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, part
 }
 
 // buildReplicated fences partition p's changelog with lease's epoch, restores the
-// partition's state from it, makes every later write of the state go through it, and builds
-// the runner.
-func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsio.Lease, p int) (*runner, error) {
+// partition's state from it (from hint: what a standby copy here holds), makes every later
+// write of the state go through it, and builds the runner.
+func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsio.Lease, p int, hint copyPos) (*runner, error) {
 	name := rv.rec.Name
 	parts := max(rv.spec.Partitions, 1)
 	cl, err := natsio.OpenChangelog(ctx, s.js, name, s.cfg.Replicas)
@@ -216,12 +276,13 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsi
 	}
 	ks := store.Deployment(unitKey(name, p, parts))
 	ks.SetReplicator(nil)
-	last, applied, err := restore(ctx, cl, snaps, name, p, ks)
+	res, err := restore(ctx, cl, snaps, name, p, ks, hint)
 	if err != nil {
 		return nil, fmt.Errorf("restoring from the changelog: %w", err)
 	}
-	s.logger.Info("state restored from the changelog", "deployment", name, "partition", p, "records_applied", applied, "last_seq", last)
-	repl := &changelogReplicator{cl: cl, partition: p, epoch: lease.Epoch, after: last}
+	s.logger.Info("state restored from the changelog", "deployment", name, "partition", p, "records_applied", res.applied, "last_seq", res.last,
+		"from_standby", hint.Held > 0)
+	repl := &changelogReplicator{cl: cl, partition: p, epoch: lease.Epoch, after: res.last}
 	ks.SetReplicator(repl)
 	instance := lineageOf(rv.rec)
 	if parts > 1 {
@@ -245,34 +306,83 @@ func lineageOf(rec natsio.Record) string {
 	return "l0" // a record written before lineages: still the same on every runtime
 }
 
-// restore brings ks up to the changelog's end. When ks's last batch is in the log after the
-// newest snapshot (the local copy is a prefix of the log: writes reach the log first), only
-// the records after it are applied; otherwise the newest readable snapshot is loaded (its
-// first chunk empties the keyspace) and the log after it applied; with no snapshot, ks is
-// emptied and the whole log applied. It returns the log's last sequence read and how many
-// records (and snapshot chunks) it applied.
-func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots, name string, partition int, ks *state.Deployment) (last uint64, applied int, err error) {
+// restored is what a restore did: the log's last sequence read (the next writer expects
+// it), what the local copy holds after it, and how many records (and snapshot chunks) it
+// applied.
+type restored struct {
+	last    uint64
+	held    copyPos
+	applied int
+}
+
+// errHintStale: the record a restore's hint names is not in the log as the hint says.
+var errHintStale = errors.New("service: the local copy's position is not in the changelog")
+
+// restore brings ks up to the changelog's end. With a hint (what the local copy is known to
+// hold: a standby's position, or the owner's own last append), when the log still has the
+// record at hint.Held with the copy's batch, only the records after it are applied.
+// Otherwise, when ks's last batch is in the log after the newest snapshot (the local copy is
+// a prefix of the log: writes reach the log first), only the records after it are applied;
+// otherwise the newest readable snapshot is loaded (its first chunk empties the keyspace)
+// and the log after it applied; with no snapshot, ks is emptied and the whole log applied.
+func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots, name string, partition int, ks *state.Deployment, hint copyPos) (restored, error) {
+	var r restored
 	p, err := ks.Progress()
 	if err != nil {
-		return 0, 0, err
+		return r, err
+	}
+	done := func(last uint64) (restored, error) {
+		p, err := ks.Progress()
+		r.last, r.held.Batch = last, p.BatchID
+		return r, err
+	}
+	if hint.Held > 0 && hint.Batch == p.BatchID {
+		first := true
+		last, err := cl.Read(ctx, partition, hint.Held, func(rec natsio.ChangelogRecord) error {
+			if first {
+				first = false
+				if rec.Seq != hint.Held || (rec.Kind != natsio.ChangelogFence && rec.BatchID != hint.Batch) {
+					return errHintStale
+				}
+				r.held.Held = rec.Seq
+				return nil // the local copy has it
+			}
+			r.held.Held = rec.Seq
+			if rec.Kind == natsio.ChangelogFence {
+				return nil
+			}
+			r.applied++
+			return ks.ApplyReplicated(rec.Data)
+		})
+		switch {
+		case err == nil && !first:
+			return done(last)
+		case err != nil && !errors.Is(err, errHintStale):
+			return r, err
+		}
+		r.applied = 0 // nothing was applied: the first record did not match
 	}
 	metas, err := snaps.List(ctx, name, partition)
 	if err != nil {
-		return 0, 0, err
+		return r, err
 	}
 	// pass applies the records from sequence from on; with applying false, only those after
 	// the record of the local copy's last batch, and found tells whether that was there.
 	pass := func(from uint64, applying bool) (uint64, bool, error) {
 		found := applying
 		last, err := cl.Read(ctx, partition, from, func(rec natsio.ChangelogRecord) error {
+			if !found {
+				found = rec.Kind == natsio.ChangelogBatch && rec.BatchID == p.BatchID
+				if found {
+					r.held.Held = rec.Seq
+				}
+				return nil // the local copy has it
+			}
+			r.held.Held = rec.Seq
 			if rec.Kind == natsio.ChangelogFence {
 				return nil
 			}
-			if !found {
-				found = rec.Kind == natsio.ChangelogBatch && rec.BatchID == p.BatchID
-				return nil // the local copy has it
-			}
-			applied++
+			r.applied++
 			return ks.ApplyReplicated(rec.Data)
 		})
 		return last, found, err
@@ -283,31 +393,42 @@ func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots,
 	}
 	if p.BatchID > 0 && (len(metas) == 0 || p.BatchID > metas[0].BatchID) {
 		last, found, err := pass(from, false)
-		if err != nil || found {
-			return last, applied, err
+		if err != nil {
+			return r, err
+		}
+		if found {
+			return done(last)
 		}
 	}
 	for _, m := range metas { // newest first
+		r.applied, r.held.Held = 0, m.Seq
 		err := snaps.Read(ctx, name, partition, m, func(repr []byte) error {
-			applied++
+			r.applied++
 			return ks.ApplyReplicated(repr)
 		})
 		if errors.Is(err, natsio.ErrSnapshotNotFound) || errors.Is(err, natsio.ErrCorruptSnapshot) {
 			continue // pruned meanwhile, or damaged: the one before it, with more log after it
 		}
 		if err != nil {
-			return 0, 0, err
+			return r, err
 		}
-		last, _, err = pass(m.Seq+1, true)
-		return last, applied, err
+		last, _, err := pass(m.Seq+1, true)
+		if err != nil {
+			return r, err
+		}
+		return done(last)
 	}
 	// No snapshot (the log is whole then: it is purged only below a snapshot), or a local
 	// copy that is not a prefix of the log: rebuild from the log alone.
 	if err := ks.Drop(); err != nil {
-		return 0, 0, err
+		return r, err
 	}
-	last, _, err = pass(1, true)
-	return last, applied, err
+	r.applied, r.held.Held = 0, 0
+	last, _, err := pass(1, true)
+	if err != nil {
+		return r, err
+	}
+	return done(last)
 }
 
 // changelogReplicator appends a deployment's state writes to its changelog (the

@@ -55,6 +55,10 @@ type runner struct {
 	// groupstate_takeover_seconds); zero otherwise. Only the loop uses it.
 	takeoverAt time.Time
 	instance   string // of the output message ids; empty: the store's ID
+	// handoverAsked is when the plan first moved the partition to another runtime while this
+	// runner held it (it hands over once the newcomer's copy is warm); zero otherwise. Only
+	// the service's loop uses it.
+	handoverAsked time.Time
 
 	cancel context.CancelFunc // ends the loop and cancels the batch in flight
 	drain  context.CancelFunc // ends the loop after the batch in flight
@@ -63,6 +67,35 @@ type runner struct {
 	mu         sync.Mutex
 	status     client.Status
 	lastStatus time.Time
+}
+
+// copyPos returns what r's keyspace holds of its changelog, for a stopped runner of a
+// replicated deployment (the zero copyPos otherwise): every record up to its last append.
+func (r *runner) copyPos() copyPos {
+	if r.snaps == nil || r.snaps.repl == nil {
+		return copyPos{}
+	}
+	r.snaps.repl.mu.Lock()
+	after, failed := r.snaps.repl.after, r.snaps.repl.failed
+	r.snaps.repl.mu.Unlock()
+	p, err := r.ks.Progress()
+	if failed != nil || err != nil {
+		return copyPos{} // an append whose outcome is unknown: the restore finds the copy's place
+	}
+	return copyPos{Held: after, Batch: p.BatchID}
+}
+
+// dropCopy, for a stopped runner of a replicated deployment that this runtime keeps no copy
+// of (the plan gives it neither the partition nor a standby of it), deletes its keyspace here:
+// the changelog has all of it.
+func (r *runner) dropCopy() {
+	if r.lease.Epoch == 0 {
+		return
+	}
+	r.ks.SetReplicator(nil) // the drop is this runtime's alone, not a write of the partition
+	if err := r.ks.Drop(); err != nil {
+		r.logger.Warn("dropping the local copy of a partition run elsewhere failed", "err", err)
+	}
 }
 
 // revision is a deployment record whose spec and module were checked.

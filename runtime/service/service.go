@@ -69,9 +69,12 @@ type Service struct {
 	id      string // the runtime's ID (Options.ID, or the store's)
 	members *natsio.Membership
 
-	mu      sync.Mutex
-	store   *state.Store
-	runners map[string]*runner
+	mu       sync.Mutex
+	store    *state.Store
+	runners  map[string]*runner
+	standbys map[string]*standby // by keyspace: the standby copies kept here
+
+	standbyPub sync.Mutex // orders the recordings of the standby copies (publishStandbys)
 
 	ready       atomic.Bool
 	storeFailed chan struct{}
@@ -109,7 +112,7 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg, leases: leases,
-		runners: map[string]*runner{}, storeFailed: make(chan struct{}, 1),
+		runners: map[string]*runner{}, standbys: map[string]*standby{}, storeFailed: make(chan struct{}, 1),
 		retry: make(chan natsio.Record, 16), backoff: map[string]time.Duration{}}
 	if s.store, err = s.openStore(); err != nil {
 		rt.Close(ctx)
@@ -392,6 +395,17 @@ func (s *Service) retryLater(rec natsio.Record, err error) {
 // deployment may not be running at undeploy time, or ever again.
 func (s *Service) undeploy(name string) {
 	s.stop(name, "undeployed")
+	s.mu.Lock()
+	var keys []string
+	for key, sb := range s.standbys {
+		if sb.name == name {
+			keys = append(keys, key)
+		}
+	}
+	s.mu.Unlock()
+	for _, key := range keys {
+		s.endStandby(key, true)
+	}
 }
 
 func (s *Service) stop(name, why string) {
@@ -426,6 +440,7 @@ func (s *Service) stopAll() {
 		}()
 	}
 	wg.Wait()
+	s.endStandbys("")
 }
 
 // recoverStore handles a failed state store (a Pebble write error): it stops every

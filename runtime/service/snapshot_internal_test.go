@@ -99,7 +99,8 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	}
 
 	replica := open().Deployment("d")
-	_, applied, err := restore(ctx, cl, snaps, "d", 0, replica)
+	res, err := restore(ctx, cl, snaps, "d", 0, replica, copyPos{})
+	applied := res.applied
 	testutil.Require(t, err)
 	sameState(t, src, replica)
 	if applied > 1+7 { // the snapshot's chunk(s), then the 7 batches after it
@@ -107,10 +108,34 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	}
 
 	commitN(t, src, 3)
-	_, applied, err = restore(ctx, cl, snaps, "d", 0, replica) // a restart: the local copy is a prefix
+	res, err = restore(ctx, cl, snaps, "d", 0, replica, copyPos{}) // a restart: the local copy is a prefix
+	applied = res.applied
 	testutil.Require(t, err)
 	sameState(t, src, replica)
 	if applied != 3 {
 		t.Fatalf("restore of a local prefix applied %d records, want the 3 new ones", applied)
+	}
+
+	// From a standby's position: only what follows it is read and applied; a position the
+	// log does not have as said (a purged record, another batch) finds the copy's place anyway.
+	for _, tc := range []struct {
+		name string
+		hint func(copyPos) copyPos
+	}{
+		{"the copy's own", func(h copyPos) copyPos { return h }},
+		{"purged", func(h copyPos) copyPos { return copyPos{Held: 1, Batch: h.Batch} }},
+		{"another batch's", func(h copyPos) copyPos { return copyPos{Held: h.Held, Batch: h.Batch + 1} }},
+	} {
+		hint := tc.hint(res.held)
+		commitN(t, src, 2)
+		res, err = restore(ctx, cl, snaps, "d", 0, replica, hint)
+		testutil.Require(t, err)
+		sameState(t, src, replica)
+		if res.applied != 2 {
+			t.Fatalf("%s position: restore applied %d records, want the 2 new ones", tc.name, res.applied)
+		}
+		if p, _ := replica.Progress(); res.held.Batch != p.BatchID || res.held.Held != res.last {
+			t.Fatalf("%s position: restore says the copy holds %+v, want batch %d up to %d", tc.name, res.held, p.BatchID, res.last)
+		}
 	}
 }

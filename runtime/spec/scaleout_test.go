@@ -70,7 +70,8 @@ func TestScaleOutNotYetRunByTheService(t *testing.T) {
 	}{
 		{"replication: changelog\n", ""},
 		{"partitions: 4\nreplication: changelog\n", ""},
-		{"partitions: 4\nreplication: changelog\nstandbys: 1\n", "standbys 1: not run by this version of the runtime yet"},
+		{"partitions: 4\nreplication: changelog\nstandbys: 1\n", ""},
+		{"replication: changelog\nstandbys: 2\n", ""},
 		{"partitions: 4\n", "partitions 4 without replication: changelog: not run"},
 		{"partitions: 4\nreplication: changelog\nevent_time: {field: ts, watermark_delay: 1s}\ntimeout: event_time\n", "partitions 4 with event_time (a watermark across partitions): not run"},
 	} {

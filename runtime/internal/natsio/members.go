@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -56,6 +57,10 @@ type Member struct {
 	// StartedAt is when the runtime started; a member that rejoins after a restart has a
 	// later one.
 	StartedAt time.Time `json:"started_at"`
+	// Standbys are the partitions of which the runtime keeps a warm standby copy (the
+	// names of their state keyspaces: a deployment's name, or "<name>.<partition>"),
+	// sorted; see [Membership.SetStandbys].
+	Standbys []string `json:"standbys,omitempty"`
 	// RenewedAt is when the server stored the member's last renewal seen (the KV entry's
 	// time), not stored in the value.
 	RenewedAt time.Time `json:"-"`
@@ -84,6 +89,8 @@ type Membership struct {
 	ttl     time.Duration
 	value   []byte
 	changes chan struct{}
+
+	putMu sync.Mutex // held by each put of the key and by Leave's delete
 
 	mu      sync.Mutex
 	live    map[string]Member
@@ -197,9 +204,42 @@ func openMembersBucket(ctx context.Context, js jetstream.JetStream, ttl time.Dur
 	return kv, nil
 }
 
-// renew puts this runtime's key, which resets its TTL.
+// SetStandbys records the partitions of which this runtime keeps a warm standby copy
+// (keyspace names, in any order) in its member value, and renews its key at once so that
+// the others see them: the placement of every runtime gives a partition whose owner is gone
+// to its standby. A failed renewal is retried with the next one (every TTL/5), and
+// returned.
+func (m *Membership) SetStandbys(ctx context.Context, keyspaces []string) error {
+	sorted := slices.Clone(keyspaces)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	m.mu.Lock()
+	if m.left || slices.Equal(sorted, m.self.Standbys) {
+		m.mu.Unlock()
+		return nil
+	}
+	m.self.Standbys = sorted
+	value, err := json.Marshal(m.self)
+	if err != nil {
+		m.mu.Unlock()
+		return fmt.Errorf("natsio: encoding member %s: %w", m.self.ID, err)
+	}
+	m.value = value
+	m.mu.Unlock()
+	return m.renew(ctx)
+}
+
+// renew puts this runtime's key, which resets its TTL; after Leave, nothing.
 func (m *Membership) renew(ctx context.Context) error {
-	if _, err := m.kv.Put(ctx, m.self.ID, m.value); err != nil {
+	m.putMu.Lock()
+	defer m.putMu.Unlock()
+	m.mu.Lock()
+	value, left := m.value, m.left
+	m.mu.Unlock()
+	if left {
+		return nil
+	}
+	if _, err := m.kv.Put(ctx, m.self.ID, value); err != nil {
 		return fmt.Errorf("natsio: renewing member %s: %w", m.self.ID, err)
 	}
 	now := time.Now()
@@ -332,13 +372,14 @@ func (m *Membership) rewatch(ctx context.Context) (jetstream.KeyWatcher, error) 
 	}
 }
 
-// sameMembers reports whether a and b hold the same members with the same StartedAt.
+// sameMembers reports whether a and b hold the same members with the same StartedAt and
+// standbys.
 func sameMembers(a, b map[string]Member) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for id, ma := range a {
-		if mb, ok := b[id]; !ok || !ma.StartedAt.Equal(mb.StartedAt) {
+		if mb, ok := b[id]; !ok || !ma.StartedAt.Equal(mb.StartedAt) || !slices.Equal(ma.Standbys, mb.Standbys) {
 			return false
 		}
 	}
@@ -395,7 +436,7 @@ func (v *view) apply(e jetstream.KeyValueEntry) bool {
 	mem.RenewedAt = e.Created()
 	v.live[id] = mem
 	v.seen[id] = time.Now()
-	return !had || !old.StartedAt.Equal(mem.StartedAt)
+	return !had || !old.StartedAt.Equal(mem.StartedAt) || !slices.Equal(old.Standbys, mem.Standbys)
 }
 
 // apply applies one entry of the watch to the view, signalling a change.
@@ -409,7 +450,13 @@ func (m *Membership) apply(e jetstream.KeyValueEntry) {
 }
 
 // Self returns this runtime as it is stored.
-func (m *Membership) Self() Member { return m.self }
+func (m *Membership) Self() Member {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	self := m.self
+	self.Standbys = slices.Clone(self.Standbys)
+	return self
+}
 
 // TTL returns the member TTL.
 func (m *Membership) TTL() time.Duration { return m.ttl }
@@ -431,7 +478,8 @@ func (m *Membership) Live() []Member {
 }
 
 // Changes returns a channel that receives a value after the set of live members changes
-// (a join, a leave, an expiry, or a member rejoining with a new StartedAt), then read
+// (a join, a leave, an expiry, or a member rejoining with a new StartedAt), or a member's
+// standby copies do ([Member.Standbys]), then read
 // [Membership.Live]. Changes close together are coalesced into one value; renewals signal
 // nothing. The channel is never closed.
 func (m *Membership) Changes() <-chan struct{} { return m.changes }
@@ -457,6 +505,8 @@ func (m *Membership) Leave(ctx context.Context) error {
 	}
 	m.stop()
 	m.wg.Wait()
+	m.putMu.Lock() // after a renewal under way (SetStandbys), which then sees left
+	defer m.putMu.Unlock()
 	if err := m.kv.Delete(ctx, m.self.ID); err != nil {
 		return fmt.Errorf("natsio: leaving %s as %s: %w", MembersBucket, m.self.ID, err)
 	}

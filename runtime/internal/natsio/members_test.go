@@ -321,3 +321,35 @@ func TestMembersClusterNodeLoss(t *testing.T) {
 	}
 	eventually(t, time.Second, "a to see b leave", func() bool { return sees(a, "a") })
 }
+
+// TestMembersStandbys: a member's standby copies reach the others' views with a change
+// signal, sorted and without repeats; setting the same ones again signals nothing.
+func TestMembersStandbys(t *testing.T) {
+	e := newEnv(t)
+	a, _ := join(t, e, "a", time.Second)
+	b, _ := join(t, e, "b", time.Second)
+	testutil.Eventually(t, "a sees b", func() bool { return sees(a, "a", "b") })
+	drainChanges(a)
+	standbysOf := func(m *Membership, id string) []string {
+		for _, mem := range m.Live() {
+			if mem.ID == id {
+				return mem.Standbys
+			}
+		}
+		return nil
+	}
+	testutil.Require(t, b.SetStandbys(e.ctx, []string{"counts.3", "counts.1", "counts.3"}))
+	want := []string{"counts.1", "counts.3"}
+	testutil.Eventually(t, "a sees b's standbys", func() bool { return slices.Equal(standbysOf(a, "b"), want) })
+	select {
+	case <-a.Changes():
+	case <-time.After(testutil.PollDeadline):
+		t.Fatal("no change signalled for b's standbys")
+	}
+	if got := b.Self().Standbys; !slices.Equal(got, want) {
+		t.Fatalf("b's Self has standbys %v, want %v", got, want)
+	}
+	testutil.Require(t, b.SetStandbys(e.ctx, []string{"counts.3", "counts.1"}))
+	testutil.Require(t, b.SetStandbys(e.ctx, nil))
+	testutil.Eventually(t, "a sees b's standbys gone", func() bool { return len(standbysOf(a, "b")) == 0 })
+}
