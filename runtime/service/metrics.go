@@ -31,6 +31,7 @@ type Metrics struct {
 	takeovers     *prometheus.HistogramVec
 	standbyLag    *prometheus.GaugeVec
 	changelogSize *prometheus.GaugeVec
+	restored      *prometheus.CounterVec
 
 	mu      sync.Mutex
 	running map[string]map[int]*client.Status // by deployment and partition: the last status of each running here
@@ -73,10 +74,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, d),
 		standbyLag:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "groupstate_standby_lag_records", Help: "Changelog records a standby copy kept here found to apply at its last read (0: caught up)."}, []string{"deployment", "partition"}),
 		changelogSize: gauge("groupstate_changelog_bytes", "Bytes in the deployment's changelog stream."),
+		restored:      counter("groupstate_restore_records_total", "Changelog records and snapshot chunks applied by the takeovers of this runtime (few when it took over from a warm standby copy)."),
 	}
 	reg.MustRegister(m.inputRows, m.lateRows, m.deadLetters, m.outputRows, m.timeoutsFired, m.failedKeys,
 		m.batches, m.batchDuration, m.stateKeys, m.stateBytes, m.watermarkLag, m.inputLag, m.up, m.fencedTotal,
-		m.owned, m.takeovers, m.standbyLag, m.changelogSize)
+		m.owned, m.takeovers, m.standbyLag, m.changelogSize, m.restored)
 	return m
 }
 
@@ -161,8 +163,8 @@ func (m *Metrics) started(name string, replicated bool) {
 	}
 	m.owned.WithLabelValues(name).Inc() // one per partition run here
 	if replicated {
-		m.standbyLag.WithLabelValues(name, "0").Set(0)
 		m.changelogSize.WithLabelValues(name).Add(0)
+		m.restored.WithLabelValues(name).Add(0)
 	}
 }
 
@@ -189,6 +191,14 @@ func (m *Metrics) stopped(name string) {
 		return
 	}
 	m.owned.WithLabelValues(name).Dec()
+}
+
+// restoredRecords counts what a takeover of a deployment's partition applied to restore it.
+func (m *Metrics) restoredRecords(name string, n int) {
+	if m == nil {
+		return
+	}
+	m.restored.WithLabelValues(name).Add(float64(n))
 }
 
 // takeover records the time from acquiring a lease to the first committed batch.

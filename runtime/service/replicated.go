@@ -282,6 +282,7 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsi
 	}
 	s.logger.Info("state restored from the changelog", "deployment", name, "partition", p, "records_applied", res.applied, "last_seq", res.last,
 		"from_standby", hint.Held > 0)
+	s.cfg.Metrics.restoredRecords(name, res.applied)
 	repl := &changelogReplicator{cl: cl, partition: p, epoch: lease.Epoch, after: res.last}
 	ks.SetReplicator(repl)
 	instance := lineageOf(rv.rec)
