@@ -240,7 +240,7 @@ func (h *harness) run() error {
 		}
 	}
 	var err error
-	if h.nc, err = nats.Connect(servers(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond)); err != nil {
+	if h.nc, err = nats.Connect(servers(), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond)); err != nil {
 		return err
 	}
 	if h.js, err = jetstream.New(h.nc); err != nil {
