@@ -94,9 +94,6 @@ func (s *Spec) scaleOutNotYetRun() string {
 	if s.Standbys > 0 {
 		p = append(p, fmt.Sprintf("standbys %d", s.Standbys))
 	}
-	if s.Key.SubjectToken != 0 {
-		p = append(p, "key.subject_token")
-	}
 	if len(p) == 0 {
 		return ""
 	}
