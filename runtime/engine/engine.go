@@ -191,14 +191,12 @@ type Engine struct {
 	timePath rowjson.Path
 	delayMs  int64
 	aheadMs  int64 // event_time.max_ahead; 0: none
-	// wrongPartition is Config.WrongPartition (nil: none).
-	wrongPartition func(key []byte) error
-	h              handler.Handler
-	ks             *state.Deployment
-	sink           Sink
-	logger         *slog.Logger
-	progress       state.Progress // the last commit's: the batch id, watermark and position to go on from
-	pending        bool           // the outbox may hold undelivered entries
+	h        handler.Handler
+	ks       *state.Deployment
+	sink     Sink
+	logger   *slog.Logger
+	progress state.Progress // the last commit's: the batch id, watermark and position to go on from
+	pending  bool           // the outbox may hold undelivered entries
 	// acksUnsynced: an acknowledgement was written since the last synced write. A batch's
 	// commit syncs it (the log is sequential); when none follows, syncAcks must.
 	acksUnsynced bool
@@ -208,6 +206,8 @@ type Engine struct {
 	// chunkKeys and chunkBytes bound a commit's timeout calls (TimeoutChunkKeys and
 	// TimeoutChunkBytes).
 	chunkKeys, chunkBytes int
+	// wrongPartition is Config.WrongPartition (nil: none).
+	wrongPartition func(key []byte) error
 }
 
 // NewEngine starts a deployment's engine: it validates the spec and the module, starts the
