@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -158,4 +159,36 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
+}
+
+// TestSubjectTokenFixedAtFirstDeploy: a partitioned deployment's redeploy may not switch
+// between the router and the server splitting its input, nor change the input subjects or
+// the token the server splits it by; the same subjects in another order, and any change
+// without partitions, are fine.
+func TestSubjectTokenFixedAtFirstDeploy(t *testing.T) {
+	withSubjects := func(y, subjects string) string {
+		return strings.Replace(y, `subjects: ["logins.*"]`, "subjects: "+subjects, 1)
+	}
+	for _, tc := range []struct {
+		name, first, then, refused string // refused "": deployed
+	}{
+		{"router to server", partitionedSpec, subjectTokenSpec, "with no key.subject_token (the router splits the input), this spec key.subject_token 2"},
+		{"server to router", subjectTokenSpec, partitionedSpec, "with key.subject_token 2 (the server splits the input), this spec no key.subject_token"},
+		{"another token", withSubjects(subjectTokenSpec, `["logins.*.*"]`), strings.Replace(withSubjects(subjectTokenSpec, `["logins.*.*"]`), "subject_token: 2", "subject_token: 3", 1), "key.subject_token 3"},
+		{"other subjects", subjectTokenSpec, withSubjects(subjectTokenSpec, `["logins.*", "signups.*"]`), `split by the server from input subjects ["logins.*"]`},
+		{"reordered subjects", withSubjects(subjectTokenSpec, `["logins.*", "signups.*"]`), withSubjects(subjectTokenSpec, `["signups.*", "logins.*"]`), ""},
+		{"one partition", strings.Replace(subjectTokenSpec, "partitions: 4\n", "", 1), strings.Replace(partitionedSpec, "partitions: 4\n", "", 1), ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := startNATS(t)
+			env.deploy(tc.first, logincountWasm(t))
+			_, err := env.client.Deploy(context.Background(), specFromYAML(t, tc.then), logincountWasm(t))
+			switch {
+			case tc.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.refused != "" && (!errors.Is(err, client.ErrFixedAtFirstDeploy) || !strings.Contains(err.Error(), tc.refused)):
+				t.Fatalf("err = %v, want ErrFixedAtFirstDeploy saying %q", err, tc.refused)
+			}
+		})
+	}
 }

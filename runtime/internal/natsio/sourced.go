@@ -148,7 +148,7 @@ func InputSubject(deployment string, m *Msg) string {
 // max_age o.MaxAge, and o.Replicas copies when it creates the stream. An existing stream
 // keeps its replicas and storage and gets the max_age and discard policy; one made for the
 // router is refused with [ErrPartitionMode], one sourcing the input otherwise with
-// [ErrSourceChanged]. A source the server cannot set up (the input stream missing, say)
+// [ErrSourceChanged] (the same input subjects in another order are no change). A source the server cannot set up (the input stream missing, say)
 // does not fail the call: the stream's source info reports it.
 func EnsureSourcedPartitionedStream(ctx context.Context, js jetstream.JetStream, o SourcedOptions) error {
 	if o.Deployment == "" || o.InputStream == "" {
@@ -174,7 +174,7 @@ func EnsureSourcedPartitionedStream(ctx context.Context, js jetstream.JetStream,
 		if len(old.Subjects) > 0 || len(old.Sources) == 0 {
 			return false, fmt.Errorf("%w: %s is written by the input router (the deployment was first deployed without key.subject_token); deploy under a new name", ErrPartitionMode, name)
 		}
-		if len(old.Sources) != 1 || old.Sources[0].Name != src.Name || !slices.Equal(old.Sources[0].SubjectTransforms, trs) {
+		if len(old.Sources) != 1 || old.Sources[0].Name != src.Name || !sameTransforms(old.Sources[0].SubjectTransforms, trs) {
 			return false, fmt.Errorf("%w: %s sources %s, not %s through %v (input subjects, key.subject_token and partitions are fixed at the first deploy); deploy under a new name",
 				ErrSourceChanged, name, describeSources(old.Sources), src.Name, trs)
 		}
@@ -185,6 +185,13 @@ func EnsureSourcedPartitionedStream(ctx context.Context, js jetstream.JetStream,
 		old.Duplicates = capDuplicates(old.Duplicates, o.MaxAge)
 		return true, nil
 	})
+}
+
+// sameTransforms tells whether a and b hold the same transforms, in any order (the input
+// subjects in another order partition alike: the stream keeps its own).
+func sameTransforms(a, b []jetstream.SubjectTransformConfig) bool {
+	bySource := func(x, y jetstream.SubjectTransformConfig) int { return strings.Compare(x.Source, y.Source) }
+	return slices.Equal(slices.SortedFunc(slices.Values(a), bySource), slices.SortedFunc(slices.Values(b), bySource))
 }
 
 // describeSources is the stream names and transforms of srcs, for an error.

@@ -265,6 +265,14 @@ func TestPartitionedStreamModes(t *testing.T) {
 			t.Fatalf("%+v: %v, want ErrSourceChanged", c, err)
 		}
 	}
+	reordered := o
+	reordered.InputSubjects = []string{"signups.*", "logins.*"}
+	o.InputSubjects = []string{"logins.*", "signups.*"}
+	if err := e.js.DeleteStream(e.ctx, PartitionedStream("sourced")); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Require(t, EnsureSourcedPartitionedStream(e.ctx, e.js, o))
+	testutil.Require(t, EnsureSourcedPartitionedStream(e.ctx, e.js, reordered)) // the same subjects: no change
 	o.MaxAge = time.Minute
 	testutil.Require(t, EnsureSourcedPartitionedStream(e.ctx, e.js, o))
 	if cfg := streamConfig(t, e, PartitionedStream("sourced")); cfg.MaxAge != time.Minute {
