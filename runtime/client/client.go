@@ -166,20 +166,38 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 }
 
 // fixedAtFirstDeploy refuses a redeploy that changes what the deployment's state is laid
-// out by: its partitions (a key's partition depends on their number) and its replication (a
-// changelog holds the state from the first write on).
+// out by: its partitions (a key's partition depends on their number), its replication (a
+// changelog holds the state from the first write on) and, with partitions, how its input
+// is split: by the router or by the server (key.subject_token), and for the server the
+// input subjects and the token its partitioned stream sources the input by (changed
+// transforms would make the server copy the whole input again).
 func fixedAtFirstDeploy(prev natsio.Record, sp *spec.Spec) error {
 	old, err := api.SpecOf(prev)
 	if err != nil {
 		return nil // a record that does not decode holds no layout to keep
+	}
+	split := func(s *spec.Spec) string {
+		if s.Key.SubjectToken > 0 {
+			return fmt.Sprintf("key.subject_token %d (the server splits the input)", s.Key.SubjectToken)
+		}
+		return "no key.subject_token (the router splits the input)"
 	}
 	switch {
 	case old.Partitions != sp.Partitions:
 		return fmt.Errorf("%w: %s has partitions %d, this spec %d; deploy it under a new name, or with --reset-state --confirm to drop its state", ErrFixedAtFirstDeploy, sp.Name, old.Partitions, sp.Partitions)
 	case old.Replication != sp.Replication:
 		return fmt.Errorf("%w: %s has replication %s, this spec %s; deploy it under a new name, or with --reset-state --confirm to drop its state", ErrFixedAtFirstDeploy, sp.Name, old.Replication, sp.Replication)
+	case sp.Partitions > 1 && old.Key.SubjectToken != sp.Key.SubjectToken:
+		return fmt.Errorf("%w: %s has partitions %d with %s, this spec %s; switching is not supported: deploy it under a new name", ErrFixedAtFirstDeploy, sp.Name, sp.Partitions, split(old), split(sp))
+	case sp.Partitions > 1 && sp.Key.SubjectToken > 0 && !sameSubjects(old.Input.Subjects, sp.Input.Subjects):
+		return fmt.Errorf("%w: %s has partitions %d split by the server from input subjects %q, this spec %q (its partitioned stream sources the input through them; changed, the server would copy the input again); deploy it under a new name", ErrFixedAtFirstDeploy, sp.Name, sp.Partitions, old.Input.Subjects, sp.Input.Subjects)
 	}
 	return nil
+}
+
+// sameSubjects tells whether a and b hold the same subjects, in any order.
+func sameSubjects(a, b []string) bool {
+	return slices.Equal(slices.Sorted(slices.Values(a)), slices.Sorted(slices.Values(b)))
 }
 
 // resetSupported refuses [ResetState] for a deployment split into partitions (before or

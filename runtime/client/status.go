@@ -72,7 +72,8 @@ type PartitionStatus struct {
 	// MissingStandbys is how many standbys the spec asks for that no live runtime holds.
 	MissingStandbys int `json:"missing_standbys,omitempty"`
 	// Position is the last input stream sequence committed: with several partitions, a
-	// sequence of the stream the router writes (GS_<NAME>_KG).
+	// sequence of the partitioned stream GS_<NAME>_KG (written by the router, or sourced from
+	// the input by the server with key.subject_token).
 	Position uint64 `json:"position"`
 	// Lag is the number of input messages not yet delivered to the partition.
 	Lag int64 `json:"lag"`

@@ -432,6 +432,12 @@ func (b *batch) groupRows(rows []Row) {
 			continue
 		}
 		b.keyBuf = key
+		if e.wrongPartition != nil {
+			if err := e.wrongPartition(key); err != nil {
+				b.deadLetter(b.keep(key), r, ReasonWrongPartition, err)
+				continue
+			}
+		}
 		if e.timePath != nil {
 			if e.aheadMs > 0 && evt > b.T && uint64(evt)-uint64(b.T) > uint64(e.aheadMs) {
 				b.deadLetter(b.keep(key), r, ReasonEventTimeAhead, fmt.Errorf(

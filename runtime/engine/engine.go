@@ -69,6 +69,15 @@ type Config struct {
 	// Logger receives the engine's and the module's logs, with the deployment name attached.
 	// Default: the Runtime's logger.
 	Logger *slog.Logger
+	// WrongPartition, when set, is asked about every row's canonical key (as
+	// [rowjson.AppendCanonicalKey] writes it) before the row is grouped; a non-nil error says
+	// the key belongs to another partition than the one whose input the row came from (a
+	// deployment that the NATS server partitions by key.subject_token, whose row's key field
+	// disagrees with its subject), and the row is dead-lettered with [ReasonWrongPartition]
+	// and that error, never processed here. It must not keep key. Default: nil, no check.
+	//
+	// [rowjson.AppendCanonicalKey]: github.com/groupstate/groupstate/runtime/internal/rowjson.AppendCanonicalKey
+	WrongPartition func(key []byte) error
 
 	native handler.BufferModule // in place of Wasm, for groupstate's own tests (nativehook)
 	// chunkKeys and chunkBytes replace TimeoutChunkKeys and TimeoutChunkBytes (tests).
@@ -197,6 +206,8 @@ type Engine struct {
 	// chunkKeys and chunkBytes bound a commit's timeout calls (TimeoutChunkKeys and
 	// TimeoutChunkBytes).
 	chunkKeys, chunkBytes int
+	// wrongPartition is Config.WrongPartition (nil: none).
+	wrongPartition func(key []byte) error
 }
 
 // NewEngine starts a deployment's engine: it validates the spec and the module, starts the
@@ -231,6 +242,7 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	e.batch = batch{e: e, seed: maphash.MakeSeed()}
 	e.rules = timeouts.Rules{Mode: sp.Timeout, HasWatermark: sp.EventTime != nil}
 	e.keyPath = mustPath(sp.Key.Field)
+	e.wrongPartition = cfg.WrongPartition
 	if sp.EventTime != nil {
 		e.timePath = mustPath(sp.EventTime.Field)
 		e.delayMs = sp.EventTime.WatermarkDelay.Std().Milliseconds()

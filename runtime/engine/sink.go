@@ -81,4 +81,9 @@ const (
 	// ReasonLate: the row was late (event time at or before the watermark) and dropped; it
 	// goes to late.subject, as an entry of kind [state.OutboxLate], only when one is set.
 	ReasonLate = "late"
+	// ReasonWrongPartition: the row's key belongs to another partition than the one whose
+	// input it arrived on: with key.subject_token the NATS server partitions rows by their
+	// subject's token, and the row's key field disagrees with it (see
+	// [Config.WrongPartition]). It is not processed in the wrong partition.
+	ReasonWrongPartition = "wrong_partition"
 )

@@ -15,6 +15,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
@@ -42,7 +43,7 @@ type runner struct {
 	part, parts int
 	key         string
 
-	router     *natsio.Router // partition 0 of several: routes the input to the partitions
+	router     *natsio.Router // partition 0 of several, without key.subject_token: routes the input to the partitions
 	routerDone chan struct{}  // closed when the router's goroutine ended (nil: none started)
 
 	lease natsio.Lease // of a replicated deployment (Epoch 0: none)
@@ -171,7 +172,7 @@ func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerO
 	if err != nil {
 		return nil, err
 	}
-	if r.parts > 1 && r.part == 0 {
+	if r.parts > 1 && r.part == 0 && !r.bySubject() {
 		if r.router, err = s.newRouter(ctx, sp); err != nil {
 			r.eng.Close(context.WithoutCancel(ctx))
 			return nil, fmt.Errorf("input router: %w", err)
@@ -228,13 +229,14 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	}
 	consumer, subjects := natsio.ConsumerName(sp.Name), sp.Input.Subjects
 	if r.parts > 1 {
-		// The partition reads what the router (run with partition 0) routed to it.
-		if err := natsio.EnsurePartitionedStream(ctx, s.js, sp.Name, s.cfg.Replicas, sp.Input.MaxAge.Std()); err != nil {
+		// The partition reads what the router (run with partition 0) routed to it, or, with
+		// key.subject_token, what the server put on its subjects.
+		if err := r.ensurePartitioned(ctx, inStream); err != nil {
 			return "", fmt.Errorf("partitioned input stream: %w", err)
 		}
 		inStream = natsio.PartitionedStream(sp.Name)
 		consumer = natsio.ConsumerName(fmt.Sprintf("%s-p%d", sp.Name, r.part))
-		subjects = []string{natsio.PartitionSubject(sp.Name, r.part)}
+		subjects = []string{natsio.PartitionFilter(sp.Name, r.part, r.bySubject())}
 	}
 	src, err := natsio.NewSource(ctx, s.js, inStream, consumer, subjects)
 	if err != nil {
@@ -255,7 +257,11 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	}
 	pub := natsio.NewPublisher(s.js, natsio.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject}).
 		WithInstance(cmp.Or(r.instance, r.store.ID())).WithGeneration(p.Generation, p.GenerationFrom)
-	eng, err := s.rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger()})
+	cfg := engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger()}
+	if r.bySubject() {
+		cfg.WrongPartition = r.wrongPartition
+	}
+	eng, err := s.rt.NewEngine(ctx, cfg)
 	if err != nil {
 		return "", err
 	}
@@ -264,6 +270,34 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	}
 	r.eng, r.src = eng, src
 	return notes, nil
+}
+
+// bySubject tells whether the NATS server splits the deployment's input into its partitions
+// (key.subject_token with partitions above 1) rather than the router.
+func (r *runner) bySubject() bool {
+	return r.parts > 1 && r.spec.Key.SubjectToken > 0
+}
+
+// ensurePartitioned ensures the partitioned stream the partition reads, of input stream
+// inStream: written by the router, or sourcing the input through the server's transforms.
+func (r *runner) ensurePartitioned(ctx context.Context, inStream string) error {
+	s, sp := r.s, r.spec
+	if !r.bySubject() {
+		return natsio.EnsurePartitionedStream(ctx, s.js, sp.Name, s.cfg.Replicas, sp.Input.MaxAge.Std())
+	}
+	return natsio.EnsureSourcedPartitionedStream(ctx, s.js, natsio.SourcedOptions{Deployment: sp.Name, InputStream: inStream,
+		InputSubjects: sp.Input.Subjects, Token: sp.Key.SubjectToken, Partitions: r.parts, Replicas: s.cfg.Replicas, MaxAge: sp.Input.MaxAge.Std()})
+}
+
+// wrongPartition is the engine's WrongPartition check of a deployment the server partitions:
+// a row whose key field is not the partition's key, though its subject's token put it there,
+// is dead-lettered (engine.ReasonWrongPartition) rather than processed in the wrong partition.
+func (r *runner) wrongPartition(key []byte) error {
+	if p := partition.Of(key, r.parts); p != r.part {
+		return fmt.Errorf("key field %s = %s is a key of partition %d, but token %d of the row's subject put the row in partition %d: the key field and the subject token disagree",
+			r.spec.Key.Field, key, p, r.spec.Key.SubjectToken, r.part)
+	}
+	return nil
 }
 
 // engineLogger is the logger given to the engine, which adds the deployment's name itself.
@@ -711,7 +745,7 @@ func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.Batch
 		}
 		subject := m.Subject
 		if r.parts > 1 {
-			subject = m.Header.Get(natsio.RoutedSubjectHeader) // routed: the subject it was published on
+			subject = natsio.InputSubject(r.spec.Name, m) // the subject it was published on
 		}
 		rows = append(rows, engine.Row{Data: m.Data, Subject: subject, Sequence: m.Sequence})
 		maxSeq = max(maxSeq, m.Sequence)

@@ -91,9 +91,6 @@ func (s *Spec) scaleOutNotYetRun() string {
 	case s.Partitions > 1 && s.EventTime != nil:
 		p = append(p, fmt.Sprintf("partitions %d with event_time (a watermark across partitions)", s.Partitions))
 	}
-	if s.Key.SubjectToken != 0 {
-		p = append(p, "key.subject_token")
-	}
 	if len(p) == 0 {
 		return ""
 	}

@@ -63,11 +63,19 @@ func TestScaleOutFieldErrors(t *testing.T) {
 
 // TestScaleOutNotYetRunByTheService: the service refuses what it cannot run yet, saying so,
 // rather than running a partitioned or replicated spec as if it were neither.
+//
+// key.subject_token runs: with partitions above 1 the server splits the input; with one
+// partition it changes nothing (the rows are read from the input as without it).
 func TestScaleOutNotYetRunByTheService(t *testing.T) {
 	const base = "name: x\ninput: {subjects: [in]}\nkey: {field: k}\noutput: {subject: out}\n"
+	const byToken = "name: x\ninput: {subjects: [\"logins.*\", \"signups.*.>\"]}\nkey: {field: k, subject_token: 2}\noutput: {subject: out}\n"
 	for _, tc := range []struct {
 		extra, refused string // refused "": runs
 	}{
+		{byToken + "partitions: 4\nreplication: changelog\n", ""},
+		{byToken, ""},
+		{byToken + "replication: changelog\n", ""},
+		{byToken + "partitions: 4\n", "partitions 4 without replication: changelog: not run"},
 		{"replication: changelog\n", ""},
 		{"partitions: 4\nreplication: changelog\n", ""},
 		{"partitions: 4\nreplication: changelog\nstandbys: 1\n", ""},
@@ -75,7 +83,11 @@ func TestScaleOutNotYetRunByTheService(t *testing.T) {
 		{"partitions: 4\n", "partitions 4 without replication: changelog: not run"},
 		{"partitions: 4\nreplication: changelog\nevent_time: {field: ts, watermark_delay: 1s}\ntimeout: event_time\n", "partitions 4 with event_time (a watermark across partitions): not run"},
 	} {
-		s, err := spec.ParseSpec([]byte(base + tc.extra))
+		y := tc.extra
+		if !strings.HasPrefix(y, "name:") {
+			y = base + y
+		}
+		s, err := spec.ParseSpec([]byte(y))
 		if err != nil {
 			t.Fatalf("%q: %v", tc.extra, err)
 		}

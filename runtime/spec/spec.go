@@ -85,8 +85,10 @@ type InputSpec struct {
 type KeySpec struct {
 	Field string `yaml:"field" json:"field"`
 	// SubjectToken, when set, says the key is also token SubjectToken (from 1) of every input
-	// subject, which must be a '*' wildcard there in each input subject: the NATS server then
-	// splits the rows into partitions itself. Default 0: the key is read from the row only.
+	// subject, which must be a '*' wildcard there in each input subject: with Partitions above
+	// 1 the NATS server then splits the rows into partitions itself (no router), and a row
+	// whose key field is another partition's key is dead-lettered; with one partition it
+	// changes nothing. Default 0: the key is read from the row only.
 	SubjectToken int `yaml:"subject_token,omitempty" json:"subject_token,omitempty"`
 }
 

@@ -142,7 +142,13 @@ func PartitionedStream(deployment string) string {
 // PartitionSubject is partition p's subject in deployment's partitioned stream:
 // "gs.kg.<deployment>.<p>".
 func PartitionSubject(deployment string, p int) string {
-	return "gs.kg." + deployment + "." + strconv.Itoa(p)
+	return partitionPrefix(deployment) + strconv.Itoa(p)
+}
+
+// partitionPrefix is what every subject of deployment's partitioned stream starts with:
+// "gs.kg.<deployment>.".
+func partitionPrefix(deployment string) string {
+	return "gs.kg." + deployment + "."
 }
 
 // RouterConsumerName is the name of the router's durable consumer on deployment's input:
@@ -152,50 +158,37 @@ func RouterConsumerName(deployment string) string {
 }
 
 // EnsurePartitionedStream creates or updates deployment's partitioned stream
-// ([PartitionedStream]): subjects "gs.kg.<deployment>.*", file storage, limits retention,
-// discard old, max_age maxAge (0: none), and replicas copies ([DefaultReplicas] when 0) when
-// it creates the stream; an existing stream keeps its replicas and storage, and gets the
-// subjects, max_age and discard policy above. The stream needs no duplicate window: routed
-// messages carry no message id (the expected last sequence keeps them unique).
+// ([PartitionedStream]) for the router: subjects "gs.kg.<deployment>.*", file storage, limits
+// retention, discard old, max_age maxAge (0: none), and replicas copies ([DefaultReplicas]
+// when 0) when it creates the stream; an existing stream keeps its replicas and storage, and
+// gets the subjects, max_age and discard policy above. A stream that sources the input (made
+// by [EnsureSourcedPartitionedStream]) is refused with [ErrPartitionMode]. The stream needs no
+// duplicate window: routed messages carry no message id (the expected last sequence keeps
+// them unique).
 func EnsurePartitionedStream(ctx context.Context, js jetstream.JetStream, deployment string, replicas int, maxAge time.Duration) error {
 	name := PartitionedStream(deployment)
-	subjects := []string{"gs.kg." + deployment + ".*"}
-	for attempt := 0; ; attempt++ {
-		st, err := js.Stream(ctx, name)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			cfg := jetstream.StreamConfig{
-				Name:        name,
-				Description: "groupstate partitioned input of " + deployment,
-				Subjects:    subjects,
-				Storage:     jetstream.FileStorage,
-				Retention:   jetstream.LimitsPolicy,
-				Discard:     jetstream.DiscardOld,
-				MaxAge:      maxAge,
-				Replicas:    replicasFor(js, replicas),
-			}
-			_, err = js.CreateStream(ctx, cfg)
-			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && attempt == 0 {
-				continue // a concurrent creator won: update its stream
-			}
-			if err != nil {
-				return fmt.Errorf("natsio: creating partitioned stream %s: %w", name, explainReplicas(err, cfg.Replicas))
-			}
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("natsio: looking up partitioned stream %s: %w", name, err)
-		}
-		cfg := st.CachedInfo().Config
-		if len(cfg.Subjects) == 1 && cfg.Subjects[0] == subjects[0] && cfg.MaxAge == maxAge && cfg.Discard == jetstream.DiscardOld {
-			return nil
-		}
-		cfg.Subjects, cfg.MaxAge, cfg.Discard = subjects, maxAge, jetstream.DiscardOld
-		cfg.Duplicates = capDuplicates(cfg.Duplicates, maxAge)
-		if _, err := js.UpdateStream(ctx, cfg); err != nil {
-			return fmt.Errorf("natsio: updating partitioned stream %s: %w", name, err)
-		}
-		return nil
+	subjects := []string{partitionPrefix(deployment) + "*"}
+	cfg := jetstream.StreamConfig{
+		Name:        name,
+		Description: "groupstate partitioned input of " + deployment,
+		Subjects:    subjects,
+		Storage:     jetstream.FileStorage,
+		Retention:   jetstream.LimitsPolicy,
+		Discard:     jetstream.DiscardOld,
+		MaxAge:      maxAge,
+		Replicas:    replicasFor(js, replicas),
 	}
+	return ensurePartitioned(ctx, js, cfg, func(old *jetstream.StreamConfig) (bool, error) {
+		if len(old.Sources) > 0 {
+			return false, fmt.Errorf("%w: %s sources the input, split by the server (the deployment was first deployed with key.subject_token); deploy under a new name", ErrPartitionMode, name)
+		}
+		if len(old.Subjects) == 1 && old.Subjects[0] == subjects[0] && old.MaxAge == maxAge && old.Discard == jetstream.DiscardOld {
+			return false, nil
+		}
+		old.Subjects, old.MaxAge, old.Discard = subjects, maxAge, jetstream.DiscardOld
+		old.Duplicates = capDuplicates(old.Duplicates, maxAge)
+		return true, nil
+	})
 }
 
 // RouterOptions configure [NewRouter].
