@@ -229,7 +229,7 @@ type batch struct {
 	// only), which the first commit records when recordMax.
 	ownMax    int64
 	recordMax bool
-	rep      BatchReport
+	rep       BatchReport
 	// from is where in the timer index the next chunk's timeout calls start; skip holds the
 	// keys that got rows in the batch and whose failed call left an expired timeout, which
 	// must not be timed out in it (nil when none); newSkips those of this chunk.

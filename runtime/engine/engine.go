@@ -193,7 +193,7 @@ type Engine struct {
 	keyPath  rowjson.Path
 	timePath rowjson.Path
 	delayMs  int64
-	aheadMs  int64 // event_time.max_ahead; 0: none
+	aheadMs  int64          // event_time.max_ahead; 0: none
 	bound    WatermarkBound // Config.SharedWatermark; nil: none
 	h        handler.Handler
 	ks       *state.Deployment
