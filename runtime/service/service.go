@@ -73,6 +73,11 @@ type Service struct {
 	store   *state.Store
 	runners map[string]*runner
 
+	// wms is the view of the partitions' watermarks (see watermarks), opened by the first
+	// runner of a partitioned event-time deployment; wmMu guards it.
+	wmMu sync.Mutex
+	wms  *natsio.Watermarks
+
 	ready       atomic.Bool
 	storeFailed chan struct{}
 	retry       chan natsio.Record
@@ -148,6 +153,7 @@ func (s *Service) openStore() (*state.Store, error) {
 // members, and Run returns nil.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.rt.Close(context.Background())
+	defer s.closeWatermarks() // after every runner stopped (the deferred calls run in reverse)
 	defer func() {
 		s.mu.Lock()
 		st := s.store
