@@ -37,6 +37,9 @@ type Batch struct {
 	hasInputCreated bool
 	inputCreated    int64
 
+	hasMaxEvent bool
+	maxEventMs  int64
+
 	seq uint32
 
 	log *setLog // the Sets, written at Commit (nil once closed)
@@ -179,6 +182,14 @@ func (b *Batch) SetInputCreated(created int64) {
 	b.inputCreated = created
 }
 
+// SetMaxEvent records the largest event time the deployment has seen (see
+// Progress.MaxEventMs); after the commit Progress.HasMaxEvent is set. Without
+// it, Commit carries over the previous one (or none).
+func (b *Batch) SetMaxEvent(maxEventMs int64) {
+	b.hasMaxEvent = true
+	b.maxEventMs = maxEventMs
+}
+
 // SetOpen marks the batch as a chunk of the micro-batch open, which has
 // chunks left: after the commit, Progress.Open is open (open.Active is set
 // for the caller). A commit without SetOpen closes the open batch, if any:
@@ -265,6 +276,10 @@ func (b *Batch) Commit() (Progress, error) {
 	next.InputCreated = prev.InputCreated
 	if b.hasInputCreated {
 		next.InputCreated = b.inputCreated
+	}
+	next.MaxEventMs, next.HasMaxEvent = prev.MaxEventMs, prev.HasMaxEvent
+	if b.hasMaxEvent {
+		next.MaxEventMs, next.HasMaxEvent = b.maxEventMs, true
 	}
 	if prev.Open.Active && !next.Open.Active {
 		if err := b.clearSkips(); err != nil {

@@ -94,6 +94,12 @@
 // timeout and uvarint len(key) key of the timer-index position where the
 // batch goes on. Without an open batch it is written in version 1, so a
 // runtime that predates open batches reads it.
+// Version 3 (once a generation or the input stream's identity is recorded)
+// is version 1's fields, u64 generation | u64 generation from | i64 input
+// created | u8 open (0 or 1), then version 2's open-batch part when open is
+// 1. Version 4 (only once Progress.HasMaxEvent is set: a partition of a
+// deployment split into partitions, under event time) is version 3 with
+// i64 max event time before the open byte.
 //
 // An outbox entry (the value; its id is the key) is
 //

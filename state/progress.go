@@ -39,6 +39,15 @@ type Progress struct {
 	// re-created numbers its messages from 1 again, and its creation time
 	// tells. Batch.SetInputCreated sets it; every other commit carries it over.
 	InputCreated int64
+	// MaxEventMs is the largest event time of any row the deployment has seen,
+	// late rows included, when HasMaxEvent is set. Only a partition of a
+	// deployment split into partitions records it (its watermark depends on
+	// the other partitions' maxima, so its own must survive restarts and
+	// failovers; see docs/semantics.md, "Event time across partitions").
+	// Batch.SetMaxEvent sets it; every other commit carries it over.
+	MaxEventMs int64
+	// HasMaxEvent tells whether MaxEventMs was recorded.
+	HasMaxEvent bool
 }
 
 // OpenBatch is a micro-batch that commits in chunks (as when more timeouts
@@ -79,19 +88,26 @@ func TimerAfter(timeoutMs int64, key []byte) TimerPos {
 // with one: version 1's fields, then the open batch. Version 3, written only
 // once Generation or InputCreated is set, is version 1's fields, Generation,
 // GenerationFrom, InputCreated, a byte 0 or 1 telling whether an open batch
-// follows, then version 2's open batch part.
+// follows, then version 2's open batch part. Version 4, written only once
+// HasMaxEvent is set, is version 3 with MaxEventMs before the byte that tells
+// whether an open batch follows: a record without it keeps its older
+// encoding, byte for byte.
 const (
 	progressVersion1 = 1
 	progressVersion2 = 2
 	progressVersion3 = 3
+	progressVersion4 = 4
 	progressLen      = 1 + 8*5 // version 1
 	progressOpenLen  = 8 * 3   // the fixed part version 2 adds; the key follows
 	progressGenLen   = 8*3 + 1 // what version 3 adds before the open batch part
+	progressMaxLen   = 8       // what version 4 adds to version 3's part
 )
 
 func appendProgress(dst []byte, p Progress) []byte {
 	v := byte(progressVersion1)
 	switch {
+	case p.HasMaxEvent:
+		v = progressVersion4
 	case p.Generation > 0 || p.InputCreated != 0:
 		v = progressVersion3
 	case p.Open.Active:
@@ -103,10 +119,13 @@ func appendProgress(dst []byte, p Progress) []byte {
 	dst = binary.BigEndian.AppendUint64(dst, p.Position)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(p.Keys))
 	dst = binary.BigEndian.AppendUint64(dst, uint64(p.TimerKeys))
-	if v == progressVersion3 {
+	if v >= progressVersion3 {
 		dst = binary.BigEndian.AppendUint64(dst, p.Generation)
 		dst = binary.BigEndian.AppendUint64(dst, p.GenerationFrom)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(p.InputCreated))
+		if v == progressVersion4 {
+			dst = binary.BigEndian.AppendUint64(dst, uint64(p.MaxEventMs))
+		}
 		dst = append(dst, byte(b2i(p.Open.Active)))
 	}
 	if !p.Open.Active {
@@ -122,7 +141,7 @@ func appendProgress(dst []byte, p Progress) []byte {
 
 func decodeProgress(b []byte) (Progress, error) {
 	corrupt := fmt.Errorf("%w: progress record of %d bytes", ErrCorrupt, len(b))
-	if len(b) < progressLen || b[0] < progressVersion1 || b[0] > progressVersion3 ||
+	if len(b) < progressLen || b[0] < progressVersion1 || b[0] > progressVersion4 ||
 		(b[0] == progressVersion1 && len(b) != progressLen) {
 		return Progress{}, corrupt
 	}
@@ -138,12 +157,18 @@ func decodeProgress(b []byte) (Progress, error) {
 		return p, nil
 	}
 	off := progressLen // where the open batch part starts
-	if b[0] == progressVersion3 {
+	if b[0] >= progressVersion3 {
 		off += progressGenLen
+		if b[0] == progressVersion4 {
+			off += progressMaxLen
+		}
 		if len(b) < off || b[off-1] > 1 {
 			return Progress{}, corrupt
 		}
 		p.Generation, p.GenerationFrom, p.InputCreated = u(5), u(6), int64(u(7))
+		if b[0] == progressVersion4 {
+			p.MaxEventMs, p.HasMaxEvent = int64(u(8)), true
+		}
 		if b[off-1] == 0 {
 			if len(b) != off {
 				return Progress{}, corrupt

@@ -89,7 +89,7 @@ func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*Batc
 	defer b.end()
 
 	b.groupRows(in.Rows)
-	b.nextW = timeouts.NextWatermark(b.W, b.maxEvt, e.delayMs)
+	b.nextW, b.ownMax, b.recordMax = e.nextWatermark(b.W, b.maxEvt)
 	if err := b.addData(); err != nil {
 		return nil, err
 	}
@@ -97,9 +97,11 @@ func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*Batc
 	if err != nil {
 		return nil, err
 	}
-	if len(in.Rows) == 0 && len(b.groups) == 0 && (in.Position == 0 || in.Position == e.progress.Position) {
+	if len(in.Rows) == 0 && len(b.groups) == 0 && (in.Position == 0 || in.Position == e.progress.Position) && b.nextW == b.W {
 		// A no-data batch with no timeout to fire changes nothing: skip the commit, so an idle
-		// deployment does not sync Pebble every trigger interval. The last batch's delivery
+		// deployment does not sync Pebble every trigger interval. (One whose watermark moves,
+		// because the other partitions moved the shared bound, commits it: see
+		// WatermarkBound.) The last batch's delivery
 		// finishes here, so an idle deployment's outbox empties, and its acknowledgement is
 		// synced (once: later skipped batches have nothing to sync).
 		if err := e.finishInflight(ctx); err != nil {
@@ -111,6 +113,7 @@ func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*Batc
 		}
 		b.rep.BatchID, b.rep.Skipped = e.progress.BatchID, true
 		b.rep.WatermarkMs = e.progress.WatermarkMs
+		b.rep.MaxEventMs = e.reportedMax()
 		b.rep.Duration = time.Since(start)
 		rep := b.rep
 		return &rep, nil
@@ -178,6 +181,7 @@ func (b *batch) runChunks(ctx context.Context, position uint64, more bool, start
 		}
 	}
 	b.rep.WatermarkMs = e.progress.WatermarkMs
+	b.rep.MaxEventMs = e.reportedMax()
 	b.rep.WatermarkAdvanced = e.progress.WatermarkMs > b.W
 	b.rep.NeedsNoDataBatch = b.rep.WatermarkAdvanced && e.rules.Mode == timeouts.EventTime
 	b.rep.Duration = time.Since(start)
@@ -221,7 +225,11 @@ type batch struct {
 	hasBound bool
 	nextW    int64 // the watermark the batch commits when it closes
 	maxEvt   int64 // largest event time read, late rows included; timeouts.NoEventTime if none
-	rep      BatchReport
+	// ownMax is the partition's max event time with this batch's rows (Config.SharedWatermark
+	// only), which the first commit records when recordMax.
+	ownMax    int64
+	recordMax bool
+	rep       BatchReport
 	// from is where in the timer index the next chunk's timeout calls start; skip holds the
 	// keys that got rows in the batch and whose failed call left an expired timeout, which
 	// must not be timed out in it (nil when none); newSkips those of this chunk.
@@ -268,6 +276,7 @@ func (b *batch) begin(in BatchInput) {
 	b.bound, b.hasBound = e.rules.ExpiryBound(b.T, b.W)
 	b.id = e.progress.BatchID + 1
 	b.maxEvt = timeouts.NoEventTime
+	b.ownMax, b.recordMax = timeouts.NoEventTime, false
 	b.from = state.TimerPos{TimeoutMs: math.MinInt64}
 	b.rep = BatchReport{BatchID: b.id, RowsIn: len(in.Rows)}
 	b.sb = e.ks.NewBatch(b.id)
@@ -282,6 +291,7 @@ func (b *batch) resume() error {
 	b.bound, b.hasBound = e.rules.ExpiryBound(b.T, b.W)
 	b.id = e.progress.BatchID + 1
 	b.maxEvt = timeouts.NoEventTime
+	b.ownMax, b.recordMax = timeouts.NoEventTime, false // the first chunk recorded it
 	b.from = o.Next
 	b.rep = BatchReport{BatchID: b.id}
 	b.groups, b.nData, b.vals = b.groups[:0], 0, b.vals[:0]
@@ -342,6 +352,11 @@ func (b *batch) commit(position uint64, more bool) (state.Progress, error) {
 	}
 	if position == 0 {
 		position = b.e.progress.Position
+	}
+	if b.recordMax {
+		// The partition's rows are committed by the first chunk, their max event time with them.
+		b.sb.SetMaxEvent(b.ownMax)
+		b.recordMax = false
 	}
 	if more {
 		b.sb.SetProgress(b.W, position)

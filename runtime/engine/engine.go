@@ -78,6 +78,14 @@ type Config struct {
 	//
 	// [rowjson.AppendCanonicalKey]: github.com/groupstate/groupstate/runtime/internal/rowjson.AppendCanonicalKey
 	WrongPartition func(key []byte) error
+	// SharedWatermark, for a partition of a deployment split into partitions under
+	// event_time, bounds the watermark by the other partitions' event times (see
+	// [WatermarkBound]): the engine then records the partition's max event time with its
+	// progress, and a no-data batch whose watermark the bound moves commits. Nil (the
+	// default, and every deployment of one partition): the watermark follows the
+	// deployment's own rows only, W_next = max(W, batch max - watermark_delay), and nothing
+	// more is stored.
+	SharedWatermark WatermarkBound
 
 	native handler.BufferModule // in place of Wasm, for groupstate's own tests (nativehook)
 	// chunkKeys and chunkBytes replace TimeoutChunkKeys and TimeoutChunkBytes (tests).
@@ -141,6 +149,10 @@ type BatchReport struct {
 	// raised it. Without event_time it does not move.
 	WatermarkMs       int64
 	WatermarkAdvanced bool
+	// MaxEventMs is the largest event time the partition has seen, as committed
+	// (state.Progress.MaxEventMs), for the caller to publish to the other partitions;
+	// timeouts.NoEventTime when none, and always without Config.SharedWatermark.
+	MaxEventMs int64
 	// NeedsNoDataBatch is set under event-time timeouts after a batch that advanced the
 	// watermark, which docs/semantics.md ("A micro-batch": No-data batches) says "is followed
 	// at once by a no-data batch, which fires the timeouts the new watermark passed": the
@@ -190,7 +202,8 @@ type Engine struct {
 	keyPath  rowjson.Path
 	timePath rowjson.Path
 	delayMs  int64
-	aheadMs  int64 // event_time.max_ahead; 0: none
+	aheadMs  int64          // event_time.max_ahead; 0: none
+	bound    WatermarkBound // Config.SharedWatermark; nil: none
 	h        handler.Handler
 	ks       *state.Deployment
 	sink     Sink
@@ -240,6 +253,9 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		e.chunkKeys, e.chunkBytes = cfg.chunkKeys, cfg.chunkBytes
 	}
 	e.batch = batch{e: e, seed: maphash.MakeSeed()}
+	if sp.EventTime != nil {
+		e.bound = cfg.SharedWatermark // without event time there is no watermark to share
+	}
 	e.rules = timeouts.Rules{Mode: sp.Timeout, HasWatermark: sp.EventTime != nil}
 	e.keyPath = mustPath(sp.Key.Field)
 	e.wrongPartition = cfg.WrongPartition

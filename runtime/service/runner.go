@@ -43,6 +43,12 @@ type runner struct {
 	part, parts int
 	key         string
 
+	// wm is the runtime's view of the partitions' watermarks, for a partition of a deployment
+	// under event_time (nil otherwise); lastRowAt is when the partition's last row arrived (by
+	// the service's clock), published with its max event time. Only the loop uses lastRowAt.
+	wm        *natsio.Watermarks
+	lastRowAt time.Time
+
 	router     *natsio.Router // partition 0 of several, without key.subject_token: routes the input to the partitions
 	routerDone chan struct{}  // closed when the router's goroutine ended (nil: none started)
 
@@ -163,10 +169,19 @@ func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerO
 		r.logger = logger.With("partition", r.part)
 	}
 	r.ks = store.Deployment(r.key)
+	var err error
 	if o.lease.Epoch == 0 {
 		// Not replicated: no changelog replicator left by an earlier replicated revision
 		// (replication switched off with --reset-state) may receive its writes.
 		r.ks.SetReplicator(nil)
+	}
+	if r.sharesWatermark() {
+		if r.wm, err = s.watermarks(ctx); err != nil {
+			return nil, err
+		}
+		if rec, ok := r.wm.Record(sp.Name, r.part); ok {
+			r.lastRowAt = rec.LastRowAt // a takeover does not make an idle partition look busy
+		}
 	}
 	notes, err := r.open(ctx, reset)
 	if err != nil {
@@ -257,7 +272,8 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	}
 	pub := natsio.NewPublisher(s.js, natsio.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject}).
 		WithInstance(cmp.Or(r.instance, r.store.ID())).WithGeneration(p.Generation, p.GenerationFrom)
-	cfg := engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger()}
+	cfg := engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger(),
+		SharedWatermark: r.engineBound()}
 	if r.bySubject() {
 		cfg.WrongPartition = r.wrongPartition
 	}
@@ -579,6 +595,12 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 			var res fetchResult
 			select {
 			case res = <-f.out:
+			case <-r.watermarkMoved():
+				// Another partition's max event time changed: when it moves this partition's
+				// watermark, a no-data batch commits it (and the next fires the timeouts it
+				// passed), though no row comes. The fetch in flight is taken next time.
+				noData = r.watermarkAhead()
+				continue
 			case <-ctx.Done():
 				return
 			}
@@ -641,6 +663,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 		noData = rep.NeedsNoDataBatch
 		backoff = 100 * time.Millisecond
 		r.record(rep)
+		r.publishWatermark(rep)
 		r.s.cfg.Metrics.batch(r.spec.Name, rep)
 		if !r.takeoverAt.IsZero() && !rep.Skipped {
 			r.s.cfg.Metrics.takeover(r.spec.Name, time.Since(r.takeoverAt))

@@ -76,6 +76,11 @@ type Service struct {
 
 	standbyPub sync.Mutex // orders the recordings of the standby copies (publishStandbys)
 
+	// wms is the view of the partitions' watermarks (see watermarks), opened by the first
+	// runner of a partitioned event-time deployment; wmMu guards it.
+	wmMu sync.Mutex
+	wms  *natsio.Watermarks
+
 	ready       atomic.Bool
 	storeFailed chan struct{}
 	retry       chan natsio.Record
@@ -151,6 +156,7 @@ func (s *Service) openStore() (*state.Store, error) {
 // members, and Run returns nil.
 func (s *Service) Run(ctx context.Context) error {
 	defer s.rt.Close(context.Background())
+	defer s.closeWatermarks() // after every runner stopped (the deferred calls run in reverse)
 	defer func() {
 		s.mu.Lock()
 		st := s.store

@@ -36,6 +36,9 @@ const (
 	DefaultSnapshotInterval = 5 * time.Minute
 	// MinSnapshotInterval is the shortest snapshot.interval.
 	MinSnapshotInterval = 10 * time.Second
+	// DefaultEventTimeIdle is event_time.idle's default for a deployment split into
+	// partitions.
+	DefaultEventTimeIdle = time.Minute
 )
 
 func (s *Spec) ensureScaleOutDefaults() {
@@ -47,6 +50,9 @@ func (s *Spec) ensureScaleOutDefaults() {
 	}
 	if s.Snapshot.Interval == 0 && s.Replication == ReplicationChangelog {
 		s.Snapshot.Interval = Duration(DefaultSnapshotInterval)
+	}
+	if s.EventTime != nil && s.EventTime.Idle == 0 && s.Partitions > 1 {
+		s.EventTime.Idle = Duration(DefaultEventTimeIdle)
 	}
 }
 
@@ -65,6 +71,9 @@ func (s *Spec) validateScaleOut(add func(format string, args ...any)) {
 		add("standbys %d must be 0 to %d", s.Standbys, MaxStandbys)
 	case s.Standbys > 0 && s.Replication != ReplicationChangelog:
 		add("standbys needs replication: changelog (a standby is a copy kept from the changelog)")
+	}
+	if s.EventTime != nil && s.EventTime.Idle < 0 {
+		add("event_time.idle must be positive")
 	}
 	if iv := s.Snapshot.Interval; iv != 0 && (iv < 0 || iv.Std() < MinSnapshotInterval) {
 		add("snapshot.interval must be at least %s", MinSnapshotInterval)
@@ -85,11 +94,8 @@ func (s *Spec) validateScaleOut(add func(format string, args ...any)) {
 // cannot run them yet (empty: nothing).
 func (s *Spec) scaleOutNotYetRun() string {
 	var p []string
-	switch {
-	case s.Partitions > 1 && s.Replication != ReplicationChangelog:
+	if s.Partitions > 1 && s.Replication != ReplicationChangelog {
 		p = append(p, fmt.Sprintf("partitions %d without replication: changelog", s.Partitions))
-	case s.Partitions > 1 && s.EventTime != nil:
-		p = append(p, fmt.Sprintf("partitions %d with event_time (a watermark across partitions)", s.Partitions))
 	}
 	if len(p) == 0 {
 		return ""

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/groupstate/groupstate/runtime/spec"
 )
@@ -34,6 +35,23 @@ snapshot: {interval: 1m}
 	if c, _ := spec.ParseSpec([]byte("name: counts\nkey: {field: k}\nreplication: changelog\n")); c.Snapshot.Interval.Std() != spec.DefaultSnapshotInterval {
 		t.Fatalf("snapshot.interval default under changelog: %v", c.Snapshot.Interval)
 	}
+	for _, tc := range []struct {
+		extra string
+		want  time.Duration
+	}{
+		{"partitions: 4\n", spec.DefaultEventTimeIdle},
+		{"partitions: 4\nevent_time: {field: ts, watermark_delay: 1s, idle: 5s}\n", 5 * time.Second},
+		{"", 0}, // one partition: no others to be idle for, and nothing added to its spec
+	} {
+		y := "name: counts\nkey: {field: k}\nreplication: changelog\n" + tc.extra
+		if !strings.Contains(y, "event_time") {
+			y += "event_time: {field: ts, watermark_delay: 1s}\n"
+		}
+		c, err := spec.ParseSpec([]byte(y))
+		if err != nil || c.EventTime.Idle.Std() != tc.want {
+			t.Fatalf("%q: event_time.idle %v (%v), want %v", tc.extra, c.EventTime.Idle, err, tc.want)
+		}
+	}
 }
 
 func TestScaleOutFieldErrors(t *testing.T) {
@@ -48,7 +66,17 @@ func TestScaleOutFieldErrors(t *testing.T) {
 		{base + "replication: changelog\nsnapshot: {interval: 1s}\n", "snapshot.interval must be at least 10s"},
 		{"name: x\ninput: {subjects: [\"a.*\", \"b.c\"]}\nkey: {field: k, subject_token: 2}\n", `key.subject_token 2: input subject "b.c" has no '*' at token 2`},
 		{"name: x\ninput: {subjects: [\"a.>\"]}\nkey: {field: k, subject_token: 2}\n", `input subject "a.>" has no '*' at token 2`},
+		{base + "partitions: 4\nreplication: changelog\nevent_time: {field: ts, watermark_delay: 1s, idle: -1s}\n", "a duration cannot be negative"},
+		{base + "partitions: 4\nreplication: changelog\nevent_time: {field: ts, watermark_delay: 1s, idle: 1ms}\n", ""},
 		{"name: x\ninput: {subjects: [\"a.*\"]}\nkey: {field: k, subject_token: 3}\n", `input subject "a.*" has no '*' at token 3`},
+	}
+	s, err := spec.ParseSpec([]byte(base + "partitions: 4\nreplication: changelog\nevent_time: {field: ts, watermark_delay: 1s}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.EventTime.Idle = -1 // a spec built in Go: the YAML decoder refuses negative durations itself
+	if err := s.Validate(); !errors.Is(err, spec.ErrInvalidSpec) || !strings.Contains(err.Error(), "event_time.idle must be positive") {
+		t.Errorf("a negative event_time.idle: %v", err)
 	}
 	for _, tt := range tests {
 		_, err := spec.ParseSpec([]byte(tt.yaml))
@@ -81,7 +109,8 @@ func TestScaleOutNotYetRunByTheService(t *testing.T) {
 		{"partitions: 4\nreplication: changelog\nstandbys: 1\n", ""},
 		{"replication: changelog\nstandbys: 2\n", ""},
 		{"partitions: 4\n", "partitions 4 without replication: changelog: not run"},
-		{"partitions: 4\nreplication: changelog\nevent_time: {field: ts, watermark_delay: 1s}\ntimeout: event_time\n", "partitions 4 with event_time (a watermark across partitions): not run"},
+		{"partitions: 4\nreplication: changelog\nevent_time: {field: ts, watermark_delay: 1s}\ntimeout: event_time\n", ""},
+		{"partitions: 4\nreplication: changelog\nevent_time: {field: ts, watermark_delay: 1s, idle: 30s}\n", ""},
 	} {
 		y := tc.extra
 		if !strings.HasPrefix(y, "name:") {

@@ -102,6 +102,12 @@ type EventTimeSpec struct {
 	// does not move the watermark, which would otherwise stay ahead for good (say, after a
 	// producer wrote microseconds where milliseconds are meant). Default: unset, no bound.
 	MaxAhead Duration `yaml:"max_ahead,omitempty" json:"max_ahead,omitempty"`
+	// Idle, for a deployment split into partitions, is how long a partition may go without
+	// rows before the others leave it out of their watermark (docs/semantics.md, "Event time
+	// across partitions"): an idle partition no longer holds the watermark back. Default
+	// [DefaultEventTimeIdle] when partitions > 1 (unset otherwise: one partition has no
+	// others); it must be positive.
+	Idle Duration `yaml:"idle,omitempty" json:"idle,omitempty"`
 }
 
 // OutputSpec names the output subject and, optionally, the stream that keeps it.

@@ -1,0 +1,99 @@
+package service
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+// The watermark of a deployment split into partitions under event_time (docs/semantics.md,
+// "Event time across partitions"): each partition's runner publishes the partition's max
+// event time to the groupstate-watermarks bucket (at most once a second, in the background),
+// and bounds its engine's watermark by the other partitions' records, which one watch per
+// runtime keeps in memory (natsio.Watermarks). A partition that gets no rows still runs a
+// no-data batch when that bound moves its watermark (see loop), so its event-time timeouts
+// fire.
+
+// watermarks returns the runtime's view of the watermarks bucket, opening it (and its watch)
+// the first time a runner needs it.
+func (s *Service) watermarks(ctx context.Context) (*natsio.Watermarks, error) {
+	s.wmMu.Lock()
+	defer s.wmMu.Unlock()
+	if s.wms != nil {
+		return s.wms, nil
+	}
+	w, err := natsio.OpenWatermarks(ctx, s.js, natsio.WatermarkOptions{Replicas: s.cfg.Replicas, Now: s.cfg.Clock.Now, Logger: s.logger})
+	if err != nil {
+		return nil, fmt.Errorf("partition watermarks: %w", err)
+	}
+	s.wms = w
+	return w, nil
+}
+
+// closeWatermarks stops the bucket's watch, once no runner runs.
+func (s *Service) closeWatermarks() {
+	s.wmMu.Lock()
+	defer s.wmMu.Unlock()
+	if s.wms != nil {
+		s.wms.Close()
+		s.wms = nil
+	}
+}
+
+// sharesWatermark tells whether r's partition shares its watermark with other partitions.
+func (r *runner) sharesWatermark() bool { return r.parts > 1 && r.spec.EventTime != nil }
+
+// watermarkBound is r's engine.WatermarkBound: the smallest of the partition's own max event
+// time and those of the other partitions that published and are not idle.
+func (r *runner) watermarkBound(ownMaxMs int64) int64 {
+	idle := cmp.Or(r.spec.EventTime.Idle.Std(), spec.DefaultEventTimeIdle)
+	return r.wm.Min(r.spec.Name, r.part, r.parts, ownMaxMs, idle)
+}
+
+// engineBound is the SharedWatermark of r's engine (nil: r's partition shares none).
+func (r *runner) engineBound() engine.WatermarkBound {
+	if r.wm == nil {
+		return nil
+	}
+	return r.watermarkBound
+}
+
+// publishWatermark publishes the partition's max event time after a batch (natsio.Watermarks
+// throttles the puts), with the wall time of its last row.
+func (r *runner) publishWatermark(rep *engine.BatchReport) {
+	if r.wm == nil {
+		return
+	}
+	if rep.RowsIn > 0 {
+		r.lastRowAt = r.s.cfg.Clock.Now()
+	}
+	if rep.MaxEventMs == timeouts.NoEventTime {
+		return // nothing seen yet: nothing to bound the others with
+	}
+	r.wm.Publish(r.spec.Name, r.part, natsio.WatermarkRecord{MaxEventMs: rep.MaxEventMs, LastRowAt: r.lastRowAt})
+}
+
+// watermarkMoved is closed when another partition's record may have moved r's watermark (nil,
+// which never fires, when r's partition shares none).
+func (r *runner) watermarkMoved() <-chan struct{} {
+	if r.wm == nil {
+		return nil
+	}
+	return r.wm.Changed()
+}
+
+// watermarkAhead tells whether the bound of the other partitions would move r's watermark now:
+// then a no-data batch commits it (and fires the timeouts it passes). Only the loop calls it.
+func (r *runner) watermarkAhead() bool {
+	p := r.eng.Progress()
+	if r.wm == nil || !p.HasMaxEvent {
+		return false
+	}
+	delay := r.spec.EventTime.WatermarkDelay.Std().Milliseconds()
+	return timeouts.NextWatermark(p.WatermarkMs, r.watermarkBound(p.MaxEventMs), delay) > p.WatermarkMs
+}
