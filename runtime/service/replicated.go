@@ -88,9 +88,10 @@ func (s *Service) applyReplicated(ctx context.Context, rec natsio.Record) {
 			lease = natsio.Lease{Deployment: rec.Name, Partition: p}
 		}
 		if !s.applyPartition(ctx, rec, p, parts, plan[p], lease, &a) {
-			return
+			break
 		}
 	}
+	s.startPartitions(ctx, rec, &a)
 	if a.held {
 		// A partition the plan gives to this runtime is still held by its live owner, which
 		// hands it over (see applyPartition): look again soon rather than at the next
@@ -114,7 +115,8 @@ const leaseHeldRetry = 200 * time.Millisecond
 type applying struct {
 	rv      *revision // checked once, for the first partition that starts here
 	checked bool
-	held    bool // a partition's lease was held by another live runtime
+	held    bool             // a partition's lease was held by another live runtime
+	starts  []partitionStart // the partitions to start here once every one was looked at
 }
 
 // applyPartition applies partition p of rec (of parts) given the plan's assignment and the
@@ -221,37 +223,89 @@ func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, part
 		s.retryLater(rec, err)
 		return false
 	}
-	started := time.Now()
 	hint := s.endStandby(key, false)
 	if old != nil {
 		hint = old.copyPos()
 	}
-	r, err := s.buildReplicated(ctx, a.rv, lease, p, hint)
-	if errors.Is(err, natsio.ErrFenced) {
-		// A newer epoch fenced the log between the acquire and the fence: another runtime
-		// owns the partition now, and its status is its own.
-		s.logger.Info("deployment taken by another runtime while starting here", "deployment", rec.Name, "partition", p, "err", err)
-		return true
-	}
-	if err != nil {
-		s.logger.Error("deployment could not start", "deployment", rec.Name, "partition", p, "err", err)
-		s.putStatus(ctx, &client.Status{Name: key, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
-		if !permanent(err) {
-			s.retryLater(rec, err)
-		}
-		return false
-	}
-	if !s.clearReset(ctx, rec, r) {
-		return false
-	}
-	r.takeoverAt = started
-	s.mu.Lock()
-	s.runners[key] = r
-	s.mu.Unlock()
-	r.start(ctx)
-	s.logger.Info("deployment running (changelog replication)", "deployment", rec.Name, "partition", p, "epoch", lease.Epoch,
-		"restore", time.Since(started).Round(time.Millisecond), "module", rec.ModuleDigest[:12])
+	a.starts = append(a.starts, partitionStart{p: p, key: key, lease: lease, hint: hint, acquired: time.Now()})
 	return true
+}
+
+// partitionStart is a partition whose lease this runtime acquired in an apply, to be
+// restored and started here.
+type partitionStart struct {
+	p        int
+	key      string
+	lease    natsio.Lease
+	hint     copyPos // what a standby copy (or the runner it replaces) here holds
+	acquired time.Time
+}
+
+// parallelStarts bounds the partitions one apply restores and starts at once: a runtime
+// that takes over a dead one's partitions restores them side by side (the restores wait on
+// NATS; compiling is cached), so the last one is not delayed by all the others.
+const parallelStarts = 4
+
+// startPartitions restores and starts the partitions whose leases an apply of rec acquired,
+// at most parallelStarts at once, and waits for them.
+func (s *Service) startPartitions(ctx context.Context, rec natsio.Record, a *applying) {
+	if len(a.starts) == 0 {
+		return
+	}
+	type built struct {
+		r   *runner
+		err error
+	}
+	out := make([]built, len(a.starts))
+	if rec.ResetState != "" || len(a.starts) == 1 {
+		for i, ps := range a.starts { // a reset is of one partition, on the service's loop
+			out[i].r, out[i].err = s.buildReplicated(ctx, a.rv, ps.lease, ps.p, ps.hint)
+		}
+	} else {
+		var wg sync.WaitGroup
+		sem := make(chan struct{}, parallelStarts)
+		for i, ps := range a.starts {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				out[i].r, out[i].err = s.buildReplicated(ctx, a.rv, ps.lease, ps.p, ps.hint)
+			}()
+		}
+		wg.Wait()
+	}
+	var retry error
+	for i, ps := range a.starts {
+		r, err := out[i].r, out[i].err
+		if errors.Is(err, natsio.ErrFenced) {
+			// A newer epoch fenced the log between the acquire and the fence: another runtime
+			// owns the partition now, and its status is its own.
+			s.logger.Info("deployment taken by another runtime while starting here", "deployment", rec.Name, "partition", ps.p, "err", err)
+			continue
+		}
+		if err != nil {
+			s.logger.Error("deployment could not start", "deployment", rec.Name, "partition", ps.p, "err", err)
+			s.putStatus(ctx, &client.Status{Name: ps.key, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
+			if !permanent(err) {
+				retry = err
+			}
+			continue
+		}
+		if !s.clearReset(ctx, rec, r) {
+			continue
+		}
+		r.takeoverAt = ps.acquired
+		s.mu.Lock()
+		s.runners[ps.key] = r
+		s.mu.Unlock()
+		r.start(ctx)
+		s.logger.Info("deployment running (changelog replication)", "deployment", rec.Name, "partition", ps.p, "epoch", ps.lease.Epoch,
+			"restore", time.Since(ps.acquired).Round(time.Millisecond), "module", rec.ModuleDigest[:12])
+	}
+	if retry != nil {
+		s.retryLater(rec, retry) // once for the apply, however many partitions failed
+	}
 }
 
 // buildReplicated fences partition p's changelog with lease's epoch, restores the

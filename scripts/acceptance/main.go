@@ -403,42 +403,50 @@ func (l *loader) wait() error { return <-l.done }
 func keyOf(row int64) string { return fmt.Sprintf("k%04d", (row*7919)%int64(*keysFlag)) }
 
 // publish publishes rows published+1 .. published+n, each with its row number as message id
-// (a retry after a lost acknowledgement is dropped as a duplicate), in ticks of 10 ms.
+// (a retry after a lost acknowledgement is dropped as a duplicate), a tick's worth every
+// 10 ms without waiting for the acknowledgements, which are collected as they come; a row
+// whose publish failed is published again. published is the last row acknowledged with
+// every row before it.
 func (h *harness) publish(n int) error {
-	first := h.published.Load() + 1
-	last := first + int64(n) - 1
+	type pending struct {
+		row int64
+		f   jetstream.PubAckFuture
+	}
+	send := func(row int64) (pending, error) {
+		f, err := h.js.PublishMsgAsync(&nats.Msg{Subject: inSubject, Data: []byte(`{"key":"` + keyOf(row) + `"}`),
+			Header: nats.Header{jetstream.MsgIDHeader: []string{"row-" + strconv.FormatInt(row, 10)}}})
+		return pending{row, f}, err
+	}
+	next := h.published.Load() + 1
+	last := next + int64(n) - 1
 	perTick := max(1, *rateFlag/100)
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	next := first
-	for next <= last {
+	var queue []pending
+	for next <= last || len(queue) > 0 {
 		<-tick.C
-		end := min(next+int64(perTick)-1, last)
-		var futures []jetstream.PubAckFuture
-		for i := next; i <= end; i++ {
-			f, err := h.js.PublishMsgAsync(&nats.Msg{Subject: inSubject, Data: []byte(`{"key":"` + keyOf(i) + `"}`),
-				Header: nats.Header{jetstream.MsgIDHeader: []string{"row-" + strconv.FormatInt(i, 10)}}})
+		for i := 0; i < perTick && next <= last; i++ {
+			p, err := send(next)
 			if err != nil {
-				futures = nil
-				break
+				break // too many in flight, or reconnecting: the next tick goes on
 			}
-			futures = append(futures, f)
+			queue = append(queue, p)
+			next++
 		}
-		acked := next - 1
-		for i, f := range futures {
+		for len(queue) > 0 {
 			select {
-			case <-f.Ok():
-				if acked == next+int64(i)-1 {
-					acked++
+			case <-queue[0].f.Ok():
+				h.published.Store(queue[0].row)
+				queue = queue[1:]
+				continue
+			case <-queue[0].f.Err():
+				if p, err := send(queue[0].row); err == nil {
+					queue[0] = p
 				}
-			case <-f.Err():
-			case <-time.After(10 * time.Second):
+			default:
 			}
+			break
 		}
-		// Rows after the first unacknowledged one are published again (their ids drop
-		// the ones that were stored).
-		next = acked + 1
-		h.published.Store(acked)
 	}
 	return nil
 }
