@@ -5,14 +5,15 @@ import "github.com/groupstate/groupstate/timeouts"
 // WatermarkBound is how a partition of a deployment split into partitions learns how far the
 // other partitions are in event time (docs/semantics.md, "Event time across partitions").
 // Given ownMaxMs, the largest event time the partition has seen (this batch's rows included,
-// late ones too), it returns the smallest of ownMaxMs and the largest event times of the other
-// partitions that count: those that published one and are not idle. The engine then commits
+// late ones too), it returns the smallest largest event time of the partitions that count:
+// this one (ownMaxMs) unless it is idle, and the others that published one and are not idle;
+// [timeouts.NoEventTime] when none counts, which moves no watermark. The engine then commits
 //
 //	W_next = max(W, bound - watermark_delay)
 //
 // ([timeouts.NextWatermark] of the bound) and records ownMaxMs with the batch's progress
 // (state.Progress.MaxEventMs), so a restart, a failover and a replay go on from it. A result
-// above ownMaxMs is taken as ownMaxMs: the partition's own maximum always counts.
+// above ownMaxMs is the watermark of an idle partition following the others.
 //
 // The engine calls it on the goroutine that calls RunBatch, once per batch when the partition
 // has seen an event time, no-data batches included: it must not block (read a cache kept up to
@@ -41,7 +42,7 @@ func (e *Engine) nextWatermark(w, maxEvt int64) (next, own int64, record bool) {
 		return max(w, 0), own, false // nothing seen: nothing bounds, nothing moves
 	}
 	record = !e.progress.HasMaxEvent || own != e.progress.MaxEventMs
-	return timeouts.NextWatermark(w, min(e.bound(own), own), e.delayMs), own, record
+	return timeouts.NextWatermark(w, e.bound(own), e.delayMs), own, record
 }
 
 // reportedMax is BatchReport.MaxEventMs of the last commit.

@@ -35,8 +35,8 @@ func newOthers(ms int64) *others {
 }
 
 // bound is the WatermarkBound of a partition whose other partitions are at o.min: the min of
-// the own max and theirs. It returns more than own when asked (above), which the engine must
-// cap.
+// the own max and theirs. It returns more than own when asked (above): the partition is idle,
+// and follows the others.
 func (o *others) bound(above bool) engine.WatermarkBound {
 	return func(own int64) int64 {
 		o.calls.Add(1)
@@ -66,7 +66,7 @@ func evtRow(k string, ts int64) string { return fmt.Sprintf(`{"k":%q,"ts":%d,"op
 
 // TestSharedWatermarkRule: with a WatermarkBound, a batch commits W_next = max(W, min(own max,
 // others) - delay), where the own max is the largest event time the partition has seen
-// (earlier batches and late rows included), always counted, and a bound above it is capped;
+// (earlier batches and late rows included), and a bound above it (an idle partition) is taken;
 // the own max is committed with the progress and reported.
 func TestSharedWatermarkRule(t *testing.T) {
 	tests := []struct {
@@ -80,7 +80,7 @@ func TestSharedWatermarkRule(t *testing.T) {
 		{"others ahead: the own max bounds", 90_000, false, [][]int64{{30_000, 50_000}}, []int64{40_000}, []int64{50_000}},
 		{"others behind hold it back", 25_000, false, [][]int64{{30_000, 50_000}}, []int64{15_000}, []int64{50_000}},
 		{"no other partition counts", timeouts.NoEventTime, false, [][]int64{{50_000}, {20_000}}, []int64{40_000, 40_000}, []int64{50_000, 50_000}},
-		{"a bound above the own max is capped", 0, true, [][]int64{{50_000}}, []int64{40_000}, []int64{50_000}},
+		{"an idle partition follows the others past its own max", 0, true, [][]int64{{50_000}}, []int64{1_040_000}, []int64{50_000}},
 		{"the own max spans batches; late rows count", 1_000_000, false, [][]int64{{50_000}, {45_000}, {38_000, 60_000}}, []int64{40_000, 40_000, 50_000}, []int64{50_000, 50_000, 60_000}},
 		{"it never goes back", 1_000_000, false, [][]int64{{50_000}, {1_000}}, []int64{40_000, 40_000}, []int64{50_000, 50_000}},
 		{"below the delay it stays at 0", 1_000_000, false, [][]int64{{5_000}}, []int64{0}, []int64{5_000}},

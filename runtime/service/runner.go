@@ -773,7 +773,11 @@ func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.Batch
 		rows = append(rows, engine.Row{Data: m.Data, Subject: subject, Sequence: m.Sequence})
 		maxSeq = max(maxSeq, m.Sequence)
 	}
-	in := engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(r.s.cfg.Clock.Now()), Rows: rows, Position: maxSeq}
+	now := r.s.cfg.Clock.Now()
+	if len(rows) > 0 {
+		r.lastRowAt = now // the partition is not idle for the batch's own watermark
+	}
+	in := engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(now), Rows: rows, Position: maxSeq}
 	rep, err := r.eng.RunBatch(ctx, in)
 	return rep, last, err
 }

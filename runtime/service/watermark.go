@@ -48,11 +48,12 @@ func (s *Service) closeWatermarks() {
 // sharesWatermark tells whether r's partition shares its watermark with other partitions.
 func (r *runner) sharesWatermark() bool { return r.parts > 1 && r.spec.EventTime != nil }
 
-// watermarkBound is r's engine.WatermarkBound: the smallest of the partition's own max event
-// time and those of the other partitions that published and are not idle.
+// watermarkBound is r's engine.WatermarkBound: the smallest max event time of the partitions
+// that are not idle, this one included (by its last row, r.lastRowAt) and the others that
+// published.
 func (r *runner) watermarkBound(ownMaxMs int64) int64 {
 	idle := cmp.Or(r.spec.EventTime.Idle.Std(), spec.DefaultEventTimeIdle)
-	return r.wm.Min(r.spec.Name, r.part, r.parts, ownMaxMs, idle)
+	return r.wm.Min(r.spec.Name, r.part, r.parts, natsio.WatermarkRecord{MaxEventMs: ownMaxMs, LastRowAt: r.lastRowAt}, idle)
 }
 
 // engineBound is the SharedWatermark of r's engine (nil: r's partition shares none).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"time"
 
@@ -297,13 +298,18 @@ func (w *Watermarks) Record(deployment string, partition int) (WatermarkRecord, 
 }
 
 // Min returns the bound of partition's watermark among the parts partitions of deployment:
-// the smallest of ownMaxMs (the partition's own max event time, which always counts) and the
-// MaxEventMs of every other partition that has a record whose LastRowAt is less than idle
-// before Now (idle 0 or less: none is idle). Partitions without a record are left out. It
-// reads the watched records only.
-func (w *Watermarks) Min(deployment string, partition, parts int, ownMaxMs int64, idle time.Duration) int64 {
+// the smallest MaxEventMs of the partitions that count, those whose LastRowAt is less than
+// idle before Now (idle 0 or less: none is idle): the partition itself by own (its current
+// max event time and last row, which need not be published yet), and every other by the
+// record the watch delivered (partitions without a record are left out). When none counts,
+// math.MinInt64 (the watermark stays). It reads the watched records only.
+func (w *Watermarks) Min(deployment string, partition, parts int, own WatermarkRecord, idle time.Duration) int64 {
 	now := w.now()
-	m := ownMaxMs
+	isIdle := func(r WatermarkRecord) bool { return idle > 0 && now.Sub(r.LastRowAt) >= idle }
+	m := int64(math.MaxInt64)
+	if !isIdle(own) {
+		m = own.MaxEventMs
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for p := range parts {
@@ -311,10 +317,13 @@ func (w *Watermarks) Min(deployment string, partition, parts int, ownMaxMs int64
 			continue
 		}
 		r, ok := w.seen[leaseKey(deployment, p)]
-		if !ok || (idle > 0 && now.Sub(r.LastRowAt) >= idle) {
+		if !ok || isIdle(r) {
 			continue
 		}
 		m = min(m, r.MaxEventMs)
+	}
+	if m == math.MaxInt64 {
+		return math.MinInt64
 	}
 	return m
 }

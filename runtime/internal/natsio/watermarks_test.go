@@ -1,6 +1,7 @@
 package natsio
 
 import (
+	"math"
 	"testing"
 	"time"
 
@@ -48,7 +49,8 @@ func TestWatermarks(t *testing.T) {
 	t0 := clock.Now()
 	const idle = time.Minute
 
-	if got := b.Min("d", 1, 3, 50_000, idle); got != 50_000 {
+	live := func(ms int64) WatermarkRecord { return WatermarkRecord{MaxEventMs: ms, LastRowAt: clock.Now()} }
+	if got := b.Min("d", 1, 3, live(50_000), idle); got != 50_000 {
 		t.Fatalf("nobody published: bound %d, want the own max 50000", got)
 	}
 	changed := b.Changed()
@@ -69,10 +71,10 @@ func TestWatermarks(t *testing.T) {
 		own, bound int64
 	}{
 		{"another partition behind bounds", b, 1, 50_000, 10_000},
-		{"the own max always counts", b, 1, 5_000, 5_000},
+		{"the own max counts while not idle", b, 1, 5_000, 5_000},
 		{"a partition's own record is not another's", a, 0, 20_000, 20_000},
 	} {
-		if got := tc.w.Min("d", tc.part, 3, tc.own, idle); got != tc.bound {
+		if got := tc.w.Min("d", tc.part, 3, live(tc.own), idle); got != tc.bound {
 			t.Errorf("%s: bound %d, want %d", tc.what, got, tc.bound)
 		}
 	}
@@ -127,9 +129,18 @@ func TestWatermarks(t *testing.T) {
 		{"no idleness", 0, 0, 3, 1_000},
 	} {
 		clock.Advance(tc.advance)
-		if got := b.Min("d", 1, tc.parts, 50_000, tc.idle); got != tc.bound {
+		if got := b.Min("d", 1, tc.parts, live(50_000), tc.idle); got != tc.bound {
 			t.Errorf("%s: bound %d, want %d", tc.what, got, tc.bound)
 		}
+	}
+	// The partition itself idle: left out of its own bound, it follows the others; with
+	// nothing else counting, there is no bound.
+	idleOwn := WatermarkRecord{MaxEventMs: 50_000, LastRowAt: clock.Now().Add(-2 * idle)}
+	if got := b.Min("d", 1, 3, idleOwn, 0); got != 1_000 {
+		t.Errorf("own idle, no idleness: bound %d, want 1000", got)
+	}
+	if got := b.Min("d", 1, 3, idleOwn, idle); got != math.MinInt64 {
+		t.Errorf("everything idle: bound %d, want none (math.MinInt64)", got)
 	}
 
 	a.Close()
