@@ -76,6 +76,11 @@ func main() {
 	if err := h.run(); err != nil {
 		log.Printf("FAILED: %v", err)
 		code = 1
+		for _, p := range h.runtimes { // each writes its goroutines to its log
+			p.signal(syscall.SIGCONT)
+			p.signal(syscall.SIGQUIT)
+		}
+		time.Sleep(time.Second)
 	}
 	h.stopAll()
 	if *keep || code != 0 {

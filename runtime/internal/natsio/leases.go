@@ -149,7 +149,7 @@ func (l *Leases) Check(ctx context.Context, lease Lease) error {
 	return nil
 }
 
-// listTimeout bounds one [Leases.List]. Its watch waits for the bucket's consumer to deliver
+// listTimeout bounds one [Leases.List] and the listing of [Snapshots]. Their watch waits for the bucket's consumer to deliver
 // the initial values, and on a fresh 3-node cluster that consumer's creation can go
 // unanswered (seen under the race detector: a runtime waited minutes for it, its context
 // having no deadline); an error is retried by the caller instead.

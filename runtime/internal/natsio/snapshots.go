@@ -276,7 +276,11 @@ func (s *Snapshots) objects(ctx context.Context, deployment string, partition in
 	if err != nil {
 		return "", nil, nil, err
 	}
-	infos, err := s.os.List(ctx)
+	// The listing is a watch of the bucket: bounded, as a watch that is never served (a fresh
+	// cluster) would otherwise wait as long as ctx lasts (see listTimeout).
+	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	defer cancel()
+	infos, err := s.os.List(lctx)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {
 		return dir, nil, nil, nil
 	}
