@@ -160,8 +160,11 @@ func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, part
 			delete(s.runners, key)
 			s.mu.Unlock()
 			old.stopAndReport(false, true)
-			s.logger.Info("partition handed over", "deployment", rec.Name, "partition", p, "to", owner,
-				"waited", time.Since(old.handoverAsked).Round(time.Millisecond))
+			var waited time.Duration
+			if !old.handoverAsked.IsZero() {
+				waited = time.Since(old.handoverAsked).Round(time.Millisecond)
+			}
+			s.logger.Info("partition handed over", "deployment", rec.Name, "partition", p, "to", owner, "waited_for_warm_copy", waited)
 			if standby {
 				s.keepStandby(rec.Name, p, parts, old.copyPos())
 			} else {
@@ -314,6 +317,8 @@ func (s *Service) startPartitions(ctx context.Context, rec natsio.Record, a *app
 func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsio.Lease, p int, hint copyPos) (*runner, error) {
 	name := rv.rec.Name
 	parts := max(rv.spec.Partitions, 1)
+	t := startTimings()
+	defer t.logIfSlow(s.logger.With("deployment", name, "partition", p), "taking the partition over took long")
 	cl, err := natsio.OpenChangelog(ctx, s.js, name, s.cfg.Replicas)
 	if err != nil {
 		return nil, fmt.Errorf("changelog: %w", err)
@@ -321,6 +326,7 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsi
 	if _, err := cl.Fence(ctx, p, lease.Epoch); err != nil {
 		return nil, fmt.Errorf("fencing the changelog at epoch %d: %w", lease.Epoch, err)
 	}
+	t.mark("fence")
 	s.mu.Lock()
 	store := s.store
 	s.mu.Unlock()
@@ -334,6 +340,7 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsi
 	if err != nil {
 		return nil, fmt.Errorf("restoring from the changelog: %w", err)
 	}
+	t.mark("restore")
 	s.logger.Info("state restored from the changelog", "deployment", name, "partition", p, "records_applied", res.applied, "last_seq", res.last,
 		"from_standby", hint.Held > 0)
 	s.cfg.Metrics.restoredRecords(name, res.applied)
@@ -349,6 +356,7 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsi
 		ks.SetReplicator(nil)
 		return nil, err
 	}
+	t.mark("open")
 	return r, nil
 }
 

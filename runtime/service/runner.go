@@ -238,7 +238,10 @@ func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec) (string, err
 // resetState). It returns what reconcile found, for status.
 func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	s, sp := r.s, r.spec
+	t := startTimings()
+	defer t.logIfSlow(r.logger, "opening the deployment took long")
 	inStream, err := s.ensureStreams(ctx, sp)
+	t.mark("streams")
 	if err != nil {
 		return "", err
 	}
@@ -253,10 +256,12 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 		consumer = natsio.ConsumerName(fmt.Sprintf("%s-p%d", sp.Name, r.part))
 		subjects = []string{natsio.PartitionFilter(sp.Name, r.part, r.bySubject())}
 	}
+	t.mark("partitioned_stream")
 	src, err := natsio.NewSource(ctx, s.js, inStream, consumer, subjects)
 	if err != nil {
 		return "", fmt.Errorf("input consumer: %w", err)
 	}
+	t.mark("consumer")
 	if reset {
 		if err := resetState(ctx, r.ks, src); err != nil {
 			return "", fmt.Errorf("resetting the state: %w", err)
@@ -266,6 +271,7 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	t.mark("reconcile")
 	p, err := r.ks.Progress()
 	if err != nil {
 		return "", err
@@ -281,6 +287,7 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	t.mark("engine")
 	if r.eng != nil {
 		r.eng.Close(context.WithoutCancel(ctx))
 	}
@@ -367,6 +374,18 @@ func reconcile(ctx context.Context, js jetstream.JetStream, ks *state.Deployment
 		// afresh): start the consumer after the position rather than skip those rows.
 		if err := src.Rewind(ctx, pos+1); err != nil {
 			return "", err
+		}
+	}
+	if floor > pos && p.BatchID > 0 {
+		// A filtered consumer's floor passes the stream's other subjects (a partition of
+		// GS_<NAME>_KG, whose floor moves over the other partitions' rows): it is ahead only
+		// when one of its own messages lies between the position and the floor.
+		next, found, err := src.NextMatch(ctx, pos+1)
+		if err != nil {
+			return "", err
+		}
+		if !found || next > floor {
+			floor = pos
 		}
 	}
 	if floor > pos && p.BatchID == 0 {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,12 +77,13 @@ type Msg struct {
 //     longer uses: a rewind waits for the acknowledgements in flight, and one
 //     asked for during or after a rewind is applied to the re-delivery.
 type Source struct {
-	js      jetstream.JetStream
-	nc      *nats.Conn
-	stream  string
-	durable string
-	cons    jetstream.Consumer
-	next    string // the consumer's pull-request subject
+	js       jetstream.JetStream
+	nc       *nats.Conn
+	stream   string
+	durable  string
+	subjects []string // the consumer's filter (empty: the whole stream)
+	cons     jetstream.Consumer
+	next     string // the consumer's pull-request subject
 
 	// fetchMu serialises Fetch: only the holder fetches and rewinds.
 	// It is held across the fetcher's network waits; Ack never takes it.
@@ -136,7 +138,7 @@ func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable stri
 		return nil, fmt.Errorf("natsio: creating consumer %s on stream %s: %w", durable, stream, err)
 	}
 	s := &Source{
-		js: js, nc: js.Conn(), stream: stream, durable: durable, cons: cons, resetable: true,
+		js: js, nc: js.Conn(), stream: stream, durable: durable, subjects: slices.Clone(subjects), cons: cons, resetable: true,
 		next: apiPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + durable,
 	}
 	s.acksDone.L = &s.mu
@@ -234,6 +236,37 @@ func (s *Source) AckFloor(ctx context.Context) (uint64, error) {
 		return 0, fmt.Errorf("natsio: consumer %s info: %w", s.durable, err)
 	}
 	return info.AckFloor.Stream, nil
+}
+
+// NextMatch returns the stream sequence of the first message at or after from that the
+// consumer's filter takes (found false when there is none). A filtered consumer's ack floor
+// can pass the last message it took (the server moves it over the stream's other subjects),
+// so a floor above a caller's position says that messages were acknowledged past it only when
+// one of the consumer's lies in between.
+func (s *Source) NextMatch(ctx context.Context, from uint64) (uint64, bool, error) {
+	st, err := s.js.Stream(ctx, s.stream)
+	if err != nil {
+		return 0, false, fmt.Errorf("natsio: stream %s: %w", s.stream, err)
+	}
+	subjects := s.subjects
+	if len(subjects) == 0 {
+		subjects = []string{">"}
+	}
+	var next uint64
+	found := false
+	for _, subj := range subjects {
+		m, err := st.GetMsg(ctx, max(from, 1), jetstream.WithGetMsgSubject(subj))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil {
+			return 0, false, fmt.Errorf("natsio: next message of %s on %s from %d: %w", subj, s.stream, from, err)
+		}
+		if !found || m.Sequence < next {
+			next, found = m.Sequence, true
+		}
+	}
+	return next, found, nil
 }
 
 // Rewind resets the consumer so that it delivers the messages from stream sequence seq on

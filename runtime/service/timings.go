@@ -1,0 +1,35 @@
+package service
+
+import (
+	"log/slog"
+	"time"
+)
+
+// slowStep is how long a multi-step operation (opening a deployment) may take before its
+// steps' durations are logged, so that a slow start says where its time went.
+const slowStep = 2 * time.Second
+
+// timings records how long each step of an operation took. Not safe for concurrent use.
+type timings struct {
+	start, last time.Time
+	steps       []any // slog attributes: step name, duration
+}
+
+func startTimings() *timings {
+	now := time.Now()
+	return &timings{start: now, last: now}
+}
+
+// mark ends the step named step.
+func (t *timings) mark(step string) {
+	now := time.Now()
+	t.steps = append(t.steps, step, now.Sub(t.last).Round(time.Millisecond))
+	t.last = now
+}
+
+// logIfSlow logs msg with every step's duration when the whole took slowStep or more.
+func (t *timings) logIfSlow(logger *slog.Logger, msg string) {
+	if total := time.Since(t.start); total >= slowStep {
+		logger.Warn(msg, append([]any{"took", total.Round(time.Millisecond)}, t.steps...)...)
+	}
+}
