@@ -401,17 +401,7 @@ func (s *Service) retryLater(rec natsio.Record, err error) {
 // deployment may not be running at undeploy time, or ever again.
 func (s *Service) undeploy(name string) {
 	s.stop(name, "undeployed")
-	s.mu.Lock()
-	var keys []string
-	for key, sb := range s.standbys {
-		if sb.name == name {
-			keys = append(keys, key)
-		}
-	}
-	s.mu.Unlock()
-	for _, key := range keys {
-		s.endStandby(key, true)
-	}
+	s.endStandbys(name, true)
 }
 
 func (s *Service) stop(name, why string) {
@@ -446,7 +436,7 @@ func (s *Service) stopAll() {
 		}()
 	}
 	wg.Wait()
-	s.endStandbys("")
+	s.endStandbys("", false)
 }
 
 // recoverStore handles a failed state store (a Pebble write error): it stops every

@@ -114,9 +114,10 @@ func (s *Service) endStandby(key string, drop bool) copyPos {
 	return pos
 }
 
-// endStandbys stops every standby of deployment name (every one when name is ""), keeping
-// the copies: an undeploy or a failed store. Only the service's loop calls it.
-func (s *Service) endStandbys(name string) {
+// endStandbys stops every standby of deployment name (every one when name is ""), deleting
+// the copies with drop (an undeploy) or keeping them (a stop, a failed store). Only the
+// service's loop calls it.
+func (s *Service) endStandbys(name string, drop bool) {
 	s.mu.Lock()
 	var keys []string
 	for key, sb := range s.standbys {
@@ -126,7 +127,7 @@ func (s *Service) endStandbys(name string) {
 	}
 	s.mu.Unlock()
 	for _, key := range keys {
-		s.endStandby(key, false)
+		s.endStandby(key, drop)
 	}
 }
 
