@@ -121,13 +121,15 @@ func TestExportApply(t *testing.T) {
 	b.SetOpen(OpenBatch{ProcessingTimeMs: 9, NextWatermarkMs: 10, Next: TimerAfter(3, []byte(`"k02"`))})
 	requireNoError(t, commitErr(b))
 
-	// A writer that goes on committing, with its own random stream.
+	// A writer that goes on committing, with its own random stream, from the moment the
+	// export has fixed its point (its first commit waits for at).
 	var commits atomic.Int64
-	stop := make(chan struct{})
+	stop, fixed := make(chan struct{}), make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		<-fixed
 		wrng := rand.New(rand.NewPCG(8, 8))
 		for id := uint64(62); ; id++ {
 			select {
@@ -147,6 +149,7 @@ func TestExportApply(t *testing.T) {
 		want = stateOf(t, x, keys) // no write of x can start meanwhile
 		requireEqual(t, want.Progress, p, "at's Progress")
 		atCommits = commits.Load()
+		close(fixed)
 		return nil
 	}, func(repr []byte) error {
 		if len(reprs) == 1 {
