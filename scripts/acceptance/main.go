@@ -16,6 +16,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -361,6 +362,32 @@ func owners(st *client.Status) map[int]string {
 	return out
 }
 
+// leaseOwners reads who holds each partition's lease now (the bucket groupstate-leases:
+// key "<deployment>.<partition>", value {"owner": id}).
+func (h *harness) leaseOwners() (map[int]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	kv, err := h.js.KeyValue(ctx, "groupstate-leases")
+	if err != nil {
+		return nil, fmt.Errorf("the leases bucket: %w", err)
+	}
+	out := map[int]string{}
+	for p := range *partsFlag {
+		e, err := kv.Get(ctx, fmt.Sprintf("%s.%d", deployment, p))
+		if err != nil {
+			return nil, fmt.Errorf("the lease of partition %d: %w", p, err)
+		}
+		var v struct {
+			Owner string `json:"owner"`
+		}
+		if err := json.Unmarshal(e.Value(), &v); err != nil {
+			return nil, fmt.Errorf("the lease of partition %d: %w", p, err)
+		}
+		out[p] = v.Owner
+	}
+	return out, nil
+}
+
 func perRuntime(st *client.Status) map[string]int {
 	out := map[string]int{}
 	for _, p := range st.Partitions {
@@ -668,20 +695,23 @@ func (h *harness) checkCrash() error {
 		}); err != nil {
 			return err
 		}
-		st := h.status()
-		if st == nil {
-			return errors.New("no status before the kill")
+		// The victim and its partitions by the leases, not by the status (a status written
+		// before a recent move names the former owner).
+		held, err := h.leaseOwners()
+		if err != nil {
+			return err
 		}
-		victim := h.runtimes[st.Partitions[i%len(st.Partitions)].Owner]
+		victim := h.runtimes[held[i%len(held)]]
 		if victim == nil {
-			return fmt.Errorf("partition owner %s is not a runtime of this run", st.Partitions[0].Owner)
+			return fmt.Errorf("partition %d's lease holder %q is not a runtime of this run", i%len(held), held[i%len(held)])
 		}
 		var orphaned []int
-		for p, o := range owners(st) {
+		for p, o := range held {
 			if o == idOf(victim) {
 				orphaned = append(orphaned, p)
 			}
 		}
+		slices.Sort(orphaned)
 		h.say("kill -9 of %s, owner of partitions %v", idOf(victim), orphaned)
 		at := time.Now()
 		victim.kill()
