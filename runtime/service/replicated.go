@@ -79,7 +79,7 @@ func (s *Service) applyReplicated(ctx context.Context, rec natsio.Record) {
 	for p, l := range leases {
 		owners[p] = l.Owner
 	}
-	plan := placement.Plan(placement.Input{Deployment: rec.Name, Partitions: parts, Standbys: standbysOf(rec), Members: s.liveIDs(), Owners: owners,
+	plan := placement.Plan(placement.Input{Deployment: rec.Name, Partitions: parts, Standbys: standbysOf(rec), Members: s.placeableIDs(), Owners: owners,
 		CurrentStandbys: s.currentStandbys(rec.Name, parts)})
 	var a applying
 	for p := range parts {
@@ -544,7 +544,44 @@ func (s *Service) liveIDs() []string {
 	return ids
 }
 
-// isLive tells whether runtime id is a live member.
+// placeableIDs are the live runtimes that may be given partitions, sorted: the live ones but
+// those leaving (a runtime stopping keeps its leases until it hands them over, but is left
+// out of the plan at once, so that the others know where its partitions go).
+func (s *Service) placeableIDs() []string {
+	leaving := map[string]bool{}
+	for _, m := range s.members.Live() {
+		leaving[m.ID] = m.Leaving
+	}
+	return slices.DeleteFunc(s.liveIDs(), func(id string) bool { return leaving[id] })
+}
+
+// leavingTimeout bounds the member write that announces a clean stop (NATS may be down).
+const leavingTimeout = 2 * time.Second
+
+// announceLeaving, at a clean stop of a runtime that runs partitions of replicated
+// deployments, tells the others that it is leaving before it stops them: they plan without
+// it at once and take each partition as soon as its lease is released (within
+// leaseHeldRetry), rather than only once every partition here has stopped and this runtime
+// has left.
+func (s *Service) announceLeaving() {
+	s.mu.Lock()
+	owns := false
+	for _, r := range s.runners {
+		owns = owns || r.lease.Epoch != 0
+	}
+	s.mu.Unlock()
+	if !owns {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), leavingTimeout)
+	defer cancel()
+	if err := s.members.SetLeaving(ctx); err != nil {
+		s.logger.Warn("announcing the stop to the other runtimes failed; they take the partitions once this one has left", "err", err)
+	}
+}
+
+// isLive tells whether runtime id is a live member (leaving or not: it holds its leases
+// until it releases them).
 func (s *Service) isLive(id string) bool { return slices.Contains(s.liveIDs(), id) }
 
 // replan applies every replicated deployment again: the members changed, or a lease may

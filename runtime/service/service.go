@@ -208,6 +208,7 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-recheck.C:
 			s.replan(ctx, records)
 		case <-ctx.Done():
+			s.announceLeaving()
 			s.stopAll()
 			s.logger.Info("runtime stopped")
 			return nil

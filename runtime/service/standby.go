@@ -142,10 +142,13 @@ func (s *Service) standbyWarm(id, key string) bool {
 }
 
 // currentStandbys returns, by partition of name (of parts), the live runtimes that record a
-// warm standby copy of it.
+// warm standby copy of it, leaving ones aside.
 func (s *Service) currentStandbys(name string, parts int) map[int][]string {
 	out := map[int][]string{}
 	for _, m := range s.members.Live() {
+		if m.Leaving {
+			continue
+		}
 		for _, key := range m.Standbys {
 			if p, ok := partitionOfKey(key, name, parts); ok {
 				out[p] = append(out[p], m.ID)

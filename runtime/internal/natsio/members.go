@@ -61,6 +61,9 @@ type Member struct {
 	// names of their state keyspaces: a deployment's name, or "<name>.<partition>"),
 	// sorted; see [Membership.SetStandbys].
 	Standbys []string `json:"standbys,omitempty"`
+	// Leaving is set by a runtime that is stopping (see [Membership.SetLeaving]): it is still
+	// live, holding its leases until it hands them over, but no longer to be given partitions.
+	Leaving bool `json:"leaving,omitempty"`
 	// RenewedAt is when the server stored the member's last renewal seen (the KV entry's
 	// time), not stored in the value.
 	RenewedAt time.Time `json:"-"`
@@ -219,6 +222,29 @@ func (m *Membership) SetStandbys(ctx context.Context, keyspaces []string) error 
 		return nil
 	}
 	m.self.Standbys = sorted
+	value, err := json.Marshal(m.self)
+	if err != nil {
+		m.mu.Unlock()
+		return fmt.Errorf("natsio: encoding member %s: %w", m.self.ID, err)
+	}
+	m.value = value
+	m.mu.Unlock()
+	return m.renew(ctx)
+}
+
+// SetLeaving records in this runtime's member value that it is stopping, and renews its
+// key at once so that the others see it: their placement leaves it out, and they take its
+// partitions as it releases their leases (a runtime that leaves at once, with Leave, makes
+// them wait for its leases' release without knowing where the partitions go). Later calls,
+// and calls after Leave, do nothing. A failed renewal is returned (the next one, every
+// TTL/5, carries the flag).
+func (m *Membership) SetLeaving(ctx context.Context) error {
+	m.mu.Lock()
+	if m.left || m.self.Leaving {
+		m.mu.Unlock()
+		return nil
+	}
+	m.self.Leaving = true
 	value, err := json.Marshal(m.self)
 	if err != nil {
 		m.mu.Unlock()
@@ -436,7 +462,7 @@ func (v *view) apply(e jetstream.KeyValueEntry) bool {
 	mem.RenewedAt = e.Created()
 	v.live[id] = mem
 	v.seen[id] = time.Now()
-	return !had || !old.StartedAt.Equal(mem.StartedAt) || !slices.Equal(old.Standbys, mem.Standbys)
+	return !had || !old.StartedAt.Equal(mem.StartedAt) || !slices.Equal(old.Standbys, mem.Standbys) || old.Leaving != mem.Leaving
 }
 
 // apply applies one entry of the watch to the view, signalling a change.
@@ -479,7 +505,7 @@ func (m *Membership) Live() []Member {
 
 // Changes returns a channel that receives a value after the set of live members changes
 // (a join, a leave, an expiry, or a member rejoining with a new StartedAt), or a member's
-// standby copies do ([Member.Standbys]), then read
+// standby copies do ([Member.Standbys]), or a member starts leaving ([Member.Leaving]); then read
 // [Membership.Live]. Changes close together are coalesced into one value; renewals signal
 // nothing. The channel is never closed.
 func (m *Membership) Changes() <-chan struct{} { return m.changes }

@@ -353,3 +353,39 @@ func TestMembersStandbys(t *testing.T) {
 	testutil.Require(t, b.SetStandbys(e.ctx, nil))
 	testutil.Eventually(t, "a sees b's standbys gone", func() bool { return len(standbysOf(a, "b")) == 0 })
 }
+
+// TestMembersLeaving: a runtime that starts leaving stays live with Leaving set, the others
+// are signalled, its standbys are kept, and it can still leave.
+func TestMembersLeaving(t *testing.T) {
+	e := newEnv(t)
+	a, _ := join(t, e, "a", time.Second)
+	b, _ := join(t, e, "b", time.Second)
+	testutil.Eventually(t, "a sees b", func() bool { return sees(a, "a", "b") })
+	testutil.Require(t, b.SetStandbys(e.ctx, []string{"counts.1"}))
+	drainChanges(a)
+	memberOf := func(m *Membership, id string) (Member, bool) {
+		for _, mem := range m.Live() {
+			if mem.ID == id {
+				return mem, true
+			}
+		}
+		return Member{}, false
+	}
+	testutil.Require(t, b.SetLeaving(e.ctx))
+	testutil.Eventually(t, "a sees b leaving", func() bool {
+		mem, ok := memberOf(a, "b")
+		return ok && mem.Leaving && slices.Equal(mem.Standbys, []string{"counts.1"})
+	})
+	select {
+	case <-a.Changes():
+	case <-time.After(testutil.PollDeadline):
+		t.Fatal("no change signalled for b's leaving")
+	}
+	if !b.Self().Leaving {
+		t.Fatal("b's Self is not leaving")
+	}
+	testutil.Require(t, b.SetLeaving(e.ctx)) // again: nothing
+	testutil.Require(t, b.Leave(e.ctx))
+	testutil.Eventually(t, "b gone", func() bool { _, ok := memberOf(a, "b"); return !ok })
+	testutil.Require(t, b.SetLeaving(e.ctx)) // after Leave: nothing
+}
