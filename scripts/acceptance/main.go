@@ -955,20 +955,26 @@ func (h *harness) checkNodeLoss() error {
 }
 
 // 9. Bounds: over 15 minutes with snapshot.interval 1m the changelog holds at most two
-// intervals of records.
+// intervals of records (the records appended in any two minutes, measured from the stream's
+// last sequence), and later snapshots upload only what is new (the runtimes' counters of
+// snapshot bytes uploaded and reused).
 func (h *harness) checkBounds() error {
 	h.say("check 9: 15 minutes of load at %d/s, snapshot.interval 1m", *rateFlag/5)
 	rate := *rateFlag
 	*rateFlag = rate / 5
 	defer func() { *rateFlag = rate }()
 	l := h.load(*rateFlag * 15 * 60)
-	var most uint64
+	type sample struct {
+		at        time.Time
+		last, msg uint64
+	}
+	var samples []sample
 	for end := time.Now().Add(15 * time.Minute); time.Now().Before(end); time.Sleep(10 * time.Second) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		s, err := h.js.Stream(ctx, "GS_COUNTER_CL")
 		if err == nil {
 			if info, err := s.Info(ctx); err == nil {
-				most = max(most, info.State.Msgs)
+				samples = append(samples, sample{time.Now(), info.State.LastSeq, info.State.Msgs})
 			}
 		}
 		cancel()
@@ -979,7 +985,33 @@ func (h *harness) checkBounds() error {
 	if _, err := h.verify("check 9", false); err != nil {
 		return err
 	}
-	h.result("9 bounds: over 15 minutes at %d rows/s the changelog held at most %d records (all partitions)", *rateFlag, most)
+	// The most records held, against the most appended within any two minutes (two
+	// intervals), from the third minute on (the first snapshots are taken after a minute).
+	var most, twoIntervals uint64
+	for i, s := range samples {
+		for _, t := range samples[:i] {
+			if s.at.Sub(t.at) <= 2*time.Minute+5*time.Second {
+				twoIntervals = max(twoIntervals, s.last-t.last)
+			}
+		}
+		if s.at.Sub(samples[0].at) >= 3*time.Minute {
+			most = max(most, s.msg)
+		}
+	}
+	verdict := "PASS"
+	if most > twoIntervals+twoIntervals/10 { // a snapshot takes a while: 10% slack
+		verdict = "FAIL"
+	}
+	var uploaded, reused string
+	for _, p := range h.runtimes {
+		uploaded += " " + h.metric(p, "groupstate_snapshot_uploaded_bytes_total")
+		reused += " " + h.metric(p, "groupstate_snapshot_reused_bytes_total")
+	}
+	h.result("9 bounds: over 15 minutes at %d rows/s the changelog held at most %d records (all partitions) after the third minute; the most appended in two minutes was %d: %s; snapshot bytes uploaded by runtime:%s, reused:%s",
+		*rateFlag, most, twoIntervals, verdict, uploaded, reused)
+	if verdict != "PASS" {
+		return fmt.Errorf("the changelog held %d records, more than two intervals' %d", most, twoIntervals)
+	}
 	return nil
 }
 
