@@ -861,11 +861,17 @@ func (h *harness) checkScaleIn() error {
 // 6. Zombie: SIGSTOP of a runtime for 15 s; its partitions move; after SIGCONT it is fenced
 // and harmless.
 func (h *harness) checkZombie() error {
-	st, err := h.waitPlaced(time.Minute, func(*client.Status) bool { return true })
+	if _, err := h.waitPlaced(time.Minute, func(*client.Status) bool { return true }); err != nil {
+		return err
+	}
+	held, err := h.leaseOwners()
 	if err != nil {
 		return err
 	}
-	victim := h.runtimes[st.Partitions[0].Owner]
+	victim := h.runtimes[held[0]]
+	if victim == nil {
+		return fmt.Errorf("partition 0's lease holder %q is not a runtime of this run", held[0])
+	}
 	l := h.load(*rowsFlag / 5)
 	time.Sleep(2 * time.Second)
 	h.say("check 6: SIGSTOP of %s for 15 s under load", idOf(victim))
