@@ -3,11 +3,13 @@ package natsio
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -107,8 +109,9 @@ func TestSnapshotsRoundTrip(t *testing.T) {
 	m, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 42, BatchID: 7, Epoch: 3, CreatedAt: created}, yieldAll(reprs))
 	testutil.Require(t, err)
 	want := SnapshotMeta{Deployment: "dep", Partition: 0, Seq: 42, BatchID: 7, Epoch: 3, CreatedAt: created,
-		Chunks: len(reprs), Bytes: total, StoredBytes: m.StoredBytes, ID: m.ID}
-	if m != want {
+		Chunks: len(reprs), Bytes: total, StoredBytes: m.StoredBytes, ID: m.ID, Format: SnapshotFormat,
+		ChunkRefs: m.ChunkRefs, UploadedChunks: len(reprs), UploadedBytes: m.StoredBytes}
+	if !reflect.DeepEqual(m, want) || len(m.ChunkRefs) != len(reprs) {
 		t.Fatalf("Put returned %+v, want %+v", m, want)
 	}
 	if m.StoredBytes <= 0 || m.StoredBytes >= total {
@@ -119,7 +122,7 @@ func TestSnapshotsRoundTrip(t *testing.T) {
 	s2nd := openSnapshots(t, e.js, e.ctx) // the bucket exists: opened as it is
 	latest, found, err := s2nd.Latest(e.ctx, "dep", 0)
 	testutil.Require(t, err)
-	if !found || latest != m {
+	if !found || !reflect.DeepEqual(latest, m) {
 		t.Fatalf("Latest: %+v %v, want %+v", latest, found, m)
 	}
 	got := readChunks(t, s2nd, e.ctx, latest)
@@ -127,15 +130,22 @@ func TestSnapshotsRoundTrip(t *testing.T) {
 		t.Fatalf("read %d chunks back, not the %d written", len(got), len(reprs))
 	}
 
-	// A newer snapshot is the latest; List has both, newest first.
-	m2, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 50, Epoch: 3}, yieldAll(reprs[:2]))
+	// A newer snapshot is the latest; List has both, newest first. Its chunks were
+	// uploaded already (the second twice in it).
+	m2, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 50, Epoch: 3}, yieldAll([][]byte{reprs[0], reprs[1], reprs[1]}))
 	testutil.Require(t, err)
 	if m2.CreatedAt.IsZero() {
 		t.Fatal("no CreatedAt")
 	}
+	if m2.UploadedChunks != 0 || m2.UploadedBytes != 0 || m2.ReusedChunks != 3 || m2.Chunks != 3 {
+		t.Fatalf("the second Put uploaded %d chunks (%d bytes), reused %d of %d", m2.UploadedChunks, m2.UploadedBytes, m2.ReusedChunks, m2.Chunks)
+	}
+	if got := readChunks(t, s, e.ctx, m2); !slices.EqualFunc(got, [][]byte{reprs[0], reprs[1], reprs[1]}, bytes.Equal) {
+		t.Fatal("the second snapshot did not read back as written")
+	}
 	list, err := s.List(e.ctx, "dep", 0)
 	testutil.Require(t, err)
-	if len(list) != 2 || list[0] != m2 || list[1] != m {
+	if len(list) != 2 || !reflect.DeepEqual(list[0], m2) || !reflect.DeepEqual(list[1], m) {
 		t.Fatalf("List: %+v", list)
 	}
 
@@ -284,7 +294,7 @@ func TestSnapshotsPutAbandoned(t *testing.T) {
 
 	latest, found, err := s.Latest(e.ctx, "dep", 0)
 	testutil.Require(t, err)
-	if !found || latest != good {
+	if !found || !reflect.DeepEqual(latest, good) {
 		t.Fatalf("Latest after abandoned Puts: %+v %v, want %+v", latest, found, good)
 	}
 	if got := objectNames(t, s, e.ctx); !slices.Equal(got, names) {
@@ -295,46 +305,77 @@ func TestSnapshotsPutAbandoned(t *testing.T) {
 	})
 }
 
-// TestSnapshotsPrune: Prune keeps the newest snapshots and deletes older ones and data
-// objects without a manifest older than those kept; keep 0 deletes all; a pruned
-// snapshot's Read fails with ErrSnapshotNotFound.
+// chunkName is the name of the chunk object of repr in deployment dep's partition 0.
+func chunkName(repr []byte) string {
+	sum := sha256.Sum256(repr)
+	return "dep/0/chunks/" + hex.EncodeToString(sum[:])
+}
+
+// TestSnapshotsPrune: Prune keeps the newest snapshots and their chunks; it deletes older
+// manifests, the chunks only they referenced once chunkGrace old (an orphan chunk too),
+// and format-1 data objects without a manifest older than those kept; keep 0 deletes all;
+// a pruned snapshot's Read fails with ErrSnapshotNotFound.
 func TestSnapshotsPrune(t *testing.T) {
 	e := newEnv(t)
 	s := openSnapshots(t, e.js, e.ctx)
 	rng := rand.New(rand.NewPCG(5, 6))
-	chunk := [][]byte{fakeRepr(rng, 0, 1000, false)}
+	common := fakeRepr(rng, 0, 1000, false)
 	var ms []SnapshotMeta
-	for i := range 5 {
-		m, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: uint64(100 * (i + 1))}, yieldAll(chunk))
+	var unique [][]byte
+	for i := range 6 {
+		unique = append(unique, fakeRepr(rng, 1000*(i+1), 1000, false))
+		seq := uint64(100 * (i + 1))
+		if i == 5 {
+			seq = 500 // the same Seq again: the later is newer
+		}
+		m, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: seq}, yieldAll([][]byte{common, unique[i]}))
 		testutil.Require(t, err)
+		if want := min(i, 1); m.ReusedChunks != want || m.UploadedChunks != 2-want {
+			t.Fatalf("snapshot %d: uploaded %d chunks, reused %d", i, m.UploadedChunks, m.ReusedChunks)
+		}
 		ms = append(ms, m)
 	}
-	// The same Seq again: the later is newer.
-	m, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 500}, yieldAll(chunk))
-	testutil.Require(t, err)
-	ms = append(ms, m)
-	// An upload that died between its data and its manifest, an old one and a new one.
+	// Uploads that died between their data and their manifest: of format 1, an old one and
+	// a new one; a chunk.
 	for _, seq := range []uint64{150, 900} {
-		_, err = s.os.PutBytes(e.ctx, "dep/0/"+newSnapshotID(seq, time.Now())+".snap", []byte(snapshotMagic))
+		_, err := s.os.PutBytes(e.ctx, "dep/0/"+newSnapshotID(seq, time.Now())+".snap", []byte(snapshotMagic))
 		testutil.Require(t, err)
 	}
+	orphan := fakeRepr(rng, 9000, 1000, false)
+	_, err := s.os.PutBytes(e.ctx, chunkName(orphan), append([]byte{frameRaw}, orphan...))
+	testutil.Require(t, err)
 
 	testutil.Require(t, s.Prune(e.ctx, "dep", 0, 2))
 	list, err := s.List(e.ctx, "dep", 0)
 	testutil.Require(t, err)
-	if len(list) != 2 || list[0] != ms[5] || list[1] != ms[4] {
+	if len(list) != 2 || !reflect.DeepEqual(list[0], ms[5]) || !reflect.DeepEqual(list[1], ms[4]) {
 		t.Fatalf("after Prune(2): %+v", list)
 	}
-	want := []string{"dep/0/" + ms[4].ID + ".json", "dep/0/" + ms[4].ID + ".snap", "dep/0/" + ms[5].ID + ".json", "dep/0/" + ms[5].ID + ".snap"}
+	manifests := []string{"dep/0/" + ms[4].ID + ".json", "dep/0/" + ms[5].ID + ".json"}
 	got := objectNames(t, s, e.ctx)
-	if len(got) != 5 || !slices.Equal(got[:4], want) || !strings.HasPrefix(got[4], "dep/0/00000000000000000900-") {
+	// The chunks are younger than chunkGrace: all kept.
+	if len(got) != 3+8 || !slices.Equal(got[:2], manifests) || !strings.HasPrefix(got[2], "dep/0/00000000000000000900-") {
 		t.Fatalf("objects after Prune(2): %v", got)
+	}
+
+	s.grace = 0 // the chunks are old enough now
+	testutil.Require(t, s.Prune(e.ctx, "dep", 0, 2))
+	want := []string{chunkName(common), chunkName(unique[4]), chunkName(unique[5])}
+	slices.Sort(want)
+	got = objectNames(t, s, e.ctx)
+	if len(got) != 3+3 || !slices.Equal(got[:2], manifests) || !slices.Equal(got[3:], want) {
+		t.Fatalf("objects after Prune(2) of old chunks: %v, want %v, the 900 data object and %v", got, manifests, want)
 	}
 	if err := s.Read(e.ctx, "dep", 0, ms[0], func([]byte) error { return nil }); !errors.Is(err, ErrSnapshotNotFound) {
 		t.Fatalf("Read of a pruned snapshot: %v", err)
 	}
+	for _, m := range ms[4:] {
+		if got := readChunks(t, s, e.ctx, m); len(got) != 2 || !bytes.Equal(got[0], common) {
+			t.Fatalf("a kept snapshot read %d chunks", len(got))
+		}
+	}
 	testutil.Require(t, s.Prune(e.ctx, "dep", 0, 2)) // nothing more to do
-	if got := len(objectNames(t, s, e.ctx)); got != 5 {
+	if got := len(objectNames(t, s, e.ctx)); got != 6 {
 		t.Fatalf("%d objects after a second Prune(2)", got)
 	}
 
@@ -367,7 +408,7 @@ func TestSnapshotsIsolated(t *testing.T) {
 	for _, x := range all {
 		list, err := s.List(e.ctx, x.d, x.p)
 		testutil.Require(t, err)
-		if len(list) != 1 || list[0] != mine[x] {
+		if len(list) != 1 || !reflect.DeepEqual(list[0], mine[x]) {
 			t.Fatalf("%v: %+v", x, list)
 		}
 		if got := readChunks(t, s, e.ctx, list[0]); len(got) != 1 || len(got[0]) < 100 {
