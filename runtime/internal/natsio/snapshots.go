@@ -2,10 +2,10 @@ package natsio
 
 import (
 	"bufio"
-	"crypto/sha256"
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
