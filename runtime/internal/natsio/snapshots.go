@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
@@ -138,6 +139,7 @@ type ChunkRef struct {
 // pruned.
 type Snapshots struct {
 	os jetstream.ObjectStore
+	st jetstream.Stream // the bucket's stream, for the delete markers (see remove)
 	// grace is chunkGrace (shorter in tests).
 	grace time.Duration
 }
@@ -161,7 +163,11 @@ func OpenSnapshots(ctx context.Context, js jetstream.JetStream, replicas int) (*
 	if err != nil {
 		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, explainReplicas(err, replicas))
 	}
-	return &Snapshots{os: obs, grace: chunkGrace}, nil
+	st, err := js.Stream(ctx, "OBJ_"+SnapshotsBucket)
+	if err != nil {
+		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, err)
+	}
+	return &Snapshots{os: obs, st: st, grace: chunkGrace}, nil
 }
 
 // snapshotDir is the name prefix of the objects of deployment's partition.
@@ -287,11 +293,38 @@ func (s *Snapshots) Put(ctx context.Context, deployment string, partition int, m
 	return *m, nil
 }
 
-// deleteQuietly deletes object name, best effort, within putCleanup.
+// deleteQuietly removes object name, best effort, within putCleanup.
 func (s *Snapshots) deleteQuietly(ctx context.Context, name string) {
 	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), putCleanup)
 	defer cancel()
-	_ = s.os.Delete(dctx, name)
+	_ = s.remove(dctx, name)
+}
+
+// remove deletes object name, then the delete marker the object store leaves of it (its
+// info, marked deleted, on the name's meta subject, for ever): chunk objects have names
+// of their own, one per chunk that ever was, so their markers would grow the bucket
+// without bound. Only the marker goes, and the infos before it: an info published after
+// it (the object put again meanwhile) stays.
+func (s *Snapshots) remove(ctx context.Context, name string) error {
+	if err := s.os.Delete(ctx, name); err != nil {
+		return err
+	}
+	subj := "$O." + SnapshotsBucket + ".M." + base64.URLEncoding.EncodeToString([]byte(name))
+	msg, err := s.st.GetLastMsgForSubject(ctx, subj)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("natsio: reading the delete marker of %s: %w", name, err)
+	}
+	var info jetstream.ObjectInfo
+	if json.Unmarshal(msg.Data, &info) != nil || !info.Deleted {
+		return nil // put again meanwhile
+	}
+	if err := s.st.Purge(ctx, jetstream.WithPurgeSubject(subj), jetstream.WithPurgeSequence(msg.Sequence+1)); err != nil {
+		return fmt.Errorf("natsio: purging the delete marker of %s: %w", name, err)
+	}
+	return nil
 }
 
 // snapshotObjects are the objects of a partition's snapshots, each kind sorted by name.
@@ -630,7 +663,7 @@ func (s *Snapshots) Prune(ctx context.Context, deployment string, partition int,
 	}
 	var errs []error
 	del := func(name string) {
-		if err := s.os.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		if err := s.remove(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
 			errs = append(errs, fmt.Errorf("natsio: pruning snapshot object %s: %w", name, err))
 		}
 	}

@@ -227,6 +227,17 @@ func chunkSubjects(t testing.TB, js jetstream.JetStream, ctx context.Context) in
 	return len(info.State.Subjects)
 }
 
+// metaSubjects returns how many object names the bucket's stream holds infos of, delete
+// markers included.
+func metaSubjects(t testing.TB, js jetstream.JetStream, ctx context.Context) int {
+	t.Helper()
+	st, err := js.Stream(ctx, "OBJ_"+SnapshotsBucket)
+	testutil.Require(t, err)
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("$O."+SnapshotsBucket+".M.>"))
+	testutil.Require(t, err)
+	return len(info.State.Subjects)
+}
+
 // objectNames lists the bucket's objects.
 func objectNames(t testing.TB, s *Snapshots, ctx context.Context) []string {
 	t.Helper()
@@ -303,6 +314,9 @@ func TestSnapshotsPutAbandoned(t *testing.T) {
 	eventually(t, 10*time.Second, "the abandoned uploads' chunks purged", func() bool {
 		return chunkSubjects(t, e.js, e.ctx) == subjects
 	})
+	if got := metaSubjects(t, e.js, e.ctx); got != len(names) {
+		t.Fatalf("infos of %d objects in the stream, want the %d there are (no delete markers)", got, len(names))
+	}
 }
 
 // chunkName is the name of the chunk object of repr in deployment dep's partition 0.
@@ -378,10 +392,16 @@ func TestSnapshotsPrune(t *testing.T) {
 	if got := len(objectNames(t, s, e.ctx)); got != 6 {
 		t.Fatalf("%d objects after a second Prune(2)", got)
 	}
+	if got := metaSubjects(t, e.js, e.ctx); got != 6 {
+		t.Fatalf("infos of %d objects in the stream, want the 6 there are (no delete markers)", got)
+	}
 
 	testutil.Require(t, s.Prune(e.ctx, "dep", 0, 0))
 	if got := objectNames(t, s, e.ctx); len(got) != 0 {
 		t.Fatalf("objects after Prune(0): %v", got)
+	}
+	if got := metaSubjects(t, e.js, e.ctx); got != 0 {
+		t.Fatalf("infos of %d objects in the stream after Prune(0)", got)
 	}
 	if _, found, err := s.Latest(e.ctx, "dep", 0); err != nil || found {
 		t.Fatalf("Latest after Prune(0): %v %v", found, err)
