@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/klauspost/compress/s2"
@@ -488,37 +489,85 @@ func (s *Snapshots) Read(ctx context.Context, deployment string, partition int, 
 	if len(m.ChunkRefs) != m.Chunks || total != m.Bytes {
 		return corrupt("%d chunks of %d bytes, manifest says %d of %d", len(m.ChunkRefs), total, m.Chunks, m.Bytes)
 	}
-	var stored bytes.Buffer
-	var raw []byte
-	for i, ref := range m.ChunkRefs {
-		name := dir + chunksDir + ref.SHA256
-		if err := s.readChunk(ctx, name, &stored); err != nil {
-			return err
-		}
-		if int64(stored.Len()) != ref.StoredBytes {
-			return corrupt("chunk %d (%s): %d bytes stored, manifest says %d", i, ref.SHA256, stored.Len(), ref.StoredBytes)
-		}
-		b := stored.Bytes()
-		repr := b[1:]
-		switch b[0] {
-		case frameRaw:
-		case frameS2:
-			if raw, err = s2.Decode(raw[:cap(raw)], repr); err != nil {
-				return corrupt("chunk %d (%s): %v", i, ref.SHA256, err)
+	// The next chunk is read while fn applies this one: a restore's time is the
+	// application's, not the sum of both.
+	type slot struct {
+		stored bytes.Buffer
+		raw    []byte
+		repr   []byte
+		err    error
+	}
+	free, full := make(chan *slot, 2), make(chan *slot, 1)
+	free <- new(slot)
+	free <- new(slot)
+	rctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	wg.Go(func() {
+		defer close(full)
+		for i, ref := range m.ChunkRefs {
+			var sl *slot
+			select {
+			case sl = <-free:
+			case <-rctx.Done():
+				return
 			}
-			repr = raw
-		default:
-			return corrupt("chunk %d (%s): codec %d", i, ref.SHA256, b[0])
+			sl.repr, sl.err = s.readChunkRef(rctx, dir, i, ref, &sl.stored, &sl.raw, corrupt)
+			select {
+			case full <- sl:
+			case <-rctx.Done():
+				return
+			}
+			if sl.err != nil {
+				return
+			}
 		}
-		sum := sha256.Sum256(repr)
-		if int64(len(repr)) != ref.Bytes || hex.EncodeToString(sum[:]) != ref.SHA256 {
-			return corrupt("chunk %d (%s): %d bytes of SHA-256 %x", i, ref.SHA256, len(repr), sum)
+	})
+	n := 0
+	for sl := range full {
+		if sl.err != nil {
+			return sl.err
 		}
-		if err := fn(repr); err != nil {
+		if err := fn(sl.repr); err != nil {
 			return err
 		}
+		n++
+		free <- sl
+	}
+	if n < len(m.ChunkRefs) {
+		return fmt.Errorf("natsio: reading snapshot %s%s: %w", dir, m.ID, ctx.Err()) // ended with the context
 	}
 	return nil
+}
+
+// readChunkRef reads chunk i of a snapshot of dir, ref, into stored (and raw when it is
+// compressed), checks it against ref, and returns it.
+func (s *Snapshots) readChunkRef(ctx context.Context, dir string, i int, ref ChunkRef, stored *bytes.Buffer, raw *[]byte, corrupt func(string, ...any) error) ([]byte, error) {
+	if err := s.readChunk(ctx, dir+chunksDir+ref.SHA256, stored); err != nil {
+		return nil, err
+	}
+	if int64(stored.Len()) != ref.StoredBytes {
+		return nil, corrupt("chunk %d (%s): %d bytes stored, manifest says %d", i, ref.SHA256, stored.Len(), ref.StoredBytes)
+	}
+	b := stored.Bytes()
+	repr := b[1:]
+	switch b[0] {
+	case frameRaw:
+	case frameS2:
+		var err error
+		if *raw, err = s2.Decode((*raw)[:cap(*raw)], repr); err != nil {
+			return nil, corrupt("chunk %d (%s): %v", i, ref.SHA256, err)
+		}
+		repr = *raw
+	default:
+		return nil, corrupt("chunk %d (%s): codec %d", i, ref.SHA256, b[0])
+	}
+	sum := sha256.Sum256(repr)
+	if int64(len(repr)) != ref.Bytes || hex.EncodeToString(sum[:]) != ref.SHA256 {
+		return nil, corrupt("chunk %d (%s): %d bytes of SHA-256 %x", i, ref.SHA256, len(repr), sum)
+	}
+	return repr, nil
 }
 
 // readChunk reads chunk object name into buf (emptied first).
