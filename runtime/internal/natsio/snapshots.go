@@ -130,14 +130,15 @@ type ChunkRef struct {
 // change since the last snapshot are the same, and Put uploads only the chunks the
 // bucket lacks; the rest the manifest references. Each chunk is an object of its own (a
 // codec byte, then the data: S2-compressed unless that does not pay, as changelog records
-// are) so that neither Put nor Read holds more than one chunk; the object store makes an
+// are) so that Put holds one chunk at a time and Read two; the object store makes an
 // object visible only once all of it was stored (its info is published last) and checks
 // its digest on read. The manifest is written last, which makes the snapshot visible.
-// [Snapshots.Prune] deletes a chunk once no kept manifest references it.
+// [Snapshots.Prune] deletes a chunk once no kept manifest references it (and it is 10
+// minutes old: chunkGrace).
 //
 // Snapshots of format 1 (before chunk objects: one data object "<ID>.snap" per snapshot,
-// frames of codec byte, uvarint length and data after [snapshotMagic]) are still read and
-// pruned.
+// frames of codec byte, uvarint length and data after the magic "GSSNAP\x00\x01") are
+// still read and pruned.
 type Snapshots struct {
 	os jetstream.ObjectStore
 	st jetstream.Stream // the bucket's stream, for the delete markers (see remove)
