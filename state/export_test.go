@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -227,10 +228,11 @@ func mustGet(t testing.TB, d *Deployment, key string) Entry {
 	return e
 }
 
-// TestExportChunks: every repr is at most chunkBytes long unless it holds a single Set; an
-// entry larger than chunkBytes goes alone; the first repr begins with the range deletion
-// of the keyspace, the last ends with the progress record; the keys come in order, each
-// once.
+// TestExportChunks: every repr is at most 4×chunkBytes long unless it holds a single Set,
+// and is cut where its last key says (or where the next entry would pass 4×chunkBytes); an
+// entry larger than that goes alone; the first repr begins with the range deletion of the
+// keyspace, the last is the progress record, alone unless the keys before it are short;
+// the keys come in order, each once.
 func TestExportChunks(t *testing.T) {
 	s := openMem(t)
 	d := s.Deployment("x")
@@ -239,7 +241,7 @@ func TestExportChunks(t *testing.T) {
 	for i := range 200 {
 		b.Set(fmt.Appendf(nil, `"k%03d"`, i), Entry{}, valT(fmt.Sprintf("%0*d", 10+i%90, i), int64(i+1)))
 	}
-	big := bytes.Repeat([]byte("B"), 3*chunk)
+	big := bytes.Repeat([]byte("B"), 5*chunk)
 	b.Set([]byte(`"k100big"`), Entry{}, Entry{HasValue: true, Value: big})
 	requireNoError(t, commitErr(b))
 
@@ -249,14 +251,16 @@ func TestExportChunks(t *testing.T) {
 	bigAlone := false
 	for i, r := range reprs {
 		kinds, keys := reprOps(t, r)
-		if len(r) > chunk && len(kinds) != 1 {
+		if len(r) > maxChunkFactor*chunk && len(kinds) != 1 {
 			t.Fatalf("repr %d: %d bytes, %d operations", i, len(r), len(kinds))
 		}
-		if i+1 < len(reprs) && len(r) < chunk/2 && len(kinds) > 0 && !(i == 0 && len(kinds) == 1) {
-			// A repr is cut only when the next Set does not fit.
-			next := reprs[i+1]
-			if _, nk := reprOps(t, next); len(r)+len(nk[0])+60 < chunk {
-				t.Fatalf("repr %d cut at %d bytes though the next key fits", i, len(r))
+		if i+2 < len(reprs) {
+			// Cut by its last key, once chunk/8 long, or because the next entry does not fit.
+			last := keys[len(keys)-1]
+			op := opLens(t, r)
+			byKey := len(r) >= chunk/minChunkDivisor && keyHash(last[len(d.prefix):])%chunk < uint64(op[len(op)-1])
+			if next := opLens(t, reprs[i+1]); !byKey && len(r)+next[0] <= maxChunkFactor*chunk {
+				t.Fatalf("repr %d cut at %d bytes, after a key that does not cut, though the next entry fits", i, len(r))
 			}
 		}
 		for j, k := range keys {
@@ -278,6 +282,12 @@ func TestExportChunks(t *testing.T) {
 	}
 	progressKey := sectionKey(nil, d.prefix, sectionProgress)
 	requireEqual(t, string(progressKey), string(all[len(all)-1]), "the last Set")
+	if last := opLens(t, reprs[len(reprs)-1]); len(last) > 1 && len(reprs[len(reprs)-1])-last[len(last)-1] >= chunk/minChunkDivisor {
+		t.Fatalf("the last repr holds %d operations, not the progress record alone", len(last))
+	}
+	if len(reprs) < 4 {
+		t.Fatalf("%d reprs of chunks of %d", len(reprs), chunk)
+	}
 	want := rawKeys(t, d)
 	var got []string
 	for _, k := range all {
@@ -293,9 +303,104 @@ func TestExportChunks(t *testing.T) {
 	wantReordered = append(wantReordered, "m")
 	requireEqual(t, wantReordered, got, "keys exported")
 
-	// The default chunk size.
+	// The default chunk size: the keys are too few to go without the progress record.
 	reprs, _ = collectExport(t, d, 0, nil)
 	requireEqual(t, 1, len(reprs), "reprs with DefaultExportChunk")
+}
+
+// opLens returns the lengths of a batch repr's operations (Sets and range deletions), the
+// first counting the repr's header.
+func opLens(t testing.TB, repr []byte) []int {
+	t.Helper()
+	var lens []int
+	r := repr[12:]
+	start := len(r) + 12
+	for len(r) > 0 {
+		r = r[1:]
+		for range 2 {
+			n, w := binary.Uvarint(r)
+			if w <= 0 || n > uint64(len(r)-w) {
+				t.Fatalf("malformed repr")
+			}
+			r = r[w+int(n):]
+		}
+		lens = append(lens, start-len(r))
+		start = len(r)
+	}
+	return lens
+}
+
+// TestExportChunksStable: in a keyspace of many reprs, changing one key's value, or
+// inserting one key, changes only the repr holding it (and at most the next) and the
+// progress record's: every other repr of the second export is byte-identical to one of
+// the first.
+func TestExportChunksStable(t *testing.T) {
+	const chunk = 4096
+	s := openMem(t)
+	d := s.Deployment("x")
+	b := d.NewBatch(1)
+	for i := range 4000 {
+		b.Set(fmt.Appendf(nil, `"user-%05d"`, i*2), Entry{}, valT(fmt.Sprintf(`{"n":%d,"pad":"%0*d"}`, i, i%40, i), int64(i+1)))
+	}
+	requireNoError(t, commitErr(b))
+	before, _ := collectExport(t, d, chunk, nil)
+	if len(before) < 50 {
+		t.Fatalf("%d reprs: want many", len(before))
+	}
+	var total int
+	for _, r := range before {
+		total += len(r)
+	}
+	t.Logf("%d keys: %d reprs, %d bytes on average", 4000, len(before), total/len(before))
+
+	// changed returns how many reprs of next no repr of prev equals, but the last (the
+	// progress record, whose batch differs).
+	changed := func(prev, next [][]byte) int {
+		have := map[string]bool{}
+		for _, r := range prev {
+			have[string(r)] = true
+		}
+		n := 0
+		for _, r := range next[:len(next)-1] {
+			if !have[string(r)] {
+				n++
+			}
+		}
+		return n
+	}
+	again, _ := collectExport(t, d, chunk, nil)
+	if !slices.EqualFunc(before, again, bytes.Equal) {
+		t.Fatal("two exports of the same content differ")
+	}
+
+	key := []byte(`"user-04000"`)
+	b = d.NewBatch(2)
+	b.Set(key, mustGet(t, d, string(key)), val(`{"n":"changed"}`))
+	requireNoError(t, commitErr(b))
+	afterSet, _ := collectExport(t, d, chunk, nil)
+	n := changed(before, afterSet)
+	t.Logf("one value changed: %d of %d reprs new", n, len(afterSet))
+	if n < 1 || n > 2 {
+		t.Fatalf("one value changed: %d of %d reprs new", n, len(afterSet))
+	}
+	if bytes.Equal(before[len(before)-1], afterSet[len(afterSet)-1]) {
+		t.Fatal("the progress record's repr did not change")
+	}
+
+	b = d.NewBatch(3)
+	b.Set([]byte(`"user-03001"`), Entry{}, val(`{"n":"inserted"}`))
+	requireNoError(t, commitErr(b))
+	afterInsert, _ := collectExport(t, d, chunk, nil)
+	n = changed(afterSet, afterInsert)
+	t.Logf("one key inserted: %d of %d reprs new", n, len(afterInsert))
+	if n < 1 || n > 2 {
+		t.Fatalf("one key inserted: %d of %d reprs new", n, len(afterInsert))
+	}
+
+	// Applied, the reprs restore the deployment.
+	dst := openMem(t).Deployment("x")
+	applyReprs(t, dst, afterInsert)
+	requireEqual(t, allKeys(t, d), allKeys(t, dst), "restored")
 }
 
 // TestExportEmpty: a deployment with nothing exports one repr, the range deletion, which

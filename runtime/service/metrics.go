@@ -32,6 +32,7 @@ type Metrics struct {
 	standbyLag    *prometheus.GaugeVec
 	changelogSize *prometheus.GaugeVec
 	restored      *prometheus.CounterVec
+	snapUpload    *prometheus.CounterVec
 
 	mu      sync.Mutex
 	running map[string]map[int]*client.Status // by deployment and partition: the last status of each running here
@@ -75,10 +76,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		standbyLag:    prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "groupstate_standby_lag_records", Help: "Changelog records a standby copy kept here found to apply at its last read (0: caught up)."}, []string{"deployment", "partition"}),
 		changelogSize: gauge("groupstate_changelog_bytes", "Bytes in the deployment's changelog stream."),
 		restored:      counter("groupstate_restore_records_total", "Changelog records and snapshot chunks applied by the takeovers of this runtime (few when it took over from a warm standby copy)."),
+		snapUpload:    counter("groupstate_snapshot_upload_bytes_total", "Bytes (compressed) of snapshot chunks this runtime uploaded: the chunks the last snapshot lacked."),
 	}
 	reg.MustRegister(m.inputRows, m.lateRows, m.deadLetters, m.outputRows, m.timeoutsFired, m.failedKeys,
 		m.batches, m.batchDuration, m.stateKeys, m.stateBytes, m.watermarkLag, m.inputLag, m.up, m.fencedTotal,
-		m.owned, m.takeovers, m.standbyLag, m.changelogSize, m.restored)
+		m.owned, m.takeovers, m.standbyLag, m.changelogSize, m.restored, m.snapUpload)
 	return m
 }
 
@@ -165,6 +167,7 @@ func (m *Metrics) started(name string, replicated bool) {
 	if replicated {
 		m.changelogSize.WithLabelValues(name).Add(0)
 		m.restored.WithLabelValues(name).Add(0)
+		m.snapUpload.WithLabelValues(name).Add(0)
 	}
 }
 
@@ -199,6 +202,14 @@ func (m *Metrics) restoredRecords(name string, n int) {
 		return
 	}
 	m.restored.WithLabelValues(name).Add(float64(n))
+}
+
+// snapshotUploaded counts the bytes a snapshot of a deployment's partition uploaded.
+func (m *Metrics) snapshotUploaded(name string, bytes int64) {
+	if m == nil {
+		return
+	}
+	m.snapUpload.WithLabelValues(name).Add(float64(bytes))
 }
 
 // takeover records the time from acquiring a lease to the first committed batch.

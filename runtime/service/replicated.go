@@ -351,7 +351,7 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsi
 		instance += "." + strconv.Itoa(p) // message ids <name>.<lineage>.<partition>.<batch>.<seq>
 	}
 	r, err := s.build(ctx, rv, rv.rec.ResetState != "", runnerOptions{lease: lease, instance: instance, part: p,
-		snapshots: &snapshotter{cl: cl, snaps: snaps, repl: repl, partition: p, interval: rv.spec.Snapshot.Interval.Std(), last: time.Now()}})
+		snapshots: &snapshotter{cl: cl, snaps: snaps, repl: repl, partition: p, interval: rv.spec.Snapshot.Interval.Std(), last: time.Now(), metrics: s.cfg.Metrics}})
 	if err != nil {
 		ks.SetReplicator(nil)
 		return nil, err
@@ -636,6 +636,7 @@ type snapshotter struct {
 	repl      *changelogReplicator
 	partition int
 	interval  time.Duration
+	metrics   *Metrics // nil: none
 
 	last    time.Time   // when the last snapshot started (or the runner did)
 	lastSeq uint64      // the log sequence the last snapshot holds
@@ -667,7 +668,9 @@ func (sn *snapshotter) maybe(ctx context.Context, name string, ks *state.Deploym
 			return
 		}
 		sn.lastSeq = m.Seq
-		logger.Info("snapshot taken", "seq", m.Seq, "batch", m.BatchID, "bytes", m.Bytes, "took", time.Since(start).Round(time.Millisecond))
+		logger.Info("snapshot taken", "seq", m.Seq, "batch", m.BatchID, "bytes", m.Bytes, "chunks", m.Chunks,
+			"uploaded_chunks", m.UploadedChunks, "uploaded_bytes", m.UploadedBytes, "reused_chunks", m.ReusedChunks,
+			"took", time.Since(start).Round(time.Millisecond))
 	}()
 }
 
@@ -692,6 +695,7 @@ func (sn *snapshotter) take(ctx context.Context, name string, ks *state.Deployme
 	if err != nil {
 		return natsio.SnapshotMeta{}, err
 	}
+	sn.metrics.snapshotUploaded(name, m.UploadedBytes)
 	metas, err := sn.snaps.List(ctx, name, sn.partition)
 	if err != nil {
 		return m, err

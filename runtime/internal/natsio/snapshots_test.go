@@ -3,11 +3,13 @@ package natsio
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -107,8 +109,9 @@ func TestSnapshotsRoundTrip(t *testing.T) {
 	m, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 42, BatchID: 7, Epoch: 3, CreatedAt: created}, yieldAll(reprs))
 	testutil.Require(t, err)
 	want := SnapshotMeta{Deployment: "dep", Partition: 0, Seq: 42, BatchID: 7, Epoch: 3, CreatedAt: created,
-		Chunks: len(reprs), Bytes: total, StoredBytes: m.StoredBytes, ID: m.ID}
-	if m != want {
+		Chunks: len(reprs), Bytes: total, StoredBytes: m.StoredBytes, ID: m.ID, Format: SnapshotFormat,
+		ChunkRefs: m.ChunkRefs, UploadedChunks: len(reprs), UploadedBytes: m.StoredBytes}
+	if !reflect.DeepEqual(m, want) || len(m.ChunkRefs) != len(reprs) {
 		t.Fatalf("Put returned %+v, want %+v", m, want)
 	}
 	if m.StoredBytes <= 0 || m.StoredBytes >= total {
@@ -119,7 +122,7 @@ func TestSnapshotsRoundTrip(t *testing.T) {
 	s2nd := openSnapshots(t, e.js, e.ctx) // the bucket exists: opened as it is
 	latest, found, err := s2nd.Latest(e.ctx, "dep", 0)
 	testutil.Require(t, err)
-	if !found || latest != m {
+	if !found || !reflect.DeepEqual(latest, m) {
 		t.Fatalf("Latest: %+v %v, want %+v", latest, found, m)
 	}
 	got := readChunks(t, s2nd, e.ctx, latest)
@@ -127,15 +130,22 @@ func TestSnapshotsRoundTrip(t *testing.T) {
 		t.Fatalf("read %d chunks back, not the %d written", len(got), len(reprs))
 	}
 
-	// A newer snapshot is the latest; List has both, newest first.
-	m2, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 50, Epoch: 3}, yieldAll(reprs[:2]))
+	// A newer snapshot is the latest; List has both, newest first. Its chunks were
+	// uploaded already (the second twice in it).
+	m2, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 50, Epoch: 3}, yieldAll([][]byte{reprs[0], reprs[1], reprs[1]}))
 	testutil.Require(t, err)
 	if m2.CreatedAt.IsZero() {
 		t.Fatal("no CreatedAt")
 	}
+	if m2.UploadedChunks != 0 || m2.UploadedBytes != 0 || m2.ReusedChunks != 3 || m2.Chunks != 3 {
+		t.Fatalf("the second Put uploaded %d chunks (%d bytes), reused %d of %d", m2.UploadedChunks, m2.UploadedBytes, m2.ReusedChunks, m2.Chunks)
+	}
+	if got := readChunks(t, s, e.ctx, m2); !slices.EqualFunc(got, [][]byte{reprs[0], reprs[1], reprs[1]}, bytes.Equal) {
+		t.Fatal("the second snapshot did not read back as written")
+	}
 	list, err := s.List(e.ctx, "dep", 0)
 	testutil.Require(t, err)
-	if len(list) != 2 || list[0] != m2 || list[1] != m {
+	if len(list) != 2 || !reflect.DeepEqual(list[0], m2) || !reflect.DeepEqual(list[1], m) {
 		t.Fatalf("List: %+v", list)
 	}
 
@@ -217,6 +227,17 @@ func chunkSubjects(t testing.TB, js jetstream.JetStream, ctx context.Context) in
 	return len(info.State.Subjects)
 }
 
+// metaSubjects returns how many object names the bucket's stream holds infos of, delete
+// markers included.
+func metaSubjects(t testing.TB, js jetstream.JetStream, ctx context.Context) int {
+	t.Helper()
+	st, err := js.Stream(ctx, "OBJ_"+SnapshotsBucket)
+	testutil.Require(t, err)
+	info, err := st.Info(ctx, jetstream.WithSubjectFilter("$O."+SnapshotsBucket+".M.>"))
+	testutil.Require(t, err)
+	return len(info.State.Subjects)
+}
+
 // objectNames lists the bucket's objects.
 func objectNames(t testing.TB, s *Snapshots, ctx context.Context) []string {
 	t.Helper()
@@ -284,7 +305,7 @@ func TestSnapshotsPutAbandoned(t *testing.T) {
 
 	latest, found, err := s.Latest(e.ctx, "dep", 0)
 	testutil.Require(t, err)
-	if !found || latest != good {
+	if !found || !reflect.DeepEqual(latest, good) {
 		t.Fatalf("Latest after abandoned Puts: %+v %v, want %+v", latest, found, good)
 	}
 	if got := objectNames(t, s, e.ctx); !slices.Equal(got, names) {
@@ -293,54 +314,94 @@ func TestSnapshotsPutAbandoned(t *testing.T) {
 	eventually(t, 10*time.Second, "the abandoned uploads' chunks purged", func() bool {
 		return chunkSubjects(t, e.js, e.ctx) == subjects
 	})
+	if got := metaSubjects(t, e.js, e.ctx); got != len(names) {
+		t.Fatalf("infos of %d objects in the stream, want the %d there are (no delete markers)", got, len(names))
+	}
 }
 
-// TestSnapshotsPrune: Prune keeps the newest snapshots and deletes older ones and data
-// objects without a manifest older than those kept; keep 0 deletes all; a pruned
-// snapshot's Read fails with ErrSnapshotNotFound.
+// chunkName is the name of the chunk object of repr in deployment dep's partition 0.
+func chunkName(repr []byte) string {
+	sum := sha256.Sum256(repr)
+	return "dep/0/chunks/" + hex.EncodeToString(sum[:])
+}
+
+// TestSnapshotsPrune: Prune keeps the newest snapshots and their chunks; it deletes older
+// manifests, the chunks only they referenced once chunkGrace old (an orphan chunk too),
+// and format-1 data objects without a manifest older than those kept; keep 0 deletes all;
+// a pruned snapshot's Read fails with ErrSnapshotNotFound.
 func TestSnapshotsPrune(t *testing.T) {
 	e := newEnv(t)
 	s := openSnapshots(t, e.js, e.ctx)
 	rng := rand.New(rand.NewPCG(5, 6))
-	chunk := [][]byte{fakeRepr(rng, 0, 1000, false)}
+	common := fakeRepr(rng, 0, 1000, false)
 	var ms []SnapshotMeta
-	for i := range 5 {
-		m, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: uint64(100 * (i + 1))}, yieldAll(chunk))
+	var unique [][]byte
+	for i := range 6 {
+		unique = append(unique, fakeRepr(rng, 1000*(i+1), 1000, false))
+		seq := uint64(100 * (i + 1))
+		if i == 5 {
+			seq = 500 // the same Seq again: the later is newer
+		}
+		m, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: seq}, yieldAll([][]byte{common, unique[i]}))
 		testutil.Require(t, err)
+		if want := min(i, 1); m.ReusedChunks != want || m.UploadedChunks != 2-want {
+			t.Fatalf("snapshot %d: uploaded %d chunks, reused %d", i, m.UploadedChunks, m.ReusedChunks)
+		}
 		ms = append(ms, m)
 	}
-	// The same Seq again: the later is newer.
-	m, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 500}, yieldAll(chunk))
-	testutil.Require(t, err)
-	ms = append(ms, m)
-	// An upload that died between its data and its manifest, an old one and a new one.
+	// Uploads that died between their data and their manifest: of format 1, an old one and
+	// a new one; a chunk.
 	for _, seq := range []uint64{150, 900} {
-		_, err = s.os.PutBytes(e.ctx, "dep/0/"+newSnapshotID(seq, time.Now())+".snap", []byte(snapshotMagic))
+		_, err := s.os.PutBytes(e.ctx, "dep/0/"+newSnapshotID(seq, time.Now())+".snap", []byte(snapshotMagic))
 		testutil.Require(t, err)
 	}
+	orphan := fakeRepr(rng, 9000, 1000, false)
+	_, err := s.os.PutBytes(e.ctx, chunkName(orphan), append([]byte{frameRaw}, orphan...))
+	testutil.Require(t, err)
 
 	testutil.Require(t, s.Prune(e.ctx, "dep", 0, 2))
 	list, err := s.List(e.ctx, "dep", 0)
 	testutil.Require(t, err)
-	if len(list) != 2 || list[0] != ms[5] || list[1] != ms[4] {
+	if len(list) != 2 || !reflect.DeepEqual(list[0], ms[5]) || !reflect.DeepEqual(list[1], ms[4]) {
 		t.Fatalf("after Prune(2): %+v", list)
 	}
-	want := []string{"dep/0/" + ms[4].ID + ".json", "dep/0/" + ms[4].ID + ".snap", "dep/0/" + ms[5].ID + ".json", "dep/0/" + ms[5].ID + ".snap"}
+	manifests := []string{"dep/0/" + ms[4].ID + ".json", "dep/0/" + ms[5].ID + ".json"}
 	got := objectNames(t, s, e.ctx)
-	if len(got) != 5 || !slices.Equal(got[:4], want) || !strings.HasPrefix(got[4], "dep/0/00000000000000000900-") {
+	// The chunks are younger than chunkGrace: all kept.
+	if len(got) != 3+8 || !slices.Equal(got[:2], manifests) || !strings.HasPrefix(got[2], "dep/0/00000000000000000900-") {
 		t.Fatalf("objects after Prune(2): %v", got)
+	}
+
+	s.grace = 0 // the chunks are old enough now
+	testutil.Require(t, s.Prune(e.ctx, "dep", 0, 2))
+	want := []string{chunkName(common), chunkName(unique[4]), chunkName(unique[5])}
+	slices.Sort(want)
+	got = objectNames(t, s, e.ctx)
+	if len(got) != 3+3 || !slices.Equal(got[:2], manifests) || !slices.Equal(got[3:], want) {
+		t.Fatalf("objects after Prune(2) of old chunks: %v, want %v, the 900 data object and %v", got, manifests, want)
 	}
 	if err := s.Read(e.ctx, "dep", 0, ms[0], func([]byte) error { return nil }); !errors.Is(err, ErrSnapshotNotFound) {
 		t.Fatalf("Read of a pruned snapshot: %v", err)
 	}
+	for _, m := range ms[4:] {
+		if got := readChunks(t, s, e.ctx, m); len(got) != 2 || !bytes.Equal(got[0], common) {
+			t.Fatalf("a kept snapshot read %d chunks", len(got))
+		}
+	}
 	testutil.Require(t, s.Prune(e.ctx, "dep", 0, 2)) // nothing more to do
-	if got := len(objectNames(t, s, e.ctx)); got != 5 {
+	if got := len(objectNames(t, s, e.ctx)); got != 6 {
 		t.Fatalf("%d objects after a second Prune(2)", got)
+	}
+	if got := metaSubjects(t, e.js, e.ctx); got != 6 {
+		t.Fatalf("infos of %d objects in the stream, want the 6 there are (no delete markers)", got)
 	}
 
 	testutil.Require(t, s.Prune(e.ctx, "dep", 0, 0))
 	if got := objectNames(t, s, e.ctx); len(got) != 0 {
 		t.Fatalf("objects after Prune(0): %v", got)
+	}
+	if got := metaSubjects(t, e.js, e.ctx); got != 0 {
+		t.Fatalf("infos of %d objects in the stream after Prune(0)", got)
 	}
 	if _, found, err := s.Latest(e.ctx, "dep", 0); err != nil || found {
 		t.Fatalf("Latest after Prune(0): %v %v", found, err)
@@ -367,7 +428,7 @@ func TestSnapshotsIsolated(t *testing.T) {
 	for _, x := range all {
 		list, err := s.List(e.ctx, x.d, x.p)
 		testutil.Require(t, err)
-		if len(list) != 1 || list[0] != mine[x] {
+		if len(list) != 1 || !reflect.DeepEqual(list[0], mine[x]) {
 			t.Fatalf("%v: %+v", x, list)
 		}
 		if got := readChunks(t, s, e.ctx, list[0]); len(got) != 1 || len(got[0]) < 100 {
@@ -421,5 +482,227 @@ func TestSnapshots50MB(t *testing.T) {
 		mb, m.Chunks, float64(m.StoredBytes)/1e6, put.Round(time.Millisecond), mb/put.Seconds(), read.Round(time.Millisecond), mb/read.Seconds())
 	if n != m.Bytes {
 		t.Fatalf("read %d bytes of %d", n, m.Bytes)
+	}
+}
+
+// restoreInto reads snapshot m into a fresh store's deployment name and returns its keys
+// and entries.
+func restoreInto(t *testing.T, s *Snapshots, ctx context.Context, m SnapshotMeta, name string) map[string]state.Entry {
+	t.Helper()
+	dst, err := state.Open(t.TempDir(), nil)
+	testutil.Require(t, err)
+	defer dst.Close()
+	d := dst.Deployment(name)
+	testutil.Require(t, s.Read(ctx, m.Deployment, m.Partition, m, d.ApplyReplicated))
+	return keysOf(t, d)
+}
+
+// keysOf returns d's keys and entries.
+func keysOf(t *testing.T, d *state.Deployment) map[string]state.Entry {
+	t.Helper()
+	out := map[string]state.Entry{}
+	testutil.Require(t, d.Keys(nil, 0, func(key []byte, e state.Entry) error {
+		out[string(key)] = e
+		return nil
+	}))
+	return out
+}
+
+// TestSnapshotsIncremental: a second snapshot of a deployment's export after one key
+// changed uploads only the few chunks that changed (the one holding the key, the progress
+// record) and reuses the others; each snapshot reads back to its source's state.
+func TestSnapshotsIncremental(t *testing.T) {
+	e := newEnv(t)
+	s := openSnapshots(t, e.js, e.ctx)
+	src, err := state.Open(t.TempDir(), nil)
+	testutil.Require(t, err)
+	defer src.Close()
+	d := src.Deployment("inc")
+	b := d.NewBatch(1)
+	for i := range 20_000 {
+		b.Set(fmt.Appendf(nil, `"user-%06d"`, i), state.Entry{}, state.Entry{HasValue: true, Value: fmt.Appendf(nil, `{"n":%d,"name":"user %d"}`, i, i)})
+	}
+	b.SetProgress(1, 1)
+	_, err = b.Commit()
+	testutil.Require(t, err)
+	put := func(seq uint64) SnapshotMeta {
+		t.Helper()
+		m, err := s.Put(e.ctx, "inc", 0, &SnapshotMeta{Seq: seq, Epoch: 1}, func(yield func([]byte) error) error {
+			_, err := d.Export(16<<10, yield)
+			return err
+		})
+		testutil.Require(t, err)
+		return m
+	}
+	first := put(10)
+	if first.Chunks < 20 || first.UploadedChunks != first.Chunks || first.ReusedChunks != 0 || first.UploadedBytes != first.StoredBytes {
+		t.Fatalf("first snapshot: %d chunks, uploaded %d (%d bytes of %d), reused %d", first.Chunks, first.UploadedChunks, first.UploadedBytes, first.StoredBytes, first.ReusedChunks)
+	}
+	want1 := keysOf(t, d)
+
+	key := []byte(`"user-010000"`)
+	prev, _, err := d.Get(key)
+	testutil.Require(t, err)
+	b = d.NewBatch(2)
+	b.Set(key, prev, state.Entry{HasValue: true, Value: []byte(`{"changed":true}`)})
+	b.SetProgress(2, 2)
+	_, err = b.Commit()
+	testutil.Require(t, err)
+	second := put(20)
+	t.Logf("%d chunks, %d bytes stored: the second snapshot uploaded %d chunks (%d bytes), reused %d",
+		second.Chunks, second.StoredBytes, second.UploadedChunks, second.UploadedBytes, second.ReusedChunks)
+	if second.UploadedChunks < 1 || second.UploadedChunks > 3 || second.ReusedChunks != second.Chunks-second.UploadedChunks {
+		t.Fatalf("second snapshot: %d chunks, uploaded %d, reused %d", second.Chunks, second.UploadedChunks, second.ReusedChunks)
+	}
+	if second.UploadedBytes*5 > second.StoredBytes {
+		t.Fatalf("second snapshot uploaded %d bytes of %d", second.UploadedBytes, second.StoredBytes)
+	}
+
+	if got := restoreInto(t, s, e.ctx, second, "inc"); !reflect.DeepEqual(got, keysOf(t, d)) {
+		t.Fatal("the second snapshot does not restore the source")
+	}
+	if got := restoreInto(t, s, e.ctx, first, "inc"); !reflect.DeepEqual(got, want1) {
+		t.Fatal("the first snapshot does not restore the source as it was")
+	}
+
+	// Pruned to the second, the first's own chunks go (once old enough); the second reads.
+	s.grace = 0
+	testutil.Require(t, s.Prune(e.ctx, "inc", 0, 1))
+	n := 0
+	for _, name := range objectNames(t, s, e.ctx) {
+		if strings.HasPrefix(name, "inc/0/chunks/") {
+			n++
+		}
+	}
+	if n != second.Chunks {
+		t.Fatalf("%d chunk objects after pruning to the second snapshot of %d chunks", n, second.Chunks)
+	}
+	if got := restoreInto(t, s, e.ctx, second, "inc"); !reflect.DeepEqual(got, keysOf(t, d)) {
+		t.Fatal("the second snapshot does not restore the source after the prune")
+	}
+}
+
+// TestSnapshotsBadChunk: a chunk whose object does not hold what its name says, or was
+// deleted, fails the Read with ErrCorruptSnapshot or ErrSnapshotNotFound; so does a
+// manifest whose chunks do not add up.
+func TestSnapshotsBadChunk(t *testing.T) {
+	e := newEnv(t)
+	s := openSnapshots(t, e.js, e.ctx)
+	rng := rand.New(rand.NewPCG(11, 12))
+	reprs := [][]byte{fakeRepr(rng, 0, 4000, false), fakeRepr(rng, 1000, 4000, true), fakeRepr(rng, 2000, 4000, false)}
+	m, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 1}, yieldAll(reprs))
+	testutil.Require(t, err)
+	readErr := func(m SnapshotMeta) error {
+		return s.Read(e.ctx, "dep", 0, m, func([]byte) error { return nil })
+	}
+
+	bad := m
+	bad.Bytes++
+	if err := readErr(bad); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Fatalf("Read of a manifest whose chunks do not add up: %v", err)
+	}
+	bad = m
+	bad.Format = 3
+	if err := readErr(bad); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Fatalf("Read of an unknown format: %v", err)
+	}
+
+	// The second chunk's object replaced by another chunk of the same length.
+	other := append([]byte(nil), reprs[1]...)
+	other[len(other)-1] ^= 1
+	_, err = s.os.PutBytes(e.ctx, chunkName(reprs[1]), append([]byte{frameRaw}, other...))
+	testutil.Require(t, err)
+	var got int
+	err = s.Read(e.ctx, "dep", 0, m, func([]byte) error { got++; return nil })
+	if !errors.Is(err, ErrCorruptSnapshot) || got != 1 {
+		t.Fatalf("Read of a chunk of other content: %v after %d chunks", err, got)
+	}
+
+	testutil.Require(t, s.os.Delete(e.ctx, chunkName(reprs[2])))
+	if err := readErr(m); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Fatalf("Read with the corrupt chunk before a missing one: %v", err)
+	}
+	// A new Put uploads the chunks the bucket lacks or lost again, and repairs nothing else.
+	m2, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 2}, yieldAll(reprs[:1]))
+	testutil.Require(t, err)
+	if m2.UploadedChunks != 0 {
+		t.Fatalf("uploaded %d chunks the bucket has", m2.UploadedChunks)
+	}
+	m3, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 3}, yieldAll([][]byte{reprs[0], reprs[2]}))
+	testutil.Require(t, err)
+	if m3.UploadedChunks != 1 || m3.ReusedChunks != 1 {
+		t.Fatalf("a deleted chunk: uploaded %d, reused %d", m3.UploadedChunks, m3.ReusedChunks)
+	}
+	testutil.Require(t, s.os.Delete(e.ctx, chunkName(reprs[2])))
+	if err := readErr(m3); !errors.Is(err, ErrSnapshotNotFound) {
+		t.Fatalf("Read with a missing chunk: %v", err)
+	}
+}
+
+// putFormat1 writes a snapshot of the format before chunk objects: one data object of
+// frames after snapshotMagic, then a manifest without Format.
+func putFormat1(t *testing.T, s *Snapshots, ctx context.Context, m SnapshotMeta, reprs [][]byte) SnapshotMeta {
+	t.Helper()
+	data := []byte(snapshotMagic)
+	for _, r := range reprs {
+		enc, codec := encodeData(r)
+		c := frameRaw
+		if codec == codecS2 {
+			c = frameS2
+		}
+		data = append(binary.AppendUvarint(append(data, c), uint64(len(enc))), enc...)
+		m.Chunks++
+		m.Bytes += int64(len(r))
+	}
+	m.ID = newSnapshotID(m.Seq, m.CreatedAt)
+	m.StoredBytes = int64(len(data))
+	dir := fmt.Sprintf("%s/%d/", m.Deployment, m.Partition)
+	_, err := s.os.PutBytes(ctx, dir+m.ID+".snap", data)
+	testutil.Require(t, err)
+	body := fmt.Appendf(nil, `{"deployment":%q,"partition":%d,"seq":%d,"batch_id":%d,"epoch":%d,"created_at":%q,"chunks":%d,"bytes":%d,"stored_bytes":%d,"id":%q}`,
+		m.Deployment, m.Partition, m.Seq, m.BatchID, m.Epoch, m.CreatedAt.Format(time.RFC3339Nano), m.Chunks, m.Bytes, m.StoredBytes, m.ID)
+	_, err = s.os.PutBytes(ctx, dir+m.ID+".json", body)
+	testutil.Require(t, err)
+	return m
+}
+
+// TestSnapshotsFormat1: a snapshot written before chunk objects is listed and read as
+// before; a newer snapshot of format 2 is the latest; Prune drops the old one's data
+// object with its manifest.
+func TestSnapshotsFormat1(t *testing.T) {
+	e := newEnv(t)
+	s := openSnapshots(t, e.js, e.ctx)
+	rng := rand.New(rand.NewPCG(13, 14))
+	reprs := [][]byte{fakeRepr(rng, 0, 64<<10, false), fakeRepr(rng, 5000, 10<<10, true), fakeRepr(rng, 9000, 12, false)}
+	old := putFormat1(t, s, e.ctx, SnapshotMeta{Deployment: "dep", Seq: 5, BatchID: 2, Epoch: 1, CreatedAt: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}, reprs)
+	list, err := s.List(e.ctx, "dep", 0)
+	testutil.Require(t, err)
+	if len(list) != 1 || !reflect.DeepEqual(list[0], old) || list[0].Format != 0 {
+		t.Fatalf("List: %+v, want %+v", list, old)
+	}
+	if got := readChunks(t, s, e.ctx, list[0]); !slices.EqualFunc(got, reprs, bytes.Equal) {
+		t.Fatal("the format-1 snapshot did not read back as written")
+	}
+	bad := old
+	bad.Chunks++
+	if err := s.Read(e.ctx, "dep", 0, bad, func([]byte) error { return nil }); !errors.Is(err, ErrCorruptSnapshot) {
+		t.Fatalf("Read of format 1 with a wrong count: %v", err)
+	}
+
+	m, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 9}, yieldAll(reprs))
+	testutil.Require(t, err)
+	latest, found, err := s.Latest(e.ctx, "dep", 0)
+	testutil.Require(t, err)
+	if !found || !reflect.DeepEqual(latest, m) || m.UploadedChunks != len(reprs) {
+		t.Fatalf("Latest: %+v, want %+v", latest, m)
+	}
+	testutil.Require(t, s.Prune(e.ctx, "dep", 0, 1))
+	for _, name := range objectNames(t, s, e.ctx) {
+		if strings.Contains(name, old.ID) {
+			t.Fatalf("%s left after pruning its snapshot", name)
+		}
+	}
+	if err := s.Read(e.ctx, "dep", 0, old, func([]byte) error { return nil }); !errors.Is(err, ErrSnapshotNotFound) {
+		t.Fatalf("Read of a pruned format-1 snapshot: %v", err)
 	}
 }
