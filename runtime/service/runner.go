@@ -115,7 +115,23 @@ type revision struct {
 // check validates rec before anything of a running revision is touched: its spec, and its
 // module (loaded and verified by SHA-256, compiled and initialized with the spec's config).
 // It has no side effects, so a refused redeploy leaves the running revision alone.
+//
+// A record accepted once is not checked again (the same revision of the record holds the
+// same spec and module digest), so that a runtime taking a deployment's partitions one after
+// another loads and compiles its module once, not before each.
 func (s *Service) check(ctx context.Context, rec natsio.Record) (*revision, error) {
+	if rv := s.checked[rec.Name]; rv != nil && rv.rec.Revision == rec.Revision && rv.rec.ModuleDigest == rec.ModuleDigest && rv.rec.ResetState == rec.ResetState {
+		return &revision{rec: rec, spec: rv.spec, wasm: rv.wasm}, nil
+	}
+	rv, err := s.checkRecord(ctx, rec)
+	if err == nil {
+		s.checked[rec.Name] = rv
+	}
+	return rv, err
+}
+
+// checkRecord is check without the reuse.
+func (s *Service) checkRecord(ctx context.Context, rec natsio.Record) (*revision, error) {
 	sp, err := api.SpecOf(rec)
 	if err != nil {
 		return nil, err

@@ -85,6 +85,10 @@ type Service struct {
 	storeFailed chan struct{}
 	retry       chan natsio.Record
 	backoff     map[string]time.Duration // per deployment, for retries of a failed start
+	// checked is the last revision of each deployment that check accepted, reused while the
+	// record is the same (the partitions a runtime takes one after another, its placement
+	// checks). Only the service's loop uses it.
+	checked map[string]*revision
 }
 
 // New opens the state store and the registry.
@@ -117,7 +121,7 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg, leases: leases,
-		runners: map[string]*runner{}, standbys: map[string]*standby{}, storeFailed: make(chan struct{}, 1),
+		runners: map[string]*runner{}, standbys: map[string]*standby{}, checked: map[string]*revision{}, storeFailed: make(chan struct{}, 1),
 		retry: make(chan natsio.Record, 16), backoff: map[string]time.Duration{}}
 	if s.store, err = s.openStore(); err != nil {
 		rt.Close(ctx)
@@ -227,6 +231,7 @@ func (s *Service) Run(ctx context.Context) error {
 			if ev.Deleted {
 				delete(records, name)
 				delete(s.backoff, name)
+				delete(s.checked, name)
 				s.undeploy(name)
 				continue
 			}

@@ -1,0 +1,48 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/spec"
+)
+
+// TestCheckReusesAcceptedRecord: a record check accepted is not loaded and compiled again
+// (the partitions of a deployment a runtime takes one after another), while another
+// revision of it is: with its module deleted from the registry meanwhile, the same record
+// still passes and a new revision fails.
+func TestCheckReusesAcceptedRecord(t *testing.T) {
+	j := testutil.StartJetStream(t)
+	ctx := context.Background()
+	s, err := New(ctx, Options{DataDir: t.TempDir(), Conn: j.Conn, Logger: testutil.DiscardLogger()})
+	testutil.Require(t, err)
+	t.Cleanup(func() { s.rt.Close(ctx) })
+	digest, err := s.reg.PutModule(ctx, testutil.ReadFile(t, "../../samples/logincount/go/logincount.wasm"))
+	testutil.Require(t, err)
+	sp, err := spec.ParseSpec([]byte("name: logincount\ninput: {subjects: [\"logins.>\"]}\nkey: {field: user_id}\ntimeout: none\noutput: {subject: logincount.out}\n"))
+	testutil.Require(t, err)
+	body, err := json.Marshal(sp)
+	testutil.Require(t, err)
+	rec := natsio.Record{Name: "logincount", Spec: body, ModuleDigest: digest, Revision: 7}
+
+	first, err := s.check(ctx, rec)
+	testutil.Require(t, err)
+	modules, err := j.JS.ObjectStore(ctx, natsio.ModulesBucket)
+	testutil.Require(t, err)
+	testutil.Require(t, modules.Delete(ctx, digest))
+
+	again, err := s.check(ctx, rec)
+	testutil.Require(t, err)
+	if again.spec != first.spec || &again.wasm[0] != &first.wasm[0] {
+		t.Fatal("the accepted record was checked again")
+	}
+	next := rec
+	next.Revision = 8
+	if _, err := s.check(ctx, next); !errors.Is(err, natsio.ErrNotFound) {
+		t.Fatalf("a new revision without its module: err = %v, want natsio.ErrNotFound", err)
+	}
+}
