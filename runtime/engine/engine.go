@@ -86,6 +86,13 @@ type Config struct {
 	// deployment's own rows only, W_next = max(W, batch max - watermark_delay), and nothing
 	// more is stored.
 	SharedWatermark WatermarkBound
+	// ShareModule, when not empty, lets the engines of one Runtime with the same ShareModule
+	// share one running module: its compiled code and its pool of limits.instances instances
+	// (see [Runtime.NewEngine]). The caller promises that they have the same Wasm and Spec: a
+	// deployment's partitions, named by the deployment and its revision. The module's logs
+	// then carry the deployment's name but not the engine's Logger attributes. Default: ""
+	// (every engine starts its own).
+	ShareModule string
 
 	native handler.BufferModule // in place of Wasm, for groupstate's own tests (nativehook)
 	// chunkKeys and chunkBytes replace TimeoutChunkKeys and TimeoutChunkBytes (tests).
@@ -278,7 +285,7 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 		e.h = handler.NewNative(cfg.native)
 	} else {
-		h, err := host.New(ctx, r.hostConfig(sp, cfg.Wasm, logger, sp.Limits.Instances))
+		h, err := r.moduleHost(ctx, cfg, logger)
 		if err != nil {
 			return nil, err
 		}

@@ -6,3 +6,10 @@ package engine
 func SetChunkLimits(cfg *Config, keys, stateBytes int) {
 	cfg.chunkKeys, cfg.chunkBytes = keys, stateBytes
 }
+
+// SameModule tells whether engines a and b run on one shared module (Config.ShareModule).
+func SameModule(a, b *Engine) bool {
+	ra, _ := a.h.(*moduleRef)
+	rb, _ := b.h.(*moduleRef)
+	return ra != nil && rb != nil && ra.m == rb.m
+}

@@ -37,11 +37,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Runtime holds what deployments share: the compilation cache and the logger. Create one per
+// Runtime holds what deployments share: the compilation cache, the logger, and the running
+// modules that engines of one deployment share (Config.ShareModule). Create one per
 // process; it is safe for concurrent use.
 type Runtime struct {
 	cache  wazero.CompilationCache
 	logger *slog.Logger
+	shared sharedModules // the modules engines share (Config.ShareModule)
 }
 
 // New creates a Runtime; the zero Options give an in-memory cache and slog.Default().

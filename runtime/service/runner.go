@@ -299,6 +299,11 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	if r.bySubject() {
 		cfg.WrongPartition = r.wrongPartition
 	}
+	if r.parts > 1 {
+		// The partitions here of one revision run on one module: a partition taken over
+		// starts no module of its own, and limits.instances bounds them together.
+		cfg.ShareModule = fmt.Sprintf("%s@%d", r.rec.Name, r.rec.Revision)
+	}
 	eng, err := s.rt.NewEngine(ctx, cfg)
 	if err != nil {
 		return "", err

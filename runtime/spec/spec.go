@@ -168,7 +168,8 @@ type LimitsSpec struct {
 	// MaxRowBytes caps one input row; larger rows are dead-lettered. Default 1MiB.
 	MaxRowBytes ByteSize `yaml:"max_row_bytes,omitempty" json:"max_row_bytes,omitempty"`
 	// Instances is how many module instances run guest calls in parallel. Default: the
-	// number of CPUs; at most [MaxInstances] (64).
+	// number of CPUs; at most [MaxInstances] (64). The partitions of a deployment that one
+	// runtime runs share one module and its instances: the bound is theirs together.
 	Instances int `yaml:"instances,omitempty" json:"instances,omitempty"`
 }
 
