@@ -252,22 +252,24 @@ func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec) (string, err
 // an engine r had). It runs in build, and in the loop to heal a deleted stream or consumer;
 // nothing else uses r.src and r.eng meanwhile. With reset, it empties the state first (see
 // resetState). It returns what reconcile found, for status.
-func (r *runner) open(ctx context.Context, reset bool) (string, error) {
+func (r *runner) open(ctx context.Context, reset bool) (notes string, err error) {
 	s, sp := r.s, r.spec
 	t := startTimings()
 	defer t.logIfSlow(r.logger, "opening the deployment took long")
-	inStream, err := s.ensureStreams(ctx, sp)
+	inStream, err := r.ensureStreams(ctx)
 	t.mark("streams")
 	if err != nil {
 		return "", err
 	}
+	defer func() {
+		if err != nil {
+			s.forgetStreams(r.rec) // the next open ensures them again
+		}
+	}()
 	consumer, subjects := natsio.ConsumerName(sp.Name), sp.Input.Subjects
 	if r.parts > 1 {
 		// The partition reads what the router (run with partition 0) routed to it, or, with
 		// key.subject_token, what the server put on its subjects.
-		if err := r.ensurePartitioned(ctx, inStream); err != nil {
-			return "", fmt.Errorf("partitioned input stream: %w", err)
-		}
 		inStream = natsio.PartitionedStream(sp.Name)
 		consumer = natsio.ConsumerName(fmt.Sprintf("%s-p%d", sp.Name, r.part))
 		subjects = []string{natsio.PartitionFilter(sp.Name, r.part, r.bySubject())}
@@ -283,7 +285,7 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 			return "", fmt.Errorf("resetting the state: %w", err)
 		}
 	}
-	notes, err := reconcile(ctx, s.js, r.ks, inStream, src, r.logger)
+	notes, err = reconcile(ctx, s.js, r.ks, inStream, src, r.logger)
 	if err != nil {
 		return "", err
 	}
@@ -302,7 +304,7 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	if r.parts > 1 {
 		// The partitions here of one revision run on one module: a partition taken over
 		// starts no module of its own, and limits.instances bounds them together.
-		cfg.ShareModule = fmt.Sprintf("%s@%d", r.rec.Name, r.rec.Revision)
+		cfg.ShareModule = revisionKey(r.rec)
 	}
 	eng, err := s.rt.NewEngine(ctx, cfg)
 	if err != nil {
@@ -314,6 +316,43 @@ func (r *runner) open(ctx context.Context, reset bool) (string, error) {
 	}
 	r.eng, r.src = eng, src
 	return notes, nil
+}
+
+// ensureStreams ensures the deployment's streams (see Service.ensureStreams; with
+// partitions, the partitioned stream too) and returns the input stream's name. A runner's
+// first open skips it when another partition of the same revision here ensured them; a heal
+// (r.eng set: a stream or the consumer was deleted) never does.
+func (r *runner) ensureStreams(ctx context.Context) (string, error) {
+	s, key := r.s, revisionKey(r.rec)
+	s.mu.Lock()
+	inStream, done := s.ensured[key]
+	s.mu.Unlock()
+	if done && r.eng == nil {
+		return inStream, nil
+	}
+	inStream, err := s.ensureStreams(ctx, r.spec)
+	if err != nil {
+		return "", err
+	}
+	if r.parts > 1 {
+		if err := r.ensurePartitioned(ctx, inStream); err != nil {
+			return "", fmt.Errorf("partitioned input stream: %w", err)
+		}
+	}
+	s.mu.Lock()
+	s.ensured[key] = inStream
+	s.mu.Unlock()
+	return inStream, nil
+}
+
+// revisionKey names a deployment's revision: "<name>@<revision>".
+func revisionKey(rec natsio.Record) string { return fmt.Sprintf("%s@%d", rec.Name, rec.Revision) }
+
+// forgetStreams makes the next open of rec's revision ensure its streams again.
+func (s *Service) forgetStreams(rec natsio.Record) {
+	s.mu.Lock()
+	delete(s.ensured, revisionKey(rec))
+	s.mu.Unlock()
 }
 
 // bySubject tells whether the NATS server splits the deployment's input into its partitions

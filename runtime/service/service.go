@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -73,6 +74,7 @@ type Service struct {
 	store    *state.Store
 	runners  map[string]*runner
 	standbys map[string]*standby // by keyspace: the standby copies kept here
+	ensured  map[string]string   // by deployment revision (revisionKey): its input stream, once a runner here ensured its streams
 
 	standbyPub sync.Mutex // orders the recordings of the standby copies (publishStandbys)
 
@@ -121,7 +123,7 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg, leases: leases,
-		runners: map[string]*runner{}, standbys: map[string]*standby{}, checked: map[string]*revision{}, storeFailed: make(chan struct{}, 1),
+		runners: map[string]*runner{}, standbys: map[string]*standby{}, ensured: map[string]string{}, checked: map[string]*revision{}, storeFailed: make(chan struct{}, 1),
 		retry: make(chan natsio.Record, 16), backoff: map[string]time.Duration{}}
 	if s.store, err = s.openStore(); err != nil {
 		rt.Close(ctx)
@@ -408,6 +410,13 @@ func (s *Service) retryLater(rec natsio.Record, err error) {
 func (s *Service) undeploy(name string) {
 	s.stop(name, "undeployed")
 	s.endStandbys(name, true)
+	s.mu.Lock()
+	for key := range s.ensured {
+		if strings.HasPrefix(key, name+"@") {
+			delete(s.ensured, key)
+		}
+	}
+	s.mu.Unlock()
 }
 
 func (s *Service) stop(name, why string) {
