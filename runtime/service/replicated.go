@@ -127,8 +127,11 @@ func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, part
 	key := unitKey(rec.Name, p, parts)
 	owner := as.Owner
 	s.mu.Lock()
-	old := s.runners[key]
+	old, starting := s.runners[key], s.starting[key]
 	s.mu.Unlock()
+	if starting {
+		return true // applied again once started (see startPartitions)
+	}
 	if owner != s.id {
 		standby := slices.Contains(as.Standbys, s.id)
 		defer func() {
@@ -250,66 +253,106 @@ type partitionStart struct {
 const parallelStarts = 4
 
 // startPartitions restores and starts the partitions whose leases an apply of rec acquired,
-// at most parallelStarts at once, and waits for them.
+// at most parallelStarts at once. A reset (one partition) is started on the service's loop;
+// otherwise the starts run off it, so that the loop goes on taking the leases other
+// runtimes release meanwhile (a runtime stopping, say) rather than waiting for these
+// restores: each partition is marked starting (applyPartition leaves it alone) until its
+// runner is registered, and rec is applied again once all are done.
 func (s *Service) startPartitions(ctx context.Context, rec natsio.Record, a *applying) {
 	if len(a.starts) == 0 {
 		return
 	}
-	type built struct {
-		r   *runner
-		err error
-	}
-	out := make([]built, len(a.starts))
-	if rec.ResetState != "" || len(a.starts) == 1 {
-		for i, ps := range a.starts { // a reset is of one partition, on the service's loop
-			out[i].r, out[i].err = s.buildReplicated(ctx, a.rv, ps.lease, ps.p, ps.hint)
+	if rec.ResetState != "" {
+		for _, ps := range a.starts {
+			r, err := s.buildReplicated(ctx, a.rv, ps.lease, ps.p, ps.hint)
+			if err := s.startBuilt(ctx, rec, ps, r, err); err != nil {
+				s.retryLater(rec, err)
+			}
 		}
-	} else {
+		return
+	}
+	s.mu.Lock()
+	for _, ps := range a.starts {
+		s.starting[ps.key] = true
+	}
+	s.mu.Unlock()
+	starts, rv := a.starts, a.rv
+	s.startsWG.Add(1)
+	go func() {
+		defer s.startsWG.Done()
+		errs := make([]error, len(starts))
 		var wg sync.WaitGroup
 		sem := make(chan struct{}, parallelStarts)
-		for i, ps := range a.starts {
+		for i, ps := range starts {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				out[i].r, out[i].err = s.buildReplicated(ctx, a.rv, ps.lease, ps.p, ps.hint)
+				r, err := s.buildReplicated(ctx, rv, ps.lease, ps.p, ps.hint)
+				errs[i] = s.startBuilt(ctx, rec, ps, r, err)
 			}()
 		}
 		wg.Wait()
-	}
-	var retry error
-	for i, ps := range a.starts {
-		r, err := out[i].r, out[i].err
-		if errors.Is(err, natsio.ErrFenced) {
-			// A newer epoch fenced the log between the acquire and the fence: another runtime
-			// owns the partition now, and its status is its own.
-			s.logger.Info("deployment taken by another runtime while starting here", "deployment", rec.Name, "partition", ps.p, "err", err)
-			continue
-		}
-		if err != nil {
-			s.logger.Error("deployment could not start", "deployment", rec.Name, "partition", ps.p, "err", err)
-			s.putStatus(ctx, &client.Status{Name: ps.key, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
-			if !permanent(err) {
-				retry = err
+		if err := errors.Join(errs...); err != nil {
+			select {
+			case s.startFailed <- startFailure{rec, err}: // the loop retries it, once for the apply
+			default:
 			}
-			continue
+			return
 		}
-		if !s.clearReset(ctx, rec, r) {
-			continue
+		select {
+		case s.retry <- rec: // the plan may have changed meanwhile
+		default:
 		}
-		r.takeoverAt = ps.acquired
-		s.mu.Lock()
-		s.runners[ps.key] = r
-		s.mu.Unlock()
-		r.start(ctx)
-		s.logger.Info("deployment running (changelog replication)", "deployment", rec.Name, "partition", ps.p, "epoch", ps.lease.Epoch,
-			"restore", time.Since(ps.acquired).Round(time.Millisecond), "module", rec.ModuleDigest[:12])
-	}
-	if retry != nil {
-		s.retryLater(rec, retry) // once for the apply, however many partitions failed
-	}
+	}()
 }
+
+// startFailure is a start of a deployment's partitions off the service's loop that failed in
+// a way a retry may fix.
+type startFailure struct {
+	rec natsio.Record
+	err error
+}
+
+// startBuilt registers and starts the runner built (or not: err) for ps, and clears ps's
+// starting mark. It returns err when a retry may fix it (nil for one fenced, or permanent).
+func (s *Service) startBuilt(ctx context.Context, rec natsio.Record, ps partitionStart, r *runner, err error) error {
+	defer func() {
+		s.mu.Lock()
+		delete(s.starting, ps.key)
+		s.mu.Unlock()
+	}()
+	if errors.Is(err, natsio.ErrFenced) {
+		// A newer epoch fenced the log between the acquire and the fence: another runtime
+		// owns the partition now, and its status is its own.
+		s.logger.Info("deployment taken by another runtime while starting here", "deployment", rec.Name, "partition", ps.p, "err", err)
+		return nil
+	}
+	if err != nil {
+		s.logger.Error("deployment could not start", "deployment", rec.Name, "partition", ps.p, "err", err)
+		s.putStatus(ctx, &client.Status{Name: ps.key, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
+		if permanent(err) {
+			return nil
+		}
+		return err
+	}
+	if !s.clearReset(ctx, rec, r) {
+		return nil
+	}
+	r.takeoverAt = ps.acquired
+	s.mu.Lock()
+	s.runners[ps.key] = r
+	s.mu.Unlock()
+	r.start(ctx)
+	s.logger.Info("deployment running (changelog replication)", "deployment", rec.Name, "partition", ps.p, "epoch", ps.lease.Epoch,
+		"restore", time.Since(ps.acquired).Round(time.Millisecond), "module", rec.ModuleDigest[:12])
+	return nil
+}
+
+// waitStarts waits for the starts running off the service's loop to register their runners
+// (before the runners are stopped, so that none is left running).
+func (s *Service) waitStarts() { s.startsWG.Wait() }
 
 // buildReplicated fences partition p's changelog with lease's epoch, restores the
 // partition's state from it (from hint: what a standby copy here holds), makes every later

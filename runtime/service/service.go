@@ -75,6 +75,8 @@ type Service struct {
 	runners  map[string]*runner
 	standbys map[string]*standby // by keyspace: the standby copies kept here
 	ensured  map[string]string   // by deployment revision (revisionKey): its input stream, once a runner here ensured its streams
+	starting map[string]bool     // by keyspace: the partitions being started off the loop (startPartitions)
+	startsWG sync.WaitGroup      // the starts off the loop
 
 	standbyPub sync.Mutex // orders the recordings of the standby copies (publishStandbys)
 
@@ -86,6 +88,7 @@ type Service struct {
 	ready       atomic.Bool
 	storeFailed chan struct{}
 	retry       chan natsio.Record
+	startFailed chan startFailure // starts off the loop that failed, for the loop to retry
 	backoff     map[string]time.Duration // per deployment, for retries of a failed start
 	// checked is the last revision of each deployment that check accepted, reused while the
 	// record is the same (the partitions a runtime takes one after another, its placement
@@ -123,8 +126,8 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg, leases: leases,
-		runners: map[string]*runner{}, standbys: map[string]*standby{}, ensured: map[string]string{}, checked: map[string]*revision{}, storeFailed: make(chan struct{}, 1),
-		retry: make(chan natsio.Record, 16), backoff: map[string]time.Duration{}}
+		runners: map[string]*runner{}, standbys: map[string]*standby{}, ensured: map[string]string{}, starting: map[string]bool{}, checked: map[string]*revision{}, storeFailed: make(chan struct{}, 1),
+		retry: make(chan natsio.Record, 16), startFailed: make(chan startFailure, 16), backoff: map[string]time.Duration{}}
 	if s.store, err = s.openStore(); err != nil {
 		rt.Close(ctx)
 		return nil, err
@@ -243,6 +246,10 @@ func (s *Service) Run(ctx context.Context) error {
 		case rec := <-s.retry:
 			if cur, ok := records[rec.Name]; ok && cur.Revision == rec.Revision {
 				s.apply(ctx, rec)
+			}
+		case f := <-s.startFailed:
+			if cur, ok := records[f.rec.Name]; ok && cur.Revision == f.rec.Revision {
+				s.retryLater(f.rec, f.err)
 			}
 		case <-s.storeFailed:
 			s.recoverStore(ctx, records)
@@ -420,6 +427,7 @@ func (s *Service) undeploy(name string) {
 }
 
 func (s *Service) stop(name, why string) {
+	s.waitStarts()
 	s.mu.Lock()
 	var rs []*runner
 	for key, r := range s.runners {
@@ -438,6 +446,7 @@ func (s *Service) stop(name, why string) {
 // stopAll stops every deployment at once (a clean shutdown, a failed store), and writes
 // each one's status as stopped: a status left at running would claim work that is not done.
 func (s *Service) stopAll() {
+	s.waitStarts()
 	s.mu.Lock()
 	runners := s.runners
 	s.runners = map[string]*runner{}
