@@ -260,8 +260,14 @@ func (h *harness) run() error {
 	}); err != nil {
 		return err
 	}
-	if h.cli, err = client.New(context.Background(), h.nc); err != nil {
-		return err
+	// The client creates replicated buckets, which a cluster whose peers are not all known
+	// yet refuses ("no suitable peers for placement"): try until it is ready.
+	var last error
+	if err := until(30*time.Second, "the cluster to place replicated buckets", func() bool {
+		h.cli, last = client.New(context.Background(), h.nc)
+		return last == nil
+	}); err != nil {
+		return fmt.Errorf("%w: %w", err, last)
 	}
 	h.say("starting 3 runtimes (member TTL %s)", *memberTTL)
 	for range 3 {
