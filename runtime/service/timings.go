@@ -7,7 +7,7 @@ import (
 
 // slowStep is how long a multi-step operation (opening a deployment) may take before its
 // steps' durations are logged, so that a slow start says where its time went.
-const slowStep = 300 * time.Millisecond
+const slowStep = 2 * time.Second
 
 // timings records how long each step of an operation took. Not safe for concurrent use.
 type timings struct {
