@@ -350,8 +350,16 @@ func (h *harness) waitPlaced(within time.Duration, ok func(*client.Status) bool)
 		if st == nil || st.State != client.StatusRunning || len(st.Partitions) != *partsFlag {
 			return false
 		}
+		live := 0
+		for _, r := range h.runtimes {
+			if !r.exited() {
+				live++
+			}
+		}
 		for _, p := range st.Partitions {
-			if r := h.runtimes[p.Owner]; r == nil || r.exited() || p.MissingStandbys > 0 {
+			// Standbys need other runtimes: with fewer, as many as there are.
+			missing := p.MissingStandbys > 0 && len(p.Standbys) < min(*standbys, live-1)
+			if r := h.runtimes[p.Owner]; r == nil || r.exited() || missing {
 				return false
 			}
 		}
