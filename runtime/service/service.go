@@ -88,7 +88,7 @@ type Service struct {
 	ready       atomic.Bool
 	storeFailed chan struct{}
 	retry       chan natsio.Record
-	startFailed chan startFailure // starts off the loop that failed, for the loop to retry
+	startFailed chan startFailure        // starts off the loop that failed, for the loop to retry
 	backoff     map[string]time.Duration // per deployment, for retries of a failed start
 	// checked is the last revision of each deployment that check accepted, reused while the
 	// record is the same (the partitions a runtime takes one after another, its placement
