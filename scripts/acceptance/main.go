@@ -1135,7 +1135,7 @@ func (h *harness) checkCost() error {
 			var futures []jetstream.PubAckFuture
 			for j := 0; j < 1000 && i < n; j, i = j+1, i+1 {
 				if i == 0 {
-					if _, err := h.js.CreateOrUpdateStream(context.Background(), jetstream.StreamConfig{Name: strings.ToUpper(name) + "_IN", Subjects: []string{name + ".>"}, Replicas: 3}); err != nil {
+					if _, err := h.js.CreateOrUpdateStream(context.Background(), jetstream.StreamConfig{Name: strings.ToUpper(name) + "_IN", Subjects: []string{subj}, Replicas: 3}); err != nil {
 						return err
 					}
 				}
@@ -1153,8 +1153,8 @@ func (h *harness) checkCost() error {
 				}
 			}
 		}
-		yaml := fmt.Sprintf("name: %s\ninput:\n  subjects: [\"%s.>\"]\n  stream: %s_IN\nkey:\n  field: key\ntimeout: none\noutput:\n  subject: %s.out\n  stream: %s_OUT\nreplication: %s\n",
-			name, name, strings.ToUpper(name), name, strings.ToUpper(name), repl)
+		yaml := fmt.Sprintf("name: %s\ninput:\n  subjects: [\"%s\"]\n  stream: %s_IN\nkey:\n  field: key\ntimeout: none\noutput:\n  subject: %s.out\n  stream: %s_OUT\nreplication: %s\n",
+			name, subj, strings.ToUpper(name), name, strings.ToUpper(name), repl)
 		sp, err := spec.ParseSpec([]byte(yaml))
 		if err != nil {
 			return err
