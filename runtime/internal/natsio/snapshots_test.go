@@ -497,11 +497,13 @@ func restoreInto(t *testing.T, s *Snapshots, ctx context.Context, m SnapshotMeta
 	return keysOf(t, d)
 }
 
-// keysOf returns d's keys and entries.
+// keysOf returns d's keys and entries, copied (what Keys hands over is valid only during
+// the callback, and restoreInto closes the store it read).
 func keysOf(t *testing.T, d *state.Deployment) map[string]state.Entry {
 	t.Helper()
 	out := map[string]state.Entry{}
 	testutil.Require(t, d.Keys(nil, 0, func(key []byte, e state.Entry) error {
+		e.Value = bytes.Clone(e.Value)
 		out[string(key)] = e
 		return nil
 	}))
