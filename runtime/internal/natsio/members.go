@@ -216,20 +216,13 @@ func (m *Membership) SetStandbys(ctx context.Context, keyspaces []string) error 
 	sorted := slices.Clone(keyspaces)
 	slices.Sort(sorted)
 	sorted = slices.Compact(sorted)
-	m.mu.Lock()
-	if m.left || slices.Equal(sorted, m.self.Standbys) {
-		m.mu.Unlock()
-		return nil
-	}
-	m.self.Standbys = sorted
-	value, err := json.Marshal(m.self)
-	if err != nil {
-		m.mu.Unlock()
-		return fmt.Errorf("natsio: encoding member %s: %w", m.self.ID, err)
-	}
-	m.value = value
-	m.mu.Unlock()
-	return m.renew(ctx)
+	return m.update(ctx, func(self *Member) bool {
+		if slices.Equal(sorted, self.Standbys) {
+			return false
+		}
+		self.Standbys = sorted
+		return true
+	})
 }
 
 // SetLeaving records in this runtime's member value that it is stopping, and renews its
@@ -239,12 +232,23 @@ func (m *Membership) SetStandbys(ctx context.Context, keyspaces []string) error 
 // and calls after Leave, do nothing. A failed renewal is returned (the next one, every
 // TTL/5, carries the flag).
 func (m *Membership) SetLeaving(ctx context.Context) error {
+	return m.update(ctx, func(self *Member) bool {
+		if self.Leaving {
+			return false
+		}
+		self.Leaving = true
+		return true
+	})
+}
+
+// update applies change to this runtime's member value and, when change reports a change,
+// renews the key at once with the new value; after Leave, nothing.
+func (m *Membership) update(ctx context.Context, change func(self *Member) bool) error {
 	m.mu.Lock()
-	if m.left || m.self.Leaving {
+	if m.left || !change(&m.self) {
 		m.mu.Unlock()
 		return nil
 	}
-	m.self.Leaving = true
 	value, err := json.Marshal(m.self)
 	if err != nil {
 		m.mu.Unlock()
