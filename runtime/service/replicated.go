@@ -345,8 +345,8 @@ func (s *Service) startBuilt(ctx context.Context, rec natsio.Record, ps partitio
 	s.runners[ps.key] = r
 	s.mu.Unlock()
 	r.start(ctx)
-	s.logger.Info("deployment running (changelog replication)", "deployment", rec.Name, "partition", ps.p, "epoch", ps.lease.Epoch,
-		"restore", time.Since(ps.acquired).Round(time.Millisecond), "module", rec.ModuleDigest[:12])
+	s.logger.Info("deployment running (changelog replication)", append([]any{"deployment", rec.Name, "partition", ps.p, "epoch", ps.lease.Epoch,
+		"since_lease_acquired", time.Since(ps.acquired).Round(time.Millisecond), "module", rec.ModuleDigest[:12]}, r.opened...)...)
 	return nil
 }
 
@@ -362,25 +362,38 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsi
 	parts := max(rv.spec.Partitions, 1)
 	t := startTimings()
 	defer t.logIfSlow(s.logger.With("deployment", name, "partition", p), "taking the partition over took long")
+	instance := lineageOf(rv.rec)
+	if parts > 1 {
+		instance += "." + strconv.Itoa(p) // message ids <name>.<lineage>.<partition>.<batch>.<seq>
+	}
+	r := s.newRunner(rv, runnerOptions{lease: lease, instance: instance, part: p})
+	// The input opens meanwhile: its consumer is created at once, and rewound (which would
+	// disturb a runtime that took the partition since) once the fence holds.
+	held := make(chan error, 1)
+	r.input = r.startInput(ctx, held)
+	abandon := func(err error) (*runner, error) {
+		held <- err
+		r.input.wait()
+		return nil, err
+	}
 	cl, err := natsio.OpenChangelog(ctx, s.js, name, s.cfg.Replicas)
 	if err != nil {
-		return nil, fmt.Errorf("changelog: %w", err)
+		return abandon(fmt.Errorf("changelog: %w", err))
 	}
 	if _, err := cl.Fence(ctx, p, lease.Epoch); err != nil {
-		return nil, fmt.Errorf("fencing the changelog at epoch %d: %w", lease.Epoch, err)
+		return abandon(fmt.Errorf("fencing the changelog at epoch %d: %w", lease.Epoch, err))
 	}
+	held <- nil
 	t.mark("fence")
-	s.mu.Lock()
-	store := s.store
-	s.mu.Unlock()
 	snaps, err := natsio.OpenSnapshots(ctx, s.js, s.cfg.Replicas)
 	if err != nil {
+		r.input.wait()
 		return nil, fmt.Errorf("snapshots: %w", err)
 	}
-	ks := store.Deployment(unitKey(name, p, parts))
-	ks.SetReplicator(nil)
-	res, err := restore(ctx, cl, snaps, name, p, ks, hint)
+	r.ks.SetReplicator(nil)
+	res, err := restore(ctx, cl, snaps, name, p, r.ks, hint)
 	if err != nil {
+		r.input.wait()
 		return nil, fmt.Errorf("restoring from the changelog: %w", err)
 	}
 	t.mark("restore")
@@ -388,18 +401,14 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsi
 		"from_standby", hint.Held > 0)
 	s.cfg.Metrics.restoredRecords(name, res.applied)
 	repl := &changelogReplicator{cl: cl, partition: p, epoch: lease.Epoch, after: res.last}
-	ks.SetReplicator(repl)
-	instance := lineageOf(rv.rec)
-	if parts > 1 {
-		instance += "." + strconv.Itoa(p) // message ids <name>.<lineage>.<partition>.<batch>.<seq>
-	}
-	r, err := s.build(ctx, rv, rv.rec.ResetState != "", runnerOptions{lease: lease, instance: instance, part: p,
-		snapshots: &snapshotter{cl: cl, snaps: snaps, repl: repl, partition: p, interval: rv.spec.Snapshot.Interval.Std(), last: time.Now(), metrics: s.cfg.Metrics}})
-	if err != nil {
-		ks.SetReplicator(nil)
+	r.ks.SetReplicator(repl)
+	r.snaps = &snapshotter{cl: cl, snaps: snaps, repl: repl, partition: p, interval: rv.spec.Snapshot.Interval.Std(), last: time.Now(), metrics: s.cfg.Metrics}
+	if err := r.setup(ctx, rv.rec.ResetState != ""); err != nil {
+		r.ks.SetReplicator(nil)
 		return nil, err
 	}
 	t.mark("open")
+	r.opened = append(t.attrs(), r.opened...) // the takeover's steps, then the open's
 	return r, nil
 }
 

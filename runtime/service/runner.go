@@ -61,6 +61,12 @@ type runner struct {
 	// takeoverAt is when the lease was acquired, until the first batch committed (for
 	// groupstate_takeover_seconds); zero otherwise. Only the loop uses it.
 	takeoverAt time.Time
+	// input is the opening of the runner's input started before its first open (see
+	// buildReplicated), which open takes; nil otherwise.
+	input *inputOpen
+	// opened is how long the steps of the runner's last open took (slog attributes, see
+	// timings), for the log line of a takeover.
+	opened   []any
 	instance   string // of the output message ids; empty: the store's ID
 	// handoverAsked is when the plan first moved the partition to another runtime while this
 	// runner held it (it hands over once the newcomer's copy is warm); zero otherwise. Only
@@ -172,7 +178,17 @@ func unitKey(name string, part, parts int) string {
 	return state.PartitionName(name, part)
 }
 
+// build makes the runner of rv (see newRunner) and sets it up (see setup).
 func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerOptions) (*runner, error) {
+	r := s.newRunner(rv, o)
+	if err := r.setup(ctx, reset); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// newRunner makes the runner of rv, not set up yet: nothing of it reaches NATS.
+func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 	rec, sp := rv.rec, rv.spec
 	logger := s.logger.With("deployment", sp.Name)
 	s.mu.Lock()
@@ -185,15 +201,22 @@ func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerO
 		r.logger = logger.With("partition", r.part)
 	}
 	r.ks = store.Deployment(r.key)
-	var err error
 	if o.lease.Epoch == 0 {
 		// Not replicated: no changelog replicator left by an earlier replicated revision
 		// (replication switched off with --reset-state) may receive its writes.
 		r.ks.SetReplicator(nil)
 	}
+	return r
+}
+
+// setup opens the runner made by newRunner (see open; with reset, its state emptied first),
+// with its router and watermarks when it has them, ready to start.
+func (r *runner) setup(ctx context.Context, reset bool) error {
+	s, sp, rec := r.s, r.spec, r.rec
+	var err error
 	if r.sharesWatermark() {
 		if r.wm, err = s.watermarks(ctx); err != nil {
-			return nil, err
+			return err
 		}
 		if rec, ok := r.wm.Record(sp.Name, r.part); ok {
 			r.lastRowAt = rec.LastRowAt // a takeover does not make an idle partition look busy
@@ -201,19 +224,19 @@ func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerO
 	}
 	notes, err := r.open(ctx, reset)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if r.parts > 1 && r.part == 0 && !r.bySubject() {
 		if r.router, err = s.newRouter(ctx, sp); err != nil {
 			r.eng.Close(context.WithoutCancel(ctx))
-			return nil, fmt.Errorf("input router: %w", err)
+			return fmt.Errorf("input router: %w", err)
 		}
 	}
 	r.status = client.Status{Name: r.key, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: s.id}
 	if notes != "" {
 		r.status.LastError, r.status.LastErrorAt = notes, time.Now()
 	}
-	return r, nil
+	return nil
 }
 
 // ensureStreams ensures the deployment's input stream and its output streams (output,
@@ -256,8 +279,14 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 	s, sp := r.s, r.spec
 	t := startTimings()
 	defer t.logIfSlow(r.logger, "opening the deployment took long")
-	inStream, err := r.ensureStreams(ctx)
-	t.mark("streams")
+	in := r.input
+	r.input = nil
+	if in == nil {
+		in = r.startInput(ctx, nil)
+	}
+	inStream, src, err := in.wait()
+	t.steps = append(t.steps, in.steps...)
+	t.mark("input_wait")
 	if err != nil {
 		return "", err
 	}
@@ -266,20 +295,6 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 			s.forgetStreams(r.rec) // the next open ensures them again
 		}
 	}()
-	consumer, subjects := natsio.ConsumerName(sp.Name), sp.Input.Subjects
-	if r.parts > 1 {
-		// The partition reads what the router (run with partition 0) routed to it, or, with
-		// key.subject_token, what the server put on its subjects.
-		inStream = natsio.PartitionedStream(sp.Name)
-		consumer = natsio.ConsumerName(fmt.Sprintf("%s-p%d", sp.Name, r.part))
-		subjects = []string{natsio.PartitionFilter(sp.Name, r.part, r.bySubject())}
-	}
-	t.mark("partitioned_stream")
-	src, err := natsio.NewSource(ctx, s.js, inStream, consumer, subjects)
-	if err != nil {
-		return "", fmt.Errorf("input consumer: %w", err)
-	}
-	t.mark("consumer")
 	if reset {
 		if err := resetState(ctx, r.ks, src); err != nil {
 			return "", fmt.Errorf("resetting the state: %w", err)
@@ -315,6 +330,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 		r.eng.Close(context.WithoutCancel(ctx))
 	}
 	r.eng, r.src = eng, src
+	r.opened = t.steps
 	return notes, nil
 }
 
@@ -745,7 +761,9 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 		r.publishWatermark(rep)
 		r.s.cfg.Metrics.batch(r.spec.Name, rep)
 		if !r.takeoverAt.IsZero() && !rep.Skipped {
-			r.s.cfg.Metrics.takeover(r.spec.Name, time.Since(r.takeoverAt))
+			took := time.Since(r.takeoverAt)
+			r.s.cfg.Metrics.takeover(r.spec.Name, took)
+			r.logger.Info("first batch committed after taking the partition over", "since_lease_acquired", took.Round(time.Millisecond), "rows", rep.RowsIn)
 			r.takeoverAt = time.Time{}
 		}
 		r.publishStatus(after, false)

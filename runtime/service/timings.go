@@ -27,6 +27,12 @@ func (t *timings) mark(step string) {
 	t.last = now
 }
 
+// attrs returns the steps' durations as slog attributes (step name, duration), after the
+// whole's: "took", then each step.
+func (t *timings) attrs() []any {
+	return append([]any{"took", t.last.Sub(t.start).Round(time.Millisecond)}, t.steps...)
+}
+
 // logIfSlow logs msg with every step's duration when the whole took slowStep or more.
 func (t *timings) logIfSlow(logger *slog.Logger, msg string) {
 	if total := time.Since(t.start); total >= slowStep {

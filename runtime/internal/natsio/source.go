@@ -112,7 +112,13 @@ type Source struct {
 // DeliverAll, AckAll, AckWait [SourceAckWait], unlimited MaxAckPending and no
 // MaxRequestBatch limit, and rewinds it to its ack floor (see [Source]).
 // Changing subjects keeps the consumer's position.
-func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable string, subjects []string) (*Source, error) {
+//
+// Options: [BeforeRewind].
+func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable string, subjects []string, opts ...SourceOption) (*Source, error) {
+	var o sourceOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if durable == "" {
 		return nil, ErrNoDurable
 	}
@@ -142,6 +148,11 @@ func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable stri
 		next: apiPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + durable,
 	}
 	s.acksDone.L = &s.mu
+	if o.beforeRewind != nil {
+		if err := o.beforeRewind(ctx); err != nil {
+			return nil, err
+		}
+	}
 	if !serverAtLeast(s.nc.ConnectedServerVersion(), 2, 14) {
 		// Older server without the reset API: un-acknowledged messages come
 		// back after AckWait instead. Continue from what was delivered.
@@ -168,6 +179,21 @@ func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable stri
 		return nil, fmt.Errorf("natsio: rewinding consumer %s on stream %s to its ack floor: %w", durable, stream, err)
 	}
 	return s, nil
+}
+
+// A SourceOption changes what [NewSource] does.
+type SourceOption func(*sourceOptions)
+
+type sourceOptions struct {
+	beforeRewind func(context.Context) error
+}
+
+// BeforeRewind makes [NewSource] call fn once the consumer exists and before it rewinds it;
+// an error of fn is NewSource's, and the consumer is then left as it was. A caller that may
+// read the consumer only once it holds it (a lease) creates the consumer meanwhile, and
+// rewinds it, disturbing whoever reads it, only once it does.
+func BeforeRewind(fn func(context.Context) error) SourceOption {
+	return func(o *sourceOptions) { o.beforeRewind = fn }
 }
 
 // openRewindAttempts is how many times NewSource tries to rewind the consumer.

@@ -2,6 +2,7 @@ package natsio
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -484,4 +485,46 @@ func TestSourceGapDuringDelivery(t *testing.T) {
 	for range b.Messages() {
 	}
 	checkSeqs(t, fetchAll(t, e, s, n, 2*n), 6)
+}
+
+// TestSourceBeforeRewind: a NewSource whose BeforeRewind fails leaves the consumer as it was
+// (another Source reading it goes on undisturbed); one whose BeforeRewind passes rewinds it.
+func TestSourceBeforeRewind(t *testing.T) {
+	e := newEnv(t)
+	stream := newInput(t, e)
+	publishN(t, e, "in.a", 0, 10)
+	reader, err := NewSource(e.ctx, e.js, stream, "dep", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkSeqs(t, fetchAll(t, e, reader, 10, 10), 1) // delivered, not acknowledged
+
+	refused := errors.New("not held")
+	calls := 0
+	_, err = NewSource(e.ctx, e.js, stream, "dep", nil, BeforeRewind(func(context.Context) error {
+		calls++
+		return refused
+	}))
+	if !errors.Is(err, refused) || calls != 1 {
+		t.Fatalf("NewSource with a failing BeforeRewind: %v after %d calls; want the hook's error after 1", err, calls)
+	}
+	info, err := reader.cons.Info(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Delivered.Stream != 10 {
+		t.Fatalf("the consumer's delivered stream sequence is %d after a refused open; want 10 (not rewound)", info.Delivered.Stream)
+	}
+	publishN(t, e, "in.a", 10, 5)
+	checkSeqs(t, fetchAll(t, e, reader, 5, 10), 11) // the first reader goes on without a gap
+
+	calls = 0
+	again, err := NewSource(e.ctx, e.js, stream, "dep", nil, BeforeRewind(func(context.Context) error {
+		calls++
+		return nil
+	}))
+	if err != nil || calls != 1 {
+		t.Fatalf("NewSource with a passing BeforeRewind: %v after %d calls", err, calls)
+	}
+	checkSeqs(t, fetchAll(t, e, again, 15, 20), 1) // rewound to the ack floor: all again
 }

@@ -1,0 +1,78 @@
+package service
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+)
+
+// inputOpen is the opening of a runner's input, which may run while the runner's state is
+// restored (a takeover): its streams ensured and the consumer it reads created and rewound
+// to its ack floor. Nothing of it depends on the state; what does (reconcile) comes after.
+type inputOpen struct {
+	done   chan struct{}
+	stream string // the stream the consumer reads
+	src    *natsio.Source
+	err    error
+	steps  []any // how long each step took (see timings)
+}
+
+// startInput starts opening r's input in its own goroutine; wait returns it. Nothing else may
+// open r's input until then (see runner.open). With held not nil, the consumer is rewound
+// (which disturbs whoever reads it: see natsio.BeforeRewind) only once held says that r
+// holds its partition (nil); an error from it ends the opening with that error.
+func (r *runner) startInput(ctx context.Context, held <-chan error) *inputOpen {
+	in := &inputOpen{done: make(chan struct{})}
+	go func() {
+		defer close(in.done)
+		t := startTimings()
+		in.stream, in.src, in.err = r.openInput(ctx, t, held)
+		in.steps = t.steps
+	}()
+	return in
+}
+
+// wait waits for the opening to end and returns the input stream and the consumer on it.
+func (in *inputOpen) wait() (string, *natsio.Source, error) {
+	<-in.done
+	return in.stream, in.src, in.err
+}
+
+// openInput ensures r's streams and creates the consumer it reads, rewound to its ack floor,
+// marking each step in t.
+func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (string, *natsio.Source, error) {
+	sp := r.spec
+	inStream, err := r.ensureStreams(ctx)
+	t.mark("input_streams")
+	if err != nil {
+		return "", nil, err
+	}
+	consumer, subjects := natsio.ConsumerName(sp.Name), sp.Input.Subjects
+	if r.parts > 1 {
+		// The partition reads what the router (run with partition 0) routed to it, or, with
+		// key.subject_token, what the server put on its subjects.
+		inStream = natsio.PartitionedStream(sp.Name)
+		consumer = natsio.ConsumerName(fmt.Sprintf("%s-p%d", sp.Name, r.part))
+		subjects = []string{natsio.PartitionFilter(sp.Name, r.part, r.bySubject())}
+	}
+	var opts []natsio.SourceOption
+	if held != nil {
+		opts = append(opts, natsio.BeforeRewind(func(ctx context.Context) error {
+			select {
+			case err := <-held:
+				t.mark("input_consumer_until_held")
+				return err
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}))
+	}
+	src, err := natsio.NewSource(ctx, r.s.js, inStream, consumer, subjects, opts...)
+	t.mark("input_consumer")
+	if err != nil {
+		r.s.forgetStreams(r.rec) // the next open ensures them again
+		return "", nil, fmt.Errorf("input consumer: %w", err)
+	}
+	return inStream, src, nil
+}
