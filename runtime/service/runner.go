@@ -67,7 +67,7 @@ type runner struct {
 	// opened is how long the steps of the runner's last open took (slog attributes, see
 	// timings), for the log line of a takeover.
 	opened   []any
-	instance   string // of the output message ids; empty: the store's ID
+	instance string // of the output message ids; empty: the store's ID
 	// handoverAsked is when the plan first moved the partition to another runtime while this
 	// runner held it (it hands over once the newcomer's copy is warm); zero otherwise. Only
 	// the service's loop uses it.
