@@ -249,7 +249,9 @@ func (h *harness) run() error {
 	if h.nc, err = nats.Connect(servers(), nats.RetryOnFailedConnect(true), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond)); err != nil {
 		return err
 	}
-	if h.js, err = jetstream.New(h.nc); err != nil {
+	// A publish whose server died never hears its ack: the timeout makes its future fail, and
+	// the loader sends it again (its Nats-Msg-Id drops a copy that was stored).
+	if h.js, err = jetstream.New(h.nc, jetstream.WithPublishAsyncTimeout(5*time.Second)); err != nil {
 		return err
 	}
 	if err := until(30*time.Second, "the cluster has a JetStream meta leader", func() bool {
