@@ -738,6 +738,8 @@ func (h *harness) checkCrash() error {
 			if _, err := h.startRuntime(idOf(victim)); err != nil {
 				return err
 			}
+		} else {
+			delete(h.runtimes, idOf(victim)) // gone for good: the later checks count the live ones
 		}
 	}
 	if err := l.wait(); err != nil {
