@@ -775,7 +775,7 @@ func (h *harness) checkCrash() error {
 	if _, err := h.startRuntime(last); err != nil {
 		return err
 	}
-	// It is given its share back (handed over once its copies are warm): wait for that, so
+	// It is given partitions back (handed over once its copies are warm): wait for that, so
 	// that no partition moves between these three during check 4.
 	live := 0
 	for _, p := range h.runtimes {
@@ -783,7 +783,9 @@ func (h *harness) checkCrash() error {
 			live++
 		}
 	}
-	_, err = h.waitPlaced(2*time.Minute, func(st *client.Status) bool { return perRuntime(st)[last] >= *partsFlag/live })
+	// The plan is sticky: the others keep up to ceil(partitions/live) each, it gets the rest.
+	least := *partsFlag - (live-1)*((*partsFlag+live-1)/live)
+	_, err = h.waitPlaced(2*time.Minute, func(st *client.Status) bool { return perRuntime(st)[last] >= least })
 	return err
 }
 
