@@ -544,32 +544,59 @@ func (s *Snapshots) Read(ctx context.Context, deployment string, partition int, 
 
 // readChunkRef reads chunk i of a snapshot of dir, ref, into stored (and raw when it is
 // compressed), checks it against ref, and returns it.
-func (s *Snapshots) readChunkRef(ctx context.Context, dir string, i int, ref ChunkRef, stored *bytes.Buffer, raw *[]byte, corrupt func(string, ...any) error) ([]byte, error) {
-	if err := s.readChunk(ctx, dir+chunksDir+ref.SHA256, stored); err != nil {
+//
+// A chunk whose content is not what its name says (its bytes do not match the SHA-256 that
+// names it or the object's digest, or do not decode) is deleted: no later snapshot reuses it then, and
+// the next one that holds that content uploads it again. (A truncated read is left alone: it
+// may be the connection's fault, not the object's.)
+func (s *Snapshots) readChunkRef(ctx context.Context, dir string, i int, ref ChunkRef, stored *bytes.Buffer, raw *[]byte, corrupt func(string, ...any) error) (repr []byte, err error) {
+	name := dir + chunksDir + ref.SHA256
+	defer func() {
+		if errors.Is(err, errChunkContent) {
+			if derr := s.os.Delete(ctx, name); derr != nil && !errors.Is(derr, jetstream.ErrObjectNotFound) {
+				err = fmt.Errorf("%w (deleting it failed: %v)", err, derr)
+			}
+		}
+	}()
+	if err := s.readChunk(ctx, name, stored); err != nil {
 		return nil, err
 	}
-	if int64(stored.Len()) != ref.StoredBytes {
-		return nil, corrupt("chunk %d (%s): %d bytes stored, manifest says %d", i, ref.SHA256, stored.Len(), ref.StoredBytes)
+	content := func(format string, args ...any) error {
+		return fmt.Errorf("%w (%w)", corrupt(format, args...), errChunkContent)
 	}
 	b := stored.Bytes()
-	repr := b[1:]
+	if len(b) == 0 {
+		return nil, content("chunk %d (%s): empty", i, ref.SHA256)
+	}
+	repr = b[1:]
 	switch b[0] {
 	case frameRaw:
 	case frameS2:
 		var err error
 		if *raw, err = s2.Decode((*raw)[:cap(*raw)], repr); err != nil {
-			return nil, corrupt("chunk %d (%s): %v", i, ref.SHA256, err)
+			return nil, content("chunk %d (%s): %v", i, ref.SHA256, err)
 		}
 		repr = *raw
 	default:
-		return nil, corrupt("chunk %d (%s): codec %d", i, ref.SHA256, b[0])
+		return nil, content("chunk %d (%s): codec %d", i, ref.SHA256, b[0])
 	}
-	sum := sha256.Sum256(repr)
-	if int64(len(repr)) != ref.Bytes || hex.EncodeToString(sum[:]) != ref.SHA256 {
-		return nil, corrupt("chunk %d (%s): %d bytes of SHA-256 %x", i, ref.SHA256, len(repr), sum)
+	if sum := sha256.Sum256(repr); hex.EncodeToString(sum[:]) != ref.SHA256 {
+		return nil, content("chunk %d (%s): %d bytes of SHA-256 %x", i, ref.SHA256, len(repr), sum)
+	}
+	// The content is what the name says; a size other than the manifest's is the manifest's
+	// fault, not the chunk's.
+	if int64(stored.Len()) != ref.StoredBytes {
+		return nil, corrupt("chunk %d (%s): %d bytes stored, manifest says %d", i, ref.SHA256, stored.Len(), ref.StoredBytes)
+	}
+	if int64(len(repr)) != ref.Bytes {
+		return nil, corrupt("chunk %d (%s): %d bytes, manifest says %d", i, ref.SHA256, len(repr), ref.Bytes)
 	}
 	return repr, nil
 }
+
+// errChunkContent marks an [ErrCorruptSnapshot] of a chunk object whose stored content is
+// wrong (see readChunkRef), not merely unreadable.
+var errChunkContent = errors.New("its content is wrong; the chunk object was deleted")
 
 // readChunk reads chunk object name into buf (emptied first).
 func (s *Snapshots) readChunk(ctx context.Context, name string, buf *bytes.Buffer) error {
@@ -591,7 +618,7 @@ func (s *Snapshots) readChunk(ctx context.Context, name string, buf *bytes.Buffe
 	case err == nil:
 		return nil
 	case errors.Is(err, jetstream.ErrDigestMismatch):
-		return fmt.Errorf("%w: chunk %s: %v", ErrCorruptSnapshot, name, err)
+		return fmt.Errorf("%w: chunk %s: %v (%w)", ErrCorruptSnapshot, name, err, errChunkContent)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("%w: chunk %s: truncated", ErrCorruptSnapshot, name)
 	}

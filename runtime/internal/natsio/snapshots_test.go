@@ -620,10 +620,22 @@ func TestSnapshotsBadChunk(t *testing.T) {
 		t.Fatalf("Read of a chunk of other content: %v after %d chunks", err, got)
 	}
 
-	testutil.Require(t, s.os.Delete(e.ctx, chunkName(reprs[2])))
-	if err := readErr(m); !errors.Is(err, ErrCorruptSnapshot) {
-		t.Fatalf("Read with the corrupt chunk before a missing one: %v", err)
+	// The corrupt chunk was deleted: the next snapshot holding its content uploads it again
+	// rather than reusing it, and the one read meanwhile says it is gone.
+	if _, err := s.os.GetInfo(e.ctx, chunkName(reprs[1])); !errors.Is(err, jetstream.ErrObjectNotFound) {
+		t.Fatalf("the corrupt chunk object after the read: %v; want it deleted", err)
 	}
+	if err := readErr(m); !errors.Is(err, ErrSnapshotNotFound) {
+		t.Fatalf("Read again after the corrupt chunk was deleted: %v", err)
+	}
+	mr, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 2}, yieldAll(reprs))
+	testutil.Require(t, err)
+	if mr.UploadedChunks != 1 || mr.ReusedChunks != 2 {
+		t.Fatalf("a snapshot after the corrupt chunk went: uploaded %d, reused %d; want 1 and 2", mr.UploadedChunks, mr.ReusedChunks)
+	}
+	testutil.Require(t, readErr(mr))
+
+	testutil.Require(t, s.os.Delete(e.ctx, chunkName(reprs[2])))
 	// A new Put uploads the chunks the bucket lacks or lost again, and repairs nothing else.
 	m2, err := s.Put(e.ctx, "dep", 0, &SnapshotMeta{Seq: 2}, yieldAll(reprs[:1]))
 	testutil.Require(t, err)

@@ -77,9 +77,20 @@ func TestSourcedPartitionedStreamCluster(t *testing.T) {
 	e := checkSourcedShape(t, js, "IN", sh, 3)
 	_, err := js.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN."+PartitionedStream("dep"), nil, 5*time.Second)
 	testutil.Require(t, err)
+	// The new leader sets the source up again. When its first attempt fails (a loaded machine:
+	// CI once timed out here with one 30 s budget for the whole test) the server retries after
+	// 10 s, then 20 s more (nats-server's source retry backoff: 5 s x 2 x failures), so this
+	// phase gets its own budget covering two retries.
+	ctx, cancel := context.WithTimeout(context.Background(), sourceRetryBudget)
+	defer cancel()
+	e.ctx = ctx
 	e.publish(t, sh, 100, 50)
-	e.checkLanded(t, 150)
+	e.checkLandedWithin(t, 150, sourceRetryBudget)
 }
+
+// sourceRetryBudget bounds the wait for a sourced stream whose source the server sets up again
+// (a leader change): its retries come 10 s and then 20 s after a failed attempt.
+const sourceRetryBudget = 45 * time.Second
 
 // sourcedEnv is an input stream and the stream sourcing it.
 type sourcedEnv struct {
@@ -177,9 +188,15 @@ func (e *sourcedEnv) publish(t *testing.T, sh sourcedShape, from, n int) {
 // row sent, once, on its key's partition, with its input subject recoverable.
 func (e *sourcedEnv) checkLanded(t *testing.T, n int) {
 	t.Helper()
+	e.checkLandedWithin(t, n, testutil.PollDeadline)
+}
+
+// checkLandedWithin is checkLanded waiting up to d for the rows.
+func (e *sourcedEnv) checkLandedWithin(t *testing.T, n int, d time.Duration) {
+	t.Helper()
 	st, err := e.js.Stream(e.ctx, PartitionedStream("dep"))
 	testutil.Require(t, err)
-	testutil.Eventually(t, fmt.Sprintf("%d rows sourced", n), func() bool {
+	testutil.EventuallyWithin(t, d, fmt.Sprintf("%d rows sourced", n), func() bool {
 		info, err := st.Info(e.ctx)
 		return err == nil && info.State.Msgs >= uint64(n)
 	})
