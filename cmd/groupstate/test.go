@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 
@@ -13,11 +14,11 @@ import (
 
 // newTestCommand returns `groupstate test`, which runs a scenario file against a handler.
 func newTestCommand() *cobra.Command {
-	var specPath, scenarioPath, modulePath string
+	var specPath, scenarioPath, modulePath, initialPath string
 	var verbose bool
 	cacheDir := defaultCacheDir()
 	cmd := &cobra.Command{
-		Use:   "test --spec SPEC --scenario FILE [--module WASM]",
+		Use:   "test --spec SPEC --scenario FILE [--module WASM] [--initial-state FILE]",
 		Short: "Run a scenario file against a handler, with no NATS and no wall clock",
 		Long: `Runs the steps of a scenario file (JSON Lines) against the deployment's module and
 prints every emitted row to standard output as one compact JSON line, in emission order.
@@ -26,7 +27,11 @@ Exits 0 when every expect step holds, non-zero with a readable diff otherwise.
 Steps:
   {"at": 12000, "rows": [{...}]}   a micro-batch at processing time 12000 ms
   {"restart": true}                 close everything and reopen from the same state
-  {"expect": [{...}]}               rows emitted since the previous expect (any order)`,
+  {"expect": [{...}]}               rows emitted since the previous expect (any order)
+
+--initial-state FILE (JSON Lines of {"key": K, "state": V}) is applied in the first batch:
+each key's data call starts from its state, and keys without rows there are called with none
+(docs/semantics.md, "transformWithState handlers", rule 8).`,
 		Example: `  groupstate test --spec samples/logincount/logincount.yaml \
     --scenario samples/logincount/logincount.jsonl`,
 		Args: cobra.NoArgs,
@@ -34,6 +39,12 @@ Steps:
 			sp, wasm, err := loadSpecAndModule(specPath, modulePath)
 			if err != nil {
 				return err
+			}
+			var initial *engine.InitialState
+			if initialPath != "" {
+				if initial, err = readInitialState(initialPath); err != nil {
+					return err
+				}
 			}
 			f, err := os.Open(scenarioPath)
 			if err != nil {
@@ -45,7 +56,7 @@ Steps:
 				return err
 			}
 			defer rt.Close(cmd.Context())
-			opts := scenario.Options{Spec: sp, Wasm: wasm, Out: cmd.OutOrStdout(), Runtime: rt, Logger: quietLogger(cmd.ErrOrStderr())}
+			opts := scenario.Options{Spec: sp, Wasm: wasm, Out: cmd.OutOrStdout(), Runtime: rt, Logger: quietLogger(cmd.ErrOrStderr()), InitialState: initial}
 			if verbose {
 				opts.Log = cmd.ErrOrStderr()
 				opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -60,9 +71,24 @@ Steps:
 	cmd.Flags().StringVar(&specPath, "spec", "", "deployment spec (YAML)")
 	cmd.Flags().StringVar(&scenarioPath, "scenario", "", "scenario file (JSON Lines)")
 	cmd.Flags().StringVar(&modulePath, "module", "", "module to run instead of the spec's module")
+	cmd.Flags().StringVar(&initialPath, "initial-state", "", "initial state to apply in the first batch (JSON Lines of {\"key\": K, \"state\": V})")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print dead letters, late rows and the module's own output to standard error")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", cacheDir, "compilation cache directory (empty: none)")
 	_ = cmd.MarkFlagRequired("spec")
 	_ = cmd.MarkFlagRequired("scenario")
 	return cmd
+}
+
+// readInitialState parses the initial-state file at path.
+func readInitialState(path string) (*engine.InitialState, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	s, err := engine.ParseInitialState(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
 }

@@ -93,6 +93,7 @@ func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*Batc
 	if err := b.addData(); err != nil {
 		return nil, err
 	}
+	b.addInitial()
 	more, err := b.addTimeouts()
 	if err != nil {
 		return nil, err
@@ -243,7 +244,8 @@ type batch struct {
 	id    uint64 // its batch id in the store
 	sb    *state.Batch
 	in    []Row
-	nData int    // groups[:nData] are the data groups, the rest timeout calls
+	nData int    // groups[:nData] are the data groups, the rest initial-state and timeout calls
+	nInit int    // groups[nData:nData+nInit] are initial-state calls of keys without rows (first batch only)
 	keys  []byte // the chunk's group keys (Group.Key and outbox keys point into it)
 	// outbox is the batch's outbox entries, recorded once, here. They copy nothing: their
 	// slices point into keys, the handler's results and the input rows. commit has the
@@ -294,7 +296,7 @@ func (b *batch) resume() error {
 	b.ownMax, b.recordMax = timeouts.NoEventTime, false // the first chunk recorded it
 	b.from = o.Next
 	b.rep = BatchReport{BatchID: b.id}
-	b.groups, b.nData, b.vals = b.groups[:0], 0, b.vals[:0]
+	b.groups, b.nData, b.nInit, b.vals = b.groups[:0], 0, 0, b.vals[:0]
 	b.sb = e.ks.NewBatch(b.id)
 	err := e.ks.SkippedTimeouts(func(key []byte) error {
 		if b.skip == nil {
@@ -314,7 +316,7 @@ func (b *batch) next() {
 	b.release()
 	b.id++
 	b.sb = b.e.ks.NewBatch(b.id)
-	b.groups, b.nData, b.vals = b.groups[:0], 0, b.vals[:0]
+	b.groups, b.nData, b.nInit, b.vals = b.groups[:0], 0, 0, b.vals[:0]
 }
 
 // end releases the batch: it closes the state batch and drops the references the reused
@@ -482,7 +484,7 @@ func (b *batch) groupRows(rows []Row) {
 		grouped++
 	}
 	b.cursor = counts
-	b.nData = len(b.groups)
+	b.nData, b.nInit = len(b.groups), 0
 	b.rowStart = resize(b.rowStart, b.nData+1)
 	b.rowStart[0] = 0
 	for i, c := range counts {
@@ -654,7 +656,8 @@ func (b *batch) call(ctx context.Context) error {
 		return fmt.Errorf("engine: running the handler: %w", err)
 	}
 	b.rep.DataCalls += b.nData
-	b.rep.TimeoutCalls += len(b.groups) - b.nData
+	b.rep.InitialCalls += b.nInit
+	b.rep.TimeoutCalls += len(b.groups) - b.nData - b.nInit
 	for i := range results {
 		if err := b.apply(i, &results[i]); err != nil {
 			return err
@@ -720,6 +723,13 @@ func (b *batch) fail(i int, err error) error {
 		next.TimeoutMs = abi.NoTimeout
 		b.sb.Set(g.Key, prev, next)
 		b.append(state.OutboxEntry{Kind: state.OutboxDeadLetter, Key: g.Key, Reason: ReasonHandlerError, Error: err.Error(), TimeoutCall: true})
+		b.rep.DeadLetters++
+		return nil
+	}
+	if i >= b.nData {
+		// An initial-state call of a key without rows: its dead letter names the key, and the
+		// key keeps its initial state (its state before the call).
+		b.append(state.OutboxEntry{Kind: state.OutboxDeadLetter, Key: g.Key, Reason: ReasonHandlerError, Error: err.Error()})
 		b.rep.DeadLetters++
 		return nil
 	}

@@ -93,6 +93,10 @@ type Config struct {
 	// then carry the deployment's name but not the engine's Logger attributes. Default: ""
 	// (every engine starts its own).
 	ShareModule string
+	// InitialState, when set, is applied in the engine's first batch if the keyspace has
+	// committed no batch yet (see [InitialState]); a partition's engine gets only its keys
+	// ([InitialState.Partition]). Default: nil, none.
+	InitialState *InitialState
 
 	native handler.BufferModule // in place of Wasm, for groupstate's own tests (nativehook)
 	// chunkKeys and chunkBytes replace TimeoutChunkKeys and TimeoutChunkBytes (tests).
@@ -148,7 +152,9 @@ type BatchReport struct {
 	// call).
 	RowsIn, LateRows, DeadLetters int
 	// DataCalls and TimeoutCalls count handler calls; FailedKeys those that failed.
-	DataCalls, TimeoutCalls, FailedKeys int
+	// InitialCalls counts the calls of keys that had an initial state and no rows (the
+	// first batch only; see [InitialState]).
+	DataCalls, TimeoutCalls, InitialCalls, FailedKeys int
 	// Emitted counts the rows emitted by calls that succeeded.
 	Emitted int
 	// WatermarkMs is the watermark the next batch runs at: what this batch committed (for a
@@ -228,6 +234,9 @@ type Engine struct {
 	chunkKeys, chunkBytes int
 	// wrongPartition is Config.WrongPartition (nil: none).
 	wrongPartition func(key []byte) error
+	// initial is Config.InitialState (nil: none), applied by the first batch of a keyspace
+	// that committed none.
+	initial *InitialState
 }
 
 // NewEngine starts a deployment's engine: it validates the spec and the module, starts the
@@ -266,6 +275,7 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	e.rules = timeouts.Rules{Mode: sp.Timeout, HasWatermark: sp.EventTime != nil}
 	e.keyPath = mustPath(sp.Key.Field)
 	e.wrongPartition = cfg.WrongPartition
+	e.initial = cfg.InitialState
 	if sp.EventTime != nil {
 		e.timePath = mustPath(sp.EventTime.Field)
 		e.delayMs = sp.EventTime.WatermarkDelay.Std().Milliseconds()

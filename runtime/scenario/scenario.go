@@ -55,6 +55,9 @@ type Options struct {
 	Log io.Writer
 	// Logger receives the runtime's logs. Default: discarded.
 	Logger *slog.Logger
+	// InitialState is applied in the scenario's first batch (see [engine.InitialState]);
+	// a restart does not apply it again. Default: nil, none.
+	InitialState *engine.InitialState
 }
 
 // Step is one parsed line of a scenario file.
@@ -217,6 +220,7 @@ func (h *harness) open(ctx context.Context) error {
 	eng, err := h.opts.Runtime.NewEngine(ctx, engine.Config{
 		Spec: h.opts.Spec, Wasm: h.opts.Wasm,
 		Store: st, Sink: engine.SinkFunc(h.deliver), Logger: h.opts.Logger,
+		InitialState: h.opts.InitialState,
 	})
 	if err != nil {
 		st.Close()
