@@ -40,6 +40,8 @@ type Batch struct {
 	hasMaxEvent bool
 	maxEventMs  int64
 
+	initialApplied bool // MarkInitialStateApplied's
+
 	seq uint32
 
 	log *setLog // the Sets, written at Commit (nil once closed)
@@ -64,6 +66,11 @@ func (d *Deployment) NewBatch(batchID uint64) *Batch {
 	}
 	return b
 }
+
+// MarkInitialStateApplied records, with the batch, that the deployment's initial state was
+// applied (Deployment.InitialStateApplied reports it from the commit on), so that it is
+// applied once: not again after a restart, nor after a restore from the log or a snapshot.
+func (b *Batch) MarkInitialStateApplied() { b.initialApplied = true }
 
 // ID returns the batch id given to NewBatch.
 func (b *Batch) ID() uint64 { return b.id }
@@ -292,6 +299,9 @@ func (b *Batch) Commit() (Progress, error) {
 		next.Keys, next.TimerKeys = max(next.Keys, 0), max(next.TimerKeys, 0)
 	}
 	b.writeSets()
+	if b.initialApplied {
+		_ = b.pb.Set(sectionKey(nil, d.prefix, sectionInitial), nil, nil)
+	}
 	b.scratch = sectionKey(b.scratch[:0], d.prefix, sectionProgress)
 	n := len(b.scratch)
 	b.scratch = appendProgress(b.scratch, next)

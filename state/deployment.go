@@ -242,6 +242,17 @@ func (d *Deployment) Progress() (Progress, error) {
 	return d.progress()
 }
 
+// InitialStateApplied reports whether a committed batch of the deployment was marked with
+// Batch.MarkInitialStateApplied.
+func (d *Deployment) InitialStateApplied() (bool, error) {
+	if err := d.acquire(); err != nil {
+		return false, err
+	}
+	defer d.s.release()
+	_, found, err := d.s.readValue(sectionKey(nil, d.prefix, sectionInitial))
+	return found, err
+}
+
 // progress reads the progress record; the caller holds a ref.
 func (d *Deployment) progress() (Progress, error) {
 	v, found, err := d.s.readValue(sectionKey(nil, d.prefix, sectionProgress))

@@ -82,6 +82,7 @@
 //	P 'm'                                      -> progress record
 //	P 'o' u64(batch id) u32(seq)               -> outbox entry
 //	P 's' key                                  -> empty (a key the open batch must not time out)
+//	P 'i'                                      -> empty (the initial state was applied)
 //
 // Entry flags: bit 0 = has value, bit 1 = has timeout. The timer index
 // stores the timeout with its sign bit flipped, so negative timestamps sort

@@ -16,6 +16,7 @@ const (
 	sectionProgress = 'm'
 	sectionOutbox   = 'o'
 	sectionSkip     = 's' // keys the open batch must not time out (Batch.SkipTimeout)
+	sectionInitial  = 'i' // the initial state was applied (Batch.MarkInitialStateApplied)
 
 	maxNameLen = 255
 )

@@ -287,6 +287,10 @@ func checkReprOp(set bool, section byte, rest, value []byte, log *setLog) error 
 		if len(value) > 0 {
 			return fmt.Errorf("%w: skipped timeout with a value", ErrCorrupt)
 		}
+	case sectionInitial:
+		if len(rest) > 0 || len(value) > 0 {
+			return fmt.Errorf("%w: initial-state mark", ErrCorrupt)
+		}
 	case sectionProgress:
 		if len(rest) > 0 {
 			return fmt.Errorf("%w: progress key", ErrCorrupt)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 
 	"github.com/spf13/cobra"
 
@@ -11,10 +12,10 @@ import (
 // newDeployCommand returns `groupstate deploy`, which validates a spec and module and stores them in NATS.
 func newDeployCommand() *cobra.Command {
 	var cf connFlags
-	var specPath, modulePath string
+	var specPath, modulePath, initialPath string
 	var resetState, confirm bool
 	cmd := &cobra.Command{
-		Use:   "deploy -f SPEC [--module WASM] [--reset-state --confirm]",
+		Use:   "deploy -f SPEC [--module WASM] [--initial-state FILE] [--reset-state --confirm]",
 		Short: "Validate and deploy a handler (redeploying a name replaces the module and keeps state)",
 		Long: `Validates the spec and the module (the module is compiled and initialized with the spec's
 config, so one that would fail at start is refused now), stores both in NATS, and the runtimes
@@ -24,9 +25,17 @@ start it. Redeploying a name replaces the module and keeps the deployment's stat
 not yet delivered is dropped, and the deployment goes on from empty state at the input
 position (the rows after the last one acknowledged). It is the way out when status says
 orphaned (the runtime that held the state lost its data directory): a runtime that is up
-then takes the deployment. It cannot be undone.`,
+then takes the deployment. It cannot be undone.
+
+--initial-state FILE starts a new deployment from a state per key (JSON Lines of
+{"key": K, "state": V}): each partition applies its keys in its first batch, a key with rows
+starting from its state, a key without called once with no rows. It is for a new deployment
+only (a redeploy keeps the state the deployment has); the runtime applies it to a keyspace that
+has committed nothing, so a name undeployed before, whose state stays on its runtime, resumes
+that state instead: deploy under a new name.`,
 		Example: `  groupstate deploy -f samples/logincount/logincount.yaml
   groupstate deploy -f my.yaml --module build/handler.wasm
+  groupstate deploy -f my.yaml --initial-state carts-initial.jsonl
   groupstate deploy -f my.yaml --reset-state --confirm`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -49,11 +58,24 @@ then takes the deployment. It cannot be undone.`,
 			if resetState {
 				opts = append(opts, client.ResetState())
 			}
+			if initialPath != "" {
+				if resetState {
+					return fmt.Errorf("--initial-state starts a new deployment, --reset-state empties one that exists: give one of them")
+				}
+				data, err := os.ReadFile(initialPath)
+				if err != nil {
+					return err
+				}
+				opts = append(opts, client.WithInitialState(data))
+			}
 			d, err := c.Deploy(cmd.Context(), sp, wasm, opts...)
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deployed %s (module sha256 %s, %d bytes, revision %d)\n", d.Name, d.ModuleDigest, d.ModuleSize, d.Revision)
+			if initialPath != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "its initial state (%s) is applied in its first batch\n", initialPath)
+			}
 			if d.ResetState {
 				fmt.Fprintf(cmd.OutOrStdout(), "its state will be reset when a runtime takes the deploy (groupstate status %s shows it running again)\n", d.Name)
 			}
@@ -65,6 +87,7 @@ then takes the deployment. It cannot be undone.`,
 	cmd.Flags().StringVar(&modulePath, "module", "", "module to deploy instead of the spec's module")
 	cmd.Flags().BoolVar(&resetState, "reset-state", false, "drop the deployment's state and start from empty state at the input position (needs --confirm)")
 	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm --reset-state")
+	cmd.Flags().StringVar(&initialPath, "initial-state", "", "a new deployment's initial state (JSON Lines of {\"key\": K, \"state\": V}), applied in its first batch")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }

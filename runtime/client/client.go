@@ -37,6 +37,9 @@ var (
 	// ErrFixedAtFirstDeploy: a redeploy changes partitions or replication, which are fixed
 	// at the first deploy (unless the deploy resets the state).
 	ErrFixedAtFirstDeploy = errors.New("client: fixed at the first deploy")
+	// ErrInitialStateRedeploy is returned by [Client.Deploy] for [WithInitialState] of a
+	// deployment that exists: an initial state starts a new deployment only.
+	ErrInitialStateRedeploy = errors.New("client: an initial state is for a new deployment")
 	// ErrResetPartitioned is returned by [Client.Deploy] for [ResetState] of a deployment
 	// with partitions, which this version cannot reset.
 	ErrResetPartitioned = errors.New("client: reset of a partitioned deployment")
@@ -96,6 +99,17 @@ type DeployOption func(*deployOptions)
 
 type deployOptions struct {
 	resetState bool
+	initial    []byte // WithInitialState's file; nil: none
+}
+
+// WithInitialState gives a new deployment its initial state: data is an initial-state file
+// (JSON Lines of {"key": K, "state": V}, see [engine.ParseInitialState]), validated here and
+// stored with the deployment; each partition applies its keys in its first batch
+// (docs/semantics.md, "transformWithState handlers", rule 8). A deployment that exists is
+// refused with [ErrInitialStateRedeploy]: its state is what it committed, and a redeploy
+// keeps it. data is not kept after Deploy returns.
+func WithInitialState(data []byte) DeployOption {
+	return func(o *deployOptions) { o.initial = data }
 }
 
 // ResetState makes the deploy empty the deployment's state: the runtime that runs it (or,
@@ -133,6 +147,24 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 	}
 	rec := natsio.Record{Name: sp.Name, Spec: specJSON, ModuleDigest: digest, ModuleSize: int64(len(wasm)), DeployedAt: time.Now().UTC()}
 	prev, err := c.reg.Get(ctx, sp.Name)
+	if o.initial != nil {
+		switch {
+		case err == nil:
+			return nil, fmt.Errorf("%w: %s is deployed, and a redeploy keeps its state; undeploy it first, or deploy under a new name", ErrInitialStateRedeploy, sp.Name)
+		case !errors.Is(err, natsio.ErrNotFound):
+			return nil, fmt.Errorf("client: reading the deployment: %w", err)
+		}
+		digest, serr := c.storeInitialState(ctx, o.initial)
+		if serr != nil {
+			return nil, serr
+		}
+		rec.InitialState, rec.InitialStateSize = digest, int64(len(o.initial))
+	}
+	if err == nil && prev.InitialState != "" {
+		// Kept, so the record says where the deployment started from; never applied again
+		// (its partitions committed batches, or will start from this file still).
+		rec.InitialState, rec.InitialStateSize = prev.InitialState, prev.InitialStateSize
+	}
 	if o.resetState {
 		if err := resetSupported(prev, err, sp); err != nil {
 			return nil, err
@@ -641,4 +673,16 @@ func (c *Client) request(ctx context.Context, subject string, req, reply any) er
 		return errors.New(e.Error)
 	}
 	return json.Unmarshal(msg.Data, reply)
+}
+
+// storeInitialState validates an initial-state file and stores it, returning its digest.
+func (c *Client) storeInitialState(ctx context.Context, data []byte) (string, error) {
+	if _, err := engine.ParseInitialState(bytes.NewReader(data)); err != nil {
+		return "", err
+	}
+	digest, err := c.reg.PutInitialState(ctx, data)
+	if err != nil {
+		return "", fmt.Errorf("client: storing the initial state: %w", err)
+	}
+	return digest, nil
 }

@@ -158,6 +158,9 @@ func (b *batch) runChunks(ctx context.Context, position uint64, more bool, start
 		// batch runs at, is what the commit wrote. A batch that failed before this point
 		// changed nothing of the engine, so there is nothing to roll back.
 		e.progress = p
+		if b.initialApplied {
+			e.initial, b.initialApplied = nil, false
+		}
 		e.acksUnsynced = false // the commit synced the log, acknowledgements before it included
 		b.rep.BatchID = p.BatchID
 		b.rep.Commits++
@@ -244,9 +247,12 @@ type batch struct {
 	id    uint64 // its batch id in the store
 	sb    *state.Batch
 	in    []Row
-	nData int    // groups[:nData] are the data groups, the rest initial-state and timeout calls
-	nInit int    // groups[nData:nData+nInit] are initial-state calls of keys without rows (first batch only)
-	keys  []byte // the chunk's group keys (Group.Key and outbox keys point into it)
+	nData int // groups[:nData] are the data groups, the rest initial-state and timeout calls
+	nInit int // groups[nData:nData+nInit] are initial-state calls of keys without rows (first batch only)
+	// initialApplied: the chunk applies the initial state (addInitial); once it committed,
+	// the engine has none left to apply.
+	initialApplied bool
+	keys           []byte // the chunk's group keys (Group.Key and outbox keys point into it)
 	// outbox is the batch's outbox entries, recorded once, here. They copy nothing: their
 	// slices point into keys, the handler's results and the input rows. commit has the
 	// state batch encode them into the Pebble batch (the one copy, which is what commits),
@@ -282,6 +288,7 @@ func (b *batch) begin(in BatchInput) {
 	b.from = state.TimerPos{TimeoutMs: math.MinInt64}
 	b.rep = BatchReport{BatchID: b.id, RowsIn: len(in.Rows)}
 	b.sb = e.ks.NewBatch(b.id)
+	b.initialApplied = false
 }
 
 // resume starts the next chunk of the open batch (Progress().Open), with its processing time,

@@ -93,9 +93,9 @@ type Config struct {
 	// then carry the deployment's name but not the engine's Logger attributes. Default: ""
 	// (every engine starts its own).
 	ShareModule string
-	// InitialState, when set, is applied in the engine's first batch if the keyspace has
-	// committed no batch yet (see [InitialState]); a partition's engine gets only its keys
-	// ([InitialState.Partition]). Default: nil, none.
+	// InitialState, when set, is applied in the engine's first batch, once per keyspace: if
+	// the keyspace never applied one and holds no state (see [InitialState]). A partition's
+	// engine gets only its keys ([InitialState.Partition]). Default: nil, none.
 	InitialState *InitialState
 
 	native handler.BufferModule // in place of Wasm, for groupstate's own tests (nativehook)
@@ -234,8 +234,8 @@ type Engine struct {
 	chunkKeys, chunkBytes int
 	// wrongPartition is Config.WrongPartition (nil: none).
 	wrongPartition func(key []byte) error
-	// initial is Config.InitialState (nil: none), applied by the first batch of a keyspace
-	// that committed none.
+	// initial is Config.InitialState while it is to be applied (see initialPending): by the
+	// next batch, which marks it applied; nil once it was, or when there is none.
 	initial *InitialState
 }
 
@@ -275,7 +275,6 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	e.rules = timeouts.Rules{Mode: sp.Timeout, HasWatermark: sp.EventTime != nil}
 	e.keyPath = mustPath(sp.Key.Field)
 	e.wrongPartition = cfg.WrongPartition
-	e.initial = cfg.InitialState
 	if sp.EventTime != nil {
 		e.timePath = mustPath(sp.EventTime.Field)
 		e.delayMs = sp.EventTime.WatermarkDelay.Std().Milliseconds()
@@ -286,6 +285,9 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	e.progress = p
+	if e.initial, err = initialPending(e.ks, p, cfg.InitialState, logger); err != nil {
+		return nil, err
+	}
 
 	if cfg.native != nil {
 		init := initFor(sp)

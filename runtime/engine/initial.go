@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 
 	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
@@ -154,6 +155,29 @@ func (s *InitialState) each(fn func(key, state []byte)) {
 	}
 }
 
+// initialPending returns is when a keyspace at progress p is to apply it: when it never applied
+// an initial state and holds no state (no key, no timeout: a new deployment, or a name whose
+// state was dropped). A keyspace that holds state it did not start from keeps it, with a
+// warning: the file is not applied over it.
+func initialPending(ks *state.Deployment, p state.Progress, is *InitialState, logger *slog.Logger) (*InitialState, error) {
+	if is.Len() == 0 {
+		return nil, nil
+	}
+	applied, err := ks.InitialStateApplied()
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case applied:
+		return nil, nil
+	case p.Keys > 0 || p.TimerKeys > 0:
+		logger.Warn("the initial state is not applied: the deployment already holds state (deployed under this name before?); deploy under a new name to start from it",
+			"keys", p.Keys, "initial_keys", is.Len())
+		return nil, nil
+	}
+	return is, nil
+}
+
 // addInitial applies the initial state in the keyspace's first batch (none committed yet):
 // a data group's key with an initial state starts from it, and every other key of the file
 // gets a call with no rows (b.nInit of them, after the data groups). The initial state is
@@ -161,9 +185,11 @@ func (s *InitialState) each(fn func(key, state []byte)) {
 // that keeps its state, or fails, leaves the initial state.
 func (b *batch) addInitial() {
 	e := b.e
-	if e.initial.Len() == 0 || e.progress.BatchID != 0 || b.id != 1 {
+	if e.initial == nil {
 		return
 	}
+	b.sb.MarkInitialStateApplied()
+	b.initialApplied = true
 	for i := range b.nData {
 		if v, ok := e.initial.Get(b.groups[i].Key); ok {
 			b.setInitial(i, v)

@@ -10,6 +10,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/scenario"
+	"github.com/groupstate/groupstate/state"
 )
 
 // TestParseInitialState: keys are canonical (42 and 42.0 are one key), states compact, and
@@ -109,4 +110,29 @@ func TestInitialStateFlatMapGroupsWithState(t *testing.T) {
 func readSpec(t *testing.T, path string) string {
 	t.Helper()
 	return string(readFile(t, path))
+}
+
+// TestInitialStateNotOverState: an engine given an initial state over a keyspace that holds
+// state it did not start from (a name deployed before) keeps that state and applies nothing;
+// over a keyspace that holds none (every key removed), it applies the file.
+func TestInitialStateNotOverState(t *testing.T) {
+	sp := specFromYAML(t, readSpec(t, "../../samples/counter/counter.yaml"))
+	wasm := readFile(t, "../../samples/counter/go/counter.wasm")
+	initial, err := engine.ParseInitialState(strings.NewReader(`{"key": "a", "state": {"n": 100}}`))
+	require(t, err)
+	st := openStore(t, "")
+	c := &collector{}
+	eng := newEngine(t, sp, wasm, st, c)
+	_, err = eng.RunBatch(context.Background(), engine.BatchInput{ProcessingTimeMs: 1, Rows: rows(`{"key": "a"}`)})
+	require(t, err)
+	require(t, eng.Close(context.Background()))
+
+	eng, err = sharedRuntime(t).NewEngine(context.Background(), engine.Config{Spec: sp, Wasm: wasm, Store: st, Sink: c, InitialState: initial})
+	require(t, err)
+	defer eng.Close(context.Background())
+	rep, err := eng.RunBatch(context.Background(), engine.BatchInput{ProcessingTimeMs: 2, Rows: rows(`{"key": "a"}`)})
+	require(t, err)
+	if got := strings.Join(payloads(c.take(state.OutboxOutput)), " "); got != `{"key":"a","n":1} {"key":"a","n":2}` || rep.InitialCalls != 0 {
+		t.Fatalf("outputs %s, %d initial calls; want a counted on from its state, no initial call", got, rep.InitialCalls)
+	}
 }

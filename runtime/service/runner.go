@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -320,6 +321,19 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 		// The partitions here of one revision run on one module: a partition taken over
 		// starts no module of its own, and limits.instances bounds them together.
 		cfg.ShareModule = revisionKey(r.rec)
+	}
+	if r.rec.InitialState != "" {
+		// Loaded only while the keyspace has not applied it: the engine then decides.
+		applied, err := r.ks.InitialStateApplied()
+		if err != nil {
+			return "", err
+		}
+		if !applied {
+			if cfg.InitialState, err = r.initialState(ctx); err != nil {
+				return "", err
+			}
+			t.mark("initial_state")
+		}
 	}
 	eng, err := s.rt.NewEngine(ctx, cfg)
 	if err != nil {
@@ -978,4 +992,22 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 		}
 	}
 	r.s.putStatus(ctx, &st)
+}
+
+// initialState loads the deployment's initial state (natsio.Record.InitialState) and returns
+// the keys of the runner's partition, for an engine whose keyspace committed no batch yet.
+func (r *runner) initialState(ctx context.Context) (*engine.InitialState, error) {
+	data, err := r.s.reg.GetInitialState(ctx, r.rec.InitialState) // verifies the bytes' SHA-256
+	if err != nil {
+		return nil, fmt.Errorf("loading the initial state: %w", err)
+	}
+	is, err := engine.ParseInitialState(bytes.NewReader(data))
+	if err != nil {
+		return nil, fmt.Errorf("the initial state %s: %w", r.rec.InitialState, err)
+	}
+	if r.parts > 1 {
+		is = is.Partition(r.part, r.parts)
+	}
+	r.logger.Info("applying the initial state in the first batch", "keys", is.Len(), "bytes", len(data))
+	return is, nil
 }

@@ -70,6 +70,13 @@ type Record struct {
 	// a token unique to that deploy; the runtime clears it (see [Registry.Update]) once the
 	// reset is done, so a restart does not reset again.
 	ResetState string `json:"reset_state,omitempty"`
+	// InitialState, when not empty, is the hex SHA-256 of the deployment's initial-state file
+	// (deploy --initial-state), stored like a module (see [Registry.PutInitialState]): the
+	// runtime applies it in the first batch of each partition that committed none. Set by
+	// the first deploy only, and kept by redeploys (where it is never applied again).
+	InitialState string `json:"initial_state,omitempty"`
+	// InitialStateSize is the initial-state file's size in bytes.
+	InitialStateSize int64 `json:"initial_state_size,omitempty"`
 	// Revision is the KV revision, filled on read.
 	Revision uint64 `json:"-"`
 }
@@ -179,37 +186,61 @@ func checkDigest(d string) error {
 // PutModule stores wasm under its digest ([Digest]) and returns the digest.
 // The upload is skipped when an object of that name and size already exists.
 func (r *Registry) PutModule(ctx context.Context, wasm []byte) (string, error) {
-	digest := Digest(wasm)
-	info, err := r.modules.GetInfo(ctx, digest)
-	switch {
-	case err == nil && !info.Deleted && info.Size == uint64(len(wasm)):
-		return digest, nil
-	case err == nil, errors.Is(err, jetstream.ErrObjectNotFound):
-	default:
-		return "", fmt.Errorf("natsio: looking up module %s: %w", digest, err)
-	}
-	if _, err := r.modules.PutBytes(ctx, digest, wasm); err != nil {
-		return "", fmt.Errorf("natsio: storing module %s (%d bytes): %w", digest, len(wasm), err)
-	}
-	return digest, nil
+	return r.putContent(ctx, "module", wasm)
 }
 
 // GetModule returns the module named digest after checking that its bytes
 // hash to digest ([ErrDigestMismatch] otherwise). A missing module is
 // [ErrNotFound].
 func (r *Registry) GetModule(ctx context.Context, digest string) ([]byte, error) {
+	return r.getContent(ctx, "module", digest)
+}
+
+// PutInitialState stores an initial-state file (deploy --initial-state) as PutModule stores
+// a module, in the same bucket under its digest (content cannot collide), and returns the
+// digest.
+func (r *Registry) PutInitialState(ctx context.Context, data []byte) (string, error) {
+	return r.putContent(ctx, "initial state", data)
+}
+
+// GetInitialState returns the initial-state file named digest, checked as GetModule checks
+// a module.
+func (r *Registry) GetInitialState(ctx context.Context, digest string) ([]byte, error) {
+	return r.getContent(ctx, "initial state", digest)
+}
+
+// putContent stores data under its digest in the modules bucket, unless an object of that
+// name and size is there; what names the kind of content in errors.
+func (r *Registry) putContent(ctx context.Context, what string, data []byte) (string, error) {
+	digest := Digest(data)
+	info, err := r.modules.GetInfo(ctx, digest)
+	switch {
+	case err == nil && !info.Deleted && info.Size == uint64(len(data)):
+		return digest, nil
+	case err == nil, errors.Is(err, jetstream.ErrObjectNotFound):
+	default:
+		return "", fmt.Errorf("natsio: looking up %s %s: %w", what, digest, err)
+	}
+	if _, err := r.modules.PutBytes(ctx, digest, data); err != nil {
+		return "", fmt.Errorf("natsio: storing %s %s (%d bytes): %w", what, digest, len(data), err)
+	}
+	return digest, nil
+}
+
+// getContent reads the object named digest from the modules bucket and checks its SHA-256.
+func (r *Registry) getContent(ctx context.Context, what, digest string) ([]byte, error) {
 	if err := checkDigest(digest); err != nil {
 		return nil, err
 	}
 	b, err := r.modules.GetBytes(ctx, digest)
 	if errors.Is(err, jetstream.ErrObjectNotFound) {
-		return nil, fmt.Errorf("%w: module %s", ErrNotFound, digest)
+		return nil, fmt.Errorf("%w: %s %s", ErrNotFound, what, digest)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("natsio: reading module %s: %w", digest, err)
+		return nil, fmt.Errorf("natsio: reading %s %s: %w", what, digest, err)
 	}
 	if got := Digest(b); got != digest {
-		return nil, fmt.Errorf("%w: module %s has SHA-256 %s", ErrDigestMismatch, digest, got)
+		return nil, fmt.Errorf("%w: %s %s has SHA-256 %s", ErrDigestMismatch, what, digest, got)
 	}
 	return b, nil
 }
