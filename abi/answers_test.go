@@ -275,3 +275,19 @@ func FuzzAnswerReader(f *testing.F) {
 		}
 	})
 }
+
+// TestOpsReadmeExample pins the example of abi/README.md section 9.4.
+func TestOpsReadmeExample(t *testing.T) {
+	var w abi.OpWriter
+	w.ValueSet(0, []byte("3"))
+	w.ListRead(1, 0, 4096)
+	w.TimerList()
+	if got, want := fmt.Sprintf("% x", w.Bytes()), "02 00 00 00 00 01 00 00 00 33 10 01 00 00 00 00 00 00 00 00 00 00 00 00 10 00 00 32"; got != want {
+		t.Fatalf("request % x", w.Bytes())
+	}
+	a := abi.AppendListReadAnswer(nil, [][]byte{[]byte(`{"e":1}`)}, 0)
+	a = abi.AppendTimerListAnswer(a, []int64{60000})
+	if got, want := fmt.Sprintf("% x", a), "01 00 00 00 07 00 00 00 7b 22 65 22 3a 31 7d 00 00 00 00 00 00 00 00 01 00 00 00 60 ea 00 00 00 00 00 00"; got != want {
+		t.Fatalf("answers % x", a)
+	}
+}

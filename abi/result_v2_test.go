@@ -266,3 +266,16 @@ func FuzzResultReaderV2(f *testing.F) {
 		}
 	})
 }
+
+// TestResultV2ReadmeExample pins the example of abi/README.md section 9.6.
+func TestResultV2ReadmeExample(t *testing.T) {
+	var ops abi.OpWriter
+	ops.TimerRegister(60000)
+	var w abi.ResultWriterV2
+	w.BeginGroup()
+	w.EndGroup(abi.GroupResultV2{Ops: ops.Bytes()})
+	want := "00 00 00 00 01 00 00 00 00 00 00 00 00 00 00 00 00 00 00 00 09 00 00 00 30 60 ea 00 00 00 00 00 00"
+	if got := fmt.Sprintf("% x", w.Bytes()); got != want || len(w.Bytes()) != 33 {
+		t.Fatalf("got %s", got)
+	}
+}

@@ -192,3 +192,12 @@ func FuzzInitResultV2(f *testing.F) {
 		}
 	})
 }
+
+// TestInitResultV2ReadmeExample pins the example of abi/README.md section 9.2.
+func TestInitResultV2ReadmeExample(t *testing.T) {
+	b := abi.AppendInitResultV2(nil, abi.StatusOK, "", []abi.VarDecl{{Name: "count", Kind: abi.VarValue}, {Name: "events", Kind: abi.VarList, TTLMs: 60000}})
+	want := "00 00 00 00 00 00 00 00 02 00 00 00 05 00 00 00 63 6f 75 6e 74 01 00 00 00 00 00 00 00 00 00 00 00 06 00 00 00 65 76 65 6e 74 73 02 00 00 00 60 ea 00 00 00 00 00 00"
+	if got := fmt.Sprintf("% x", b); got != want || len(b) != 55 {
+		t.Fatalf("got %s", got)
+	}
+}
