@@ -151,6 +151,11 @@ func (rr *ResultReaderV2) fail(what string) error {
 	return rr.r.err
 }
 
+// failGroup records and returns a malformed-buffer error about the current group.
+func (rr *ResultReaderV2) failGroup(what string) error {
+	return rr.fail("group " + strconv.FormatUint(uint64(rr.count-rr.left), 10) + ": " + what)
+}
+
 // Count returns the number of group results the buffer claims to hold.
 func (rr *ResultReaderV2) Count() uint32 { return rr.count }
 
@@ -168,31 +173,30 @@ func (rr *ResultReaderV2) Next(g *GroupResultV2) (bool, error) {
 		}
 		return false, nil
 	}
-	at := "group " + strconv.FormatUint(uint64(rr.count-rr.left), 10) + ": "
 	g.EmitCount = r.u32()
 	start := r.off
 	for i := uint32(0); i < g.EmitCount && r.err == nil; i++ {
 		r.bytes()
 	}
 	if r.err != nil {
-		return false, rr.fail(at + "emits truncated")
+		return false, rr.failGroup("emits truncated")
 	}
 	g.emits = r.b[start:r.off:r.off]
 	g.Status = Status(r.u32())
 	g.Error = r.bytes()
 	g.Ops = r.bytes()
 	if r.err != nil {
-		return false, rr.fail(at + "truncated")
+		return false, rr.failGroup("truncated")
 	}
 	if g.Status > StatusError {
-		return false, rr.fail(at + "status " + strconv.FormatUint(uint64(g.Status), 10) + " (want 0 or 1)")
+		return false, rr.failGroup("status " + strconv.FormatUint(uint64(g.Status), 10) + " (want 0 or 1)")
 	}
 	if err := ValidateWriteOps(g.Ops); err != nil {
 		what := err.Error()
 		if me, ok := err.(*malformedError); ok {
 			what = me.what
 		}
-		return false, rr.fail(at + "ops: " + what)
+		return false, rr.failGroup("ops: " + what)
 	}
 	rr.left--
 	return true, nil
