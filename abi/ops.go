@@ -88,9 +88,9 @@ func (o Op) VarKind() VarKind { return opInfos[o].kind }
 // copies its byte operands. The methods do not validate their arguments.
 //
 // A guest typically buffers write ops in one OpWriter and, at a read, appends the read ops to
-// it and sends [OpWriter.Bytes] through [ImportState]. When the answers did not fit, the host
-// applied the writes all the same, and the reads alone, Bytes()[mark:] where mark is
-// [OpWriter.Len] before the first read, are sent again.
+// it and sends [OpWriter.Bytes] through [ImportState]. If the answers did not fit, the host has
+// applied the writes anyway, so only the reads are sent again: Bytes()[mark:], where mark is
+// [OpWriter.Len] before the first read.
 //
 // The zero value is ready to use. An OpWriter is not safe for concurrent use.
 type OpWriter struct {
