@@ -9,6 +9,17 @@
 //
 // All integers are little-endian. Lengths and counts are u32, times are i64 milliseconds since
 // the Unix epoch. Nothing in a buffer is aligned.
+//
+// Version 2 ([Version2], README section 9, a draft not accepted yet) is for transformWithState
+// handlers: the init result declares state variables ([AppendInitResultV2],
+// [ParseInitResultV2]); a process buffer holds DATA, TIMERS or INITIAL groups
+// ([AppendDataGroup], [InputReaderV2]); the guest reads and writes its state with op lists
+// ([OpWriter], [OpReader]), sent through the [ImportState] host function, whose read answers
+// it decodes with [AnswerReader]; and a group result carries the remaining writes
+// ([ResultWriterV2], [ResultReaderV2]). The version 1 names are unchanged.
+//
+// Readers never copy: the slices they return alias the buffer they read and are valid as long
+// as it is. Readers and writers are not safe for concurrent use; the functions are.
 package abi
 
 // Version is the ABI version this package describes. A module reports the version it was built

@@ -164,7 +164,9 @@ func (g *Group) Rows() iter.Seq[[]byte] {
 }
 
 // RowCursor reads the rows of a [Group] one by one, like [Group.Rows] but without a closure,
-// so a loop over it allocates nothing. The zero RowCursor has no rows.
+// so a loop over it allocates nothing. The zero RowCursor has no rows. The version 2 readers
+// return one for any run of byte strings: a [GroupV2]'s rows, a [DecodedOp]'s or an
+// [Answer]'s list elements, a [GroupResultV2]'s emits.
 type RowCursor struct {
 	r    reader
 	left uint32
