@@ -133,6 +133,29 @@ func (d *Deployment) Expired(before int64, fn func(key []byte, timeoutMs int64) 
 	return d.ExpiredFrom(TimerPos{TimeoutMs: math.MinInt64}, before, fn)
 }
 
+// LastTimeout returns the latest timeout of any key of the deployment, and false when no key
+// has one.
+func (d *Deployment) LastTimeout() (timeoutMs int64, ok bool, err error) {
+	if err := d.acquire(); err != nil {
+		return 0, false, err
+	}
+	defer d.s.release()
+	section := sectionKey(nil, d.prefix, sectionTimer)
+	iter, err := d.s.db.NewIter(&pebble.IterOptions{LowerBound: section, UpperBound: prefixEnd(section)})
+	if err != nil {
+		return 0, false, err
+	}
+	defer iter.Close()
+	if !iter.Last() {
+		return 0, false, iter.Error()
+	}
+	ts, _, ok := parseTimerKey(iter.Key()[len(section):])
+	if !ok {
+		return 0, false, fmt.Errorf("%w: timer key %q", ErrCorrupt, iter.Key())
+	}
+	return ts, true, nil
+}
+
 // ExpiredFrom is Expired for the timers at or after from in the index order
 // (timeout, then key bytes): a scan that goes on where an earlier one
 // stopped (see TimerAfter) skips what is before from, deleted timers

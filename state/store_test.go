@@ -130,9 +130,17 @@ func TestExpiredOrder(t *testing.T) {
 		})
 	}
 
+	last, ok, err := d.LastTimeout()
+	requireNoError(t, err)
+	requireEqual(t, true, ok)
+	requireEqual(t, int64(math.MaxInt64), last)
+	_, ok, err = s.Deployment("none").LastTimeout()
+	requireNoError(t, err)
+	requireEqual(t, false, ok, "LastTimeout of a deployment without timeouts")
+
 	stop := errors.New("stop")
 	var n int
-	err := d.Expired(math.MaxInt64, func([]byte, int64) error { n++; return stop })
+	err = d.Expired(math.MaxInt64, func([]byte, int64) error { n++; return stop })
 	requireErrorIs(t, err, stop)
 	requireEqual(t, 1, n)
 }

@@ -27,6 +27,8 @@ Exits 0 when every expect step holds, non-zero with a readable diff otherwise.
 Steps:
   {"at": 12000, "rows": [{...}]}   a micro-batch at processing time 12000 ms
   {"restart": true}                 close everything and reopen from the same state
+  {"drain": true}                   the last batch: fire every timeout, then stop (only
+                                    expect steps may follow)
   {"expect": [{...}]}               rows emitted since the previous expect (any order)
 
 --initial-state FILE (JSON Lines of {"key": K, "state": V}) is applied in the first batch:

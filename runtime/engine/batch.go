@@ -57,6 +57,9 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 	if err := e.checkInput(in); err != nil {
 		return nil, err
 	}
+	if in.Drain && len(in.Rows) > 0 {
+		return nil, fmt.Errorf("%w: %d rows given", ErrDrainRows, len(in.Rows))
+	}
 	start := time.Now()
 	if err := e.deliverPending(ctx); err != nil {
 		// Outputs of earlier batches are still undelivered: run no new batch until they are
@@ -88,6 +91,11 @@ func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*Batc
 	b.begin(in)
 	defer b.end()
 
+	if in.Drain {
+		if err := b.drainBound(); err != nil {
+			return nil, err
+		}
+	}
 	b.groupRows(in.Rows)
 	b.nextW, b.ownMax, b.recordMax = e.nextWatermark(b.W, b.maxEvt)
 	if err := b.addData(); err != nil {
@@ -644,6 +652,32 @@ func (b *batch) take(key []byte, ts int64) error {
 	}
 	sc.used += len(key) + len(b.vals) - n
 	sc.last, sc.lastTs = i, ts
+	return nil
+}
+
+// drainBound makes the batch fire every timeout the keys hold now (BatchInput.Drain): its
+// bound passes the latest one, so that the timeouts the drained calls set again (later than
+// the latest one, or behind the scan) do not fire, and the drain ends. Without a timeout mode
+// there is none to fire. (A timeout at the largest int64 cannot be passed, and does not fire.)
+func (b *batch) drainBound() error {
+	if b.e.rules.Mode == timeouts.None {
+		return nil
+	}
+	last, ok, err := b.e.ks.LastTimeout()
+	if err != nil {
+		return fmt.Errorf("engine: reading timers: %w", err)
+	}
+	if !ok {
+		b.hasBound = false
+		return nil
+	}
+	if last < math.MaxInt64 {
+		last++
+	}
+	if !b.hasBound || last > b.bound {
+		b.bound = last
+	}
+	b.hasBound = true
 	return nil
 }
 

@@ -37,6 +37,8 @@ var (
 	ErrIncompleteConfig = errors.New("engine: Config needs Spec, Wasm, Store and Sink")
 	// ErrEngineClosed: RunBatch was called after Close.
 	ErrEngineClosed = errors.New("engine: closed")
+	// ErrDrainRows: a BatchInput with Drain set had rows; a drain takes none.
+	ErrDrainRows = errors.New("engine: a drain batch takes no rows")
 	// ErrInputTooLarge: a BatchInput had more rows than trigger.max_rows, or more bytes of
 	// row data than trigger.max_bytes (and more than one row); RunBatch ran nothing of it.
 	ErrInputTooLarge = errors.New("engine: batch input over the spec's trigger bounds")
@@ -140,6 +142,14 @@ type BatchInput struct {
 	// Position is the input position after this batch (committed with it); 0 keeps the
 	// previous position.
 	Position uint64
+	// Drain makes this the deployment's last batch (docs/semantics.md, "transformWithState
+	// handlers", rule 9; Flink's stop --drain): it takes no rows and fires every timeout the
+	// keys hold, as if processing time and the watermark had jumped past them, in timeout
+	// order, so that the handler emits its final records. A timeout a drained call sets again
+	// does not fire. The caller then stops the deployment. A drain whose timeouts commit in
+	// chunks and is interrupted between them (a crash) is finished as an ordinary batch: drain
+	// again.
+	Drain bool
 }
 
 // BatchReport describes the batch a RunBatch ran: committed, or skipped (Skipped). Each

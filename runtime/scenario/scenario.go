@@ -7,6 +7,7 @@
 //
 //	{"at": 12000, "rows": [{...}, ...]}   one micro-batch at processing time 12000 ms
 //	{"restart": true}                      close everything and reopen from the same state
+//	{"drain": true}                        the last batch: fire every timeout (Flink's stop --drain)
 //	{"expect": [{...}, ...]}               the rows emitted since the previous expect
 //
 // Under event-time timeouts a batch that advances the watermark is followed at once by a
@@ -68,6 +69,10 @@ type Step struct {
 	At      *int64
 	Rows    []json.RawMessage
 	Restart bool
+	// Drain: the deployment's last batch, which fires every timeout (see
+	// engine.BatchInput.Drain), at the processing time of the batch before it (0 if none).
+	// Only expect steps may follow it.
+	Drain bool
 	// Expect is set for an expect step (possibly empty: nothing emitted).
 	Expect []json.RawMessage
 	expect bool
@@ -81,6 +86,7 @@ func Parse(r io.Reader) ([]Step, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
 	var lastAt *int64
+	drainLine := 0
 	for line := 1; sc.Scan(); line++ {
 		text := bytes.TrimSpace(sc.Bytes())
 		if len(text) == 0 || text[0] == '#' {
@@ -91,6 +97,12 @@ func Parse(r io.Reader) ([]Step, error) {
 			return nil, fmt.Errorf("%w: line %d: %v", ErrInvalidStep, line, err)
 		}
 		st.Line = line
+		if drainLine > 0 && !st.expect {
+			return nil, fmt.Errorf("%w: line %d: a step after the drain on line %d; a drained deployment runs nothing more, so only expect steps may follow", ErrInvalidStep, line, drainLine)
+		}
+		if st.Drain {
+			drainLine = line
+		}
 		if st.At != nil {
 			if lastAt != nil && *st.At < *lastAt {
 				return nil, fmt.Errorf("%w: line %d: \"at\" %d is before the previous batch's %d; processing time never decreases", ErrInvalidStep, line, *st.At, *lastAt)
@@ -133,6 +145,11 @@ func parseStep(text []byte) (Step, error) {
 				return st, fmt.Errorf("\"restart\" must be true")
 			}
 			kinds++
+		case "drain":
+			if err := json.Unmarshal(v, &st.Drain); err != nil || !st.Drain {
+				return st, fmt.Errorf("\"drain\" must be true")
+			}
+			kinds++
 		case "expect":
 			if err := json.Unmarshal(v, &st.Expect); err != nil {
 				return st, fmt.Errorf("\"expect\" must be an array: %v", err)
@@ -140,14 +157,14 @@ func parseStep(text []byte) (Step, error) {
 			st.expect = true
 			kinds++
 		default:
-			return st, fmt.Errorf("unknown field %q (a step has \"at\" and \"rows\", \"restart\", or \"expect\")", k)
+			return st, fmt.Errorf("unknown field %q (a step has \"at\" and \"rows\", \"restart\", \"drain\", or \"expect\")", k)
 		}
 	}
 	if _, ok := raw["rows"]; ok && st.At == nil {
 		return st, fmt.Errorf("\"rows\" without \"at\"")
 	}
 	if kinds != 1 {
-		return st, fmt.Errorf("a step is exactly one of a batch (\"at\"), a restart or an expect")
+		return st, fmt.Errorf("a step is exactly one of a batch (\"at\"), a restart, a drain or an expect")
 	}
 	return st, nil
 }
@@ -207,6 +224,7 @@ func RunSteps(ctx context.Context, opts Options, steps []Step) error {
 
 type harness struct {
 	opts    Options
+	lastAt  int64 // the processing time of the last batch step (a drain's)
 	store   *state.Store
 	eng     *engine.Engine
 	emitted []json.RawMessage
@@ -280,6 +298,13 @@ func (h *harness) step(ctx context.Context, st Step) error {
 		}
 		return nil
 	}
+	if st.Drain {
+		if _, err := h.eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: h.lastAt, Drain: true}); err != nil {
+			return fmt.Errorf("scenario: line %d: %w", st.Line, err)
+		}
+		return nil
+	}
+	h.lastAt = *st.At
 	rows := make([]engine.Row, len(st.Rows))
 	for i, r := range st.Rows {
 		rows[i] = engine.Row{Data: r, Sequence: uint64(i + 1)}
