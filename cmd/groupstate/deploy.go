@@ -1,8 +1,10 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -95,17 +97,38 @@ that state instead: deploy under a new name.`,
 // newUndeployCommand returns `groupstate undeploy`, which stops a deployment and keeps its state.
 func newUndeployCommand() *cobra.Command {
 	var cf connFlags
+	var drain bool
+	var drainTimeout time.Duration
 	cmd := &cobra.Command{
-		Use:     "undeploy NAME",
-		Short:   "Stop a deployment (its state stays on disk; deploying the name again resumes it)",
-		Example: `  groupstate undeploy logincount`,
-		Args:    cobra.ExactArgs(1),
+		Use:   "undeploy NAME [--drain]",
+		Short: "Stop a deployment (its state stays on disk; deploying the name again resumes it)",
+		Long: `Stops the deployment on the runtimes; its state stays where it is, and deploying the name
+again resumes it.
+
+--drain first runs the deployment's last batch, as Flink's stop --drain does: each partition
+finishes the batch in flight, stops reading input, fires every timeout its keys hold as if
+time and the watermark had passed them, and publishes what those calls emit; then the
+deployment is undeployed. Stop the producers and wait for lag 0 (groupstate status) first:
+rows that arrive after a partition drained stay in the input stream, not run.`,
+		Example: `  groupstate undeploy logincount
+  groupstate undeploy carts --drain`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, done, err := cf.client(cmd, "undeploy")
 			if err != nil {
 				return err
 			}
 			defer done()
+			if drain {
+				ctx, cancel := context.WithTimeout(cmd.Context(), drainTimeout)
+				defer cancel()
+				fmt.Fprintf(cmd.ErrOrStderr(), "draining %s (firing every timeout)...\n", args[0])
+				rep, err := c.Drain(ctx, args[0])
+				if err != nil {
+					return fmt.Errorf("%w; nothing was undeployed (undeploy again, with or without --drain)", err)
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "drained %s: %d partition(s), %d timeout call(s), %d row(s) emitted\n", args[0], rep.Partitions, rep.TimeoutCalls, rep.Emitted)
+			}
 			if err := c.Undeploy(cmd.Context(), args[0]); err != nil {
 				return err
 			}
@@ -114,5 +137,7 @@ func newUndeployCommand() *cobra.Command {
 		},
 	}
 	cf.register(cmd)
+	cmd.Flags().BoolVar(&drain, "drain", false, "fire every timeout and publish the final records before undeploying")
+	cmd.Flags().DurationVar(&drainTimeout, "drain-timeout", 5*time.Minute, "how long --drain waits for every partition to drain")
 	return cmd
 }

@@ -7,6 +7,9 @@ const (
 	StatusRunning = "running"
 	StatusFailed  = "failed"
 	StatusStopped = "stopped"
+	// StatusDrained: the deployment ran its last batch for undeploy --drain (every timeout
+	// fired) and runs nothing more until the undeploy removes it.
+	StatusDrained = "drained"
 	// StatusOrphaned: the deployment is owned by a runtime that does not answer (its
 	// state is on that runtime's data directory, lost or not running). Error says which
 	// runtime and the ways out: start a runtime on that data directory, or deploy again

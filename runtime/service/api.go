@@ -1,9 +1,11 @@
 package service
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 
@@ -22,7 +24,7 @@ func (s *Service) serveAPI() (*nats.Subscription, error) {
 			return
 		}
 		s.mu.Lock()
-		_, running := s.runners[name]
+		r, running := s.runners[name]
 		st := s.store
 		s.mu.Unlock()
 		if verb == api.VerbPing {
@@ -34,6 +36,10 @@ func (s *Service) serveAPI() (*nats.Subscription, error) {
 		if !running || st == nil {
 			return // another runtime may run it; no reply means none does
 		}
+		if verb == api.VerbDrain {
+			go respondDrain(m, r) // the drain batch may take long; other requests go on
+			return
+		}
 		reply, err := answer(st.Deployment(name), verb, m.Data)
 		if err != nil {
 			reply = api.Error{Error: err.Error()}
@@ -42,6 +48,26 @@ func (s *Service) serveAPI() (*nats.Subscription, error) {
 		_ = m.Respond(data)
 	})
 }
+
+// respondDrain answers a drain request once r's loop ran the drain batch (or could not),
+// within drainWait.
+func respondDrain(m *nats.Msg, r *runner) {
+	ctx, cancel := context.WithTimeout(context.Background(), drainWait)
+	defer cancel()
+	var reply any
+	rep, err := r.requestDrain(ctx)
+	if err != nil {
+		reply = api.Error{Error: err.Error()}
+	} else {
+		reply = api.DrainReply{BatchID: rep.BatchID, TimeoutCalls: rep.TimeoutCalls, Emitted: rep.Emitted}
+	}
+	data, _ := json.Marshal(reply)
+	_ = m.Respond(data)
+}
+
+// drainWait bounds how long a drain request waits for the loop's drain batch: the batch in
+// flight first, then the drain batch, whose timeout calls commit in chunks if they are many.
+const drainWait = 2 * time.Minute
 
 func answer(d *state.Deployment, verb string, data []byte) (any, error) {
 	switch verb {

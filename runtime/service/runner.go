@@ -78,6 +78,11 @@ type runner struct {
 	drain  context.CancelFunc // ends the loop after the batch in flight
 	done   chan struct{}
 
+	// drainReq takes a drain request (undeploy --drain) to the loop, which runs the drain
+	// batch and then nothing more; drained is the report once it did (nil before).
+	drainReq chan chan drainResult
+	drained  atomic.Pointer[engine.BatchReport]
+
 	mu         sync.Mutex
 	status     client.Status
 	lastStatus time.Time
@@ -195,7 +200,7 @@ func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 	s.mu.Lock()
 	store := s.store
 	s.mu.Unlock()
-	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, store: store, logger: logger, done: make(chan struct{}), lease: o.lease, instance: o.instance, snaps: o.snapshots,
+	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, store: store, logger: logger, done: make(chan struct{}), drainReq: make(chan chan drainResult), lease: o.lease, instance: o.instance, snaps: o.snapshots,
 		part: o.part, parts: max(sp.Partitions, 1)}
 	r.key = unitKey(sp.Name, r.part, r.parts)
 	if r.parts > 1 {
@@ -704,6 +709,14 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 			var res fetchResult
 			select {
 			case res = <-f.out:
+			case reply := <-r.drainReq:
+				f.stop() // no more input: the rows not run yet stay in the stream
+				if !r.runDrain(batchCtx, reply) {
+					f = r.startFetcher(ctx)
+					continue
+				}
+				<-ctx.Done() // drained: nothing runs until the deployment goes
+				return
 			case <-r.watermarkMoved():
 				// Another partition's max event time changed: when it moves this partition's
 				// watermark, a no-data batch commits it (and the next fires the timeouts it
@@ -1010,4 +1023,58 @@ func (r *runner) initialState(ctx context.Context) (*engine.InitialState, error)
 	}
 	r.logger.Info("applying the initial state in the first batch", "keys", is.Len(), "bytes", len(data))
 	return is, nil
+}
+
+// drainResult is the outcome of a drain request: the drain batch's report, or why it failed.
+type drainResult struct {
+	rep *engine.BatchReport
+	err error
+}
+
+// requestDrain asks the loop to drain the deployment (see runDrain) and waits for it, or for
+// ctx. A runner that drained already answers with its report at once.
+func (r *runner) requestDrain(ctx context.Context) (*engine.BatchReport, error) {
+	if rep := r.drained.Load(); rep != nil {
+		return rep, nil
+	}
+	reply := make(chan drainResult, 1)
+	select {
+	case r.drainReq <- reply:
+	case <-r.done:
+		return nil, errors.New("the deployment stopped before it drained")
+	case <-ctx.Done():
+		return nil, fmt.Errorf("the deployment's loop did not take the drain: %w", ctx.Err())
+	}
+	select {
+	case res := <-reply:
+		return res.rep, res.err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the drain batch: %w", ctx.Err())
+	}
+}
+
+// runDrain runs the drain batch (engine.BatchInput.Drain: every timeout fires) at the
+// clock's time, publishes its outputs and acknowledges nothing (it reads no input), and
+// answers reply. It reports whether the deployment drained: then the loop runs nothing more
+// and the status reads drained; else it goes on as before and the error is in the status.
+func (r *runner) runDrain(ctx context.Context, reply chan<- drainResult) bool {
+	now := r.s.cfg.Clock.Now()
+	rep, err := r.eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(now), Drain: true})
+	if err != nil {
+		err = fmt.Errorf("drain batch: %w", err)
+		r.setError(err)
+		reply <- drainResult{err: err}
+		return false
+	}
+	r.record(rep)
+	r.s.cfg.Metrics.batch(r.spec.Name, rep)
+	r.drained.Store(rep)
+	r.mu.Lock()
+	r.status.State = client.StatusDrained
+	r.mu.Unlock()
+	r.publishStatus(context.WithoutCancel(ctx), true)
+	r.logger.Info("drained: every timeout fired; the deployment runs nothing more until it is undeployed",
+		"batch", rep.BatchID, "timeout_calls", rep.TimeoutCalls, "emitted", rep.Emitted)
+	reply <- drainResult{rep: rep}
+	return true
 }

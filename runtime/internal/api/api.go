@@ -30,6 +30,10 @@ const (
 	// store's, the owner recorded for the deployments it runs) instead of a deployment, and
 	// only that runtime replies, with an empty JSON object (see [Ping]).
 	VerbPing = "ping"
+	// VerbDrain asks the runtime that runs a deployment (or one partition of it: the subject
+	// names the unit, "<deployment>.<p>") to run its last batch, firing every timeout, and
+	// then to run nothing more ([DrainReply]); asked again, it answers again without a batch.
+	VerbDrain = "drain"
 )
 
 // PingTimeout is how long [Ping] waits for a runtime that is connected but slow to reply.
@@ -74,6 +78,13 @@ type StateRequest struct {
 type StateReply struct {
 	Found bool `json:"found"`
 	KeyState
+}
+
+// DrainReply answers a drain request: the drain batch's id and what it did.
+type DrainReply struct {
+	BatchID      uint64 `json:"batch_id"`
+	TimeoutCalls int    `json:"timeout_calls"`
+	Emitted      int    `json:"emitted"`
 }
 
 // KeysRequest asks for up to Limit keys after After (none: from the first key).
