@@ -43,6 +43,13 @@ type Batch struct {
 	seq uint32
 
 	log *setLog // the Sets, written at Commit (nil once closed)
+
+	// ABI v2 state (KeyTxn, DeclareVars, ExpireTTL): its writes go to vb, an indexed
+	// batch created on first use, which reads through to the store; Commit appends
+	// them to pb.
+	vb  *pebble.Batch
+	cat *catalog // the catalog as the batch left it, once read
+	tx  *KeyTxn  // the open transaction
 }
 
 // NewBatch starts the batch batchID. batchID must be greater than the
@@ -245,6 +252,9 @@ func (b *Batch) Commit() (Progress, error) {
 	if b.pb == nil {
 		return Progress{}, ErrBatchDone
 	}
+	if b.tx != nil {
+		return Progress{}, ErrTxnOpen
+	}
 	defer b.Close()
 	d := b.d
 	if err := d.lockWrite(); err != nil {
@@ -292,6 +302,11 @@ func (b *Batch) Commit() (Progress, error) {
 		next.Keys, next.TimerKeys = max(next.Keys, 0), max(next.TimerKeys, 0)
 	}
 	b.writeSets()
+	if b.vb != nil {
+		if err := b.pb.Apply(b.vb, nil); err != nil {
+			return Progress{}, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
+		}
+	}
 	b.scratch = sectionKey(b.scratch[:0], d.prefix, sectionProgress)
 	n := len(b.scratch)
 	b.scratch = appendProgress(b.scratch, next)
@@ -343,6 +358,11 @@ func (b *Batch) Close() {
 		_ = b.pb.Close()
 		b.pb = nil
 	}
+	if b.vb != nil {
+		_ = b.vb.Close()
+		b.vb = nil
+	}
+	b.cat, b.tx = nil, nil
 	b.scratch = nil
 	if b.log != nil {
 		if cap(b.log.arena) <= maxPooledLog {
