@@ -160,4 +160,3 @@ func bytesToTimer(b []byte) int64 {
 	}
 	return int64(u ^ (1 << 63))
 }
-
