@@ -15,8 +15,8 @@ import (
 // replicated; see Commit).
 //
 // A Batch is not safe for concurrent use. Its contents are held in memory
-// (its own record of the Sets, and Pebble's batch buffer) until Commit or
-// Close.
+// (its own record of the Sets, and Pebble's batch buffers, one of them
+// indexed for the state variables' writes) until Commit or Close.
 type Batch struct {
 	d       *Deployment
 	id      uint64
@@ -245,6 +245,12 @@ func (b *Batch) AppendOutbox(e *OutboxEntry) OutboxID {
 // Progress is zero and nothing is visible (if the error wraps ErrFailed the
 // store must be reopened; see the package documentation). Commit ends the
 // batch whether or not it succeeds; a second Commit returns ErrBatchDone.
+// The exception is ErrTxnOpen, returned while a KeyTxn of the batch is open:
+// the batch goes on then.
+//
+// The batch's state-variable writes (DeclareVars, the committed KeyTxns,
+// ExpireTTL) are part of the same Pebble batch, and Progress.Keys and
+// TimerKeys include their changes to the key records.
 func (b *Batch) Commit() (Progress, error) {
 	if b.err != nil {
 		return Progress{}, b.err

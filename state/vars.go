@@ -98,15 +98,6 @@ func (c *catalog) byName(name string) (catalogVar, bool) {
 	return catalogVar{}, false
 }
 
-func (c *catalog) byID(id uint32) (catalogVar, bool) {
-	for _, v := range c.vars {
-		if v.id == id {
-			return v, true
-		}
-	}
-	return catalogVar{}, false
-}
-
 func appendCatalog(dst []byte, c *catalog) []byte {
 	dst = append(dst, catalogVersion)
 	dst = binary.BigEndian.AppendUint32(dst, c.next)
