@@ -710,3 +710,37 @@ func TestVarsApplyReplicatedChecks(t *testing.T) {
 		}
 	}
 }
+
+// A replicated list clear (a range deletion in section 'x') leaves the hot-state cache
+// alone; a replicated Drop empties it.
+func TestVarsApplyReplicatedCache(t *testing.T) {
+	_, d, vars, _ := openVars(t)
+	r := &collectReplicator{}
+	d.SetReplicator(r)
+	b := d.NewBatch(2)
+	tx := b.Key(vars, []byte("k"), 0)
+	requireNoError(t, tx.ListAppend(vList, []byte("a")))
+	requireNoError(t, tx.Commit())
+	_, err := b.Commit()
+	requireNoError(t, err)
+	b = d.NewBatch(3)
+	tx = b.Key(vars, []byte("k"), 0)
+	requireNoError(t, tx.ListClear(vList))
+	requireNoError(t, tx.Commit())
+	_, err = b.Commit()
+	requireNoError(t, err)
+	requireNoError(t, d.Drop())
+
+	s2 := openMem(t)
+	v1 := s2.Deployment("v1")
+	commit(t, v1, 1, map[string]Entry{"a": val("1")})
+	get(t, v1, "a")
+	_, _, hit := cached(v1, "a")
+	requireEqual(t, true, hit)
+	d2 := s2.Deployment("dep")
+	for i, w := range r.writes {
+		requireNoError(t, d2.ApplyReplicated(w.Repr))
+		_, _, hit := cached(v1, "a")
+		requireEqual(t, i < len(r.writes)-1, hit, "after write %d (%s)", i, w.Kind)
+	}
+}
