@@ -73,7 +73,11 @@ func (b *Batch) Key(vars *Vars, key []byte, nowMs int64) *KeyTxn {
 		t.err, t.done = ErrTxnOpen, true
 		return t
 	}
-	if t.err = b.usable(); t.err != nil {
+	if t.err = b.d.acquire(); t.err == nil {
+		t.err = b.usable()
+		b.d.s.release()
+	}
+	if t.err != nil {
 		t.done = true
 		return t
 	}

@@ -89,14 +89,14 @@ func (b *Batch) ExpiredTimers(from TimerPos, before int64, fn func(key []byte, t
 	if b.tx != nil {
 		return ErrTxnOpen
 	}
-	if err := b.usable(); err != nil {
-		return err
-	}
 	d := b.d
 	if err := d.acquire(); err != nil {
 		return err
 	}
 	defer d.s.release()
+	if err := b.usable(); err != nil {
+		return err
+	}
 	lower := append(timerKey(nil, d.prefix, from.TimeoutMs, nil), from.Key...)
 	upper := timerKey(nil, d.prefix, before, nil)
 	if bytes.Compare(lower, upper) >= 0 {

@@ -29,14 +29,14 @@ func (b *Batch) ExpireTTL(nowMs int64) (removed int, err error) {
 	if b.tx != nil {
 		return 0, ErrTxnOpen
 	}
-	if err := b.usable(); err != nil {
-		return 0, err
-	}
 	d := b.d
 	if err := d.acquire(); err != nil {
 		return 0, err
 	}
 	defer d.s.release()
+	if err := b.usable(); err != nil {
+		return 0, err
+	}
 	p := d.prefix
 	lower := sectionKey(nil, p, sectionTTL)
 	n := len(lower) + 8

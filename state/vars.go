@@ -247,13 +247,13 @@ func (b *Batch) DeclareVars(decls []VarDecl) (*Vars, error) {
 	if b.tx != nil {
 		return nil, ErrTxnOpen
 	}
-	if err := b.usable(); err != nil {
-		return nil, err
-	}
 	if err := b.d.acquire(); err != nil {
 		return nil, err
 	}
 	defer b.d.s.release()
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
 	c, err := b.catalog()
 	if err != nil {
 		return nil, err
