@@ -744,3 +744,38 @@ func TestVarsApplyReplicatedCache(t *testing.T) {
 		requireEqual(t, i < len(r.writes)-1, hit, "after write %d (%s)", i, w.Kind)
 	}
 }
+
+// ExpireTTL goes through the index in chunks.
+func TestExpireTTLChunks(t *testing.T) {
+	_, d, vars, _ := openVars(t)
+	b := d.NewBatch(2)
+	const n = 2*ttlChunk + 10
+	for i := range n {
+		tx := b.Key(vars, fmt.Appendf(nil, "k%d", i%3), int64(i))
+		requireNoError(t, tx.ListAppend(vTTL, []byte("e")))
+		requireNoError(t, tx.MapSet(vMTTL, fmt.Appendf(nil, "m%d", i%50), []byte("v")))
+		requireNoError(t, tx.Commit())
+	}
+	p, err := b.Commit()
+	requireNoError(t, err)
+	requireEqual(t, int64(3), p.Keys)
+	b = d.NewBatch(3)
+	removed, err := b.ExpireTTL(100 + n/2 - 1) // items written before n/2 expired
+	requireNoError(t, err)
+	requireEqual(t, n/2, removed, "the list elements written before n/2 (every map entry was rewritten since)")
+	p, err = b.Commit()
+	requireNoError(t, err)
+	requireEqual(t, int64(3), p.Keys)
+	b = d.NewBatch(4)
+	removed, err = b.ExpireTTL(100 + n)
+	requireNoError(t, err)
+	requireEqual(t, n-n/2+50, removed)
+	p, err = b.Commit()
+	requireNoError(t, err)
+	requireEqual(t, int64(0), p.Keys)
+	for _, rk := range rawKeys(t, d) {
+		if rk[0] != 'c' && rk[0] != 'm' {
+			t.Fatalf("key left: %q", rk)
+		}
+	}
+}
