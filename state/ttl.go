@@ -79,7 +79,7 @@ func (b *Batch) ExpireTTL(nowMs int64) (removed int, err error) {
 			if len(ik) < n {
 				return removed, fmt.Errorf("%w: TTL index key %q", ErrCorrupt, ik)
 			}
-			expiry := int64(bytesToTimer(ik[n-8:n]))
+			expiry := int64(bytesToTimer(ik[n-8 : n]))
 			rest := ik[n:]
 			_, key, tag, sub, ok := parseVarData(rest)
 			if !ok {
