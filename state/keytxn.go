@@ -736,7 +736,11 @@ func (t *KeyTxn) Commit() error {
 }
 
 // Discard drops the transaction's writes and ends it. It is safe to call after
-// Commit (it does nothing then) and more than once.
+// Commit (it does nothing then) and more than once. A Pebble batch cannot be cut
+// short, so a Discard after writes rebuilds the batch's indexed batch from the
+// writes before the transaction: a cost in the size of the batch's variable writes,
+// paid by failed group calls only. If that fails, the batch is unusable (its later
+// operations and Commit return the error).
 func (t *KeyTxn) Discard() error {
 	if t.done {
 		return nil
