@@ -145,7 +145,10 @@
 // Data keys begin with the variable's id, then the group key, length-prefixed
 // (uvarint lengths are prefix-free, so the keys of one group key are exactly
 // those with its prefix): a dropped variable is one range deletion, and a
-// cleared list or map is one range deletion of the group key's prefix. An
+// cleared list or map is one range deletion of the group key's prefix (point
+// deletions of its items when it has at most 64: range tombstones slow reads
+// down until compacted, which a handler that replaces a short list on every
+// call would pay for with every read). An
 // item (a value, a list element, a map value) is u8 flags | [i64 expiry] |
 // bytes, flags bit 0 saying that the expiry is there (the variable had a
 // TTL when the item was written: expiry = processing time + TTL; the item is

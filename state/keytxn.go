@@ -361,8 +361,17 @@ func (t *KeyTxn) ValueClear(v int) error {
 	return nil
 }
 
-// clearColl deletes every item of list or map id (one range deletion, written only
-// when there is something to delete).
+// pointClearMax is the largest collection a clear deletes item by item rather than
+// with a range deletion. Range tombstones are not free: each one added to a batch or
+// a memtable makes the next read re-fragment all of them (see AckOutbox), so a
+// handler that replaces a short list on every call (ListPut) would slow every read
+// down until the memtable is flushed. Up to pointClearMax items, reading their keys
+// costs less.
+const pointClearMax = 64
+
+// clearColl deletes every item of list or map id: a range deletion of the key's
+// part of the variable, or point deletions when it has at most pointClearMax items.
+// Nothing is written when it has none.
 func (t *KeyTxn) clearColl(id uint32) error {
 	m, err := t.meta(id)
 	if err != nil {
@@ -374,8 +383,26 @@ func (t *KeyTxn) clearColl(id uint32) error {
 	if err := t.addVars(-1); err != nil {
 		return err
 	}
-	start := varKeyPrefix(nil, t.d.prefix, id, t.key)
-	_ = t.b.vb.DeleteRange(start, prefixEnd(start), nil)
+	if m.m.count > pointClearMax {
+		start := varKeyPrefix(nil, t.d.prefix, id, t.key)
+		_ = t.b.vb.DeleteRange(start, prefixEnd(start), nil)
+	} else {
+		lower, upper := t.itemsBounds(id)
+		iter, err := t.r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+		if err != nil {
+			return err
+		}
+		keys := make([][]byte, 0, m.m.count)
+		for ok := iter.First(); ok; ok = iter.Next() {
+			keys = append(keys, bytes.Clone(iter.Key()))
+		}
+		if err := errors.Join(iter.Error(), iter.Close()); err != nil {
+			return err
+		}
+		for _, k := range keys {
+			_ = t.b.vb.Delete(k, nil)
+		}
+	}
 	m.m, m.dirty = collMeta{}, true
 	return nil
 }
@@ -487,7 +514,8 @@ func (t *KeyTxn) ListPut(v int, elems ...[]byte) error {
 	return t.appendList(id, ttl, elems)
 }
 
-// ListClear removes every element of list variable v: one range deletion.
+// ListClear removes every element of list variable v: one range deletion (point
+// deletions for a short list).
 func (t *KeyTxn) ListClear(v int) error {
 	id, _, err := t.begin(v, VarList, true)
 	if err != nil {
@@ -648,7 +676,8 @@ func (t *KeyTxn) MapRead(v int, cursor []byte, maxBytes int) (entries []MapEntry
 	return entries, nil, false, iter.Error()
 }
 
-// MapClear removes every entry of map variable v: one range deletion.
+// MapClear removes every entry of map variable v: one range deletion (point
+// deletions for a small map).
 func (t *KeyTxn) MapClear(v int) error {
 	id, _, err := t.begin(v, VarMap, true)
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"github.com/cockroachdb/pebble/v2"
 )
 
 // Variables of the tests: indexes in testDecls.
@@ -777,5 +779,62 @@ func TestExpireTTLChunks(t *testing.T) {
 		if rk[0] != 'c' && rk[0] != 'm' {
 			t.Fatalf("key left: %q", rk)
 		}
+	}
+}
+
+// Clears of collections above pointClearMax items are range deletions; below, point
+// deletions. Both read the same, staged, after a Discard and committed.
+func TestClearLarge(t *testing.T) {
+	_, d, vars, _ := openVars(t)
+	for _, n := range []int{pointClearMax, pointClearMax + 1, 500} {
+		t.Run(fmt.Sprint(n), func(t *testing.T) {
+			key := fmt.Appendf(nil, "k%d", n)
+			p, err := d.Progress()
+			requireNoError(t, err)
+			b := d.NewBatch(p.BatchID + 1)
+			tx := b.Key(vars, key, 0)
+			for i := range n {
+				requireNoError(t, tx.ListAppend(vList, fmt.Appendf(nil, "%d", i)))
+				requireNoError(t, tx.MapSet(vMap, fmt.Appendf(nil, "%04d", i), nil))
+			}
+			requireNoError(t, tx.Commit())
+			_, err = b.Commit()
+			requireNoError(t, err)
+			b = d.NewBatch(p.BatchID + 2)
+			tx = b.Key(vars, key, 0)
+			requireNoError(t, tx.ListClear(vList))
+			requireNoError(t, tx.MapClear(vMap))
+			requireEqual(t, `v0=""/false v5=""/false l1=[] l3=[] m2=[] m4=[] timers=[]`, snapshotKey(t, tx))
+			requireNoError(t, tx.Discard())
+			tx = b.Key(vars, key, 0)
+			requireEqual(t, n, len(readList(t, tx, vList, 1000)))
+			requireEqual(t, n, len(readMap(t, tx, vMap, 1000)))
+			requireNoError(t, tx.ListPut(vList, []byte("new")))
+			requireNoError(t, tx.MapClear(vMap))
+			requireNoError(t, tx.Commit())
+			wantRange := n > pointClearMax
+			gotRange := false
+			for r := b.vb.Reader(); ; {
+				kind, _, _, ok, err := r.Next()
+				requireNoError(t, err)
+				if !ok {
+					break
+				}
+				gotRange = gotRange || kind == pebble.InternalKeyKindRangeDelete
+			}
+			requireEqual(t, wantRange, gotRange, "range deletion")
+			_, err = b.Commit()
+			requireNoError(t, err)
+			b = d.NewBatch(p.BatchID + 3)
+			defer b.Close()
+			requireEqual(t, `v0=""/false v5=""/false l1=[new] l3=[] m2=[] m4=[] timers=[]`, snapshotKey(t, b.Key(vars, key, 0)))
+			n := 0
+			for _, rk := range rawKeys(t, d) {
+				if strings.HasPrefix(rk, "x") && strings.Contains(rk, string(key)) {
+					n++
+				}
+			}
+			requireEqual(t, 2, n, "the list's meta record and element")
+		})
 	}
 }
