@@ -83,7 +83,7 @@
 //	"\x00id"                                   -> the store's identity (Store.ID)
 //	'd' u8(len(name)) name                     deployment prefix P
 //	P 'v' key                                  -> entry: u8 flags | i64 timeout | value
-//	P 't' u64(timeout ^ 1<<63) key             -> empty (timer index)
+//	P 't' u64(timeout ^ 1<<63) key             -> empty (timer index; also an ABI v2 key's timers)
 //	P 'm'                                      -> progress record
 //	P 'o' u64(batch id) u32(seq)               -> outbox entry
 //	P 's' key                                  -> empty (a key the open batch must not time out)
