@@ -15,8 +15,8 @@ import (
 // replicated; see Commit).
 //
 // A Batch is not safe for concurrent use. Its contents are held in memory
-// (its own record of the Sets, and Pebble's batch buffer) until Commit or
-// Close.
+// (its own record of the Sets, and Pebble's batch buffers, one of them
+// indexed for the state variables' writes) until Commit or Close.
 type Batch struct {
 	d       *Deployment
 	id      uint64
@@ -45,6 +45,13 @@ type Batch struct {
 	seq uint32
 
 	log *setLog // the Sets, written at Commit (nil once closed)
+
+	// ABI v2 state (KeyTxn, DeclareVars, ExpireTTL): its writes go to vb, an indexed
+	// batch created on first use, which reads through to the store; Commit appends
+	// them to pb.
+	vb  *pebble.Batch
+	cat *catalog // the catalog as the batch left it, once read
+	tx  *KeyTxn  // the open transaction
 }
 
 // NewBatch starts the batch batchID. batchID must be greater than the
@@ -245,12 +252,21 @@ func (b *Batch) AppendOutbox(e *OutboxEntry) OutboxID {
 // Progress is zero and nothing is visible (if the error wraps ErrFailed the
 // store must be reopened; see the package documentation). Commit ends the
 // batch whether or not it succeeds; a second Commit returns ErrBatchDone.
+// The exception is ErrTxnOpen, returned while a KeyTxn of the batch is open:
+// the batch goes on then.
+//
+// The batch's state-variable writes (DeclareVars, the committed KeyTxns,
+// ExpireTTL) are part of the same Pebble batch, and Progress.Keys and
+// TimerKeys include their changes to the key records.
 func (b *Batch) Commit() (Progress, error) {
 	if b.err != nil {
 		return Progress{}, b.err
 	}
 	if b.pb == nil {
 		return Progress{}, ErrBatchDone
+	}
+	if b.tx != nil {
+		return Progress{}, ErrTxnOpen
 	}
 	defer b.Close()
 	d := b.d
@@ -301,6 +317,11 @@ func (b *Batch) Commit() (Progress, error) {
 	b.writeSets()
 	if b.initialApplied {
 		_ = b.pb.Set(sectionKey(nil, d.prefix, sectionInitial), nil, nil)
+	}
+	if b.vb != nil {
+		if err := b.pb.Apply(b.vb, nil); err != nil {
+			return Progress{}, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
+		}
 	}
 	b.scratch = sectionKey(b.scratch[:0], d.prefix, sectionProgress)
 	n := len(b.scratch)
@@ -353,6 +374,11 @@ func (b *Batch) Close() {
 		_ = b.pb.Close()
 		b.pb = nil
 	}
+	if b.vb != nil {
+		_ = b.vb.Close()
+		b.vb = nil
+	}
+	b.cat, b.tx = nil, nil
 	b.scratch = nil
 	if b.log != nil {
 		if cap(b.log.arena) <= maxPooledLog {

@@ -9,7 +9,11 @@
 //   - the progress record: the id of the last committed micro-batch, the
 //     watermark, the input position and the key counters;
 //   - the transactional outbox: the rows a batch emitted that were not yet
-//     delivered (acknowledged with Deployment.AckOutbox).
+//     delivered (acknowledged with Deployment.AckOutbox);
+//   - for a deployment of an ABI v2 (transformWithState) handler, its state
+//     variables instead of state entries: a catalog of the declared variables,
+//     each key's values, lists and maps, a key's many timers, and a TTL
+//     index (see "State variables" below).
 //
 // A micro-batch writes all of these in one Batch, committed with one
 // synced Pebble batch: state changes, timers, progress and outputs become
@@ -66,8 +70,9 @@
 //
 // A write's operations, as its Repr holds them: Batch.Commit has the timer
 // index changes, the entries, the deletions of the open batch's skipped
-// timeouts when it closes, the outbox entries and the progress record, as
-// Sets and Deletes; AckOutbox has Deletes of outbox entries; Drop has one
+// timeouts when it closes, the outbox entries, the state-variable writes (in
+// the order they were made, range deletions of cleared lists and maps and of
+// dropped variables included) and the progress record, as Sets and Deletes; AckOutbox has Deletes of outbox entries; Drop has one
 // DeleteRange from the deployment prefix to its end.
 //
 // # Key layout
@@ -78,11 +83,21 @@
 //	"\x00id"                                   -> the store's identity (Store.ID)
 //	'd' u8(len(name)) name                     deployment prefix P
 //	P 'v' key                                  -> entry: u8 flags | i64 timeout | value
-//	P 't' u64(timeout ^ 1<<63) key             -> empty (timer index)
+//	P 't' u64(timeout ^ 1<<63) key             -> empty (timer index; also an ABI v2 key's timers)
 //	P 'm'                                      -> progress record
 //	P 'o' u64(batch id) u32(seq)               -> outbox entry
 //	P 's' key                                  -> empty (a key the open batch must not time out)
 //	P 'i'                                      -> empty (the initial state was applied)
+//	P 'c'                                      -> variable catalog
+//	P 'x' u32(var) uvarint(len(key)) key 0x00  -> a value variable's item, or a list's or map's meta record
+//	P 'x' u32(var) uvarint(len(key)) key 0x01 u64(seq)
+//	                                           -> list element: item
+//	P 'x' u32(var) uvarint(len(key)) key 0x01 map key
+//	                                           -> map entry: item
+//	P 'e' u64(expiry ^ 1<<63) u32(var) uvarint(len(key)) key 0x00|0x01 ...
+//	                                           -> empty (TTL index: the item key after P 'x')
+//	P 'k' key                                  -> key record: uvarint variables | uvarint timers
+//	P 'j' uvarint(len(key)) key u64(ts ^ 1<<63) -> empty (the key's timers)
 //
 // Entry flags: bit 0 = has value, bit 1 = has timeout. The timer index
 // stores the timeout with its sign bit flipped, so negative timestamps sort
@@ -117,6 +132,60 @@
 // payload. Other bits, and a present field that is empty (zero), are
 // corrupt.
 //
+// # State variables
+//
+// A deployment of an ABI v2 handler declares named variables (VarDecl) with
+// Batch.DeclareVars, and its group calls read and write them through a
+// KeyTxn (Batch.Key). The sections above the v1 ones hold them:
+//
+// The catalog is u8 version (1) | u32 next id | uvarint n | n × (u32 id | u8
+// kind | i64 TTL | uvarint len(name) name), ordered by id. A variable keeps
+// its id (from 1) for as long as it is declared; ids are never reused, so a
+// variable dropped and declared again starts empty.
+//
+// Data keys begin with the variable's id, then the group key, length-prefixed
+// (uvarint lengths are prefix-free, so the keys of one group key are exactly
+// those with its prefix): a dropped variable is one range deletion, and a
+// cleared list or map is one range deletion of the group key's prefix (point
+// deletions of its items when it has at most 64: range tombstones slow reads
+// down until compacted, which a handler that replaces a short list on every
+// call would pay for with every read). An
+// item (a value, a list element, a map value) is u8 flags | [i64 expiry] |
+// bytes, flags bit 0 saying that the expiry is there (the variable had a
+// TTL when the item was written: expiry = processing time + TTL; the item is
+// invisible from expiry on). A list's or map's meta record is u8 flags | u64
+// next | u64 count | i64 max expiry: next is the sequence number of a list's
+// next element, count the number of items stored, max expiry bounds every
+// item's (math.MaxInt64 when one never expires), and flags bit 0 (maps only)
+// says that the item holding the max expiry may be gone, so that
+// MapExists scans. A collection without items has no meta record. Appending
+// to a list or setting a map entry reads the meta record (once per
+// transaction) and the entry (for a map), and writes the item and the meta
+// record: never the rest of the collection.
+//
+// The TTL index has an entry per item written with an expiry; Batch.ExpireTTL
+// scans it up to the processing time, removes the items whose expiry is
+// still the index's (the others were rewritten or deleted since: their
+// entries are stale and just deleted) and maintains the meta and key records.
+//
+// A key's timers are in the timer index ('t', one key per (timestamp, key),
+// so Deployment.Expired, ExpiredFrom and Batch.ExpiredTimers scan them in
+// order) and in the per-key index 'j', for KeyTxn.Timers. The key record
+// counts the key's variables holding items (expired ones not yet removed
+// included) and its timers; a key without either has none. Its changes keep
+// Progress.Keys (keys with a record) and Progress.TimerKeys (keys with a
+// timer) exact, and Deployment.VarKeys lists the keys.
+//
+// A Batch's variable writes go to a Pebble indexed batch, through which the
+// transactions read (their own writes, those of the batch's earlier
+// transactions, then the store), and which Commit appends to the batch's
+// write: they are replicated, exported and dropped like the rest of the
+// keyspace. A range deletion in section 'x' does not touch the hot-state
+// cache, which holds v1 entries only. The v1 sections' encodings are
+// unchanged, and FormatVersion too: the new sections exist only in the
+// keyspaces of ABI v2 deployments, which a runtime predating them cannot run
+// (but its ApplyReplicated refuses their writes as corrupt).
+//
 // # Format versions
 //
 // The "\x00format" key holds the version of this layout. Open writes it on
@@ -140,9 +209,10 @@
 // caller guarantees a single writer (Batch.Commit, AckOutbox, Drop,
 // ApplyReplicated) per deployment; the store also serializes these writes, per
 // deployment, with a lock that ExportAt takes for the moment of its
-// snapshot. Reads (Get, Expired, Keys, Progress, Outbox, Export) may run
-// concurrently with the writer and observe a consistent snapshot taken
-// when the call starts.
+// snapshot. Reads (Get, Expired, Keys, Progress, Outbox, Export, Vars,
+// CheckVars, VarKeys, KeyVars) may run concurrently with the writer and
+// observe a consistent snapshot taken when the call starts. A Batch and its
+// KeyTxn are used by one goroutine: the writer's.
 //
 // # Failures
 //

@@ -46,3 +46,28 @@ var (
 	// misdirected or corrupt record). Nothing of it is applied.
 	ErrForeignWrite = errors.New("state: replicated write outside the deployment's keyspace")
 )
+
+// Errors of ABI v2 state variables (see VarDecl and KeyTxn).
+var (
+	// ErrVarKind is wrapped by the error of Deployment.CheckVars and
+	// Batch.DeclareVars when a variable is declared with another kind than
+	// before: "state variable NAME was declared KIND1 and is now KIND2".
+	ErrVarKind = errors.New("state: state variable changed kind")
+
+	// ErrInvalidVar is wrapped by the error of Deployment.CheckVars and
+	// Batch.DeclareVars for malformed declarations (an empty or repeated name,
+	// an unknown kind, a negative TTL).
+	ErrInvalidVar = errors.New("state: invalid state variable declaration")
+
+	// ErrVarOp is wrapped by the error of a KeyTxn operation on a variable
+	// index out of range or on a variable of another kind.
+	ErrVarOp = errors.New("state: invalid state variable operation")
+
+	// ErrTxnDone is returned by the operations of a KeyTxn already committed
+	// or discarded.
+	ErrTxnDone = errors.New("state: key transaction already committed or discarded")
+
+	// ErrTxnOpen is returned by Batch.Key, DeclareVars, ExpireTTL and Commit
+	// while a KeyTxn of the batch is open (neither committed nor discarded).
+	ErrTxnOpen = errors.New("state: a key transaction of the batch is open")
+)

@@ -26,7 +26,7 @@ func (d *Deployment) Export(chunkBytes int, fn func(repr []byte) error) (Progres
 }
 
 // ExportAt hands fn a consistent point-in-time copy of the deployment's whole keyspace
-// (state entries, timer index, skipped timeouts, outbox, progress record) as a sequence of
+// (state entries, timer index, skipped timeouts, outbox, state variables, progress record) as a sequence of
 // Pebble batch representations, each acceptable to ApplyReplicated of the deployment of
 // the same name in any Store, and returns the Progress the copy holds (the zero Progress
 // when nothing was committed).

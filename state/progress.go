@@ -17,10 +17,13 @@ type Progress struct {
 	// JetStream stream sequence).
 	Position uint64
 	// Keys is the number of keys with a state value, maintained by
-	// Batch.Set.
+	// Batch.Set; for an ABI v2 deployment, the number of keys with a
+	// variable holding items or a timer (see Deployment.VarKeys),
+	// maintained by the batch's KeyTxns, ExpireTTL and DeclareVars.
 	Keys int64
 	// TimerKeys is the number of keys with a timeout, maintained by
-	// Batch.Set.
+	// Batch.Set; for an ABI v2 deployment, the number of keys with at
+	// least one timer.
 	TimerKeys int64
 	// Open is the micro-batch in progress, when one is committed in several
 	// chunks and chunks are left (see OpenBatch); zero otherwise.

@@ -240,7 +240,15 @@ func (d *Deployment) checkRepr(repr, floor []byte, log *setLog) (reprInfo, error
 			if bytes.Compare(key, end) > 0 {
 				return info, fmt.Errorf("%w: range deletion [%q, %q) ends before it starts", ErrCorrupt, key, end)
 			}
-			info.rangeDel, info.floorStale = true, true
+			// A range deletion of a list's or map's items or of a dropped variable
+			// (section 'x') touches neither the state entries the hot-state cache
+			// holds nor the outbox.
+			if overlapsSection(key, end, p, sectionValue) {
+				info.rangeDel = true
+			}
+			if overlapsSection(key, end, p, sectionOutbox) {
+				info.floorStale = true
+			}
 			info.ops++
 			continue
 		}
@@ -311,8 +319,57 @@ func checkReprOp(set bool, section byte, rest, value []byte, log *setLog) error 
 				return err
 			}
 		}
+	case sectionCatalog:
+		if len(rest) > 0 {
+			return fmt.Errorf("%w: variable catalog key", ErrCorrupt)
+		}
+		if set {
+			if _, err := decodeCatalog(value); err != nil {
+				return err
+			}
+		}
+	case sectionVarData:
+		_, _, tag, _, ok := parseVarData(rest)
+		if !ok {
+			return fmt.Errorf("%w: variable data key", ErrCorrupt)
+		}
+		if set {
+			// A head record is a value (an item) or a meta record: tell them by length.
+			if tag == tagHead && len(value) == collMetaLen {
+				if _, err := decodeCollMeta(value); err == nil {
+					return nil
+				}
+			}
+			if _, _, err := decodeItem(value); err != nil {
+				return err
+			}
+		}
+	case sectionTTL:
+		if len(rest) < 8 || len(value) > 0 {
+			return fmt.Errorf("%w: TTL index key", ErrCorrupt)
+		}
+		if _, _, _, _, ok := parseVarData(rest[8:]); !ok {
+			return fmt.Errorf("%w: TTL index key", ErrCorrupt)
+		}
+	case sectionKeyRec:
+		if set {
+			if _, err := decodeKeyRec(value); err != nil {
+				return err
+			}
+		}
+	case sectionKeyTimer:
+		if _, _, ok := parseKeyTimer(rest); !ok || len(value) > 0 {
+			return fmt.Errorf("%w: key timer", ErrCorrupt)
+		}
 	default:
 		return fmt.Errorf("%w: unknown section %q", ErrCorrupt, section)
 	}
 	return nil
+}
+
+// overlapsSection reports whether the range [start, end) holds keys of section of
+// the keyspace prefix.
+func overlapsSection(start, end, prefix []byte, section byte) bool {
+	lo := sectionKey(nil, prefix, section)
+	return bytes.Compare(start, prefixEnd(lo)) < 0 && bytes.Compare(end, lo) > 0
 }
