@@ -52,6 +52,9 @@ type Batch struct {
 	vb  *pebble.Batch
 	cat *catalog // the catalog as the batch left it, once read
 	tx  *KeyTxn  // the open transaction
+	// reverts counts RevertKeys calls: a transaction committed before the last one can no
+	// longer be reverted (its place in vb moved).
+	reverts int
 }
 
 // NewBatch starts the batch batchID. batchID must be greater than the

@@ -36,6 +36,13 @@ type KeyTxn struct {
 	mark  txnMark
 	metas map[uint32]*txnMeta
 
+	// Of a committed transaction, for Batch.RevertKeys: where the batch's variable writes
+	// stood after it, and what it added to the progress counters.
+	committed              bool
+	endMark                txnMark
+	keysDelta, timersDelta int64
+	reverts                int // the batch's RevertKeys calls before the commit
+
 	rec, rec0 keyRec
 	recLoaded bool
 
@@ -741,6 +748,12 @@ func (t *KeyTxn) Commit() error {
 		return nil
 	}
 	t.b.tx = nil
+	keys0, timers0 := t.b.keysDelta, t.b.timersDelta
+	defer func() {
+		t.committed, t.reverts = true, t.b.reverts
+		t.endMark = txnMark{len: len(t.b.vb.Repr()), count: t.b.vb.Count()}
+		t.keysDelta, t.timersDelta = t.b.keysDelta-keys0, t.b.timersDelta-timers0
+	}()
 	p := t.d.prefix
 	ids := make([]uint32, 0, len(t.metas))
 	for id, m := range t.metas {
@@ -783,5 +796,82 @@ func (t *KeyTxn) Discard() error {
 		t.b.err = fmt.Errorf("state: discard key transaction: %w", err)
 		return t.b.err
 	}
+	return nil
+}
+
+// RevertKeys drops the writes of committed transactions of the batch, as Discard would
+// have before their Commit: for group calls whose failure is known only once later calls
+// ran (a guest call runs many groups, and its results come at its end). The transactions
+// must all have committed since the batch's last RevertKeys (revert what one guest call
+// failed, at once, before the next call's transactions begin), and each one's key must not
+// have been written by a transaction committed after it (a batch calls each key at most
+// once per phase). No transaction may be open. The transactions may be given in any order;
+// their writes go in one rebuild of the batch's indexed batch, a cost in the size of the
+// batch's variable writes, paid only by failed group calls. If the rebuild fails, the batch
+// is unusable (its later operations and Commit return the error).
+func (b *Batch) RevertKeys(txns ...*KeyTxn) error {
+	if len(txns) == 0 {
+		return nil
+	}
+	if b.tx != nil {
+		return ErrTxnOpen
+	}
+	if b.err != nil {
+		return b.err
+	}
+	spans := make([]*KeyTxn, 0, len(txns))
+	for _, t := range txns {
+		if t.b != b || !t.committed || t.reverts != b.reverts {
+			return fmt.Errorf("%w: RevertKeys of a transaction not committed in this batch since its last RevertKeys", ErrVarOp)
+		}
+	}
+	b.reverts++
+	for _, t := range txns {
+		if !t.committed {
+			continue // given twice
+		}
+		if t.endMark.count > t.mark.count {
+			spans = append(spans, t)
+		}
+		b.keysDelta -= t.keysDelta
+		b.timersDelta -= t.timersDelta
+		t.committed = false // reverted: not again
+	}
+	if len(spans) == 0 {
+		return nil
+	}
+	slices.SortFunc(spans, func(x, y *KeyTxn) int { return x.mark.len - y.mark.len })
+	repr := b.vb.Repr()
+	count := b.vb.Count()
+	const header = 12 // a Pebble batch's: u64 sequence number, u32 count
+	data := make([]byte, 0, len(repr))
+	at := 0
+	for _, t := range spans {
+		start := max(t.mark.len, header)
+		if start < at {
+			return fmt.Errorf("%w: RevertKeys of overlapping transactions", ErrVarOp)
+		}
+		data = append(data, repr[at:start]...)
+		at = t.endMark.len
+		count -= t.endMark.count - t.mark.count
+	}
+	data = append(data, repr[at:]...)
+	nb := b.d.s.db.NewIndexedBatch()
+	if count > 0 {
+		binary.LittleEndian.PutUint32(data[8:12], count)
+		tmp := b.d.s.db.NewBatch()
+		err := tmp.SetRepr(data)
+		if err == nil {
+			err = nb.Apply(tmp, nil)
+		}
+		_ = tmp.Close()
+		if err != nil {
+			_ = nb.Close()
+			b.err = fmt.Errorf("state: revert key transactions: %w", err)
+			return b.err
+		}
+	}
+	_ = b.vb.Close()
+	b.vb = nb
 	return nil
 }
