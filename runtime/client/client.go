@@ -562,7 +562,9 @@ type KeyState struct {
 	// Key is the canonical JSON scalar of the key.
 	Key json.RawMessage `json:"key"`
 	// Value is the state value (JSON for the SDKs' typed layers), absent when the key only
-	// has a timeout.
+	// has a timeout. For an ABI v2 (transformWithState) handler it is the object of the
+	// key's variables that hold something (a value variable's value, a list's array, a
+	// map's object), the shape of a line's state in an initial-state file.
 	Value json.RawMessage `json:"value,omitempty"`
 	// HasValue tells whether Value is set.
 	HasValue bool `json:"has_value"`
@@ -570,6 +572,8 @@ type KeyState struct {
 	TimeoutMs int64 `json:"timeout_ms,omitempty"`
 	// UpdatedMs is when the value last changed: the processing time of the batch that set it.
 	UpdatedMs int64 `json:"updated_ms,omitempty"`
+	// Timers are an ABI v2 handler's timers of the key, ascending.
+	Timers []int64 `json:"timers,omitempty"`
 }
 
 // KeyFromArg turns a key typed on a command line into its canonical form: a JSON scalar

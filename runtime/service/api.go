@@ -1,6 +1,7 @@
 package service
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -40,7 +41,7 @@ func (s *Service) serveAPI() (*nats.Subscription, error) {
 			go respondDrain(m, r) // the drain batch may take long; other requests go on
 			return
 		}
-		reply, err := answer(st.Deployment(name), verb, m.Data)
+		reply, err := answer(st.Deployment(name), verb, m.Data, s.cfg.Clock.Now().UnixMilli())
 		if err != nil {
 			reply = api.Error{Error: err.Error()}
 		}
@@ -69,7 +70,14 @@ func respondDrain(m *nats.Msg, r *runner) {
 // flight first, then the drain batch, whose timeout calls commit in chunks if they are many.
 const drainWait = 2 * time.Minute
 
-func answer(d *state.Deployment, verb string, data []byte) (any, error) {
+func answer(d *state.Deployment, verb string, data []byte, nowMs int64) (any, error) {
+	vars, err := d.Vars()
+	if err != nil {
+		return nil, err
+	}
+	if vars.Len() > 0 {
+		return answerVars(d, verb, data, nowMs)
+	}
 	switch verb {
 	case api.VerbState:
 		var req api.StateRequest
@@ -118,4 +126,125 @@ func keyState(key []byte, e state.Entry) api.KeyState {
 		}
 	}
 	return ks
+}
+
+// answerVars answers state and keys requests for a deployment of an ABI v2 handler, whose
+// keys hold variables and timers (state.Deployment.KeyVars) rather than one value: a key's
+// value is the object of its variables with content, at the runtime's processing time nowMs
+// (expired TTL items left out).
+func answerVars(d *state.Deployment, verb string, data []byte, nowMs int64) (any, error) {
+	switch verb {
+	case api.VerbState:
+		var req api.StateRequest
+		if err := json.Unmarshal(data, &req); err != nil {
+			return nil, err
+		}
+		ks, err := varsKeyState(d, req.Key, nowMs)
+		if err != nil || (!ks.HasValue && len(ks.Timers) == 0) {
+			return api.StateReply{}, err
+		}
+		return api.StateReply{Found: true, KeyState: ks}, nil
+	case api.VerbKeys:
+		var req api.KeysRequest
+		if err := json.Unmarshal(data, &req); err != nil {
+			return nil, err
+		}
+		if req.Limit <= 0 || req.Limit > api.MaxKeysLimit {
+			req.Limit = api.DefaultKeysLimit
+		}
+		var after []byte
+		if len(req.After) > 0 {
+			after = req.After
+		}
+		var keys [][]byte
+		err := d.VarKeys(after, req.Limit, func(key []byte, _, _ int) error {
+			keys = append(keys, append([]byte(nil), key...))
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		reply := api.KeysReply{Keys: []api.KeyState{}}
+		for _, k := range keys {
+			ks, err := varsKeyState(d, k, nowMs)
+			if err != nil {
+				return nil, err
+			}
+			reply.Keys = append(reply.Keys, ks)
+		}
+		if len(keys) == req.Limit {
+			reply.Next = reply.Keys[len(reply.Keys)-1].Key
+		}
+		return reply, nil
+	}
+	return nil, errors.New("unknown request " + verb)
+}
+
+// varsKeyState is the api.KeyState of an ABI v2 key: its variables with content as one JSON
+// object, in declaration order, and its timers.
+func varsKeyState(d *state.Deployment, key []byte, nowMs int64) (api.KeyState, error) {
+	st, err := d.KeyVars(key, nowMs)
+	if err != nil {
+		return api.KeyState{}, err
+	}
+	ks := api.KeyState{Key: json.RawMessage(key), Timers: st.Timers}
+	var obj bytes.Buffer
+	obj.WriteByte('{')
+	for _, v := range st.Vars {
+		var val []byte
+		switch v.Decl.Kind {
+		case state.VarValue:
+			if !v.HasValue {
+				continue
+			}
+			val = jsonOrString(v.Value)
+		case state.VarList:
+			if len(v.Elements) == 0 {
+				continue
+			}
+			val = []byte{'['}
+			for i, e := range v.Elements {
+				if i > 0 {
+					val = append(val, ',')
+				}
+				val = append(val, jsonOrString(e)...)
+			}
+			val = append(val, ']')
+		case state.VarMap:
+			if len(v.Entries) == 0 {
+				continue
+			}
+			val = []byte{'{'}
+			for i, e := range v.Entries {
+				if i > 0 {
+					val = append(val, ',')
+				}
+				name, _ := json.Marshal(string(e.Key))
+				val = append(append(append(val, name...), ':'), jsonOrString(e.Value)...)
+			}
+			val = append(val, '}')
+		}
+		if ks.HasValue {
+			obj.WriteByte(',')
+		}
+		name, _ := json.Marshal(v.Decl.Name)
+		obj.Write(name)
+		obj.WriteByte(':')
+		obj.Write(val)
+		ks.HasValue = true
+	}
+	obj.WriteByte('}')
+	if ks.HasValue {
+		ks.Value = obj.Bytes()
+	}
+	return ks, nil
+}
+
+// jsonOrString returns v when it is JSON, else v as a JSON string (a raw handler's bytes).
+func jsonOrString(v []byte) []byte {
+	if json.Valid(v) {
+		return v
+	}
+	s, _ := json.Marshal(string(v))
+	return s
 }

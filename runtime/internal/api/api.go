@@ -61,11 +61,16 @@ func Subject(verb, deployment string) string { return Prefix + verb + "." + depl
 // KeyState is one key's state on the wire. The client's public KeyState has the very same
 // fields (it converts this type), so the two cannot drift apart.
 type KeyState struct {
-	Key       json.RawMessage `json:"key"`
+	Key json.RawMessage `json:"key"`
+	// Value is a v1 handler's state value; for an ABI v2 (transformWithState) handler, the
+	// object of its variables with content (a value variable's value, a list's array, a
+	// map's object: the shape of an initial-state line's state).
 	Value     json.RawMessage `json:"value,omitempty"`
 	HasValue  bool            `json:"has_value"`
 	TimeoutMs int64           `json:"timeout_ms,omitempty"`
 	UpdatedMs int64           `json:"updated_ms,omitempty"`
+	// Timers are an ABI v2 handler's timers of the key, ascending.
+	Timers []int64 `json:"timers,omitempty"`
 }
 
 // StateRequest asks for the state of Key (a canonical JSON scalar).
