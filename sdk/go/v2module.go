@@ -82,6 +82,7 @@ type v2Module struct {
 	out   []byte
 
 	pageBytes uint32 // max_bytes of LIST_READ and MAP_READ
+	respMin   int    // the initial capacity of resp
 
 	// The call in progress.
 	inCall   bool
@@ -104,7 +105,7 @@ type v2Runner interface {
 }
 
 func newV2Module(m *Module) *v2Module {
-	e := &v2Module{m: m, pageBytes: defaultPageBytes}
+	e := &v2Module{m: m, pageBytes: defaultPageBytes, respMin: minRespBytes}
 	e.timers.e = e
 	return e
 }
@@ -281,8 +282,8 @@ func (e *v2Module) begin(what string) {
 // only the reads are sent again, with a buffer of the size the host asked for. A refused
 // request (or a host that misbehaves) stops the call.
 func (e *v2Module) request(mark int) []byte {
-	if cap(e.resp) < minRespBytes {
-		e.resp = make([]byte, minRespBytes)
+	if cap(e.resp) < e.respMin {
+		e.resp = make([]byte, e.respMin)
 	}
 	req := e.ops.Bytes()
 	for attempt := 0; ; attempt++ {
