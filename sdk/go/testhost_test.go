@@ -28,8 +28,8 @@ type testHost struct {
 	cur    int         // the current group (group_begin), -1 before the first
 
 	// Instrumentation.
-	requests [][]byte           // every request, copied
-	sent     int                // list elements and map entries answered
+	requests [][]byte             // every request, copied
+	sent     int                  // list elements and map entries answered
 	refuse   func(op abi.Op) bool // refuse requests holding such an op
 }
 
