@@ -2,6 +2,7 @@ package groupstate
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"testing"
@@ -39,9 +40,10 @@ type entry struct {
 }
 
 type varState struct {
-	val  *entry
-	list []entry
-	m    map[string]entry
+	val    *entry
+	list   []entry
+	m      map[string]entry
+	sorted []string // m's keys in order, nil when m changed
 }
 
 type keyState struct {
@@ -92,6 +94,11 @@ func (h *testHost) expiry(v uint32) int64 {
 // GroupBegin starts group i's pending state from the committed one.
 func (h *testHost) GroupBegin(i uint32) {
 	h.cur = int(i)
+	if int(i) >= len(h.groups) {
+		h.t.Errorf("host: group_begin(%d) out of range", i)
+		h.cur = -1
+		return
+	}
 	ks := h.keys[h.groups[i]]
 	if ks == nil {
 		ks = &keyState{vars: make([]varState, len(h.decls))}
@@ -144,10 +151,10 @@ func (h *testHost) apply(ks *keyState, ops []byte, readsOK bool) ([]byte, bool) 
 			return nil, false
 		}
 		var v *varState
+		var exp int64
 		if o.Op.VarKind() != 0 {
-			v = &ks.vars[o.Var]
+			v, exp = &ks.vars[o.Var], h.expiry(o.Var)
 		}
-		exp := h.expiry(o.Var)
 		switch o.Op {
 		case abi.OpValueGet:
 			live := v.val != nil && h.live(*v.val)
@@ -196,15 +203,23 @@ func (h *testHost) apply(ks *keyState, ops []byte, readsOK bool) ([]byte, bool) 
 			ans = abi.AppendBoolAnswer(ans, ok && h.live(e))
 		case abi.OpMapSet:
 			v.m[string(o.MapKey)] = entry{b: slices.Clone(o.Value), exp: exp}
+			v.sorted = nil
 		case abi.OpMapRemove:
 			delete(v.m, string(o.MapKey))
+			v.sorted = nil
 		case abi.OpMapRead:
-			keys := h.liveKeys(v)
+			if v.sorted == nil {
+				v.sorted = slices.Sorted(maps.Keys(v.m))
+			}
+			keys := v.sorted
 			i := sort.SearchStrings(keys, string(o.MapCursor))
 			var page []abi.MapEntry
 			size, more := 0, false
 			var next []byte
 			for ; i < len(keys); i++ {
+				if !h.live(v.m[keys[i]]) {
+					continue
+				}
 				k, b := keys[i], v.m[keys[i]].b
 				if len(page) > 0 && size+8+len(k)+len(b) > int(o.MaxBytes) {
 					more, next = true, []byte(k)
@@ -215,7 +230,7 @@ func (h *testHost) apply(ks *keyState, ops []byte, readsOK bool) ([]byte, bool) 
 			h.sent += len(page)
 			ans = abi.AppendMapReadAnswer(ans, page, more, next)
 		case abi.OpMapClear:
-			v.m = map[string]entry{}
+			v.m, v.sorted = map[string]entry{}, nil
 		case abi.OpMapExists:
 			ans = abi.AppendBoolAnswer(ans, len(h.liveKeys(v)) > 0)
 		case abi.OpTimerRegister:
