@@ -272,6 +272,12 @@ type resultV2 struct {
 // order: those sent with reads, then the result's).
 func (h *testHost) process(m *Module, in []byte) []resultV2 {
 	h.t.Helper()
+	return h.processWith(m.Process, in)
+}
+
+// processWith is process with gs_process as a function.
+func (h *testHost) processWith(gsProcess func([]byte) []byte, in []byte) []resultV2 {
+	h.t.Helper()
 	ir, err := abi.NewInputReaderV2(in)
 	if err != nil {
 		h.t.Fatalf("input: %v", err)
@@ -290,7 +296,7 @@ func (h *testHost) process(m *Module, in []byte) []resultV2 {
 		h.groups = append(h.groups, string(g.Key))
 	}
 	h.work = make([]*keyState, len(h.groups))
-	out := m.Process(in)
+	out := gsProcess(in)
 	rr, err := abi.NewResultReaderV2(out)
 	if err != nil {
 		h.t.Fatalf("result: %v", err)
