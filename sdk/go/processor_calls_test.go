@@ -335,7 +335,6 @@ func TestTimers(t *testing.T) {
 // initProc is a processor with the variables of the initial-state tests.
 type initProc struct {
 	rawProc
-	custom bool
 }
 
 func (p *initProc) HandleInitialState(key Key, initial []byte, tm *Timers, out *Emitter[string]) error {
