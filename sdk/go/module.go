@@ -7,8 +7,8 @@ import (
 	"github.com/groupstate/groupstate/abi"
 )
 
-// Module is one handler module: a registered handler, its init hooks, and the buffers of its
-// calls. The WebAssembly exports drive a package-level default Module (the one [Handle],
+// Module is one handler module: a registered handler (ABI v1) or processor (ABI v2, see
+// [RegisterProcessor]), its init hooks, and the buffers of its calls. The WebAssembly exports drive a package-level default Module (the one [Handle],
 // [HandleRaw] and [OnInit] register on); tests and benchmarks can create their own with
 // [NewModule] and feed it ABI buffers with [Module.Init] and [Module.Process], running the
 // same handler code natively.
@@ -39,7 +39,7 @@ type Module struct {
 }
 
 // NewModule returns an empty Module; register a handler with [Module.HandleRaw] (or
-// [HandleTyped]) before calling [Module.Init].
+// [HandleTyped]), or a processor with [RegisterProcessor], before calling [Module.Init].
 func NewModule() *Module {
 	m := &Module{}
 	// abi.Group.Rows reads the group's fields when the iteration starts, so one iterator over

@@ -25,6 +25,7 @@ type testHost struct {
 	// The batch in progress.
 	T      int64
 	groups []string    // the keys of the process buffer's groups
+	firing [][]int64   // the timers of each TIMERS group
 	work   []*keyState // each group's state with its writes so far
 	cur    int         // the current group (group_begin), -1 before the first
 
@@ -104,6 +105,12 @@ func (h *testHost) GroupBegin(i uint32) {
 		ks = &keyState{vars: make([]varState, len(h.decls))}
 	}
 	h.work[i] = ks.clone()
+	// Assumption (the draft does not say when a timer is deleted "when it fires"): the
+	// group's timers are deleted as the group starts, so a call that registers one again
+	// makes a new timer, which fires in a later batch.
+	for _, ts := range h.firing[i] {
+		delete(h.work[i].timers, ts)
+	}
 }
 
 // State is groupstate.state.
@@ -283,7 +290,7 @@ func (h *testHost) processWith(gsProcess func([]byte) []byte, in []byte) []resul
 		h.t.Fatalf("input: %v", err)
 	}
 	h.T = ir.Header().ProcessingTimeMs
-	h.groups, h.cur = h.groups[:0], -1
+	h.groups, h.firing, h.cur = h.groups[:0], h.firing[:0], -1
 	var g abi.GroupV2
 	for {
 		ok, err := ir.Next(&g)
@@ -294,6 +301,7 @@ func (h *testHost) processWith(gsProcess func([]byte) []byte, in []byte) []resul
 			break
 		}
 		h.groups = append(h.groups, string(g.Key))
+		h.firing = append(h.firing, slices.Collect(g.Timers()))
 	}
 	h.work = make([]*keyState, len(h.groups))
 	out := gsProcess(in)

@@ -31,13 +31,13 @@ func (t *Timers) Register(ts int64) error {
 		return ErrTimersNotAllowed
 	}
 	e.ops.TimerRegister(ts)
-	e.markTimer(ts, false)
 	return nil
 }
 
 // Delete deletes the timer at ts, if any. In a call of HandleExpiredTimer, deleting a later
-// timer of the same batch keeps it from firing. It returns [ErrTimersNotAllowed] under timeout
-// mode none.
+// expired timer of the key keeps it from firing in this batch, even if a later call registers
+// it again (a registration makes a new timer, which fires in a later batch). It returns
+// [ErrTimersNotAllowed] under timeout mode none.
 func (t *Timers) Delete(ts int64) error {
 	e := t.e
 	e.begin("Timers.Delete")
@@ -45,7 +45,7 @@ func (t *Timers) Delete(ts int64) error {
 		return ErrTimersNotAllowed
 	}
 	e.ops.TimerDelete(ts)
-	e.markTimer(ts, true)
+	e.markDeleted(ts)
 	return nil
 }
 
@@ -80,15 +80,15 @@ func (t *Timers) CurrentWatermarkMs() (int64, error) {
 	return t.e.wmMs, nil
 }
 
-// markTimer records, in a TIMERS group, that a call deleted (or registered again) a timer
-// that is still to fire in the group: the last of the two decides whether it fires.
-func (e *v2Module) markTimer(ts int64, deleted bool) {
+// markDeleted records, in a TIMERS group, that a call deleted a timer that is still to fire
+// in the group: it is skipped (abi/README.md section 9.3).
+func (e *v2Module) markDeleted(ts int64) {
 	if e.group.Kind != abi.GroupTimers || e.timerIdx < 0 {
 		return
 	}
 	n := int(e.group.Count)
 	j := sort.Search(n, func(i int) bool { return e.group.Timer(i) >= ts })
 	if j < n && j > e.timerIdx && e.group.Timer(j) == ts {
-		e.skip[j] = deleted
+		e.skip[j] = true
 	}
 }
