@@ -1,4 +1,5 @@
-// Checks a built handler module against the ABI v1 import/export rules (abi/README.md section 2):
+// Checks a built handler module against the ABI import/export rules (abi/README.md section 2;
+// section 9.1 for a v2 module, the only kind that may import groupstate.state):
 //
 //   node sdk/assemblyscript/check-module.mjs samples/logincount/assemblyscript/logincount.wasm
 //
@@ -18,21 +19,21 @@ for (const file of process.argv.slice(2)) {
   console.log("  imports: " + (imports.map(i => `${i.module}.${i.name} (${i.kind})`).join(", ") || "none"));
   console.log("  exports: " + exports.map(e => `${e.name} (${e.kind})`).join(", "));
   const problem = msg => { console.log("  PROBLEM: " + msg); bad++; };
+  // gs_abi_version must not depend on initialization: call it on an instance that did not run _initialize.
+  const stub = {};
+  for (const i of imports) (stub[i.module] ??= {})[i.name] = () => 0;
+  const v = new WebAssembly.Instance(m, stub).exports.gs_abi_version();
+  console.log(`  gs_abi_version() = ${v}`);
+  if (v !== 1 && v !== 2) problem(`gs_abi_version returned ${v}, want 1 or 2`);
   for (const i of imports) {
     if (i.kind !== "function") problem(`imports ${i.module}.${i.name}: a ${i.kind}`);
-    else if (i.module === "groupstate" ? !allowedHost.has(i.name) : i.module !== "wasi_snapshot_preview1") {
+    else if (i.module === "groupstate" && i.name === "state" && v !== 2) problem("a v1 module imports groupstate.state");
+    else if (i.module === "groupstate" ? !allowedHost.has(i.name) && i.name !== "state" : i.module !== "wasi_snapshot_preview1") {
       problem(`imports ${i.module}.${i.name}: only "wasi_snapshot_preview1" and "groupstate" imports are allowed`);
     }
   }
   for (const [name, kind] of Object.entries(want)) {
     if (!exports.some(e => e.name === name && e.kind === kind)) problem(`missing export "${name}" (${kind})`);
   }
-  // gs_abi_version must not depend on initialization: call it on an instance that did not run _initialize.
-  const stub = {};
-  for (const i of imports) (stub[i.module] ??= {})[i.name] = () => 0;
-  const inst = new WebAssembly.Instance(m, stub);
-  const v = inst.exports.gs_abi_version();
-  console.log(`  gs_abi_version() = ${v}`);
-  if (v !== 1) problem(`gs_abi_version returned ${v}, want 1`);
 }
 process.exit(bad ? 1 : 0);

@@ -23,6 +23,11 @@
  * imports only groupstate.group_begin, groupstate.log (when gs_log is used) and, on a fatal
  * out-of-memory, wasi_snapshot_preview1.fd_write. See docs/handlers/c.md and abi/README.md.
  *
+ * ABI v2 (transformWithState processors: named value/list/map state variables, timers, an
+ * initial state): `#define GS_ABI_V2` before every include and register a gs_processor with
+ * GS_PROCESSOR instead of GS_HANDLER (see "ABI v2" below). Only then is the v2 code compiled
+ * and groupstate.state imported; a module without the define is exactly a v1 module.
+ *
  * Memory and ownership (nothing here is ever freed by the host):
  *  - Slices the SDK hands out for the key, rows and stored state ALIAS the host's input
  *    buffer: read-only, valid until the handler returns.
@@ -196,6 +201,127 @@ void gs_jw_string(gs_jw *w, const char *name, const char *s, size_t len); /* esc
 int gs_jw_end(gs_jw *w, gs_slice *out); /* appends "}"; GS_OK or GS_ERR_NOMEM */
 int gs_emit_jw(gs_group *g, gs_jw *w);  /* gs_jw_end + gs_emit */
 
+/* ---- ABI v2: transformWithState processors (define GS_ABI_V2 before including) ------- */
+#ifdef GS_ABI_V2
+/* A module that defines GS_ABI_V2 before it includes this header (in every file) and registers
+ * a processor with GS_PROCESSOR is an ABI v2 module (abi/README.md section 9, Spark 4's
+ * transformWithState): each key holds named state variables (values, lists, maps, with an
+ * optional TTL) and any number of timers. Only such a module imports groupstate.state; without
+ * the define none of the code below is compiled. See docs/handlers/c.md.
+ *
+ * The calls of a processor receive a gs_group as v1 handlers do: the key, the rows (DATA
+ * calls), gs_emit, gs_fail, gs_error_message, gs_current_processing_time_ms and
+ * gs_current_watermark_ms work the same; the v1 state handle and timeouts (gs_state_update,
+ * gs_set_timeout_*) fail with GS_ERR_V1_ONLY. Values, list elements and map values are opaque
+ * bytes (JSON by convention, as the initial state is); map keys are byte strings.
+ *
+ * Writes are buffered and sent to the host with the next read or in the group's result; reads
+ * ask the host. When the host refuses a request (an answer of -1: the host logs why) or its
+ * answer is malformed, every later state function returns GS_ERR_STATE_REFUSED without doing
+ * anything, and the call fails with that error whatever the callback returns (and in a TIMERS
+ * group, no further timer is handled). */
+enum {
+	GS_ERR_STATE_REFUSED = -13,      /* the host refused a state request; the call fails */
+	GS_ERR_TIMERS_NOT_ALLOWED = -14, /* a timer op under timeout: none */
+	GS_ERR_V1_ONLY = -15,            /* a v1 state-handle function in a processor's call */
+	GS_ERR_BAD_VAR = -16,            /* a handle that no declaration returned */
+};
+
+/* Handles of state variables, returned by the declarations; keep them in globals. */
+typedef struct gs_value_var { uint32_t idx; } gs_value_var;
+typedef struct gs_list_var { uint32_t idx; } gs_list_var;
+typedef struct gs_map_var { uint32_t idx; } gs_map_var;
+
+/* Declare a variable; call them only from the processor's init callback. name: 1-64 bytes of
+ * [a-z0-9_], starting with a letter, unique; ttl_ms: 0 (no TTL) or the time to live of each
+ * value, list element or map entry after it was last written (processing time). An invalid
+ * declaration fails the init with a message naming it. */
+gs_value_var gs_value_state(const char *name, int64_t ttl_ms);
+gs_list_var gs_list_state(const char *name, int64_t ttl_ms);
+gs_map_var gs_map_state(const char *name, int64_t ttl_ms);
+
+/* The processor. Every callback returns GS_OK or an error code, as v1 handlers do. */
+typedef struct gs_processor {
+	/* Once per instance: declares the variables (c gives the config; gs_config_fail fails the
+	 * init). Optional (a processor without variables still has timers). Runs after GS_INIT's
+	 * hook, if any. */
+	int (*init)(gs_config *c);
+	/* Once per key and batch with the key's rows (at least one; gs_rows_begin). */
+	int (*on_rows)(gs_group *g);
+	/* Once per expired timer of a key, in timestamp order, after every on_rows of the batch.
+	 * A timer that an earlier call of the key's timer group deleted is skipped. */
+	int (*on_timer)(gs_group *g, int64_t timer_ms);
+	/* Optional: once per key of the deployment's initial state (first batch, before on_rows),
+	 * with the key's line, a JSON object of variable names. NULL: the default, which sets each
+	 * named variable (a value to the JSON value, a list to the array's elements, a map to the
+	 * object's entries; null is as absent) and fails on a name that is not declared. */
+	int (*on_initial_state)(gs_group *g, gs_slice initial);
+} gs_processor;
+
+/* Register the processor, once, at file scope, instead of GS_HANDLER. */
+#define GS_PROCESSOR(p) const gs_processor *gs__processor = &(p)
+
+/* Values. gs_value_get: GS_OK, or GS_ERR_NOT_FOUND without a (live) value; the value is copied
+ * into the arena (valid until the callback returns). Set copies; NULL is GS_ERR_NULL_STATE. */
+int gs_value_get(gs_group *g, gs_value_var v, gs_slice *value);
+bool gs_value_exists(gs_group *g, gs_value_var v);
+int gs_value_set(gs_group *g, gs_value_var v, const void *value, size_t len);
+int gs_value_clear(gs_group *g, gs_value_var v);
+
+/* Lists. Iterate with gs_list_iter_begin / gs_list_iter_next, which reads the list from the
+ * host a page at a time (stopping early reads no more). An element is valid until the next
+ * gs_list_iter_next on its iterator. Writes made while iterating go to the host with the next
+ * page's read; avoid changing a list while iterating over it. */
+typedef struct gs_list_iter {
+	gs_group *g;
+	uint32_t var;
+	int slot;             /* the page buffer, -1 before the first page */
+	const char *p;        /* the rest of the page */
+	uint32_t left;        /* elements left in the page */
+	uint64_t next;        /* the cursor of the next page */
+	int state;            /* 0 no page yet, 1 more pages, 2 last page, 3 done, < 0 an error */
+} gs_list_iter;
+void gs_list_iter_begin(gs_group *g, gs_list_var l, gs_list_iter *it);
+int gs_list_iter_next(gs_list_iter *it, gs_slice *elem); /* 1: an element; 0: the end; < 0: error */
+bool gs_list_exists(gs_group *g, gs_list_var l);
+int gs_list_append(gs_group *g, gs_list_var l, const void *elem, size_t len);
+int gs_list_append_all(gs_group *g, gs_list_var l, const gs_slice *elems, size_t n);
+int gs_list_put(gs_group *g, gs_list_var l, const gs_slice *elems, size_t n); /* replaces; n 0 clears */
+int gs_list_clear(gs_group *g, gs_list_var l);
+
+/* Maps: keys are byte strings, iterated in bytewise order, a page at a time (entries valid
+ * until the next gs_map_iter_next on the iterator). gs_map_get: GS_OK or GS_ERR_NOT_FOUND,
+ * the value copied into the arena. */
+typedef struct gs_map_iter {
+	gs_group *g;
+	uint32_t var;
+	int slot;
+	const char *p;
+	uint32_t left;
+	gs_slice next;        /* the cursor of the next page (in the page buffer) */
+	int state;
+} gs_map_iter;
+int gs_map_get(gs_group *g, gs_map_var m, const void *key, size_t klen, gs_slice *value);
+bool gs_map_contains(gs_group *g, gs_map_var m, const void *key, size_t klen);
+int gs_map_set(gs_group *g, gs_map_var m, const void *key, size_t klen, const void *value, size_t vlen);
+int gs_map_remove(gs_group *g, gs_map_var m, const void *key, size_t klen);
+void gs_map_iter_begin(gs_group *g, gs_map_var m, gs_map_iter *it);
+int gs_map_iter_next(gs_map_iter *it, gs_slice *key, gs_slice *value); /* 1, 0 the end, < 0 */
+bool gs_map_exists(gs_group *g, gs_map_var m);
+int gs_map_clear(gs_group *g, gs_map_var m);
+
+/* Timers of the call's key (any number; registering a timestamp twice is one timer). A timer
+ * at ts fires in the first batch whose processing time (timeout: processing_time) or watermark
+ * (event_time) is after ts. Register and delete return GS_ERR_TIMERS_NOT_ALLOWED under
+ * timeout: none. gs_timer_list gives them ascending (arena memory; none under timeout: none). */
+int gs_timer_register(gs_group *g, int64_t ts);
+int gs_timer_delete(gs_group *g, int64_t ts);
+int gs_timer_list(gs_group *g, const int64_t **timers, size_t *n);
+
+/* max_bytes of a page of gs_list_iter_next / gs_map_iter_next (default 65536). */
+void gs_set_state_page_bytes(uint32_t max_bytes);
+#endif /* GS_ABI_V2 */
+
 #ifdef __cplusplus
 }
 #endif
@@ -215,6 +341,15 @@ int gs_emit_jw(gs_group *g, gs_jw *w);  /* gs_jw_end + gs_emit */
  * checked at compile time. The function itself stays an ordinary external one. */
 #define GS__INLINE __attribute__((always_inline))
 #define GS__IMPORT(name) __attribute__((import_module("groupstate"), import_name(name)))
+/* The v1 exports. With GS_ABI_V2 they become static functions that the v2 exports (at the end
+ * of the file) call for a module without a processor. */
+#ifdef GS_ABI_V2
+#define GS__V1_EXPORT(name) static
+#define GS__V1_NAME(fn) gs__v1_##fn
+#else
+#define GS__V1_EXPORT(name) GS__EXPORT(name)
+#define GS__V1_NAME(fn) fn
+#endif
 
 GS__IMPORT("group_begin") void gs__host_group_begin(int32_t index);
 GS__IMPORT("log") void gs__host_log(int32_t level, const char *ptr, int32_t len);
@@ -241,6 +376,15 @@ struct gs_group {
 	int64_t t, w;
 	const char *err;
 	int err_code;
+#ifdef GS_ABI_V2
+	bool v2;           /* a processor's call */
+	int kind;          /* 0 DATA, 1 TIMERS, 2 INITIAL */
+	const char *fatal; /* a failed state request: the call fails with it, whatever it returns */
+	const char *timers; /* TIMERS: timer_count i64s */
+	size_t timer_count;
+	size_t timer_idx;  /* TIMERS: the timer being handled */
+	bool *skip;        /* TIMERS: timers an earlier call of the group deleted */
+#endif
 };
 
 struct gs_config {
@@ -461,7 +605,7 @@ static const char *gs__cat_n(gs_slice v) { /* v as a NUL-terminated arena string
 
 /* ---- exports -------------------------------------------------------------------------- */
 
-GS__EXPORT("gs_abi_version") int32_t gs_abi_version(void) { return GS_ABI_VERSION; }
+GS__V1_EXPORT("gs_abi_version") int32_t GS__V1_NAME(gs_abi_version)(void) { return GS_ABI_VERSION; }
 
 GS__EXPORT("gs_alloc") int32_t gs_alloc(int32_t size) {
 	uint32_t n = (uint32_t)size;
@@ -493,7 +637,7 @@ static char *gs__dup(const char *p, size_t n) { /* persistent, NUL-terminated */
 
 static const char *gs__ws(const char *p, const char *e);
 
-GS__EXPORT("gs_init") int64_t gs_init(int32_t ptr, int32_t len) {
+GS__V1_EXPORT("gs_init") int64_t GS__V1_NAME(gs_init)(int32_t ptr, int32_t len) {
 	gs__rd r = {(const unsigned char *)(uintptr_t)(uint32_t)ptr, (const unsigned char *)(uintptr_t)(uint32_t)ptr + (uint32_t)len, false};
 	uint32_t version = gs__u32(&r), mode = gs__u32(&r), flags = gs__u32(&r);
 	size_t nlen, clen;
@@ -540,7 +684,7 @@ static int64_t gs__call_error(const char *msg) {
 	return gs__pack();
 }
 
-GS__EXPORT("gs_process") int64_t gs_process(int32_t ptr, int32_t len) {
+GS__V1_EXPORT("gs_process") int64_t GS__V1_NAME(gs_process)(int32_t ptr, int32_t len) {
 	gs__out_len = 0;
 	gs__arena_reset();
 	if (!gs__ready) return gs__call_error("groupstate: process called before a successful init");
@@ -575,6 +719,9 @@ GS__EXPORT("gs_process") int64_t gs_process(int32_t ptr, int32_t len) {
 		g.value = NULL, g.value_len = 0;
 		g.t = t, g.w = w;
 		g.err = NULL, g.err_code = 0;
+#ifdef GS_ABI_V2
+		g.v2 = false;
+#endif
 		gs__arena_reset();
 		gs__host_group_begin((int32_t)i);
 		size_t emits_at = gs__out_len;
@@ -676,6 +823,9 @@ int gs_state_get(gs_group *g, gs_slice *value) {
 }
 
 int gs_state_update(gs_group *g, const void *value, size_t len) {
+#ifdef GS_ABI_V2
+	if (g->v2) return gs__err(g, GS_ERR_V1_ONLY, "groupstate: gs_state_update is the ABI v1 state handle; a processor's calls use its state variables");
+#endif
 	if (!value) return gs__err(g, GS_ERR_NULL_STATE, "groupstate: null is not a valid state value");
 	char *c = (char *)gs_arena_alloc(len ? len : 1);
 	if (!c) return gs__err(g, GS_ERR_NOMEM, "groupstate: out of memory");
@@ -689,6 +839,9 @@ bool gs_has_timed_out(gs_group *g) { return g->timed_out; }
 int64_t gs_current_processing_time_ms(gs_group *g) { return g->t; }
 
 int gs_set_timeout_duration(gs_group *g, int64_t d) {
+#ifdef GS_ABI_V2
+	if (g->v2) return gs__err(g, GS_ERR_V1_ONLY, "groupstate: gs_set_timeout_duration is ABI v1; a processor registers timers (gs_timer_register)");
+#endif
 	if (gs__cfg.mode != GS_TIMEOUT_PROCESSING_TIME)
 		return gs__err(g, GS_ERR_DURATION_NOT_ALLOWED, "groupstate: cannot set timeout duration without processing_time timeout");
 	if (d <= 0) return gs__err(g, GS_ERR_NON_POSITIVE_DURATION, "groupstate: timeout duration must be positive");
@@ -699,6 +852,9 @@ int gs_set_timeout_duration(gs_group *g, int64_t d) {
 }
 
 int gs_set_timeout_timestamp(gs_group *g, int64_t ts) {
+#ifdef GS_ABI_V2
+	if (g->v2) return gs__err(g, GS_ERR_V1_ONLY, "groupstate: gs_set_timeout_timestamp is ABI v1; a processor registers timers (gs_timer_register)");
+#endif
 	if (gs__cfg.mode != GS_TIMEOUT_EVENT_TIME)
 		return gs__err(g, GS_ERR_TIMESTAMP_NOT_ALLOWED, "groupstate: cannot set timeout timestamp without event_time timeout");
 	if (ts <= 0) return gs__err(g, GS_ERR_NON_POSITIVE_TIMESTAMP, "groupstate: timeout timestamp must be positive");
@@ -1233,6 +1389,788 @@ int gs_emit_jw(gs_group *g, gs_jw *w) {
 	if (rc) return gs__err(g, rc, "groupstate: out of memory");
 	return gs_emit(g, s.ptr, s.len);
 }
+
+/* ---- ABI v2: transformWithState processors (abi/README.md section 9) ------------------- */
+#ifdef GS_ABI_V2
+
+GS__IMPORT("state") int32_t gs__host_state(const void *req, int32_t req_len, void *resp, int32_t resp_cap);
+
+extern const gs_processor *gs__processor __attribute__((weak));
+
+static bool gs__has_processor(void) { return &gs__processor && gs__processor; }
+
+enum { GS__VALUE = 1, GS__LIST = 2, GS__MAP = 3 };
+enum { GS__DATA = 0, GS__TIMERS = 1, GS__INITIAL = 2 };
+enum {
+	GS__VALUE_GET = 0x01, GS__VALUE_SET = 0x02, GS__VALUE_CLEAR = 0x03,
+	GS__LIST_READ = 0x10, GS__LIST_APPEND = 0x11, GS__LIST_PUT = 0x12, GS__LIST_CLEAR = 0x13, GS__LIST_EXISTS = 0x14,
+	GS__MAP_GET = 0x20, GS__MAP_CONTAINS = 0x21, GS__MAP_SET = 0x22, GS__MAP_REMOVE = 0x23,
+	GS__MAP_READ = 0x24, GS__MAP_CLEAR = 0x25, GS__MAP_EXISTS = 0x26,
+	GS__TIMER_REGISTER = 0x30, GS__TIMER_DELETE = 0x31, GS__TIMER_LIST = 0x32,
+};
+
+typedef struct {
+	char name[65];
+	uint32_t kind;
+	int64_t ttl_ms;
+} gs__decl;
+
+static gs__decl *gs__decls;
+static uint32_t gs__nvars;
+static bool gs__declaring;
+static const char *gs__decl_err;
+static uint32_t gs__page_bytes = 65536;
+
+void gs_set_state_page_bytes(uint32_t max_bytes) { gs__page_bytes = max_bytes ? max_bytes : 1; }
+
+/* A growable malloc'd buffer. */
+typedef struct {
+	char *p;
+	size_t len, cap;
+} gs__buf;
+
+static gs__buf gs__ops;   /* the group's writes not sent yet, then a request's reads */
+static gs__buf gs__resp;  /* the answers of the last request (not an iteration's) */
+static gs__buf *gs__pages; /* the page buffers of iterations */
+static size_t gs__npages, gs__pages_used;
+
+static void gs__buf_reserve(gs__buf *b, size_t n) {
+	if (b->cap - b->len >= n) return;
+	if (n > ((size_t)1 << 31) || b->len > ((size_t)1 << 31)) gs__die("groupstate: state request too large\n");
+	size_t cap = b->cap ? b->cap : 4096;
+	while (cap - b->len < n) cap *= 2;
+	char *p = (char *)realloc(b->p, cap);
+	if (!p) gs__die("groupstate: out of memory for a state request\n");
+	b->p = p, b->cap = cap;
+}
+static void gs__op_u8(unsigned v) { gs__buf_reserve(&gs__ops, 1); gs__ops.p[gs__ops.len++] = (char)v; }
+static void gs__op_u32(uint32_t v) { gs__buf_reserve(&gs__ops, 4); gs__st_u32(gs__ops.p + gs__ops.len, v); gs__ops.len += 4; }
+static void gs__op_i64(int64_t v) { gs__buf_reserve(&gs__ops, 8); gs__st_i64(gs__ops.p + gs__ops.len, v); gs__ops.len += 8; }
+static void gs__op_bytes(const void *p, size_t n) {
+	if (n > ((size_t)1 << 31)) gs__die("groupstate: state request too large\n");
+	gs__buf_reserve(&gs__ops, 4 + n);
+	gs__st_u32(gs__ops.p + gs__ops.len, (uint32_t)n);
+	if (n) memcpy(gs__ops.p + gs__ops.len + 4, p, n);
+	gs__ops.len += 4 + n;
+}
+static void gs__op_var(unsigned op, uint32_t var) { gs__op_u8(op); gs__op_u32(var); }
+
+/* ---- declarations ---- */
+
+static uint32_t gs__declare(const char *fn, const char *name, uint32_t kind, int64_t ttl_ms) {
+	if (!gs__declaring) gs__die("groupstate: a state variable declared outside the processor's init\n");
+	if (gs__decl_err) return UINT32_MAX;
+	size_t n = name ? strlen(name) : 0;
+	const char *why = NULL;
+	if (n < 1 || n > 64) why = "a name is 1-64 bytes";
+	else if (!(name[0] >= 'a' && name[0] <= 'z')) why = "a name starts with a letter a-z";
+	else
+		for (size_t i = 0; i < n; i++)
+			if (!((name[i] >= 'a' && name[i] <= 'z') || (name[i] >= '0' && name[i] <= '9') || name[i] == '_')) why = "a name has only a-z, 0-9 and _";
+	if (!why && ttl_ms < 0) why = "ttl_ms is negative";
+	for (uint32_t i = 0; !why && i < gs__nvars; i++)
+		if (!strcmp(gs__decls[i].name, name)) why = "declared twice";
+	if (!why && gs__nvars >= 256) why = "more than 256 state variables";
+	if (!why) {
+		gs__decl *d = (gs__decl *)realloc(gs__decls, (gs__nvars + 1) * sizeof(gs__decl));
+		if (!d) why = "out of memory";
+		else gs__decls = d;
+	}
+	if (why) {
+		gs__decl_err = gs__cat(gs__cat("groupstate: ", fn, "(\"", name ? name : ""), "\"): ", why, NULL);
+		return UINT32_MAX;
+	}
+	gs__decl *d = &gs__decls[gs__nvars];
+	memcpy(d->name, name, n + 1);
+	d->kind = kind, d->ttl_ms = ttl_ms;
+	return gs__nvars++;
+}
+
+gs_value_var gs_value_state(const char *name, int64_t ttl_ms) { return (gs_value_var){gs__declare("gs_value_state", name, GS__VALUE, ttl_ms)}; }
+gs_list_var gs_list_state(const char *name, int64_t ttl_ms) { return (gs_list_var){gs__declare("gs_list_state", name, GS__LIST, ttl_ms)}; }
+gs_map_var gs_map_state(const char *name, int64_t ttl_ms) { return (gs_map_var){gs__declare("gs_map_state", name, GS__MAP, ttl_ms)}; }
+
+/* ---- requests ---- */
+
+/* Fails the call: every later state function does nothing and returns GS_ERR_STATE_REFUSED. */
+static int gs__fatal(gs_group *g, const char *msg) {
+	if (!g->fatal) g->fatal = msg;
+	gs__ops.len = 0;
+	return gs__err(g, GS_ERR_STATE_REFUSED, g->fatal);
+}
+
+/* Checks a call's use of variable var of the given kind: GS_OK, or the error to return. */
+static int gs__use(gs_group *g, uint32_t var, uint32_t kind) {
+	if (!g->v2) return gs__err(g, GS_ERR_BAD_VAR, "groupstate: a state variable used outside a processor's call");
+	if (g->fatal) return GS_ERR_STATE_REFUSED;
+	if (var >= gs__nvars || gs__decls[var].kind != kind) return gs__err(g, GS_ERR_BAD_VAR, "groupstate: not a handle of a declared state variable of this kind");
+	return GS_OK;
+}
+
+/* Sends the pending writes and the read ops appended since mark through groupstate.state
+ * (abi/README.md 9.5); the answers go to resp (grown as needed), *ans. When they do not fit,
+ * the writes were applied all the same: only the reads are sent again, with a bigger buffer. */
+static int gs__request(gs_group *g, size_t mark, gs__buf *resp, gs_slice *ans) {
+	const char *req = gs__ops.p;
+	size_t rlen = gs__ops.len;
+	if (resp->cap < gs__page_bytes + 4096) {
+		free(resp->p);
+		resp->cap = gs__page_bytes + 4096;
+		resp->p = (char *)malloc(resp->cap);
+		if (!resp->p) gs__die("groupstate: out of memory for state answers\n");
+	}
+	for (int attempt = 0;; attempt++) {
+		int32_t n = gs__host_state(req, (int32_t)rlen, resp->p, (int32_t)resp->cap);
+		if (n < 0) {
+			if (n == -1) return gs__fatal(g, "groupstate: the host refused a state request (see the host's log)");
+			char num[24];
+			gs__fmt_i64(num, n);
+			return gs__fatal(g, gs__cat("groupstate: the state function returned ", num, NULL, NULL));
+		}
+		if ((size_t)n <= resp->cap) {
+			gs__ops.len = 0;
+			*ans = (gs_slice){resp->p, (size_t)n};
+			return GS_OK;
+		}
+		if (attempt == 3) return gs__fatal(g, "groupstate: the state answers keep growing");
+		free(resp->p);
+		resp->p = (char *)malloc((size_t)n);
+		if (!resp->p) gs__die("groupstate: out of memory for state answers\n");
+		resp->cap = (size_t)n;
+		req = gs__ops.p + mark, rlen = gs__ops.len - mark; /* resend only the reads */
+	}
+}
+
+static int gs__bad_answer(gs_group *g, const char *op) {
+	return gs__fatal(g, gs__cat("groupstate: malformed state answer of ", op, NULL, NULL));
+}
+
+static int gs__u8(gs__rd *r) { /* a 0/1 answer byte */
+	if (r->bad || r->p == r->end || *r->p > 1) { r->bad = true; return 0; }
+	return *r->p++;
+}
+
+/* One read op's answer, appended since mark: a u8 `present`, then (want_value) the bytes. */
+static int gs__read_flag(gs_group *g, size_t mark, const char *op, bool want_value, bool *present, gs_slice *value) {
+	gs_slice a;
+	int rc = gs__request(g, mark, &gs__resp, &a);
+	if (rc) return rc;
+	gs__rd r = {(const unsigned char *)a.ptr, (const unsigned char *)a.ptr + a.len, false};
+	*present = gs__u8(&r);
+	if (want_value && *present) value->ptr = gs__bytes(&r, &value->len);
+	if (r.bad || r.p != r.end) return gs__bad_answer(g, op);
+	return GS_OK;
+}
+
+/* A value read into the arena. */
+static int gs__read_value(gs_group *g, size_t mark, const char *op, const char *what, gs_slice *value) {
+	bool present;
+	gs_slice v = {NULL, 0};
+	*value = (gs_slice){NULL, 0};
+	int rc = gs__read_flag(g, mark, op, true, &present, &v);
+	if (rc) return rc;
+	if (!present) return gs__err(g, GS_ERR_NOT_FOUND, what);
+	char *c = (char *)gs_arena_alloc(v.len ? v.len : 1);
+	if (!c) return gs__err(g, GS_ERR_NOMEM, "groupstate: out of memory");
+	if (v.len) memcpy(c, v.ptr, v.len);
+	*value = (gs_slice){c, v.len};
+	return GS_OK;
+}
+
+static bool gs__read_bool(gs_group *g, size_t mark, const char *op) {
+	bool present = false;
+	gs_slice v;
+	return gs__read_flag(g, mark, op, false, &present, &v) == GS_OK && present;
+}
+
+/* ---- values ---- */
+
+int gs_value_get(gs_group *g, gs_value_var v, gs_slice *value) {
+	*value = (gs_slice){NULL, 0};
+	int rc = gs__use(g, v.idx, GS__VALUE);
+	if (rc) return rc;
+	size_t mark = gs__ops.len;
+	gs__op_var(GS__VALUE_GET, v.idx);
+	return gs__read_value(g, mark, "VALUE_GET", gs__cat("groupstate: value state ", gs__decls[v.idx].name, " has no value", NULL), value);
+}
+
+bool gs_value_exists(gs_group *g, gs_value_var v) {
+	if (gs__use(g, v.idx, GS__VALUE)) return false;
+	size_t mark = gs__ops.len;
+	gs__op_var(GS__VALUE_GET, v.idx);
+	bool present = false;
+	gs_slice val;
+	return gs__read_flag(g, mark, "VALUE_GET", true, &present, &val) == GS_OK && present;
+}
+
+int gs_value_set(gs_group *g, gs_value_var v, const void *value, size_t len) {
+	int rc = gs__use(g, v.idx, GS__VALUE);
+	if (rc) return rc;
+	if (!value) return gs__err(g, GS_ERR_NULL_STATE, "groupstate: null is not a valid state value");
+	gs__op_var(GS__VALUE_SET, v.idx);
+	gs__op_bytes(value, len);
+	return GS_OK;
+}
+
+int gs_value_clear(gs_group *g, gs_value_var v) {
+	int rc = gs__use(g, v.idx, GS__VALUE);
+	if (rc) return rc;
+	gs__op_var(GS__VALUE_CLEAR, v.idx);
+	return GS_OK;
+}
+
+/* ---- lists ---- */
+
+static gs__buf *gs__page(int *slot) { /* the iterator's page buffer, taken from the pool */
+	if (*slot < 0) {
+		if (gs__pages_used == gs__npages) {
+			gs__buf *p = (gs__buf *)realloc(gs__pages, (gs__npages + 1) * sizeof(gs__buf));
+			if (!p) gs__die("groupstate: out of memory for a state page\n");
+			gs__pages = p;
+			gs__pages[gs__npages++] = (gs__buf){NULL, 0, 0};
+		}
+		*slot = (int)gs__pages_used++;
+	}
+	return &gs__pages[*slot];
+}
+
+void gs_list_iter_begin(gs_group *g, gs_list_var l, gs_list_iter *it) {
+	*it = (gs_list_iter){g, l.idx, -1, NULL, 0, 0, 0};
+	int rc = gs__use(g, l.idx, GS__LIST);
+	if (rc) it->state = rc;
+}
+
+int gs_list_iter_next(gs_list_iter *it, gs_slice *elem) {
+	gs_group *g = it->g;
+	for (;;) {
+		if (it->state < 0) return it->state;
+		if (it->left) {
+			uint32_t n;
+			memcpy(&n, it->p, 4); /* the page was checked when it arrived */
+			*elem = (gs_slice){it->p + 4, n};
+			it->p += 4 + n, it->left--;
+			return 1;
+		}
+		if (it->state >= 2) { it->state = 3; return 0; }
+		if (g->fatal) return it->state = GS_ERR_STATE_REFUSED;
+		size_t mark = gs__ops.len;
+		gs__op_var(GS__LIST_READ, it->var);
+		gs__op_i64((int64_t)(it->state ? it->next : 0));
+		gs__op_u32(gs__page_bytes);
+		gs_slice a;
+		int rc = gs__request(g, mark, gs__page(&it->slot), &a);
+		if (rc) return it->state = rc;
+		gs__rd r = {(const unsigned char *)a.ptr, (const unsigned char *)a.ptr + a.len, false};
+		uint32_t count = gs__u32(&r);
+		const char *first = (const char *)r.p;
+		for (uint32_t i = 0; i < count && !r.bad; i++) {
+			size_t n;
+			gs__bytes(&r, &n);
+		}
+		uint64_t next = (uint64_t)gs__i64(&r);
+		if (r.bad || r.p != r.end || (count == 0 && next != 0)) return it->state = gs__bad_answer(g, "LIST_READ");
+		it->p = first, it->left = count, it->next = next;
+		it->state = next ? 1 : 2;
+	}
+}
+
+bool gs_list_exists(gs_group *g, gs_list_var l) {
+	if (gs__use(g, l.idx, GS__LIST)) return false;
+	size_t mark = gs__ops.len;
+	gs__op_var(GS__LIST_EXISTS, l.idx);
+	return gs__read_bool(g, mark, "LIST_EXISTS");
+}
+
+static int gs__list_write(gs_group *g, unsigned op, gs_list_var l, const gs_slice *elems, size_t n) {
+	int rc = gs__use(g, l.idx, GS__LIST);
+	if (rc) return rc;
+	for (size_t i = 0; i < n; i++)
+		if (!elems[i].ptr && elems[i].len) return gs__err(g, GS_ERR_NULL_STATE, "groupstate: null is not a valid state value");
+	if (n > UINT32_MAX) return gs__err(g, GS_ERR, "groupstate: too many list elements");
+	gs__op_var(op, l.idx);
+	gs__op_u32((uint32_t)n);
+	for (size_t i = 0; i < n; i++) gs__op_bytes(elems[i].ptr, elems[i].len);
+	return GS_OK;
+}
+
+int gs_list_append(gs_group *g, gs_list_var l, const void *elem, size_t len) {
+	if (!elem) return gs__err(g, GS_ERR_NULL_STATE, "groupstate: null is not a valid state value");
+	gs_slice e = {(const char *)elem, len};
+	return gs__list_write(g, GS__LIST_APPEND, l, &e, 1);
+}
+int gs_list_append_all(gs_group *g, gs_list_var l, const gs_slice *elems, size_t n) {
+	if (!n) return gs__use(g, l.idx, GS__LIST);
+	return gs__list_write(g, GS__LIST_APPEND, l, elems, n);
+}
+int gs_list_put(gs_group *g, gs_list_var l, const gs_slice *elems, size_t n) {
+	return gs__list_write(g, GS__LIST_PUT, l, elems, n);
+}
+int gs_list_clear(gs_group *g, gs_list_var l) {
+	int rc = gs__use(g, l.idx, GS__LIST);
+	if (rc) return rc;
+	gs__op_var(GS__LIST_CLEAR, l.idx);
+	return GS_OK;
+}
+
+/* ---- maps ---- */
+
+static int gs__map_key_op(gs_group *g, unsigned op, gs_map_var m, const void *key, size_t klen) {
+	int rc = gs__use(g, m.idx, GS__MAP);
+	if (rc) return rc;
+	if (!key && klen) return gs__err(g, GS_ERR, "groupstate: a map key is NULL");
+	gs__op_var(op, m.idx);
+	gs__op_bytes(key, klen);
+	return GS_OK;
+}
+
+int gs_map_get(gs_group *g, gs_map_var m, const void *key, size_t klen, gs_slice *value) {
+	*value = (gs_slice){NULL, 0};
+	size_t mark = gs__ops.len;
+	int rc = gs__map_key_op(g, GS__MAP_GET, m, key, klen);
+	if (rc) return rc;
+	return gs__read_value(g, mark, "MAP_GET", gs__cat("groupstate: map state ", gs__decls[m.idx].name, " has no such key", NULL), value);
+}
+
+bool gs_map_contains(gs_group *g, gs_map_var m, const void *key, size_t klen) {
+	size_t mark = gs__ops.len;
+	if (gs__map_key_op(g, GS__MAP_CONTAINS, m, key, klen)) return false;
+	return gs__read_bool(g, mark, "MAP_CONTAINS");
+}
+
+int gs_map_set(gs_group *g, gs_map_var m, const void *key, size_t klen, const void *value, size_t vlen) {
+	if (!value) return gs__err(g, GS_ERR_NULL_STATE, "groupstate: null is not a valid state value");
+	int rc = gs__map_key_op(g, GS__MAP_SET, m, key, klen);
+	if (rc) return rc;
+	gs__op_bytes(value, vlen);
+	return GS_OK;
+}
+
+int gs_map_remove(gs_group *g, gs_map_var m, const void *key, size_t klen) {
+	return gs__map_key_op(g, GS__MAP_REMOVE, m, key, klen);
+}
+
+void gs_map_iter_begin(gs_group *g, gs_map_var m, gs_map_iter *it) {
+	*it = (gs_map_iter){g, m.idx, -1, NULL, 0, {"", 0}, 0};
+	int rc = gs__use(g, m.idx, GS__MAP);
+	if (rc) it->state = rc;
+}
+
+/* Bytewise order of byte strings: < 0, 0, > 0. */
+static int gs__bytes_cmp(const char *a, size_t an, const char *b, size_t bn) {
+	int c = memcmp(a, b, an < bn ? an : bn);
+	return c ? c : (an > bn) - (an < bn);
+}
+
+int gs_map_iter_next(gs_map_iter *it, gs_slice *key, gs_slice *value) {
+	gs_group *g = it->g;
+	for (;;) {
+		if (it->state < 0) return it->state;
+		if (it->left) { /* the page was checked when it arrived */
+			uint32_t kn, vn;
+			memcpy(&kn, it->p, 4);
+			*key = (gs_slice){it->p + 4, kn};
+			memcpy(&vn, it->p + 4 + kn, 4);
+			*value = (gs_slice){it->p + 8 + kn, vn};
+			it->p += 8 + kn + vn, it->left--;
+			return 1;
+		}
+		if (it->state >= 2) { it->state = 3; return 0; }
+		if (g->fatal) return it->state = GS_ERR_STATE_REFUSED;
+		size_t mark = gs__ops.len;
+		gs__op_var(GS__MAP_READ, it->var);
+		gs__op_bytes(it->next.ptr, it->next.len); /* copied before the page buffer is reused */
+		gs__op_u32(gs__page_bytes);
+		gs_slice a;
+		int rc = gs__request(g, mark, gs__page(&it->slot), &a);
+		if (rc) return it->state = rc;
+		gs__rd r = {(const unsigned char *)a.ptr, (const unsigned char *)a.ptr + a.len, false};
+		uint32_t count = gs__u32(&r);
+		const char *first = (const char *)r.p, *prev = NULL;
+		size_t prevn = 0;
+		bool ordered = true;
+		for (uint32_t i = 0; i < count && !r.bad; i++) {
+			size_t kn, vn;
+			const char *k = gs__bytes(&r, &kn);
+			gs__bytes(&r, &vn);
+			if (!r.bad && prev && gs__bytes_cmp(prev, prevn, k, kn) >= 0) ordered = false;
+			prev = k, prevn = kn;
+		}
+		int more = gs__u8(&r);
+		gs_slice next;
+		next.ptr = gs__bytes(&r, &next.len);
+		if (r.bad || r.p != r.end || !ordered || (count == 0 && more) || (!more && next.len))
+			return it->state = gs__bad_answer(g, "MAP_READ");
+		it->p = first, it->left = count, it->next = next;
+		it->state = more ? 1 : 2;
+	}
+}
+
+bool gs_map_exists(gs_group *g, gs_map_var m) {
+	if (gs__use(g, m.idx, GS__MAP)) return false;
+	size_t mark = gs__ops.len;
+	gs__op_var(GS__MAP_EXISTS, m.idx);
+	return gs__read_bool(g, mark, "MAP_EXISTS");
+}
+
+int gs_map_clear(gs_group *g, gs_map_var m) {
+	int rc = gs__use(g, m.idx, GS__MAP);
+	if (rc) return rc;
+	gs__op_var(GS__MAP_CLEAR, m.idx);
+	return GS_OK;
+}
+
+/* ---- timers ---- */
+
+static int gs__timer_use(gs_group *g) {
+	if (!g->v2) return gs__err(g, GS_ERR_V1_ONLY, "groupstate: timers are for a processor's calls (ABI v2)");
+	if (g->fatal) return GS_ERR_STATE_REFUSED;
+	if (gs__cfg.mode == GS_TIMEOUT_NONE)
+		return gs__err(g, GS_ERR_TIMERS_NOT_ALLOWED, "groupstate: timers need timeout processing_time or event_time in the deployment spec");
+	return GS_OK;
+}
+
+static int64_t gs__timer_at(gs_group *g, size_t i) {
+	int64_t v;
+	memcpy(&v, g->timers + 8 * i, 8);
+	return v;
+}
+
+int gs_timer_register(gs_group *g, int64_t ts) {
+	int rc = gs__timer_use(g);
+	if (rc) return rc;
+	gs__op_u8(GS__TIMER_REGISTER);
+	gs__op_i64(ts);
+	return GS_OK;
+}
+
+int gs_timer_delete(gs_group *g, int64_t ts) {
+	int rc = gs__timer_use(g);
+	if (rc) return rc;
+	gs__op_u8(GS__TIMER_DELETE);
+	gs__op_i64(ts);
+	if (g->kind == GS__TIMERS) /* a later timer of this group that is deleted does not fire */
+		for (size_t j = g->timer_idx + 1; j < g->timer_count; j++)
+			if (gs__timer_at(g, j) == ts) g->skip[j] = true;
+	return GS_OK;
+}
+
+int gs_timer_list(gs_group *g, const int64_t **timers, size_t *n) {
+	*timers = NULL, *n = 0;
+	int rc = gs__timer_use(g);
+	if (rc == GS_ERR_TIMERS_NOT_ALLOWED) return GS_OK;
+	if (rc) return rc;
+	size_t mark = gs__ops.len;
+	gs__op_u8(GS__TIMER_LIST);
+	gs_slice a;
+	rc = gs__request(g, mark, &gs__resp, &a);
+	if (rc) return rc;
+	gs__rd r = {(const unsigned char *)a.ptr, (const unsigned char *)a.ptr + a.len, false};
+	uint32_t count = gs__u32(&r);
+	if (r.bad || (size_t)(r.end - r.p) != (size_t)count * 8) return gs__bad_answer(g, "TIMER_LIST");
+	int64_t *ts = (int64_t *)gs_arena_alloc(count ? count * 8 : 8);
+	if (!ts) return gs__err(g, GS_ERR_NOMEM, "groupstate: out of memory");
+	for (uint32_t i = 0; i < count; i++) {
+		ts[i] = gs__i64(&r);
+		if (i && ts[i] <= ts[i - 1]) return gs__bad_answer(g, "TIMER_LIST");
+	}
+	*timers = ts, *n = count;
+	return GS_OK;
+}
+
+/* ---- the default initial state ---- */
+
+/* A JSON value token without the whitespace outside strings, in the arena. */
+static gs_slice gs__compact(gs_slice v) {
+	char *d = (char *)gs_arena_alloc(v.len ? v.len : 1);
+	size_t n = 0;
+	if (!d) return (gs_slice){NULL, 0};
+	bool in = false, esc = false;
+	for (size_t i = 0; i < v.len; i++) {
+		char c = v.ptr[i];
+		if (in) {
+			if (esc) esc = false;
+			else if (c == '\\') esc = true;
+			else if (c == '"') in = false;
+		} else if (c == '"') in = true;
+		else if (c == ' ' || c == '\t' || c == '\n' || c == '\r') continue;
+		d[n++] = c;
+	}
+	return (gs_slice){d, n};
+}
+
+/* Walks the elements of a JSON array: 1 an element, 0 the end, GS_ERR_JSON. *p starts at '['. */
+static int gs__array_next(const char **p, const char *e, bool *first, gs_slice *elem) {
+	const char *q = gs__ws(*p, e);
+	if (*first) {
+		if (q == e || *q != '[') return GS_ERR_JSON;
+		q = gs__ws(q + 1, e);
+		if (q < e && *q == ']') { *p = q + 1; *first = false; return 0; }
+	} else {
+		if (q < e && *q == ']') { *p = q + 1; return 0; }
+		if (q == e || *q != ',') return GS_ERR_JSON;
+		q = gs__ws(q + 1, e);
+	}
+	*first = false;
+	const char *end = gs__skip_value(q, e);
+	if (!end) return GS_ERR_JSON;
+	*elem = (gs_slice){q, (size_t)(end - q)};
+	*p = end;
+	return 1;
+}
+
+static int gs__var_named(gs_slice tok) {
+	for (uint32_t i = 0; i < gs__nvars; i++)
+		if (gs_json_name_is(tok, gs__decls[i].name)) return (int)i;
+	return -1;
+}
+
+static int gs__initial_fail(gs_group *g, const char *name, const char *what) {
+	return gs__err(g, GS_ERR, gs__cat("groupstate: initial state of ", name, ": ", what));
+}
+
+static int gs__apply_initial(gs_group *g, gs_slice initial) {
+	gs_json_iter it = gs_json_iter_begin(initial.ptr, initial.len);
+	gs_slice name, val;
+	int rc;
+	const char *unknown = NULL;
+	while ((rc = gs_json_iter_next(&it, &name, &val)) == 1)
+		if (gs__var_named(name) < 0) unknown = gs__cat(unknown ? unknown : "[", unknown ? " " : "", gs__cat_n(name), NULL);
+	if (rc < 0 || gs__ws(it.p, initial.ptr + initial.len) != initial.ptr + initial.len)
+		return gs__err(g, GS_ERR, gs__cat("groupstate: initial state is not a JSON object of state variables: ", gs__cat_n(initial), NULL, NULL));
+	if (unknown) {
+		const char *declared = "";
+		for (uint32_t i = 0; i < gs__nvars; i++) declared = gs__cat(declared, i ? ", " : "", gs__decls[i].name, NULL);
+		return gs__err(g, GS_ERR, gs__cat("groupstate: initial state names undeclared state variables ", unknown, "] (declared: ", gs__cat(declared, ")", NULL, NULL)));
+	}
+	it = gs_json_iter_begin(initial.ptr, initial.len);
+	while (gs_json_iter_next(&it, &name, &val) == 1) {
+		if (gs_json_is_null(val)) continue;
+		uint32_t var = (uint32_t)gs__var_named(name);
+		const char *vn = gs__decls[var].name;
+		switch (gs__decls[var].kind) {
+		case GS__VALUE: {
+			gs_slice c = gs__compact(val);
+			gs__op_var(GS__VALUE_SET, var);
+			gs__op_bytes(c.ptr, c.len);
+			break;
+		}
+		case GS__LIST: {
+			const char *p = val.ptr, *e = val.ptr + val.len;
+			bool first = true;
+			gs_slice el;
+			uint32_t n = 0;
+			while ((rc = gs__array_next(&p, e, &first, &el)) == 1) {
+				if (gs_json_is_null(el)) return gs__initial_fail(g, vn, "an element is null, which is not a valid state value");
+				n++;
+			}
+			if (rc < 0) return gs__initial_fail(g, vn, gs__cat("want a JSON array, got ", gs__cat_n(val), NULL, NULL));
+			gs__op_var(GS__LIST_PUT, var);
+			gs__op_u32(n);
+			p = val.ptr, first = true;
+			while (gs__array_next(&p, e, &first, &el) == 1) {
+				gs_slice c2 = gs__compact(el);
+				gs__op_bytes(c2.ptr, c2.len);
+			}
+			break;
+		}
+		case GS__MAP: {
+			gs_json_iter mi = gs_json_iter_begin(val.ptr, val.len);
+			gs_slice k, v;
+			if (val.ptr[0] != '{') return gs__initial_fail(g, vn, gs__cat("want a JSON object, got ", gs__cat_n(val), NULL, NULL));
+			gs__op_var(GS__MAP_CLEAR, var);
+			while ((rc = gs_json_iter_next(&mi, &k, &v)) == 1) {
+				if (gs_json_is_null(v)) return gs__initial_fail(g, vn, "a map value is null, which is not a valid state value");
+				char *kd = (char *)gs_arena_alloc(k.len);
+				size_t kn;
+				if (!kd || gs_json_decode_string(k, kd, &kn)) return gs__initial_fail(g, vn, "a bad map key");
+				gs_slice c3 = gs__compact(v);
+				gs__op_var(GS__MAP_SET, var);
+				gs__op_bytes(kd, kn);
+				gs__op_bytes(c3.ptr, c3.len);
+			}
+			if (rc < 0) return gs__initial_fail(g, vn, gs__cat("want a JSON object, got ", gs__cat_n(val), NULL, NULL));
+			break;
+		}
+		}
+	}
+	return GS_OK;
+}
+
+/* ---- the v2 exports ---- */
+
+static int64_t gs__v2_init(int32_t ptr, int32_t len) {
+	gs__rd r = {(const unsigned char *)(uintptr_t)(uint32_t)ptr, (const unsigned char *)(uintptr_t)(uint32_t)ptr + (uint32_t)len, false};
+	uint32_t version = gs__u32(&r), mode = gs__u32(&r), flags = gs__u32(&r);
+	size_t nlen, clen;
+	const char *name = gs__bytes(&r, &nlen), *json = gs__bytes(&r, &clen);
+	char num[24];
+	gs__arena_reset();
+	if (r.bad || r.p != r.end) return gs__init_fail("groupstate: init buffer malformed");
+	if (version != 2) {
+		gs__fmt_i64(num, version);
+		return gs__init_fail(gs__cat("groupstate: host ABI version ", num, ", module implements version 2", NULL));
+	}
+	if (mode > 2) {
+		gs__fmt_i64(num, mode);
+		return gs__init_fail(gs__cat("groupstate: unknown timeout mode ", num, NULL, NULL));
+	}
+	const char *j = gs__ws(json, json + clen);
+	if (j == json + clen || *j != '{') return gs__init_fail("groupstate: config is not a JSON object");
+	if (&gs__handler && gs__handler) return gs__init_fail("groupstate: a module registers a handler (GS_HANDLER) or a processor (GS_PROCESSOR), not both");
+	char *n = gs__dup(name, nlen), *c = gs__dup(json, clen);
+	if (!n || !c) return gs__init_fail("groupstate: out of memory");
+	gs__cfg = (gs_config){{n, nlen}, {c, clen}, (int)mode, (flags & 1) != 0, NULL};
+	gs__nvars = 0, gs__decl_err = NULL;
+	const gs_processor *p = gs__processor;
+	for (int step = 0; step < 2; step++) {
+		gs_init_fn fn = step == 0 ? (&gs__init_hook ? gs__init_hook : NULL) : p->init;
+		if (!fn) continue;
+		gs__declaring = step == 1;
+		int rc = fn(&gs__cfg);
+		gs__declaring = false;
+		if (rc != GS_OK) {
+			const char *m = gs__cfg.err;
+			if (!m || !*m) m = gs__decl_err;
+			if (!m || !*m) {
+				gs__fmt_i64(num, rc);
+				m = gs__cat("groupstate: init hook returned ", num, NULL, NULL);
+			}
+			return gs__init_fail(m);
+		}
+	}
+	if (gs__decl_err) return gs__init_fail(gs__decl_err);
+	gs__ready = true;
+	gs__out_len = 0;
+	gs__out_u32(0);
+	gs__out_u32(0);
+	gs__out_u32(gs__nvars);
+	for (uint32_t i = 0; i < gs__nvars; i++) {
+		gs__out_str(gs__decls[i].name, strlen(gs__decls[i].name));
+		gs__out_u32(gs__decls[i].kind);
+		gs__st_i64(gs__out_reserve(8), gs__decls[i].ttl_ms);
+		gs__out_len += 8;
+	}
+	return gs__pack();
+}
+
+/* Runs the processor for group g; returns the error message, or NULL. */
+static const char *gs__v2_call(gs_group *g, gs_slice initial) {
+	const gs_processor *p = gs__processor;
+	int rc = GS_OK;
+	if (g->kind == GS__DATA) {
+		rc = p->on_rows ? p->on_rows(g) : gs_fail(g, "groupstate: the processor has no on_rows");
+	} else if (g->kind == GS__TIMERS) {
+		if (!p->on_timer) rc = gs_fail(g, "groupstate: the processor has no on_timer");
+		for (size_t i = 0; i < g->timer_count && rc == GS_OK && !g->fatal; i++) {
+			if (g->skip[i]) continue;
+			g->timer_idx = i;
+			rc = p->on_timer(g, gs__timer_at(g, i));
+		}
+	} else {
+		rc = p->on_initial_state ? p->on_initial_state(g, initial) : gs__apply_initial(g, initial);
+	}
+	if (g->fatal) return g->fatal;
+	if (rc == GS_OK) return NULL;
+	const char *m = rc == g->err_code ? g->err : NULL;
+	if (!m || !*m) {
+		char num[24];
+		gs__fmt_i64(num, rc);
+		m = gs__cat("groupstate: handler returned ", num, NULL, NULL);
+	}
+	return m;
+}
+
+static int64_t gs__v2_malformed(uint32_t i, const char *why) {
+	char num[24];
+	gs__fmt_i64(num, i);
+	return gs__call_error(gs__cat("groupstate: process buffer malformed at group ", num, ": ", why));
+}
+
+static int64_t gs__v2_process(int32_t ptr, int32_t len) {
+	gs__out_len = 0;
+	gs__arena_reset();
+	if (!gs__ready) return gs__call_error("groupstate: process called before a successful init");
+	gs__rd r = {(const unsigned char *)(uintptr_t)(uint32_t)ptr, (const unsigned char *)(uintptr_t)(uint32_t)ptr + (uint32_t)len, false};
+	uint32_t count = gs__u32(&r);
+	int64_t t = gs__i64(&r), w = gs__i64(&r);
+	if (r.bad) return gs__call_error("groupstate: process buffer malformed: short header");
+	gs__out_u32(0);
+	gs__out_u32(count);
+	uint32_t first_kind = 0;
+	for (uint32_t i = 0; i < count; i++) {
+		gs_group g;
+		memset(&g, 0, sizeof g);
+		gs_slice initial = {NULL, 0};
+		uint32_t kind = gs__u32(&r);
+		g.key.ptr = gs__bytes(&r, &g.key.len);
+		if (r.bad) return gs__v2_malformed(i, "short");
+		if (kind > GS__INITIAL) return gs__v2_malformed(i, "unknown kind");
+		if (i == 0) first_kind = kind;
+		else if (kind != first_kind) return gs__v2_malformed(i, "groups of different kinds");
+		if (kind == GS__DATA) {
+			g.row_count = gs__u32(&r);
+			g.rows = (const char *)r.p;
+			for (size_t k = 0; k < g.row_count && !r.bad; k++) {
+				size_t n;
+				gs__bytes(&r, &n);
+			}
+			g.rows_end = (const char *)r.p;
+			if (!r.bad && !g.row_count) return gs__v2_malformed(i, "a DATA group without rows");
+		} else if (kind == GS__TIMERS) {
+			g.timer_count = gs__u32(&r);
+			g.timers = (const char *)r.p;
+			if (!r.bad && (size_t)(r.end - r.p) / 8 < g.timer_count) r.bad = true;
+			if (r.bad) return gs__v2_malformed(i, "short");
+			r.p += 8 * g.timer_count;
+			if (!g.timer_count) return gs__v2_malformed(i, "a TIMERS group without timers");
+			for (size_t k = 1; k < g.timer_count; k++)
+				if (gs__timer_at(&g, k) <= gs__timer_at(&g, k - 1)) return gs__v2_malformed(i, "timers out of order");
+		} else {
+			initial.ptr = gs__bytes(&r, &initial.len);
+		}
+		if (r.bad) return gs__v2_malformed(i, "short");
+		g.index = (int)i;
+		g.t = t, g.w = w;
+		g.v2 = true, g.kind = (int)kind;
+		gs__arena_reset();
+		if (kind == GS__TIMERS) {
+			g.skip = (bool *)gs_arena_alloc(g.timer_count);
+			if (!g.skip) gs__die("groupstate: out of memory\n");
+			memset(g.skip, 0, g.timer_count);
+		}
+		gs__ops.len = 0, gs__pages_used = 0;
+		gs__host_group_begin((int32_t)i);
+		size_t emits_at = gs__out_len;
+		gs__out_u32(0);
+		gs__emitted = 0;
+		const char *m = gs__v2_call(&g, initial);
+		if (m) { /* status 1: no emits, the message, no ops */
+			gs__out_len = emits_at;
+			gs__out_u32(0);
+			gs__out_u32(1);
+			gs__out_str(m, strlen(m));
+			gs__out_u32(0);
+		} else {
+			gs__out_patch_u32(emits_at, gs__emitted);
+			gs__out_u32(0);
+			gs__out_u32(0);
+			gs__out_str(gs__ops.p, gs__ops.len);
+		}
+		gs__ops.len = 0;
+	}
+	if (r.p != r.end) return gs__call_error("groupstate: trailing bytes in process buffer");
+	return gs__pack();
+}
+
+GS__EXPORT("gs_abi_version") int32_t gs_abi_version(void) { return gs__has_processor() ? 2 : GS__V1_NAME(gs_abi_version)(); }
+GS__EXPORT("gs_init") int64_t gs_init(int32_t ptr, int32_t len) {
+	return gs__has_processor() ? gs__v2_init(ptr, len) : GS__V1_NAME(gs_init)(ptr, len);
+}
+GS__EXPORT("gs_process") int64_t gs_process(int32_t ptr, int32_t len) {
+	return gs__has_processor() ? gs__v2_process(ptr, len) : GS__V1_NAME(gs_process)(ptr, len);
+}
+
+#endif /* GS_ABI_V2 */
 
 #endif /* GROUPSTATE_IMPLEMENTED */
 #endif /* GROUPSTATE_IMPLEMENTATION */

@@ -133,6 +133,11 @@ export class JsonObject {
     return JsonObject.parseBytes(this.data, this.valStart(i), this.valEnd(i) - this.valStart(i));
   }
 
+  /** The raw JSON text of field `i`'s value, in document order. */
+  rawAt(i: i32): string {
+    return String.UTF8.decodeUnsafe(this.valStart(i), this.valEnd(i) - this.valStart(i));
+  }
+
   @inline private valStart(i: i32): usize { return this.ptr + unchecked(this.spans[(i << 2) + 2]); }
   @inline private valEnd(i: i32): usize { return this.ptr + unchecked(this.spans[(i << 2) + 3]); }
 
@@ -485,4 +490,52 @@ function numberToI64(p: usize, end: usize, def: i64): i64 {
   }
   if (neg) return v > 0x8000000000000000 ? def : <i64>(0 - v);
   return v > 0x7FFFFFFFFFFFFFFF ? def : <i64>v;
+}
+
+// ---- raw JSON values (the v2 processor's initial state) ----------------------------------
+
+/** @internal The elements of a JSON array as raw JSON texts, or null when `text` is not
+ *  exactly one array. */
+export function jsonArrayElements(text: string): Array<string> | null {
+  const b = String.UTF8.encode(text, false, String.UTF8.ErrorMode.REPLACE);
+  const ptr = changetype<usize>(b), end = ptr + <usize>b.byteLength;
+  const out = new Array<string>();
+  let p = ws(ptr, end);
+  if (p >= end || load<u8>(p) != 0x5b) return null; // [
+  p = ws(p + 1, end);
+  if (p < end && load<u8>(p) == 0x5d) {
+    p++;
+  } else {
+    while (true) {
+      const v0 = p;
+      p = skipValue(p, end, 0);
+      if (p == 0) return null;
+      out.push(String.UTF8.decodeUnsafe(v0, p - v0));
+      p = ws(p, end);
+      if (p < end && load<u8>(p) == 0x2c) { p = ws(p + 1, end); continue; } // ,
+      if (p < end && load<u8>(p) == 0x5d) { p++; break; }
+      return null;
+    }
+  }
+  return ws(p, end) == end ? out : null;
+}
+
+/** @internal `text` (valid JSON) without the whitespace outside strings. */
+export function jsonCompact(text: string): string {
+  let out = "";
+  let inStr = false, esc = false, run = 0;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inStr) {
+      if (esc) esc = false;
+      else if (c == 0x5c) esc = true;
+      else if (c == 0x22) inStr = false;
+    } else if (c == 0x22) {
+      inStr = true;
+    } else if (c == 0x20 || c == 0x0a || c == 0x0d || c == 0x09) {
+      out += text.substring(run, i);
+      run = i + 1;
+    }
+  }
+  return run == 0 ? text : out + text.substring(run);
 }

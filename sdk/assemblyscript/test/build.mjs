@@ -10,4 +10,9 @@ for (const rt of ["minimal", "incremental"]) {
       "--exportStart", "_initialize", "--use", "abort=__gs_abort", "-O3", ...extra,
     ], { cwd: here, stdio: "inherit" });
   }
+  // The ABI v2 test processor (test-v2.mjs).
+  execFileSync(here + "../node_modules/.bin/asc", [
+    "processor.ts", "-o", `build/processor-${rt}.wasm`, "--runtime", rt,
+    "--exportStart", "_initialize", "--use", "abort=__gs_abort", "-O3",
+  ], { cwd: here, stdio: "inherit" });
 }
