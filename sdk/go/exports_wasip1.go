@@ -18,10 +18,12 @@ var (
 	lastResult []byte
 )
 
-// gsABIVersion is the gs_abi_version export.
+// gsABIVersion is the gs_abi_version export: 2 when the module registered a processor
+// (groupstate.Process, ABI v2), else 1. Package initialization (which registers the handler)
+// runs in _initialize, before the host calls it.
 //
 //go:wasmexport gs_abi_version
-func gsABIVersion() uint32 { return abi.Version }
+func gsABIVersion() uint32 { return defaultModule.ABIVersion() }
 
 // gsAlloc is the gs_alloc export: a buffer of at least size bytes, valid until the next
 // gs_alloc, or 0 when size is negative or absurd.

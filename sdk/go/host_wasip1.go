@@ -21,3 +21,21 @@ func hostGroupBegin(index uint32) { groupBegin(index) }
 func hostLog(level int32, msg string) {
 	logImport(level, unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))
 }
+
+// stateImport is the host's groupstate.state import (ABI v2, abi/README.md section 9.5). Only
+// the ABI v2 code calls it, and that code is reachable only from [RegisterProcessor]: the
+// linker drops this import from every module that does not register a processor, so an ABI
+// v1 module imports only group_begin and log (TestWasmFixtures checks both).
+//
+//go:wasmimport groupstate state
+func stateImport(reqPtr unsafe.Pointer, reqLen uint32, respPtr unsafe.Pointer, respCap uint32) int32
+
+// haveStateImport reports whether hostState reaches a host.
+const haveStateImport = true
+
+// hostState sends the op list req to the host and returns the size of its answers, written to
+// resp when they fit (see [abi.ImportState]).
+func hostState(req, resp []byte) int32 {
+	return stateImport(unsafe.Pointer(unsafe.SliceData(req)), uint32(len(req)),
+		unsafe.Pointer(unsafe.SliceData(resp)), uint32(len(resp)))
+}

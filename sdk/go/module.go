@@ -19,6 +19,12 @@ type Module struct {
 	handler RawHandler
 	inits   []func(Config) error
 
+	// v2 runs a transformWithState processor (ABI v2) when one is registered. It is an
+	// interface set only by [RegisterProcessor], so the linker drops the ABI v2 code (and its
+	// groupstate.state import) from modules that never register a processor.
+	v2        v2Engine
+	stateHost StateHost // replaces the state imports, see SetStateHost
+
 	initialized bool
 	config      Config
 
@@ -46,8 +52,28 @@ func NewModule() *Module {
 	return m
 }
 
-// HandleRaw registers h as m's handler, replacing any earlier one.
-func (m *Module) HandleRaw(h RawHandler) { m.handler = h }
+// HandleRaw registers h as m's handler, replacing any earlier one. It panics when m already
+// has a processor ([RegisterProcessor]): a module is either a flatMapGroupsWithState handler
+// or a transformWithState processor.
+func (m *Module) HandleRaw(h RawHandler) {
+	if m.v2 != nil {
+		panic(errBothKinds)
+	}
+	m.handler = h
+}
+
+// errBothKinds is the panic of registering a handler and a processor on one module.
+const errBothKinds = "groupstate: a module has either a handler (groupstate.Handle, HandleRaw: ABI v1) " +
+	"or a processor (groupstate.Process: ABI v2), not both"
+
+// ABIVersion returns the ABI version m implements: 2 ([abi.Version2]) when a processor is
+// registered ([RegisterProcessor]), else 1 ([abi.Version]).
+func (m *Module) ABIVersion() uint32 {
+	if m.v2 != nil {
+		return abi.Version2
+	}
+	return abi.Version
+}
 
 // OnInit registers f to run once, in [Module.Init], after the init buffer is decoded and
 // before any call of the handler. Functions run in registration order; an error (or a panic)
@@ -62,6 +88,9 @@ func (m *Module) Config() Config { return m.config }
 // checks the ABI version, decodes the config and runs the [Module.OnInit] functions; it may
 // be called again to reconfigure m.
 func (m *Module) Init(in []byte) []byte {
+	if m.v2 != nil {
+		return m.v2.initModule(in)
+	}
 	if err := m.init(in); err != nil {
 		m.out = abi.AppendInitResult(m.out[:0], abi.StatusError, err.Error())
 		return m.out
@@ -76,13 +105,13 @@ func (m *Module) init(b []byte) (err error) {
 	if err != nil {
 		return fmt.Errorf("groupstate: init: %w", err)
 	}
-	if in.ABIVersion != abi.Version {
-		return fmt.Errorf("groupstate: host ABI version %d, module implements version %d", in.ABIVersion, abi.Version)
+	if v := m.ABIVersion(); in.ABIVersion != v {
+		return fmt.Errorf("groupstate: host ABI version %d, module implements version %d", in.ABIVersion, v)
 	}
 	if in.Mode > abi.TimeoutEventTime {
 		return fmt.Errorf("groupstate: unknown timeout mode %d", in.Mode)
 	}
-	if m.handler == nil {
+	if m.handler == nil && m.v2 == nil {
 		return fmt.Errorf("groupstate: no handler registered (call groupstate.Handle or groupstate.HandleRaw in an init function)")
 	}
 	c, err := newConfig(in)
@@ -111,6 +140,9 @@ func (m *Module) init(b []byte) (err error) {
 // A handler error or panic fails only its group. A malformed buffer, or a call before a
 // successful [Module.Init], fails the whole call (see [abi.AppendCallError]).
 func (m *Module) Process(in []byte) []byte {
+	if m.v2 != nil {
+		return m.v2.process(in)
+	}
 	if !m.initialized {
 		return m.callError("groupstate: process called before a successful init")
 	}

@@ -45,7 +45,7 @@ func Typed[R, S, O any](h func(key Key, rows iter.Seq[R], state *GroupState[S], 
 		}
 		t.g = g
 		t.state.begin(g)
-		t.out.g = g
+		t.out.sink, t.out.jenc = g, g.enc
 		return h(g.key, t.rows, &t.state, &t.out)
 	}
 }
@@ -236,7 +236,8 @@ func (s *GroupState[S]) CurrentProcessingTimeMs() int64 { return s.raw.procTimeM
 // Emitter emits values of type O, encoded as JSON, as the group's output rows. It is valid
 // only during the call that received it.
 type Emitter[O any] struct {
-	g       *RawGroup
+	sink    emitSink     // the call's output: a *RawGroup (ABI v1) or a *v2Module (ABI v2)
+	jenc    *jsonEncoder // the module's encoder
 	scratch O            // the value being encoded by Emit
 	enc     JSONAppender // bound to &scratch, when O has AppendJSON
 }
@@ -244,12 +245,18 @@ type Emitter[O any] struct {
 // Emit encodes v as JSON (without HTML escaping) and emits it as one output row. A value that
 // fails to encode fails the group.
 func (e *Emitter[O]) Emit(v O) {
-	b, err := encodeValue(e.g.enc, e.enc, &e.scratch, v)
+	b, err := encodeValue(e.jenc, e.enc, &e.scratch, v)
 	if err != nil {
-		e.g.fail(fmt.Errorf("emit: %w", err))
+		e.sink.fail(fmt.Errorf("emit: %w", err))
 		return
 	}
-	e.g.w.Emit(b)
+	e.sink.Emit(b)
+}
+
+// emitSink is where an [Emitter] writes: the call in progress.
+type emitSink interface {
+	Emit(row []byte)
+	fail(err error)
 }
 
 // jsonEncoder encodes values to JSON into a reused buffer.
