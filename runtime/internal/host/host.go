@@ -80,7 +80,7 @@ type Host struct {
 	// the first instance's handshake in New and never changed after.
 	version uint32
 	decls   []abi.VarDecl
-	wasm     []byte // what is compiled: the module, instrumented when possible
+	wasm    []byte // what is compiled: the module, instrumented when possible
 	// instrumented tells whether the module was rewritten with a stop flag (interrupt.go);
 	// otherwise wazero's WithCloseOnContextDone interrupts calls.
 	instrumented bool
