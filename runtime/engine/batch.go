@@ -87,6 +87,9 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 
 // run runs in as a new batch.
 func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*BatchReport, error) {
+	if e.v2 != nil {
+		return e.runV2(ctx, in, start)
+	}
 	b := &e.batch
 	b.begin(in)
 	defer b.end()
