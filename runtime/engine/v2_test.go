@@ -289,3 +289,39 @@ func TestV2TimersBoundedPerBatch(t *testing.T) {
 		last[v.Key] = v.TS
 	}
 }
+
+// TestV2LargeCollections: lists and maps larger than a page (and than the SDK's first
+// response buffer) are read back whole, in order, through the host's paging.
+func TestV2LargeCollections(t *testing.T) {
+	sink := &collector{}
+	eng := v2Engine(t, v2Spec(t, "pt", ""), openStore(t, ""), sink, nil)
+	var ops []string
+	pad := strings.Repeat("p", 100)
+	for i := range 3000 {
+		ops = append(ops, fmt.Sprintf(`{"append": "%04d%s"}`, i, pad))
+		if i%5 == 0 {
+			ops = append(ops, fmt.Sprintf(`{"put": ["%04d", "%s"]}`, i, pad))
+		}
+	}
+	// Half the writes go with a read (in a state request), half with the result.
+	half := len(ops) / 2
+	runRows(t, eng, 1000, `{"k": "a", "ops": [`+strings.Join(ops[:half], ",")+`, {"get": "g"}, `+strings.Join(ops[half:], ",")+`]}`)
+	sink.take(state.OutboxOutput)
+	runRows(t, eng, 2000, `{"k": "a", "ops": [{"list": "l"}, {"map": "m"}]}`)
+	out := payloads(sink.take(state.OutboxOutput))
+	if len(out) != 2 {
+		t.Fatalf("%d outputs", len(out))
+	}
+	var l struct{ L []string }
+	var m struct{ M map[string]string }
+	require(t, json.Unmarshal([]byte(out[0]), &l))
+	require(t, json.Unmarshal([]byte(out[1]), &m))
+	if len(l.L) != 3000 || len(m.M) != 600 {
+		t.Fatalf("%d list elements, %d map entries; want 3000 and 600", len(l.L), len(m.M))
+	}
+	for i, e := range l.L {
+		if e != fmt.Sprintf("%04d%s", i, pad) {
+			t.Fatalf("element %d: %.10s", i, e)
+		}
+	}
+}
