@@ -325,3 +325,62 @@ func TestV2LargeCollections(t *testing.T) {
 		}
 	}
 }
+
+// TestV2SharedModuleConcurrent: engines of one shared module (a deployment's partitions) run
+// their v2 batches at the same time, each with its own state session; every call of each
+// sees only its own keyspace's state.
+func TestV2SharedModuleConcurrent(t *testing.T) {
+	st := openStore(t, "")
+	sp := v2Spec(t, "pt", "")
+	sp.Limits.Instances = 2
+	var engines []*engine.Engine
+	var sinks []*collector
+	for p := range 3 {
+		sink := &collector{}
+		eng := v2Engine(t, sp, st, sink, func(c *engine.Config) {
+			c.ShareModule = "v2probe-pt/1"
+			c.Keyspace = state.PartitionName(sp.Name, p)
+		})
+		engines, sinks = append(engines, eng), append(sinks, sink)
+	}
+	if !engine.SameModule(engines[0], engines[2]) {
+		t.Fatal("the engines do not share their module")
+	}
+	errs := make(chan error, len(engines))
+	for p, eng := range engines {
+		go func() {
+			for b := range 5 {
+				var in []string
+				for k := range 20 {
+					in = append(in, fmt.Sprintf(`{"k": "k%d", "ops": [{"append": %d}, {"get": "g"}, {"set": %d}, {"reg": %d}]}`, k, p, b, 1000*b+1500))
+				}
+				if _, err := eng.RunBatch(context.Background(), engine.BatchInput{ProcessingTimeMs: int64(1000*b + 1000), Rows: rows(in...)}); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range engines {
+		require(t, <-errs)
+	}
+	for p, sink := range sinks {
+		var timers int
+		for _, out := range payloads(sink.take(state.OutboxOutput)) {
+			if strings.Contains(out, `"tag":"timer"`) {
+				timers++
+			}
+		}
+		if timers != 20*4 {
+			t.Fatalf("partition %d: %d timer calls, want 80", p, timers)
+		}
+		kv, err := st.Deployment(state.PartitionName(sp.Name, p)).KeyVars([]byte(`"k3"`), 0)
+		require(t, err)
+		for _, v := range kv.Vars {
+			if v.Decl.Name == "l" && len(v.Elements) != 5 {
+				t.Fatalf("partition %d: list %q", p, v.Elements)
+			}
+		}
+	}
+}
