@@ -96,6 +96,9 @@ func printStatus(w io.Writer, st *client.Status) {
 	line("late rows dropped", st.LateRows)
 	line("dead letters", st.DeadLetters)
 	line("timeouts fired", st.TimeoutsFired)
+	if st.TTLExpired > 0 {
+		line("ttl expired", st.TTLExpired)
+	}
 	line("keys with state", st.StateKeys)
 	line("keys with timeout", st.TimerKeys)
 	line("batches", st.Batches)

@@ -29,7 +29,7 @@ func newVersionCommand() *cobra.Command {
 					}
 				}
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "groupstate %s\nABI version %d\n%s\n", version, abi.Version, goVersion)
+			fmt.Fprintf(cmd.OutOrStdout(), "groupstate %s\nABI versions %d and %d\n%s\n", version, abi.Version, abi.Version2, goVersion)
 			if revision != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "revision %s\n", revision)
 			}

@@ -509,6 +509,7 @@ func (c *Client) partitionedStatus(ctx context.Context, name string, parts int) 
 		sum.LateRows += st.LateRows
 		sum.DeadLetters += st.DeadLetters
 		sum.TimeoutsFired += st.TimeoutsFired
+		sum.TTLExpired += st.TTLExpired
 		sum.Emitted += st.Emitted
 		sum.StateKeys += st.StateKeys
 		sum.TimerKeys += st.TimerKeys

@@ -44,6 +44,9 @@ type Status struct {
 	DeadLetters   int64 `json:"dead_letters"`
 	TimeoutsFired int64 `json:"timeouts_fired"`
 	Emitted       int64 `json:"rows_out"`
+	// TTLExpired counts the state variable entries removed because their TTL expired (ABI
+	// v2 handlers only).
+	TTLExpired int64 `json:"ttl_expired,omitempty"`
 
 	StateKeys int64 `json:"state_keys"`
 	TimerKeys int64 `json:"timer_keys"`

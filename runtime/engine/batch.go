@@ -50,6 +50,12 @@ import (
 // after that chunk (BatchReport.Open) and its next chunks wait. Input over the spec's
 // trigger.max_rows or trigger.max_bytes (but a single row) is refused with
 // [ErrInputTooLarge].
+//
+// A batch of an ABI v2 (transformWithState) module runs in phases instead (docs/semantics.md,
+// "transformWithState handlers"): the initial-state calls (first batch only), the data calls,
+// then the timer calls of the timers expired after them, then the TTL expiry, in one commit;
+// when the timers of more than [TimeoutChunkKeys] keys are expired, the report's
+// NeedsNoDataBatch asks for the next batch at once.
 func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, error) {
 	if e.closed {
 		return nil, ErrEngineClosed
@@ -87,6 +93,9 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 
 // run runs in as a new batch.
 func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*BatchReport, error) {
+	if e.v2 != nil {
+		return e.runV2(ctx, in, start)
+	}
 	b := &e.batch
 	b.begin(in)
 	defer b.end()

@@ -163,8 +163,12 @@ type BatchReport struct {
 	RowsIn, LateRows, DeadLetters int
 	// DataCalls and TimeoutCalls count handler calls; FailedKeys those that failed.
 	// InitialCalls counts the calls of keys that had an initial state and no rows (the
-	// first batch only; see [InitialState]).
+	// first batch only; see [InitialState]). For an ABI v2 module, TimeoutCalls counts the
+	// timers fired and InitialCalls the initial-state calls of every key of the file.
 	DataCalls, TimeoutCalls, InitialCalls, FailedKeys int
+	// TTLExpired counts the state variable entries (values, list elements, map entries) whose
+	// TTL expired and that the batch removed (ABI v2 modules only).
+	TTLExpired int
 	// Emitted counts the rows emitted by calls that succeeded.
 	Emitted int
 	// WatermarkMs is the watermark the next batch runs at: what this batch committed (for a
@@ -247,6 +251,9 @@ type Engine struct {
 	// initial is Config.InitialState while it is to be applied (see initialPending): by the
 	// next batch, which marks it applied; nil once it was, or when there is none.
 	initial *InitialState
+	// v2 is set when the module implements ABI v2 (transformWithState): its batches run in
+	// phases (runV2).
+	v2 *v2engine
 }
 
 // NewEngine starts a deployment's engine: it validates the spec and the module, starts the
@@ -312,6 +319,12 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 			return nil, err
 		}
 		e.h = h
+		if v2h, ok := h.(handler.V2); ok && v2h.ABIVersion() == abi.Version2 {
+			if e.v2, err = newV2(e.ks, v2h); err != nil {
+				_ = h.Close(ctx)
+				return nil, err
+			}
+		}
 	}
 	return e, nil
 }

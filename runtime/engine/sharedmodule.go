@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"sync"
 
+	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
 	"github.com/groupstate/groupstate/runtime/internal/host"
 )
@@ -83,6 +84,16 @@ type moduleRef struct {
 
 func (mr *moduleRef) Process(ctx context.Context, call *handler.Call, results []handler.Result) error {
 	return mr.m.h.Process(ctx, call, results)
+}
+
+// ABIVersion, VarDecls and ProcessV2 implement handler.V2 (sessions are per engine, and each
+// guest call gets an instance of its own, so engines sharing a module may run them at once).
+func (mr *moduleRef) ABIVersion() uint32 { return mr.m.h.ABIVersion() }
+
+func (mr *moduleRef) VarDecls() []abi.VarDecl { return mr.m.h.VarDecls() }
+
+func (mr *moduleRef) ProcessV2(ctx context.Context, call *handler.CallV2, sess handler.StateSession, results []handler.ResultV2) error {
+	return mr.m.h.ProcessV2(ctx, call, sess, results)
 }
 
 func (mr *moduleRef) Close(ctx context.Context) error {

@@ -958,6 +958,7 @@ func (r *runner) record(rep *engine.BatchReport) {
 	st.LateRows += int64(rep.LateRows)
 	st.DeadLetters += int64(rep.DeadLetters)
 	st.TimeoutsFired += int64(rep.TimeoutCalls)
+	st.TTLExpired += int64(rep.TTLExpired)
 	st.Emitted += int64(rep.Emitted)
 	st.LastBatchID = rep.BatchID
 	st.LastBatchMs = float64(rep.Duration.Microseconds()) / 1000

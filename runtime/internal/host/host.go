@@ -73,8 +73,14 @@ type Host struct {
 	cfg      Config
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
-	initBuf  []byte
-	wasm     []byte // what is compiled: the module, instrumented when possible
+	initBuf  []byte // the init buffer of a v1 module
+	// initBufV2 is that of a v2 module: the same, with abi_version 2.
+	initBufV2 []byte
+	// version and decls are the module's ABI version and (v2) variable declarations, set by
+	// the first instance's handshake in New and never changed after.
+	version uint32
+	decls   []abi.VarDecl
+	wasm    []byte // what is compiled: the module, instrumented when possible
 	// instrumented tells whether the module was rewritten with a stop flag (interrupt.go);
 	// otherwise wazero's WithCloseOnContextDone interrupts calls.
 	instrumented bool
@@ -109,6 +115,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 		lim.CallTimeout = 5 * time.Second
 	}
 	h := &Host{cfg: cfg, initBuf: abi.AppendInit(nil, cfg.Init)}
+	initV2 := cfg.Init
+	initV2.ABIVersion = abi.Version2
+	h.initBufV2 = abi.AppendInit(nil, initV2)
 	wasm := cfg.Wasm
 	if len(wasm) <= MaxModuleBytes && !cfg.NoInstrument {
 		if w, ok := instrument(wasm); ok {
@@ -142,6 +151,11 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if err != nil {
 		_ = rt.Close(ctx)
 		return nil, err
+	}
+	if h.version == abi.Version2 && !importsGroupBegin(h.compiled) {
+		in.close(ctx)
+		_ = rt.Close(ctx)
+		return nil, fmt.Errorf("%w: an ABI v2 module must import %s.%s (abi/README.md 9.1)", ErrInvalidModule, abi.ImportModule, abi.ImportGroupBegin)
 	}
 	h.sem <- struct{}{}
 	h.pool <- in
@@ -177,6 +191,9 @@ func (h *Host) setup(ctx context.Context) error {
 		NewFunctionBuilder().
 		WithGoModuleFunction(api.GoModuleFunc(h.guestLog), []api.ValueType{i32, i32, i32}, nil).
 		Export(abi.ImportLog).
+		NewFunctionBuilder().
+		WithGoModuleFunction(api.GoModuleFunc(guestState), []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}).
+		Export(abi.ImportState).
 		Instantiate(ctx)
 	return err
 }

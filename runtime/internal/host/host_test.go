@@ -74,7 +74,7 @@ func TestRefusedModules(t *testing.T) {
 		{"env import", envImport.bytes(), ErrInvalidModule, `imports env.abort: only "wasi_snapshot_preview1" and "groupstate" imports are allowed`},
 		{"unknown host function", unknownHost.bytes(), ErrInvalidModule, "imports unknown host function groupstate.state_get"},
 		{"host function signature", badHostSig.bytes(), ErrInvalidModule, "imports groupstate.log with signature (i32) -> (), want (i32, i32, i32) -> ()"},
-		{"ABI version 2", stubModule(2).bytes(), ErrABIVersion, "the module implements ABI version 2; this runtime supports version 1"},
+		{"ABI version 3", stubModule(3).bytes(), ErrABIVersion, "the module implements ABI version 3; this runtime supports versions 1 and 2"},
 		{"ABI version 0", stubModule(0).bytes(), ErrABIVersion, "ABI version 0"},
 		{"start traps", trapStart.bytes(), ErrInit, "instantiating"},
 		{"init result outside memory", stubModule(1).bytes(), ErrInit, "gs_alloc"},

@@ -3,10 +3,14 @@ package host
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 
 	"github.com/tetratelabs/wazero/api"
+
+	"github.com/groupstate/groupstate/abi"
 )
 
 // groupBegin implements groupstate.group_begin(index i32): the guest says which group it is
@@ -14,6 +18,9 @@ import (
 func groupBegin(ctx context.Context, _ api.Module, stack []uint64) {
 	if cs, ok := ctx.Value(callStateKey{}).(*callState); ok {
 		cs.group.Store(int32(uint32(stack[0])))
+		if cs.sess != nil {
+			cs.beginV2(int(int32(uint32(stack[0]))))
+		}
 	}
 }
 
@@ -96,4 +103,70 @@ func (w *logWriter) emit(line []byte) {
 		}
 	}
 	w.in.logger.Info(string(line), "stream", w.stream, "key", w.in.current.Load().key())
+}
+
+// beginV2 is group_begin of a v2 call: group i becomes the group whose state requests are
+// served, through a new transaction of the session. A group is begun once per call; an index
+// out of range leaves no current group (state requests are refused).
+func (c *callState) beginV2(i int) {
+	c.cur = -1
+	if i < 0 || i >= len(c.groupsV2) {
+		return
+	}
+	if c.begun[i] {
+		c.refuse(i, fmt.Errorf("%s(%d) called again in the same call", abi.ImportGroupBegin, i))
+		return
+	}
+	c.begun[i] = true
+	if err := c.sess.Begin(c.lo + i); err != nil {
+		c.refuse(i, err)
+		return
+	}
+	c.cur = i
+}
+
+// guestState implements groupstate.state(req_ptr, req_len, resp_ptr, resp_cap) -> i32
+// (abi/README.md 9.5): the request is an op list for the current group, handed to the state
+// session of the call in progress, which applies its writes and answers its reads. The answers
+// are written at resp_ptr when they fit in resp_cap; their size is returned either way (the
+// writes were applied all the same). -1 refuses the request, and the group then fails with the
+// host's message whatever its result says.
+func guestState(ctx context.Context, m api.Module, stack []uint64) {
+	reqPtr, reqLen, respPtr, respCap := uint32(stack[0]), uint32(stack[1]), uint32(stack[2]), uint32(stack[3])
+	refused := abi.StateRefused
+	stack[0] = uint64(uint32(refused))
+	cs, _ := ctx.Value(callStateKey{}).(*callState)
+	if cs == nil || cs.sess == nil {
+		return // a v1 call: there is no state to serve
+	}
+	g := int(cs.group.Load())
+	if cs.cur < 0 || cs.cur != g {
+		cs.refuse(g, fmt.Errorf("%s.%s called without a current group (call %s first)", abi.ImportModule, abi.ImportState, abi.ImportGroupBegin))
+		return
+	}
+	if cs.refused[g] != nil {
+		return // the group failed already: nothing more of it is applied
+	}
+	req, ok := m.Memory().Read(reqPtr, reqLen)
+	if !ok {
+		cs.refuse(g, fmt.Errorf("the request %#x+%d is outside the module's memory", reqPtr, reqLen))
+		return
+	}
+	ans, err := cs.sess.Apply(req, cs.answers[:0])
+	if ans != nil {
+		cs.answers = ans
+	}
+	if err != nil {
+		cs.refuse(g, err)
+		return
+	}
+	if len(ans) > math.MaxInt32 {
+		cs.refuse(g, fmt.Errorf("the answers are %d bytes, more than one request may return", len(ans)))
+		return
+	}
+	if len(ans) > 0 && uint32(len(ans)) <= respCap && !m.Memory().Write(respPtr, ans) {
+		cs.refuse(g, fmt.Errorf("the response buffer %#x+%d is outside the module's memory", respPtr, respCap))
+		return
+	}
+	stack[0] = uint64(uint32(len(ans)))
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,15 @@ type instance struct {
 type callState struct {
 	groups []handler.Group
 	group  atomic.Int32 // index of the group the guest said it is running, -1 before any
+
+	// Of an ABI v2 call only (sess != nil), used on the call's goroutine only:
+	groupsV2 []handler.GroupV2 // the call's groups
+	lo       int               // the index of groupsV2[0] in the session's groups
+	sess     handler.StateSession
+	cur      int     // the group whose state requests are served (-1: none)
+	begun    []bool  // per group: group_begin was called for it
+	refused  []error // per group: why its state was refused (the group fails with it)
+	answers  []byte  // the answers of the last state request
 }
 
 // key returns the key of the group in progress, or "" when unknown.
@@ -43,10 +53,23 @@ func (c *callState) key() string {
 		return ""
 	}
 	i := int(c.group.Load())
+	if c.sess != nil {
+		if i < 0 || i >= len(c.groupsV2) {
+			return ""
+		}
+		return string(c.groupsV2[i].Key)
+	}
 	if i < 0 || i >= len(c.groups) {
 		return ""
 	}
 	return string(c.groups[i].Key)
+}
+
+// refuse fails group i (of the call) with err, the first reason kept.
+func (c *callState) refuse(i int, err error) {
+	if i >= 0 && i < len(c.refused) && c.refused[i] == nil {
+		c.refused[i] = &handler.GroupError{Message: "state request refused: " + err.Error()}
+	}
 }
 
 type callStateKey struct{}
@@ -87,20 +110,29 @@ func (h *Host) newInstance(ctx context.Context) (*instance, error) {
 	in.mem = mod.Memory()
 	in.allocFn = mod.ExportedFunction(abi.ExportAlloc)
 	in.processFn = mod.ExportedFunction(abi.ExportProcess)
-	if err := in.handshake(ictx, h.initBuf); err != nil {
+	if err := in.handshake(ictx, h); err != nil {
 		in.close(context.Background())
 		return nil, err
 	}
 	return in, nil
 }
 
-// handshake checks the module's ABI version and runs gs_init.
-func (in *instance) handshake(ctx context.Context, initBuf []byte) error {
+// handshake checks the module's ABI version and runs gs_init with the init buffer of that
+// version (abi/README.md 1: the host writes the version it speaks, the module's). The first
+// instance (made by New, before any other) sets the host's version and, for v2, its variable
+// declarations; a later instance must agree with them (a module is deterministic).
+func (in *instance) handshake(ctx context.Context, h *Host) error {
 	if err := in.invoke(ctx, in.mod.ExportedFunction(abi.ExportABIVersion)); err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrInit, abi.ExportABIVersion, describeTrap(err))
 	}
-	if v := uint32(in.stack[0]); v != abi.Version {
-		return fmt.Errorf("%w: the module implements ABI version %d; this runtime supports version %d (rebuild it with a matching SDK)", ErrABIVersion, v, abi.Version)
+	v := uint32(in.stack[0])
+	initBuf := h.initBuf
+	switch v {
+	case abi.Version:
+	case abi.Version2:
+		initBuf = h.initBufV2
+	default:
+		return fmt.Errorf("%w: the module implements ABI version %d; this runtime supports versions %d and %d (rebuild it with a matching SDK)", ErrABIVersion, v, abi.Version, abi.Version2)
 	}
 	res, err := in.call(ctx, in.mod.ExportedFunction(abi.ExportInit), len(initBuf), 1<<20, func(dst []byte) []byte {
 		return append(dst, initBuf...)
@@ -108,12 +140,28 @@ func (in *instance) handshake(ctx context.Context, initBuf []byte) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", ErrInit, err)
 	}
-	st, msg, err := abi.ParseInitResult(res)
-	if err != nil {
+	var (
+		st    abi.Status
+		msg   []byte
+		decls []abi.VarDecl
+	)
+	if v == abi.Version2 {
+		st, msg, decls, err = abi.ParseInitResultV2(res)
+		if err != nil {
+			return fmt.Errorf("%w: %s returned a malformed result: %v", ErrInit, abi.ExportInit, err)
+		}
+	} else if st, msg, err = abi.ParseInitResult(res); err != nil {
 		return fmt.Errorf("%w: %s returned a malformed result", ErrInit, abi.ExportInit)
 	}
 	if st != abi.StatusOK {
 		return fmt.Errorf("%w: %s", ErrInit, msg)
+	}
+	if h.version == 0 {
+		h.version, h.decls = v, decls
+		return nil
+	}
+	if v != h.version || !slices.Equal(decls, h.decls) {
+		return fmt.Errorf("%w: this instance's %s or declarations differ from the first instance's (a module must be deterministic)", ErrInit, abi.ExportABIVersion)
 	}
 	return nil
 }

@@ -27,14 +27,28 @@ var requiredExports = []struct {
 	{abi.ExportProcess, []api.ValueType{i32, i32}, []api.ValueType{i64}},
 }
 
-// hostImports are the functions of the groupstate import module.
-var hostImports = map[string][]api.ValueType{
-	abi.ImportGroupBegin: {i32},
-	abi.ImportLog:        {i32, i32, i32},
+// hostImports are the functions of the groupstate import module. groupstate.state is ABI v2's
+// (abi/README.md 9.5); the host defines it for every module, and a v1 module simply does not
+// import it (if one does, its calls are refused: a v1 call has no state session).
+var hostImports = map[string]struct{ params, results []api.ValueType }{
+	abi.ImportGroupBegin: {[]api.ValueType{i32}, nil},
+	abi.ImportLog:        {[]api.ValueType{i32, i32, i32}, nil},
+	abi.ImportState:      {[]api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}},
 }
 
-// validate checks a compiled module's exports and imports against ABI v1. It returns every
-// problem found, so a user fixes them in one round.
+// importsGroupBegin tells whether a compiled module imports groupstate.group_begin, which ABI
+// v2 requires (abi/README.md 9.1).
+func importsGroupBegin(cm wazero.CompiledModule) bool {
+	for _, def := range cm.ImportedFunctions() {
+		if mod, name, _ := def.Import(); mod == abi.ImportModule && name == abi.ImportGroupBegin {
+			return true
+		}
+	}
+	return false
+}
+
+// validate checks a compiled module's exports and imports against the ABI (sections 2.1, 2.2
+// and 9.1). It returns every problem found, so a user fixes them in one round.
 func validate(cm wazero.CompiledModule) error {
 	var problems []string
 	exports := cm.ExportedFunctions()
@@ -62,12 +76,12 @@ func validate(cm wazero.CompiledModule) error {
 			// wazero implements all of WASI preview 1; the sandbox (no files, env, network)
 			// is enforced by the module configuration, not by refusing imports.
 		case abi.ImportModule:
-			params, ok := hostImports[name]
+			want, ok := hostImports[name]
 			if !ok {
 				problems = append(problems, fmt.Sprintf("imports unknown host function %s.%s", mod, name))
-			} else if !sameTypes(def.ParamTypes(), params) || len(def.ResultTypes()) != 0 {
+			} else if !sameTypes(def.ParamTypes(), want.params) || !sameTypes(def.ResultTypes(), want.results) {
 				problems = append(problems, fmt.Sprintf("imports %s.%s with signature %s, want %s", mod, name,
-					signature(def.ParamTypes(), def.ResultTypes()), signature(params, nil)))
+					signature(def.ParamTypes(), def.ResultTypes()), signature(want.params, want.results)))
 			}
 		default:
 			problems = append(problems, fmt.Sprintf("imports %s.%s: only %q and %q imports are allowed", mod, name, abi.WASIModule, abi.ImportModule))

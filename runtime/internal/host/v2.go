@@ -1,0 +1,170 @@
+package host
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/groupstate/groupstate/abi"
+	"github.com/groupstate/groupstate/runtime/internal/handler"
+)
+
+// ABIVersion implements handler.V2: the module's ABI version (abi.Version or abi.Version2).
+func (h *Host) ABIVersion() uint32 { return h.version }
+
+// VarDecls implements handler.V2: a v2 module's variable declarations, in declaration order.
+// The slice is the host's: do not modify it.
+func (h *Host) VarDecls() []abi.VarDecl { return h.decls }
+
+// ProcessV2 implements handler.V2: it cuts the call into chunks (one phase: every group has
+// the same kind) and runs them one after the other, each on one instance, with sess serving
+// their state requests. Unlike Process, a v2 call never runs chunks in parallel: the session
+// is the engine's state batch, which one goroutine drives (state.Batch and its KeyTxn are not
+// safe for concurrent use, and only one KeyTxn may be open at a time). Whole-call failures are
+// retried as Process does (every group of the failed call is reverted by the session, then
+// each is run again alone).
+func (h *Host) ProcessV2(ctx context.Context, call *handler.CallV2, sess handler.StateSession, results []handler.ResultV2) error {
+	budget := &retryBudget{d: h.cfg.Limits.RetryTimeout}
+	defer budget.stop()
+	for _, c := range h.chunksV2(call) {
+		if err := h.runChunkV2(ctx, budget, call, c, sess, results); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// chunksV2 cuts a v2 call into runs of at most MaxGroupsPerCall groups and MaxBytesPerCall
+// bytes (a bigger group alone), as chunks does, without spreading them over the instances.
+func (h *Host) chunksV2(call *handler.CallV2) []span {
+	lim := h.cfg.Limits
+	var out []span
+	lo, bytes := 0, 0
+	for i := range call.Groups {
+		sz := handler.GroupSizeV2(&call.Groups[i])
+		if i > lo && (i-lo >= lim.MaxGroupsPerCall || bytes+sz > lim.MaxBytesPerCall) {
+			out = append(out, span{lo, i})
+			lo, bytes = i, 0
+		}
+		bytes += sz
+	}
+	if lo < len(call.Groups) {
+		out = append(out, span{lo, len(call.Groups)})
+	}
+	return out
+}
+
+// runChunkV2 is runChunk for a v2 chunk: every guest call (the first, and each retry) is
+// followed by the session's End of its groups, which applies the successful groups' remaining
+// ops and reverts the failed groups' writes, before the next guest call begins.
+func (h *Host) runChunkV2(ctx context.Context, budget *retryBudget, call *handler.CallV2, s span, sess handler.StateSession, results []handler.ResultV2) error {
+	groups, res := call.Groups[s.lo:s.hi], results[s.lo:s.hi]
+	run := func(ctx context.Context, lo, hi int) error {
+		sub := &handler.CallV2{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: groups[lo:hi]}
+		err := h.callOnceV2(ctx, sub, s.lo+lo, sess, res[lo:hi])
+		if err != nil {
+			handler.FailAllV2(res[lo:hi], err)
+		}
+		sess.End(s.lo+lo, res[lo:hi])
+		return err
+	}
+	fail := func(lo, hi int, err error) {
+		handler.FailAllV2(res[lo:hi], err)
+		sess.End(s.lo+lo, res[lo:hi])
+	}
+	cause := run(ctx, 0, len(groups))
+	switch {
+	case cause == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err()
+	case len(groups) == 1:
+		return nil
+	}
+	retry := budget.start(ctx)
+	together := false
+	for lo := 0; lo < len(groups); {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if retry.Err() != nil {
+			fail(lo, len(groups), h.budgetError("not retried", cause))
+			return nil
+		}
+		hi := lo + 1
+		if together {
+			hi = len(groups)
+		}
+		err := run(retry, lo, hi)
+		switch {
+		case err == nil:
+			lo = hi
+			continue
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case retry.Err() != nil:
+			fail(lo, hi, h.budgetError("the retry was interrupted", cause))
+			fail(hi, len(groups), h.budgetError("not retried", cause))
+			return nil
+		}
+		cause = err
+		if hi-lo > 1 {
+			together = false
+			continue
+		}
+		lo++
+		together = errors.Is(err, ErrTimeLimit)
+	}
+	return nil
+}
+
+// callOnceV2 runs sub (whose first group is the session's group lo) on a pooled instance. An
+// error means the whole call failed and the instance was discarded.
+func (h *Host) callOnceV2(ctx context.Context, sub *handler.CallV2, lo int, sess handler.StateSession, res []handler.ResultV2) error {
+	in, err := h.acquire(ctx)
+	if err != nil {
+		return err
+	}
+	err = in.processV2(ctx, sub, lo, sess, res, h.cfg.Limits)
+	if err != nil {
+		in.close(context.Background())
+		<-h.sem
+		return err
+	}
+	h.pool <- in
+	return nil
+}
+
+// processV2 runs one v2 guest call for sub. An error means the instance is no longer usable.
+func (in *instance) processV2(ctx context.Context, sub *handler.CallV2, lo int, sess handler.StateSession, res []handler.ResultV2, lim Limits) error {
+	n := len(sub.Groups)
+	cs := &callState{groupsV2: sub.Groups, lo: lo, sess: sess, cur: -1, begun: make([]bool, n), refused: make([]error, n)}
+	cs.group.Store(-1)
+	in.current.Store(cs)
+	defer in.current.Store(nil)
+	cctx, cancel := context.WithTimeout(context.WithValue(ctx, callStateKey{}, cs), lim.CallTimeout)
+	defer cancel()
+	in.errOut.startCall()
+	out, err := in.call(cctx, in.processFn, handler.EncodedSizeV2(sub), lim.MaxResultBytes, func(dst []byte) []byte {
+		return handler.EncodeV2(dst, sub)
+	})
+	if err != nil {
+		if line := in.errOut.firstLine(); line != "" {
+			return fmt.Errorf("%w (stderr: %s)", err, line)
+		}
+		return err
+	}
+	var callErr *abi.CallError
+	if err := handler.DecodeV2(out, res); errors.As(err, &callErr) {
+		handler.FailAllV2(res, &handler.GroupError{Message: callErr.Message})
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("module returned a malformed result: %w", err)
+	}
+	for i, e := range cs.refused {
+		if e != nil {
+			res[i] = handler.ResultV2{Err: e}
+		}
+	}
+	return nil
+}
