@@ -21,7 +21,7 @@ pub(crate) fn host_log(level: i32, msg: &[u8]) {
     eprintln!("groupstate log {}: {}", level, String::from_utf8_lossy(msg));
 }
 
-pub(crate) fn group_begin(_index: u32) {
+fn group_begin(_index: u32) {
     #[cfg(target_arch = "wasm32")]
     unsafe {
         host::group_begin(_index as i32)
@@ -31,8 +31,8 @@ pub(crate) fn group_begin(_index: u32) {
 /// Everything the module keeps between calls. The host drives an instance strictly
 /// sequentially, so one global is enough.
 pub(crate) struct Runtime {
-    input: Vec<u8>,          // the buffer gs_alloc hands out; len == its usable size
-    pub(crate) out: Vec<u8>, // the last result
+    input: Vec<u8>,   // the buffer gs_alloc hands out; len == its usable size
+    out: Vec<u8>,     // the last result
     scratch: Vec<u8>, // the state value after update, per group
     config: Option<Config>,
     handler: Option<Box<dyn Handler>>,
@@ -41,7 +41,7 @@ pub(crate) struct Runtime {
 static mut RT: Runtime =
     Runtime { input: Vec::new(), out: Vec::new(), scratch: Vec::new(), config: None, handler: None };
 
-pub(crate) fn rt() -> &'static mut Runtime {
+fn rt() -> &'static mut Runtime {
     // Safety: WebAssembly instances here are single-threaded and the host never calls into an
     // instance while another call runs, so there is never a second live reference.
     unsafe { &mut *std::ptr::addr_of_mut!(RT) }
@@ -83,7 +83,7 @@ impl Runtime {
     }
 
     /// The input the host wrote at `[ptr, ptr+len)`, which must be the buffer gs_alloc returned.
-    pub(crate) fn input(&self, ptr: i32, len: i32) -> Option<&'static [u8]> {
+    fn input(&self, ptr: i32, len: i32) -> Option<&'static [u8]> {
         let (ptr, len) = (ptr as u32 as usize, len as u32 as usize);
         let base = self.input.as_ptr() as usize;
         if ptr < base || ptr - base > self.input.len() || len > self.input.len() - (ptr - base) {
@@ -93,7 +93,7 @@ impl Runtime {
         Some(unsafe { std::slice::from_raw_parts(ptr as *const u8, len) })
     }
 
-    pub(crate) fn pack(&self) -> i64 {
+    fn pack(&self) -> i64 {
         (((self.out.as_ptr() as usize as u64) << 32) | self.out.len() as u64) as i64
     }
 }
@@ -101,18 +101,18 @@ impl Runtime {
 // ---------------------------------------------------------------------------------------------
 // Little-endian, bounds-checked buffer access
 
-pub(crate) struct Reader<'a> {
-    pub(crate) b: &'a [u8],
-    pub(crate) i: usize,
-    pub(crate) failed: bool,
+struct Reader<'a> {
+    b: &'a [u8],
+    i: usize,
+    failed: bool,
 }
 
 impl<'a> Reader<'a> {
-    pub(crate) fn new(b: &'a [u8]) -> Self {
+    fn new(b: &'a [u8]) -> Self {
         Reader { b, i: 0, failed: false }
     }
 
-    pub(crate) fn take(&mut self, n: usize) -> &'a [u8] {
+    fn take(&mut self, n: usize) -> &'a [u8] {
         if self.failed || self.b.len() - self.i < n {
             self.failed = true;
             return &[];
@@ -122,7 +122,7 @@ impl<'a> Reader<'a> {
         s
     }
 
-    pub(crate) fn u32(&mut self) -> u32 {
+    fn u32(&mut self) -> u32 {
         let s = self.take(4);
         if s.len() < 4 {
             return 0;
@@ -130,7 +130,7 @@ impl<'a> Reader<'a> {
         u32::from_le_bytes([s[0], s[1], s[2], s[3]])
     }
 
-    pub(crate) fn i64(&mut self) -> i64 {
+    fn i64(&mut self) -> i64 {
         let s = self.take(8);
         if s.len() < 8 {
             return 0;
@@ -140,21 +140,21 @@ impl<'a> Reader<'a> {
         i64::from_le_bytes(a)
     }
 
-    pub(crate) fn bytes(&mut self) -> &'a [u8] {
+    fn bytes(&mut self) -> &'a [u8] {
         let n = self.u32() as usize;
         self.take(n)
     }
 
-    pub(crate) fn at_end(&self) -> bool {
+    fn at_end(&self) -> bool {
         !self.failed && self.i == self.b.len()
     }
 }
 
-pub(crate) fn put_u32(out: &mut Vec<u8>, v: u32) {
+fn put_u32(out: &mut Vec<u8>, v: u32) {
     out.extend_from_slice(&v.to_le_bytes());
 }
 
-pub(crate) fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
+fn put_bytes(out: &mut Vec<u8>, b: &[u8]) {
     put_u32(out, b.len() as u32);
     out.extend_from_slice(b);
 }
@@ -237,7 +237,7 @@ pub fn process(ptr: i32, len: i32) -> i64 {
     rt.pack()
 }
 
-pub(crate) fn call_error(out: &mut Vec<u8>, msg: &str) {
+fn call_error(out: &mut Vec<u8>, msg: &str) {
     out.clear();
     put_u32(out, 1);
     put_bytes(out, msg.as_bytes());
@@ -319,7 +319,7 @@ pub(crate) fn process_buffer(h: &mut dyn Handler, cfg: &Config, buf: &[u8], out:
 /// groups one by one on a fresh instance, and the panicking group fails with
 /// `module trapped: wasm error: unreachable (stderr: panic: ...)`. The hook puts the panic's
 /// message on stderr (wasm32-wasi, where the host appends it to the error) or in the log.
-pub(crate) fn install_panic_hook() {
+fn install_panic_hook() {
     static mut DONE: bool = false;
     // Safety: single-threaded, see rt().
     unsafe {

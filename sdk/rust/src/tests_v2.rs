@@ -1,0 +1,1 @@
+//! ABI v2 tests.
