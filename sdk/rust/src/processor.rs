@@ -803,7 +803,7 @@ impl Timers {
         e.begin(what);
         if e.mode == TimeoutMode::None {
             return Err(Error::new(
-                ErrorKind::Handler,
+                ErrorKind::Config,
                 "groupstate: timers need timeout processing_time or event_time in the deployment spec",
             ));
         }
