@@ -299,18 +299,19 @@ impl<T: StateCodec> ValueState<T> {
         self.with_raw("ValueState::exists", |b| Ok(b.is_some()))
     }
 
-    /// The value; [`ErrorKind::NoState`] when there is none, or the error decoding it.
+    /// The value; [`ErrorKind::NoState`] when there is none, or the error decoding it (which
+    /// does not fail the call: the processor may handle it, e.g. clear the value).
     pub fn get(&self) -> Result<T, Error> {
         self.with_raw("ValueState::get", |b| match b {
-            Some(b) => self.var.decode_or_fail(b),
+            Some(b) => self.var.decode(b),
             None => Err(Error::new(ErrorKind::NoState, "groupstate: state is either not defined or has already been removed")),
         })
     }
 
-    /// The value, or `None` when there is none.
+    /// The value, or `None` when there is none; or the error decoding it, as for `get`.
     pub fn get_option(&self) -> Result<Option<T>, Error> {
         self.with_raw("ValueState::get_option", |b| match b {
-            Some(b) => self.var.decode_or_fail(b).map(Some),
+            Some(b) => self.var.decode(b).map(Some),
             None => Ok(None),
         })
     }
@@ -539,7 +540,8 @@ impl<V: StateCodec> MapState<V> {
         self.var.read_flag("MapState::exists", OP_MAP_EXISTS, None)
     }
 
-    /// The value under `k`, or `None`.
+    /// The value under `k`, or `None`; or the error decoding it (which does not fail the
+    /// call).
     pub fn get(&self, k: &str) -> Result<Option<V>, Error> {
         let mut e = self.var.e.borrow_mut();
         e.begin("MapState::get");
@@ -556,12 +558,7 @@ impl<V: StateCodec> MapState<V> {
         if !present {
             return Ok(None);
         }
-        let b = &e.last_answers()[5..];
-        let v = self.var.decode(b);
-        match v {
-            Ok(v) => Ok(Some(v)),
-            Err(err) => Err(e.fail(err)),
-        }
+        self.var.decode(&e.last_answers()[5..]).map(Some)
     }
 
     /// Whether the map has a (live) entry under `k`.

@@ -840,6 +840,25 @@ fn list_ops() {
     });
     let res = h.process(&mut m, &Buf::new(4000, 0, 1).data("\"a\"", &["{}"]).0).unwrap();
     assert_eq!((res[0].status, res[0].err.as_str()), (1, "groupstate: decoding state variable list: json: want a number, got \"not a number\""));
+
+    // A value that does not decode is an error of get, which the processor may handle.
+    {
+        let mut hs = h.0.borrow_mut();
+        let ks = hs.keys.get_mut(&b"\"a\""[..]).unwrap();
+        ks.vars[0].val = Some(Entry { b: b"\"x\"".to_vec(), exp: 0 });
+        ks.vars[4].map.insert(b"k".to_vec(), Entry { b: b"[]".to_vec(), exp: 0 });
+    }
+    on_data(|v, _, _, _, _| {
+        assert_eq!(v.count.get().unwrap_err().message(), "groupstate: decoding state variable count: json: want a number, got \"x\"");
+        assert!(v.count.get_option().is_err());
+        assert!(v.count.exists()?);
+        assert_eq!(v.map.get("k").unwrap_err().message(), "groupstate: decoding state variable map: json: want a number, got []");
+        v.count.update(&0)?;
+        v.map.remove("k");
+        Ok(())
+    });
+    ok(h.process(&mut m, &Buf::new(5000, 0, 1).data("\"a\"", &["{}"]).0));
+    assert_eq!(h.dump("\"a\""), "count=0 list=[\"not a number\"] events=[\"not a number\"]");
 }
 
 #[test]
