@@ -655,3 +655,39 @@ pub enum Level {
 pub fn log(level: Level, msg: &str) {
     rt::host_log(level as i32, msg.as_bytes());
 }
+
+// ---------------------------------------------------------------------------------------------
+// ABI v2 (transformWithState processors), behind the feature "v2".
+//
+// A `transformWithState` processor ([`StatefulProcessor`], [`export_processor!`]) builds an ABI
+// v2 module (abi/README.md section 9, a draft the runtime does not accept yet): enable the
+// feature `v2` (cargo: `features = ["v2"]`; rustc: `--cfg 'feature="v2"'`). Without it the SDK
+// compiles no v2 code, so v1 modules are exactly what they were; with it, a v1 module
+// (`export!`) still references no v2 code and does not import `groupstate.state`. These
+// declarations stay at the end of the file: the v1 code's panic locations (line numbers) are
+// part of the v1 modules' bytes.
+
+#[cfg(feature = "v2")]
+mod processor;
+#[cfg(feature = "v2")]
+mod v2;
+#[cfg(feature = "v2")]
+mod wire;
+
+#[cfg(feature = "v2")]
+pub use processor::{
+    apply_initial_state, ListIter, ListState, MapIter, MapKeys, MapState, MapValues, ProcessorHandle, RawJson,
+    StateCodec, StatefulProcessor, Timers, ValueState,
+};
+#[cfg(feature = "v2")]
+pub use v2::{ProcessorModule, StateHost, VarKind, ABI_VERSION_V2, MAX_VARS, MAX_VAR_NAME_LEN, STATE_REFUSED};
+
+#[doc(hidden)]
+#[cfg(feature = "v2")]
+pub mod __private_v2 {
+    pub use crate::v2::{init, process};
+    pub use crate::wire::alloc;
+}
+
+#[cfg(all(test, feature = "v2"))]
+mod tests_v2;
