@@ -152,6 +152,9 @@ func TestScenarioCommand(t *testing.T) {
 			if c.module != "" {
 				args = append(args, "--module", inRepo(c.module))
 			}
+			if initial := strings.TrimSuffix(c.scenario, ".jsonl") + ".initial.jsonl"; fileIsThere(inRepo(initial)) {
+				args = append(args, "--initial-state", inRepo(initial))
+			}
 			stdout, stderr, code := runCLI(t, args...)
 			if code != 0 {
 				t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
@@ -272,4 +275,10 @@ func TestExamplesUseRealFlags(t *testing.T) {
 	if n < 20 {
 		t.Errorf("only %d example command lines found", n)
 	}
+}
+
+// fileIsThere reports whether a file exists at path.
+func fileIsThere(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/scenario"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
@@ -58,12 +59,28 @@ func runScenarioWith(t *testing.T, c scenarioCase, modPath string, steps []scena
 		modPath = specMod
 	}
 	wasm := readFile(t, modPath)
+	var initial *engine.InitialState
+	if f := initialStateFile(c.file); f != "" {
+		initial, err = engine.ParseInitialState(bytes.NewReader(readFile(t, f)))
+		require(t, err, f)
+	}
 	var out bytes.Buffer
 	err = scenario.RunSteps(context.Background(), scenario.Options{
 		Spec: sp, Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Out: &out,
+		InitialState: initial,
 	}, steps)
 	require(t, err, c.file)
 	return out.String()
+}
+
+// initialStateFile returns the initial-state file of a scenario file, NAME.initial.jsonl beside
+// NAME.jsonl, or "" when there is none.
+func initialStateFile(scenarioFile string) string {
+	f := strings.TrimSuffix(scenarioFile, ".jsonl") + ".initial.jsonl"
+	if !fileExists(f) {
+		return ""
+	}
+	return f
 }
 
 func parseSteps(t *testing.T, file string) []scenario.Step {
