@@ -22,7 +22,7 @@ SAMPLE_MODULES := $(GO_MODULES)
 include $(wildcard mk/*.mk)
 
 # Test fixtures: Go handlers the runtime's tests load (runtime/engine/testdata/<name>/<name>.wasm).
-FIXTURES := runtime/engine/testdata/probe/probe.wasm runtime/engine/testdata/v2probe/v2probe.wasm
+FIXTURES := runtime/engine/testdata/probe/probe.wasm runtime/engine/testdata/v2probe/v2probe.wasm runtime/bench/testdata/v2count/v2count.wasm
 
 .PHONY: all samples samples-go fixtures test clean-samples
 
@@ -47,7 +47,7 @@ fixtures: $(FIXTURES)
 $(EXTISM_PLUGIN):
 	$(CLANG) --target=wasm32-unknown-unknown -nostdlib -O2 -g0 -Wl,--no-entry -Wl,--strip-all -o $@ $(@:.wasm=.c)
 
-GO_FIXTURES := runtime/engine/testdata/probe/probe.wasm runtime/engine/testdata/v2probe/v2probe.wasm
+GO_FIXTURES := runtime/engine/testdata/probe/probe.wasm runtime/engine/testdata/v2probe/v2probe.wasm runtime/bench/testdata/v2count/v2count.wasm
 .PHONY: $(GO_FIXTURES)
 $(GO_FIXTURES):
 	$(GOWASM) build -buildmode=c-shared -trimpath -buildvcs=false -o $@ ./$(dir $@)

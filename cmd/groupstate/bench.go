@@ -42,6 +42,8 @@ the last line of standard output is one JSON object with the figures.`,
 			fmt.Fprintf(out, "invoke_ns_per_group %.0f   (target <= 1000)\n", rep.InvokeNsPerGroup)
 			fmt.Fprintf(out, "latency p99         %.1f ms (target < 25 ms at 10k rows/s)\n", rep.LatencyP99Ms)
 			fmt.Fprintf(out, "warm restart        %.1f ms (target < 100 ms)\n", rep.WarmRestartMs)
+			fmt.Fprintf(out, "abi_v2_ratio        %.2f   (ABI v2 processor vs ABI v1 module, the same count per key; %.0f vs %.0f rows/s)\n",
+				rep.ABIv2Ratio, rep.ABIRowsPerSec["v2"], rep.ABIRowsPerSec["v1"])
 			if rep.ExtismSpeedup != nil {
 				fmt.Fprintf(out, "extism_speedup      %.1fx (target >= 10x)\n", *rep.ExtismSpeedup)
 			}

@@ -56,6 +56,12 @@ type Report struct {
 	// deployment without it, on one server (target >= 0.5); the figures in
 	// ReplicationRowsPerSec ("none", "changelog").
 	ChangelogRatio        float64            `json:"changelog_ratio"`
+	// ABIv2Ratio is engine throughput of the same per-key counting as an ABI v2
+	// (transformWithState) processor, its count in a value state variable read with a state
+	// request, over the ABI v1 module that gets its state with the group (Go, both); the
+	// figures in ABIRowsPerSec ("v1", "v2").
+	ABIv2Ratio    float64            `json:"abi_v2_ratio"`
+	ABIRowsPerSec map[string]float64 `json:"abi_rows_per_sec"`
 	ReplicationRowsPerSec map[string]float64 `json:"replication_rows_per_sec"`
 	LatencyP50Ms          float64            `json:"latency_p50_ms"`
 	LatencyP99Ms          float64            `json:"latency_p99_ms"`
@@ -191,6 +197,27 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			}
 		}
 	}
+
+	// 2b. The same counting per key as an ABI v1 module and as an ABI v2 processor (Go).
+	v1Count, err := module("logincount", "go")
+	if err != nil {
+		return nil, err
+	}
+	rep.ABIRowsPerSec = map[string]float64{}
+	for _, abi := range []struct {
+		name string
+		wasm []byte
+	}{{"v1", v1Count}, {"v2", v2CountModule}} {
+		settle()
+		rps, err := engineCount(ctx, filepath.Join(tmp, "abi-"+abi.name), abi.wasm, rep.Keys, rep.Rows, quiet)
+		if err != nil {
+			return nil, fmt.Errorf("bench: counting with ABI %s: %w", abi.name, err)
+		}
+		rep.ABIRowsPerSec[abi.name] = rps
+	}
+	rep.ABIv2Ratio = rep.ABIRowsPerSec["v2"] / rep.ABIRowsPerSec["v1"]
+	logf("abi    v1 %10.0f rows/s, v2 %10.0f rows/s (%.2fx): the same count per key, state with the group or by a state request (Go, %d keys, %d rows)",
+		rep.ABIRowsPerSec["v1"], rep.ABIRowsPerSec["v2"], rep.ABIv2Ratio, rep.Keys, rep.Rows)
 
 	// 3. End to end through JetStream, against a raw consume and republish.
 	e2eRows := 200_000

@@ -96,3 +96,23 @@ func BenchmarkWarmRestart(b *testing.B) {
 	}
 	b.ReportMetric(ms, "ms")
 }
+
+// BenchmarkABIv2: the same counting per key as an ABI v1 module (the Go logincount) and as an
+// ABI v2 processor (testdata/v2count), 100k keys and 1M rows through the engine
+// (abi_rows_per_sec, abi_v2_ratio).
+func BenchmarkABIv2(b *testing.B) {
+	v1 := sample(b, "logincount", "go")
+	var r1, r2 float64
+	for b.Loop() {
+		var err error
+		if r1, err = engineCount(context.Background(), b.TempDir(), v1, 100_000, 1_000_000, quiet); err != nil {
+			b.Fatal(err)
+		}
+		if r2, err = engineCount(context.Background(), b.TempDir(), v2CountModule, 100_000, 1_000_000, quiet); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(r1, "v1-rows/s")
+	b.ReportMetric(r2, "v2-rows/s")
+	b.ReportMetric(r2/r1, "ratio")
+}

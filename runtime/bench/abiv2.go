@@ -1,0 +1,69 @@
+package bench
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/state"
+)
+
+// v2CountModule is testdata/v2count: logincount's logic without a timeout, as an ABI v2
+// processor whose count is a value state variable.
+//
+//go:embed testdata/v2count/v2count.wasm
+var v2CountModule []byte
+
+// countSpec runs logincount's counting with no timeout: the v1 module and v2count then do the
+// same work per key (read the count, add the rows, write it, emit the total).
+const countSpec = `
+name: count
+module: count.wasm
+input: {subjects: ["logins.>"]}
+key: {field: user_id}
+timeout: none
+output: {subject: count.out}
+`
+
+// engineCount runs rows rows over keys keys of the counting workload through the engine with
+// the module wasm (ABI v1 or v2), and returns rows/s.
+func engineCount(ctx context.Context, dir string, wasm []byte, keys, rows int, logger *slog.Logger) (float64, error) {
+	sp, err := spec.ParseSpec([]byte(countSpec))
+	if err != nil {
+		return 0, err
+	}
+	st, err := state.Open(dir, &state.Options{Logger: logger})
+	if err != nil {
+		return 0, err
+	}
+	defer st.Close()
+	rt, err := engine.New(engine.Options{Logger: logger})
+	if err != nil {
+		return 0, err
+	}
+	defer rt.Close(ctx)
+	eng, err := rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: wasm, Store: st, Logger: logger,
+		Sink: engine.SinkFunc(func(context.Context, string, []state.OutboxEntry) error { return nil })})
+	if err != nil {
+		return 0, err
+	}
+	defer eng.Close(ctx)
+	const batchRows = 10_000
+	batch := make([]engine.Row, batchRows)
+	next := 0
+	start := time.Now()
+	for done, at := 0, int64(1); done < rows; done, at = done+batchRows, at+1 {
+		for i := range batch {
+			batch[i].Data = fmt.Appendf(batch[i].Data[:0], `{"user_id":"u%06d"}`, next%keys)
+			next += 7919 // a prime stride spreads the rows over every key
+		}
+		if _, err := eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: at, Rows: batch}); err != nil {
+			return 0, err
+		}
+	}
+	return float64(rows) / time.Since(start).Seconds(), nil
+}
