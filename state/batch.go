@@ -42,6 +42,9 @@ type Batch struct {
 
 	initialApplied bool // MarkInitialStateApplied's
 
+	hasTimeMode bool // SetTimeMode's
+	timeMode    uint8
+
 	seq uint32
 
 	log *setLog // the Sets, written at Commit (nil once closed)
@@ -81,6 +84,11 @@ func (d *Deployment) NewBatch(batchID uint64) *Batch {
 // applied (Deployment.InitialStateApplied reports it from the commit on), so that it is
 // applied once: not again after a restart, nor after a restore from the log or a snapshot.
 func (b *Batch) MarkInitialStateApplied() { b.initialApplied = true }
+
+// SetTimeMode records, with the batch, the timeout mode the deployment runs under (an opaque
+// byte to the store; the engine writes its timeouts.Mode), for Deployment.TimeMode: a
+// transformWithState deployment refuses a redeploy that changes it.
+func (b *Batch) SetTimeMode(mode uint8) { b.hasTimeMode, b.timeMode = true, mode }
 
 // ID returns the batch id given to NewBatch.
 func (b *Batch) ID() uint64 { return b.id }
@@ -320,6 +328,9 @@ func (b *Batch) Commit() (Progress, error) {
 	b.writeSets()
 	if b.initialApplied {
 		_ = b.pb.Set(sectionKey(nil, d.prefix, sectionInitial), nil, nil)
+	}
+	if b.hasTimeMode {
+		_ = b.pb.Set(sectionKey(nil, d.prefix, sectionTimeMode), []byte{b.timeMode}, nil)
 	}
 	if b.vb != nil {
 		if err := b.pb.Apply(b.vb, nil); err != nil {

@@ -276,6 +276,23 @@ func (d *Deployment) InitialStateApplied() (bool, error) {
 	return found, err
 }
 
+// TimeMode returns the timeout mode a committed batch recorded with Batch.SetTimeMode, and
+// false when none did.
+func (d *Deployment) TimeMode() (mode uint8, ok bool, err error) {
+	if err := d.acquire(); err != nil {
+		return 0, false, err
+	}
+	defer d.s.release()
+	v, found, err := d.s.readValue(sectionKey(nil, d.prefix, sectionTimeMode))
+	if err != nil || !found {
+		return 0, false, err
+	}
+	if len(v) != 1 {
+		return 0, false, fmt.Errorf("%w: timeout mode record of %d bytes", ErrCorrupt, len(v))
+	}
+	return v[0], true, nil
+}
+
 // progress reads the progress record; the caller holds a ref.
 func (d *Deployment) progress() (Progress, error) {
 	v, found, err := d.s.readValue(sectionKey(nil, d.prefix, sectionProgress))

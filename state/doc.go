@@ -88,6 +88,7 @@
 //	P 'o' u64(batch id) u32(seq)               -> outbox entry
 //	P 's' key                                  -> empty (a key the open batch must not time out)
 //	P 'i'                                      -> empty (the initial state was applied)
+//	P 'n'                                      -> u8 timeout mode (Batch.SetTimeMode)
 //	P 'c'                                      -> variable catalog
 //	P 'x' u32(var) uvarint(len(key)) key 0x00  -> a value variable's item, or a list's or map's meta record
 //	P 'x' u32(var) uvarint(len(key)) key 0x01 u64(seq)

@@ -57,3 +57,33 @@ func TestInitialStateApplied(t *testing.T) {
 		t.Fatal("Drop kept the mark")
 	}
 }
+
+// TestTimeMode: the mode commits with its batch, replicates, and a later batch that sets
+// none keeps it.
+func TestTimeMode(t *testing.T) {
+	d := openMem(t).Deployment("dep")
+	log := &memReplicator{}
+	d.SetReplicator(log)
+	if _, ok, err := d.TimeMode(); ok || err != nil {
+		t.Fatalf("a new deployment's mode: %v %v", ok, err)
+	}
+	b := d.NewBatch(1)
+	b.SetTimeMode(2)
+	_, err := b.Commit()
+	requireNoError(t, err)
+	_, err = d.NewBatch(2).Commit()
+	requireNoError(t, err)
+	for _, dep := range []*Deployment{d, func() *Deployment {
+		c := openMem(t).Deployment("dep")
+		for _, w := range log.writes {
+			requireNoError(t, c.ApplyReplicated(w.Repr))
+		}
+		return c
+	}()} {
+		mode, ok, err := dep.TimeMode()
+		requireNoError(t, err)
+		if !ok || mode != 2 {
+			t.Fatalf("mode %d %v, want 2", mode, ok)
+		}
+	}
+}

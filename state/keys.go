@@ -17,6 +17,7 @@ const (
 	sectionOutbox   = 'o'
 	sectionSkip     = 's' // keys the open batch must not time out (Batch.SkipTimeout)
 	sectionInitial  = 'i' // the initial state was applied (Batch.MarkInitialStateApplied)
+	sectionTimeMode = 'n' // the timeout mode state variables were declared under (Batch.SetTimeMode)
 
 	maxNameLen = 255
 )

@@ -299,6 +299,10 @@ func checkReprOp(set bool, section byte, rest, value []byte, log *setLog) error 
 		if len(rest) > 0 || len(value) > 0 {
 			return fmt.Errorf("%w: initial-state mark", ErrCorrupt)
 		}
+	case sectionTimeMode:
+		if len(rest) > 0 || (set && len(value) != 1) {
+			return fmt.Errorf("%w: timeout mode record", ErrCorrupt)
+		}
 	case sectionProgress:
 		if len(rest) > 0 {
 			return fmt.Errorf("%w: progress key", ErrCorrupt)

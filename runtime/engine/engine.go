@@ -37,6 +37,10 @@ var (
 	ErrIncompleteConfig = errors.New("engine: Config needs Spec, Wasm, Store and Sink")
 	// ErrEngineClosed: RunBatch was called after Close.
 	ErrEngineClosed = errors.New("engine: closed")
+	// ErrTimeModeChanged: a transformWithState (ABI v2) module started on a keyspace that ran
+	// under another timeout mode (Spark's STATE_STORE_INVALID_CONFIG_AFTER_RESTART): its timers
+	// mean processing time or event time, not both.
+	ErrTimeModeChanged = errors.New("runtime: the deployment's timeout mode cannot change")
 	// ErrDrainRows: a BatchInput with Drain set had rows; a drain takes none.
 	ErrDrainRows = errors.New("engine: a drain batch takes no rows")
 	// ErrInputTooLarge: a BatchInput had more rows than trigger.max_rows, or more bytes of
@@ -320,7 +324,7 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		}
 		e.h = h
 		if v2h, ok := h.(handler.V2); ok && v2h.ABIVersion() == abi.Version2 {
-			if e.v2, err = newV2(e.ks, v2h); err != nil {
+			if e.v2, err = newV2(e.ks, v2h, e.rules.Mode); err != nil {
 				_ = h.Close(ctx)
 				return nil, err
 			}

@@ -35,8 +35,15 @@ type v2engine struct {
 }
 
 // newV2 returns the v2 side of an engine whose module is h, after checking that the module's
-// declarations may replace the keyspace's (a kind change is refused: state.ErrVarKind).
-func newV2(ks *state.Deployment, h handler.V2) (*v2engine, error) {
+// declarations may replace the keyspace's (a kind change is refused: state.ErrVarKind) and
+// that the keyspace ran under the timeout mode mode, if it recorded one (ErrTimeModeChanged).
+func newV2(ks *state.Deployment, h handler.V2, mode timeouts.Mode) (*v2engine, error) {
+	if was, ok, err := ks.TimeMode(); err != nil {
+		return nil, err
+	} else if ok && timeouts.Mode(was) != mode {
+		return nil, fmt.Errorf("%w: it was %s and is now %s; the deployment's timers were registered under %s (deploy under a new name to change it)",
+			ErrTimeModeChanged, timeouts.Mode(was), mode, timeouts.Mode(was))
+	}
 	ad := h.VarDecls()
 	decls := make([]state.VarDecl, len(ad))
 	for i, d := range ad {
@@ -77,6 +84,7 @@ func (e *Engine) runV2(ctx context.Context, in BatchInput, start time.Time) (*Ba
 		if vars, err = b.sb.DeclareVars(v.decls); err != nil {
 			return nil, fmt.Errorf("engine: declaring state variables: %w", err)
 		}
+		b.sb.SetTimeMode(uint8(e.rules.Mode))
 	}
 	v.sess = v2session{b: b, vars: vars, noTimers: e.rules.Mode == timeouts.None}
 	calls := 0

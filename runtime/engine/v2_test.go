@@ -154,6 +154,22 @@ func TestV2KindChange(t *testing.T) {
 	}
 }
 
+// TestV2TimeModeChange: a v2 module started on a keyspace that ran under another timeout mode
+// is refused (its timers were registered under the first); the same mode starts.
+func TestV2TimeModeChange(t *testing.T) {
+	st := openStore(t, "")
+	eng := v2Engine(t, v2Spec(t, "pt", ""), st, &collector{}, nil)
+	runRows(t, eng, 1000, `{"k": "a", "ops": [{"set": 3}]}`)
+	require(t, eng.Close(context.Background()))
+
+	_, err := sharedRuntime(t).NewEngine(context.Background(), engine.Config{
+		Spec: v2Spec(t, "none", ""), Keyspace: "v2probe-pt", Wasm: v2probeWasm(t), Store: st, Sink: &collector{}})
+	if !errors.Is(err, engine.ErrTimeModeChanged) || !strings.Contains(err.Error(), "it was processing_time and is now none") {
+		t.Fatalf("NewEngine under timeout: none: %v, want ErrTimeModeChanged", err)
+	}
+	v2Engine(t, v2Spec(t, "pt", ""), st, &collector{}, nil)
+}
+
 // TestV2TimerOpsRefusedWithoutTimeouts: under timeout: none a timer op fails the group.
 func TestV2TimerOpsRefusedWithoutTimeouts(t *testing.T) {
 	sink := &collector{}
