@@ -55,13 +55,13 @@ type Report struct {
 	// ChangelogRatio is end-to-end throughput with replication: changelog over the same
 	// deployment without it, on one server (target >= 0.5); the figures in
 	// ReplicationRowsPerSec ("none", "changelog").
-	ChangelogRatio        float64            `json:"changelog_ratio"`
+	ChangelogRatio float64 `json:"changelog_ratio"`
 	// ABIv2Ratio is engine throughput of the same per-key counting as an ABI v2
 	// (transformWithState) processor, its count in a value state variable read with a state
 	// request, over the ABI v1 module that gets its state with the group (Go, both); the
 	// figures in ABIRowsPerSec ("v1", "v2").
-	ABIv2Ratio    float64            `json:"abi_v2_ratio"`
-	ABIRowsPerSec map[string]float64 `json:"abi_rows_per_sec"`
+	ABIv2Ratio            float64            `json:"abi_v2_ratio"`
+	ABIRowsPerSec         map[string]float64 `json:"abi_rows_per_sec"`
 	ReplicationRowsPerSec map[string]float64 `json:"replication_rows_per_sec"`
 	LatencyP50Ms          float64            `json:"latency_p50_ms"`
 	LatencyP99Ms          float64            `json:"latency_p99_ms"`
