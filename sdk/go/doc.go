@@ -49,9 +49,8 @@
 //
 // # transformWithState handlers (ABI v2)
 //
-// Not accepted by the runtime yet: ABI v2 (abi/README.md section 9) is a draft, and this
-// runtime refuses a module whose gs_abi_version is 2. The API below is the reference guest the
-// host is being built against.
+// ABI v2 (abi/README.md section 9) is a draft that may still change; the runtime runs v2
+// modules, and samples/carts/go is a complete processor.
 //
 // A [StatefulProcessor] follows Spark 4's transformWithState (Flink's KeyedProcessFunction):
 // each key holds several named state variables, declared once in Init, and any number of

@@ -51,8 +51,8 @@ type InitialStateHandler[O any] interface {
 	HandleInitialState(key Key, initial []byte, timers *Timers, out *Emitter[O]) error
 }
 
-// Process registers p as the module's processor, making it an ABI v2 module (the runtime
-// does not accept those yet, see docs/handlers/go.md). Call it once, from an init function of
+// Process registers p as the module's processor, making it an ABI v2 module (a draft ABI,
+// see docs/handlers/go.md). Call it once, from an init function of
 // package main, instead of [Handle] or [HandleRaw]: registering a processor and a handler, or
 // two processors, panics.
 func Process[R, O any](p StatefulProcessor[R, O]) { RegisterProcessor(defaultModule, p) }
