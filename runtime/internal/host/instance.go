@@ -200,22 +200,33 @@ func (in *instance) call(ctx context.Context, fn api.Function, size int, maxResu
 	return res, nil
 }
 
-// process runs one guest call for sub. An error means the instance is no longer usable.
-func (in *instance) process(ctx context.Context, sub *handler.Call, res []handler.Result, lim Limits) error {
-	cs := &callState{groups: sub.Groups}
+// runProcess runs gs_process on the process buffer encode writes (size bytes), with cs as
+// the call's state (for the host functions and the module's output), within
+// lim.CallTimeout, and returns the result buffer. An error, with the first line the module
+// wrote to stderr in the call, means the instance is no longer usable.
+func (in *instance) runProcess(ctx context.Context, cs *callState, size int, encode func([]byte) []byte, lim Limits) ([]byte, error) {
 	cs.group.Store(-1)
 	in.current.Store(cs)
 	defer in.current.Store(nil)
 	cctx, cancel := context.WithTimeout(context.WithValue(ctx, callStateKey{}, cs), lim.CallTimeout)
 	defer cancel()
 	in.errOut.startCall()
-	out, err := in.call(cctx, in.processFn, handler.EncodedSize(sub), lim.MaxResultBytes, func(dst []byte) []byte {
-		return handler.Encode(dst, sub)
-	})
+	out, err := in.call(cctx, in.processFn, size, lim.MaxResultBytes, encode)
 	if err != nil {
 		if line := in.errOut.firstLine(); line != "" {
-			return fmt.Errorf("%w (stderr: %s)", err, line)
+			return nil, fmt.Errorf("%w (stderr: %s)", err, line)
 		}
+		return nil, err
+	}
+	return out, nil
+}
+
+// process runs one guest call for sub. An error means the instance is no longer usable.
+func (in *instance) process(ctx context.Context, sub *handler.Call, res []handler.Result, lim Limits) error {
+	out, err := in.runProcess(ctx, &callState{groups: sub.Groups}, handler.EncodedSize(sub), func(dst []byte) []byte {
+		return handler.Encode(dst, sub)
+	}, lim)
+	if err != nil {
 		return err
 	}
 	var callErr *abi.CallError

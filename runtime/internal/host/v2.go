@@ -139,19 +139,10 @@ func (h *Host) callOnceV2(ctx context.Context, sub *handler.CallV2, lo int, sess
 func (in *instance) processV2(ctx context.Context, sub *handler.CallV2, lo int, sess handler.StateSession, res []handler.ResultV2, lim Limits) error {
 	n := len(sub.Groups)
 	cs := &callState{groupsV2: sub.Groups, lo: lo, sess: sess, cur: -1, begun: make([]bool, n), refused: make([]error, n)}
-	cs.group.Store(-1)
-	in.current.Store(cs)
-	defer in.current.Store(nil)
-	cctx, cancel := context.WithTimeout(context.WithValue(ctx, callStateKey{}, cs), lim.CallTimeout)
-	defer cancel()
-	in.errOut.startCall()
-	out, err := in.call(cctx, in.processFn, handler.EncodedSizeV2(sub), lim.MaxResultBytes, func(dst []byte) []byte {
+	out, err := in.runProcess(ctx, cs, handler.EncodedSizeV2(sub), func(dst []byte) []byte {
 		return handler.EncodeV2(dst, sub)
-	})
+	}, lim)
 	if err != nil {
-		if line := in.errOut.firstLine(); line != "" {
-			return fmt.Errorf("%w (stderr: %s)", err, line)
-		}
 		return err
 	}
 	var callErr *abi.CallError
