@@ -202,27 +202,17 @@ func varsKeyState(d *state.Deployment, key []byte, nowMs int64) (api.KeyState, e
 			if len(v.Elements) == 0 {
 				continue
 			}
-			val = []byte{'['}
-			for i, e := range v.Elements {
-				if i > 0 {
-					val = append(val, ',')
-				}
-				val = append(val, jsonOrString(e)...)
-			}
-			val = append(val, ']')
+			val = appendJoined(nil, '[', ']', len(v.Elements), func(dst []byte, i int) []byte {
+				return append(dst, jsonOrString(v.Elements[i])...)
+			})
 		case state.VarMap:
 			if len(v.Entries) == 0 {
 				continue
 			}
-			val = []byte{'{'}
-			for i, e := range v.Entries {
-				if i > 0 {
-					val = append(val, ',')
-				}
-				name, _ := json.Marshal(string(e.Key))
-				val = append(append(append(val, name...), ':'), jsonOrString(e.Value)...)
-			}
-			val = append(val, '}')
+			val = appendJoined(nil, '{', '}', len(v.Entries), func(dst []byte, i int) []byte {
+				name, _ := json.Marshal(string(v.Entries[i].Key))
+				return append(append(append(dst, name...), ':'), jsonOrString(v.Entries[i].Value)...)
+			})
 		}
 		if ks.HasValue {
 			obj.WriteByte(',')
@@ -247,4 +237,16 @@ func jsonOrString(v []byte) []byte {
 	}
 	s, _ := json.Marshal(string(v))
 	return s
+}
+
+// appendJoined appends open, item(0) to item(n-1) separated by commas, and close to dst.
+func appendJoined(dst []byte, open, close byte, n int, item func(dst []byte, i int) []byte) []byte {
+	dst = append(dst, open)
+	for i := range n {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		dst = item(dst, i)
+	}
+	return append(dst, close)
 }
