@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -80,4 +81,41 @@ func TestServiceTransformWithState(t *testing.T) {
 		_, found, err := env.client.State(ctx, "carts", client.KeyFromArg("ada"))
 		return err == nil && !found
 	})
+}
+
+// TestTransformWithStateFailover: a transformWithState deployment with replication: changelog
+// survives losing its runtime: the other one restores the variables and timers from the
+// changelog, and the cart goes on (a checkout counts the history written before the crash).
+func TestTransformWithStateFailover(t *testing.T) {
+	env := startNATS(t)
+	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	runtimes := map[string]*replicaRuntime{}
+	for range 2 {
+		r := env.startRuntime(t.TempDir(), clock)
+		runtimes[r.id] = r
+	}
+	env.deploy(cartsSpec+"replication: changelog\n", testutil.ReadFile(t, "../../samples/carts/go/carts.wasm"))
+	env.waitRunning("carts")
+	env.publish("carts.events.web",
+		`{"user_id": "ada", "event": "add", "item": "apple", "qty": 2, "price": 1.5}`,
+		`{"user_id": "ada", "event": "add", "item": "pear", "qty": 1, "price": 2}`)
+	ctx := context.Background()
+	testutil.Eventually(t, "ada's two adds in the state API", func() bool {
+		ks, found, err := env.client.State(ctx, "carts", client.KeyFromArg("ada"))
+		return err == nil && found && strings.Contains(string(ks.Value), "pear")
+	})
+
+	first := env.ownerOf("carts")
+	runtimes[first].crash()
+	delete(runtimes, first)
+	for id := range runtimes {
+		env.waitOwner("carts", id)
+	}
+	env.publish("carts.events.web", `{"user_id": "ada", "event": "checkout"}`)
+	out := env.waitStream("CARTS_OUT", 1)
+	var got map[string]any
+	testutil.Require(t, json.Unmarshal([]byte(out[0]), &got))
+	if fmt.Sprint(got) != fmt.Sprint(map[string]any{"user_id": "ada", "event": "checkout", "items": 2.0, "total": 5.0, "events": 3.0}) {
+		t.Fatalf("the checkout after the failover: %s", out[0])
+	}
 }
