@@ -116,27 +116,56 @@ func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*Batc
 		return nil, err
 	}
 	if len(in.Rows) == 0 && len(b.groups) == 0 && (in.Position == 0 || in.Position == e.progress.Position) && b.nextW == b.W {
-		// A no-data batch with no timeout to fire changes nothing: skip the commit, so an idle
-		// deployment does not sync Pebble every trigger interval. (One whose watermark moves,
+		// A no-data batch with no timeout to fire changes nothing. (One whose watermark moves,
 		// because the other partitions moved the shared bound, commits it: see
-		// WatermarkBound.) The last batch's delivery
-		// finishes here, so an idle deployment's outbox empties, and its acknowledgement is
-		// synced (once: later skipped batches have nothing to sync).
-		if err := e.finishInflight(ctx); err != nil {
-			e.pending = true
-			e.logger.Warn("outbox delivery failed; will retry before the next batch", "err", err)
-		}
-		if err := e.syncAcks(); err != nil {
-			return nil, err
-		}
-		b.rep.BatchID, b.rep.Skipped = e.progress.BatchID, true
-		b.rep.WatermarkMs = e.progress.WatermarkMs
-		b.rep.MaxEventMs = e.reportedMax()
-		b.rep.Duration = time.Since(start)
-		rep := b.rep
-		return &rep, nil
+		// WatermarkBound.)
+		return b.skipCommit(ctx, start)
 	}
 	return b.runChunks(ctx, in.Position, more, start)
+}
+
+// committed moves the engine on after a commit of the batch that wrote p, and delivers the
+// chunk's outbox; it reports whether the delivery succeeded. Only now does the engine move
+// on: its progress, and with it the watermark the next batch runs at, is what the commit
+// wrote. A batch that failed before this point changed nothing of the engine, so there is
+// nothing to roll back.
+func (b *batch) committed(ctx context.Context, p state.Progress) (delivered bool) {
+	e := b.e
+	e.progress = p
+	if b.initialApplied {
+		e.initial, b.initialApplied = nil, false
+	}
+	e.acksUnsynced = false // the commit synced the log, acknowledgements before it included
+	b.rep.BatchID = p.BatchID
+	b.rep.Commits++
+	if err := e.deliverCommitted(ctx, b.outbox); err != nil {
+		// Committed: the entries stay in the outbox and go out before the next batch runs.
+		e.pending = true
+		e.logger.Warn("outbox delivery failed; will retry before the next batch", "batch", b.id, "err", err)
+		return false
+	}
+	return true
+}
+
+// skipCommit ends a batch that has nothing to commit without a commit, so an idle deployment does
+// not sync Pebble every trigger interval. The last batch's delivery finishes here, so an idle
+// deployment's outbox empties, and its acknowledgement is synced (once: later skipped batches
+// have nothing to sync).
+func (b *batch) skipCommit(ctx context.Context, start time.Time) (*BatchReport, error) {
+	e := b.e
+	if err := e.finishInflight(ctx); err != nil {
+		e.pending = true
+		e.logger.Warn("outbox delivery failed; will retry before the next batch", "err", err)
+	}
+	if err := e.syncAcks(); err != nil {
+		return nil, err
+	}
+	b.rep.BatchID, b.rep.Skipped = e.progress.BatchID, true
+	b.rep.WatermarkMs = e.progress.WatermarkMs
+	b.rep.MaxEventMs = e.reportedMax()
+	b.rep.Duration = time.Since(start)
+	rep := b.rep
+	return &rep, nil
 }
 
 // finish runs the rest of the open batch (Progress().Open): its timeout calls left, at its
@@ -171,22 +200,7 @@ func (b *batch) runChunks(ctx context.Context, position uint64, more bool, start
 		if err != nil {
 			return nil, err
 		}
-		// Only now does the engine move on: its progress, and with it the watermark the next
-		// batch runs at, is what the commit wrote. A batch that failed before this point
-		// changed nothing of the engine, so there is nothing to roll back.
-		e.progress = p
-		if b.initialApplied {
-			e.initial, b.initialApplied = nil, false
-		}
-		e.acksUnsynced = false // the commit synced the log, acknowledgements before it included
-		b.rep.BatchID = p.BatchID
-		b.rep.Commits++
-		delivered := true
-		if err := e.deliverCommitted(ctx, b.outbox); err != nil {
-			// Committed: the entries stay in the outbox and go out before the next batch runs.
-			e.pending, delivered = true, false
-			e.logger.Warn("outbox delivery failed; will retry before the next batch", "batch", b.id, "err", err)
-		}
+		delivered := b.committed(ctx, p)
 		if !more {
 			break
 		}

@@ -137,20 +137,7 @@ func (e *Engine) runV2(ctx context.Context, in BatchInput, start time.Time) (*Ba
 	b.rep.TTLExpired = n
 
 	if len(in.Rows) == 0 && calls == 0 && n == 0 && declared && (in.Position == 0 || in.Position == e.progress.Position) && b.nextW == b.W {
-		// Nothing to commit (as run does for v1).
-		if err := e.finishInflight(ctx); err != nil {
-			e.pending = true
-			e.logger.Warn("outbox delivery failed; will retry before the next batch", "err", err)
-		}
-		if err := e.syncAcks(); err != nil {
-			return nil, err
-		}
-		b.rep.BatchID, b.rep.Skipped = e.progress.BatchID, true
-		b.rep.WatermarkMs = e.progress.WatermarkMs
-		b.rep.MaxEventMs = e.reportedMax()
-		b.rep.Duration = time.Since(start)
-		rep := b.rep
-		return &rep, nil
+		return b.skipCommit(ctx, start) // nothing to commit, as run says for v1
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("engine: batch %d: %w", b.id, err)
@@ -159,18 +146,8 @@ func (e *Engine) runV2(ctx context.Context, in BatchInput, start time.Time) (*Ba
 	if err != nil {
 		return nil, err
 	}
-	e.progress = p
 	v.vars = vars
-	if b.initialApplied {
-		e.initial, b.initialApplied = nil, false
-	}
-	e.acksUnsynced = false
-	b.rep.BatchID = p.BatchID
-	b.rep.Commits = 1
-	if err := e.deliverCommitted(ctx, b.outbox); err != nil {
-		e.pending = true
-		e.logger.Warn("outbox delivery failed; will retry before the next batch", "batch", b.id, "err", err)
-	}
+	b.committed(ctx, p)
 	b.rep.WatermarkMs = e.progress.WatermarkMs
 	b.rep.MaxEventMs = e.reportedMax()
 	b.rep.WatermarkAdvanced = e.progress.WatermarkMs > b.W

@@ -238,12 +238,20 @@ func (h *Host) chunks(call *handler.Call) []span {
 		runs = (runs + k - 1) / k * k
 		per = (n + runs - 1) / runs
 	}
+	return cut(n, per, lim.MaxBytesPerCall, func(i int) int {
+		g := &call.Groups[i]
+		return abi.GroupSize(g.Key, g.State, g.Rows)
+	})
+}
+
+// cut cuts n groups, group i of size(i) bytes, into runs of at most per groups and maxBytes
+// bytes (a bigger group alone); no groups are one empty run.
+func cut(n, per, maxBytes int, size func(i int) int) []span {
 	var out []span
 	lo, bytes := 0, 0
-	for i := range call.Groups {
-		g := &call.Groups[i]
-		sz := abi.GroupSize(g.Key, g.State, g.Rows)
-		if i > lo && (i-lo >= per || bytes+sz > lim.MaxBytesPerCall) {
+	for i := range n {
+		sz := size(i)
+		if i > lo && (i-lo >= per || bytes+sz > maxBytes) {
 			out = append(out, span{lo, i})
 			lo, bytes = i, 0
 		}
@@ -266,34 +274,47 @@ func (h *Host) chunks(call *handler.Call) []span {
 // call's time limit and the budget, not a call timeout per key.
 func (h *Host) runChunk(ctx context.Context, budget *retryBudget, call *handler.Call, s span, results []handler.Result) error {
 	groups, res := call.Groups[s.lo:s.hi], results[s.lo:s.hi]
-	sub := func(lo, hi int) *handler.Call {
-		return &handler.Call{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: groups[lo:hi]}
+	run := func(ctx context.Context, lo, hi int) error {
+		sub := &handler.Call{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: groups[lo:hi]}
+		err := h.withInstance(ctx, func(in *instance) error { return in.process(ctx, sub, res[lo:hi], h.cfg.Limits) })
+		if err != nil {
+			handler.FailAll(res[lo:hi], err) // replaced if the groups are retried
+		}
+		return err
 	}
-	cause := h.callOnce(ctx, sub(0, len(groups)), res) // the last failure, for the errors of groups not retried
+	fail := func(lo, hi int, err error) { handler.FailAll(res[lo:hi], err) }
+	return h.retryAlone(ctx, budget, len(groups), run, fail)
+}
+
+// retryAlone runs the n groups of a chunk with one call of run, and when that call fails as a
+// whole, retries them as runChunk says, with fail recording the failure of the groups that are
+// not retried (or whose retry the budget interrupted). run records the outcome of its groups,
+// the failure of a whole call included.
+func (h *Host) retryAlone(ctx context.Context, budget *retryBudget, n int, run func(ctx context.Context, lo, hi int) error, fail func(lo, hi int, err error)) error {
+	cause := run(ctx, 0, n) // the last failure, for the errors of groups not retried
 	switch {
 	case cause == nil:
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case len(groups) == 1:
-		res[0] = handler.Result{Err: cause}
+	case n == 1:
 		return nil
 	}
 	retry := budget.start(ctx)
 	together := false // the next call is of every group left, not of one alone
-	for lo := 0; lo < len(groups); {
+	for lo := 0; lo < n; {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if retry.Err() != nil {
-			handler.FailAll(res[lo:], h.budgetError("not retried", cause))
+			fail(lo, n, h.budgetError("not retried", cause))
 			return nil
 		}
 		hi := lo + 1
 		if together {
-			hi = len(groups)
+			hi = n
 		}
-		err := h.callOnce(retry, sub(lo, hi), res[lo:hi])
+		err := run(retry, lo, hi)
 		switch {
 		case err == nil:
 			lo = hi
@@ -302,8 +323,8 @@ func (h *Host) runChunk(ctx context.Context, budget *retryBudget, call *handler.
 			return ctx.Err()
 		case retry.Err() != nil:
 			// The budget ran out during the retry (or while it waited for an instance).
-			handler.FailAll(res[lo:hi], h.budgetError("the retry was interrupted", cause))
-			handler.FailAll(res[hi:], h.budgetError("not retried", cause))
+			fail(lo, hi, h.budgetError("the retry was interrupted", cause))
+			fail(hi, n, h.budgetError("not retried", cause))
 			return nil
 		}
 		cause = err
@@ -311,7 +332,6 @@ func (h *Host) runChunk(ctx context.Context, budget *retryBudget, call *handler.
 			together = false // retry each group alone
 			continue
 		}
-		res[lo] = handler.Result{Err: err}
 		lo++
 		together = errors.Is(err, ErrTimeLimit)
 	}
@@ -353,15 +373,15 @@ func (h *Host) budgetError(what string, cause error) error {
 	return fmt.Errorf("%s: %w (limits.retry_timeout %s), after a call failed: %v", what, ErrRetryBudget, h.cfg.Limits.RetryTimeout, cause)
 }
 
-// callOnce runs sub on a pooled instance. An error means the whole call failed and the
-// instance was discarded.
-func (h *Host) callOnce(ctx context.Context, sub *handler.Call, res []handler.Result) error {
+// withInstance runs f (one guest call) on a pooled instance. An error means the whole call
+// failed: the instance is discarded (a new one is made on demand); else it goes back to the
+// pool.
+func (h *Host) withInstance(ctx context.Context, f func(in *instance) error) error {
 	in, err := h.acquire(ctx)
 	if err != nil {
 		return err
 	}
-	err = in.process(ctx, sub, res, h.cfg.Limits)
-	if err != nil {
+	if err := f(in); err != nil {
 		in.close(context.Background())
 		<-h.sem // the instance's slot is free; a new one is made on demand
 		return err

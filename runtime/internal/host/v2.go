@@ -24,6 +24,9 @@ func (h *Host) VarDecls() []abi.VarDecl { return h.decls }
 // retried as Process does (every group of the failed call is reverted by the session, then
 // each is run again alone).
 func (h *Host) ProcessV2(ctx context.Context, call *handler.CallV2, sess handler.StateSession, results []handler.ResultV2) error {
+	if len(call.Groups) == 0 {
+		return nil
+	}
 	budget := &retryBudget{d: h.cfg.Limits.RetryTimeout}
 	defer budget.stop()
 	for _, c := range h.chunksV2(call) {
@@ -38,20 +41,9 @@ func (h *Host) ProcessV2(ctx context.Context, call *handler.CallV2, sess handler
 // bytes (a bigger group alone), as chunks does, without spreading them over the instances.
 func (h *Host) chunksV2(call *handler.CallV2) []span {
 	lim := h.cfg.Limits
-	var out []span
-	lo, bytes := 0, 0
-	for i := range call.Groups {
-		sz := handler.GroupSizeV2(&call.Groups[i])
-		if i > lo && (i-lo >= lim.MaxGroupsPerCall || bytes+sz > lim.MaxBytesPerCall) {
-			out = append(out, span{lo, i})
-			lo, bytes = i, 0
-		}
-		bytes += sz
-	}
-	if lo < len(call.Groups) {
-		out = append(out, span{lo, len(call.Groups)})
-	}
-	return out
+	return cut(len(call.Groups), lim.MaxGroupsPerCall, lim.MaxBytesPerCall, func(i int) int {
+		return handler.GroupSizeV2(&call.Groups[i])
+	})
 }
 
 // runChunkV2 is runChunk for a v2 chunk: every guest call (the first, and each retry) is
@@ -61,7 +53,9 @@ func (h *Host) runChunkV2(ctx context.Context, budget *retryBudget, call *handle
 	groups, res := call.Groups[s.lo:s.hi], results[s.lo:s.hi]
 	run := func(ctx context.Context, lo, hi int) error {
 		sub := &handler.CallV2{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: groups[lo:hi]}
-		err := h.callOnceV2(ctx, sub, s.lo+lo, sess, res[lo:hi])
+		err := h.withInstance(ctx, func(in *instance) error {
+			return in.processV2(ctx, sub, s.lo+lo, sess, res[lo:hi], h.cfg.Limits)
+		})
 		if err != nil {
 			handler.FailAllV2(res[lo:hi], err)
 		}
@@ -72,67 +66,7 @@ func (h *Host) runChunkV2(ctx context.Context, budget *retryBudget, call *handle
 		handler.FailAllV2(res[lo:hi], err)
 		sess.End(s.lo+lo, res[lo:hi])
 	}
-	cause := run(ctx, 0, len(groups))
-	switch {
-	case cause == nil:
-		return nil
-	case ctx.Err() != nil:
-		return ctx.Err()
-	case len(groups) == 1:
-		return nil
-	}
-	retry := budget.start(ctx)
-	together := false
-	for lo := 0; lo < len(groups); {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if retry.Err() != nil {
-			fail(lo, len(groups), h.budgetError("not retried", cause))
-			return nil
-		}
-		hi := lo + 1
-		if together {
-			hi = len(groups)
-		}
-		err := run(retry, lo, hi)
-		switch {
-		case err == nil:
-			lo = hi
-			continue
-		case ctx.Err() != nil:
-			return ctx.Err()
-		case retry.Err() != nil:
-			fail(lo, hi, h.budgetError("the retry was interrupted", cause))
-			fail(hi, len(groups), h.budgetError("not retried", cause))
-			return nil
-		}
-		cause = err
-		if hi-lo > 1 {
-			together = false
-			continue
-		}
-		lo++
-		together = errors.Is(err, ErrTimeLimit)
-	}
-	return nil
-}
-
-// callOnceV2 runs sub (whose first group is the session's group lo) on a pooled instance. An
-// error means the whole call failed and the instance was discarded.
-func (h *Host) callOnceV2(ctx context.Context, sub *handler.CallV2, lo int, sess handler.StateSession, res []handler.ResultV2) error {
-	in, err := h.acquire(ctx)
-	if err != nil {
-		return err
-	}
-	err = in.processV2(ctx, sub, lo, sess, res, h.cfg.Limits)
-	if err != nil {
-		in.close(context.Background())
-		<-h.sem
-		return err
-	}
-	h.pool <- in
-	return nil
+	return h.retryAlone(ctx, budget, len(groups), run, fail)
 }
 
 // processV2 runs one v2 guest call for sub. An error means the instance is no longer usable.
