@@ -14,8 +14,6 @@ import (
 	"testing"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/groupstate/groupstate/abi"
 )
@@ -106,29 +104,7 @@ func TestRustV2Example(t *testing.T) {
 	}
 
 	var th *testHost
-	wasi_snapshot_preview1.MustInstantiate(ctx, r)
-	_, err = r.NewHostModuleBuilder(abi.ImportModule).
-		NewFunctionBuilder().WithFunc(func(ctx context.Context, i uint32) {
-		if th != nil {
-			th.GroupBegin(i)
-		}
-	}).Export(abi.ImportGroupBegin).
-		NewFunctionBuilder().WithFunc(func(ctx context.Context, m api.Module, reqPtr, reqLen, respPtr, respCap uint32) int32 {
-		req, ok := m.Memory().Read(reqPtr, reqLen)
-		if !ok {
-			return abi.StateRefused
-		}
-		resp := make([]byte, respCap)
-		n := th.State(req, resp)
-		if n >= 0 && uint32(n) <= respCap && !m.Memory().Write(respPtr, resp[:n]) {
-			return abi.StateRefused
-		}
-		return n
-	}).Export(abi.ImportState).
-		Instantiate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	instantiateStateImports(t, ctx, r, &th)
 	for _, name := range []string{"logincount", "pageviews"} {
 		mod, err := r.InstantiateModule(ctx, compiled[name], wazero.NewModuleConfig().WithName(name).WithStartFunctions("_initialize"))
 		if err != nil {
@@ -141,22 +117,7 @@ func TestRustV2Example(t *testing.T) {
 		if name == "logincount" {
 			continue
 		}
-		call := func(export string, in []byte) []byte {
-			t.Helper()
-			p, err := mod.ExportedFunction(abi.ExportAlloc).Call(ctx, uint64(len(in)))
-			if err != nil || !mod.Memory().Write(uint32(p[0]), in) {
-				t.Fatalf("gs_alloc: %v", err)
-			}
-			res, err := mod.ExportedFunction(export).Call(ctx, p[0], uint64(len(in)))
-			if err != nil {
-				t.Fatalf("%s: %v", export, err)
-			}
-			b, ok := mod.Memory().Read(abi.UnpackResult(res[0]))
-			if !ok {
-				t.Fatalf("%s: result outside the memory", export)
-			}
-			return slices.Clone(b)
-		}
+		call := exportCaller(t, ctx, mod)
 		if st, msg, _, err := abi.ParseInitResultV2(call(abi.ExportInit, initBufV2(abi.TimeoutProcessingTime, "{}")[:10])); err == nil && st == abi.StatusOK {
 			t.Fatalf("gs_init of a truncated buffer: %v %q", st, msg)
 		}

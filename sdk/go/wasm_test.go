@@ -117,25 +117,7 @@ func TestWasmFixtures(t *testing.T) {
 
 	// Run v2echo through the imports, with the test host behind them.
 	var th *testHost
-	wasi_snapshot_preview1.MustInstantiate(ctx, r)
-	_, err := r.NewHostModuleBuilder(abi.ImportModule).
-		NewFunctionBuilder().WithFunc(func(ctx context.Context, i uint32) { th.GroupBegin(i) }).Export(abi.ImportGroupBegin).
-		NewFunctionBuilder().WithFunc(func(ctx context.Context, m api.Module, reqPtr, reqLen, respPtr, respCap uint32) int32 {
-		req, ok := m.Memory().Read(reqPtr, reqLen)
-		if !ok {
-			return abi.StateRefused
-		}
-		resp := make([]byte, respCap)
-		n := th.State(req, resp)
-		if n >= 0 && uint32(n) <= respCap && !m.Memory().Write(respPtr, resp[:n]) {
-			return abi.StateRefused
-		}
-		return n
-	}).Export(abi.ImportState).
-		Instantiate(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	instantiateStateImports(t, ctx, r, &th)
 	for _, name := range []string{"v1echo", "v2echo"} {
 		mod, err := r.InstantiateModule(ctx, compiled[name], wazero.NewModuleConfig().WithName(name).WithStartFunctions("_initialize"))
 		if err != nil {
@@ -148,22 +130,7 @@ func TestWasmFixtures(t *testing.T) {
 		if name == "v1echo" {
 			continue
 		}
-		call := func(export string, in []byte) []byte {
-			t.Helper()
-			p, err := mod.ExportedFunction(abi.ExportAlloc).Call(ctx, uint64(len(in)))
-			if err != nil || !mod.Memory().Write(uint32(p[0]), in) {
-				t.Fatalf("gs_alloc: %v", err)
-			}
-			res, err := mod.ExportedFunction(export).Call(ctx, p[0], uint64(len(in)))
-			if err != nil {
-				t.Fatalf("%s: %v", export, err)
-			}
-			b, ok := mod.Memory().Read(abi.UnpackResult(res[0]))
-			if !ok {
-				t.Fatalf("%s: result outside the memory", export)
-			}
-			return slices.Clone(b)
-		}
+		call := exportCaller(t, ctx, mod)
 		st, msg, decls, err := abi.ParseInitResultV2(call(abi.ExportInit, initBufV2(abi.TimeoutProcessingTime, "{}")))
 		if err != nil || st != abi.StatusOK {
 			t.Fatalf("gs_init: %v %q %v", st, msg, err)
@@ -188,4 +155,55 @@ func maps2slice(m map[string]api.FunctionDefinition) []api.FunctionDefinition {
 		out = append(out, d)
 	}
 	return out
+}
+
+// instantiateStateImports instantiates WASI and the groupstate host module in r, its
+// group_begin and state functions served by *th, the test host of the calls (set it before
+// a call that begins a group).
+func instantiateStateImports(t *testing.T, ctx context.Context, r wazero.Runtime, th **testHost) {
+	t.Helper()
+	wasi_snapshot_preview1.MustInstantiate(ctx, r)
+	_, err := r.NewHostModuleBuilder(abi.ImportModule).
+		NewFunctionBuilder().WithFunc(func(ctx context.Context, i uint32) {
+		if *th != nil {
+			(*th).GroupBegin(i)
+		}
+	}).Export(abi.ImportGroupBegin).
+		NewFunctionBuilder().WithFunc(func(ctx context.Context, m api.Module, reqPtr, reqLen, respPtr, respCap uint32) int32 {
+		req, ok := m.Memory().Read(reqPtr, reqLen)
+		if !ok {
+			return abi.StateRefused
+		}
+		resp := make([]byte, respCap)
+		n := (*th).State(req, resp)
+		if n >= 0 && uint32(n) <= respCap && !m.Memory().Write(respPtr, resp[:n]) {
+			return abi.StateRefused
+		}
+		return n
+	}).Export(abi.ImportState).
+		Instantiate(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exportCaller returns a function that calls mod's export (gs_init, gs_process) with a buffer
+// in guest memory and returns a copy of its result.
+func exportCaller(t *testing.T, ctx context.Context, mod api.Module) func(export string, in []byte) []byte {
+	return func(export string, in []byte) []byte {
+		t.Helper()
+		p, err := mod.ExportedFunction(abi.ExportAlloc).Call(ctx, uint64(len(in)))
+		if err != nil || !mod.Memory().Write(uint32(p[0]), in) {
+			t.Fatalf("gs_alloc: %v", err)
+		}
+		res, err := mod.ExportedFunction(export).Call(ctx, p[0], uint64(len(in)))
+		if err != nil {
+			t.Fatalf("%s: %v", export, err)
+		}
+		b, ok := mod.Memory().Read(abi.UnpackResult(res[0]))
+		if !ok {
+			t.Fatalf("%s: result outside the memory", export)
+		}
+		return slices.Clone(b)
+	}
 }
