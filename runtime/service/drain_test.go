@@ -13,8 +13,9 @@ import (
 
 // TestDrain: undeploy --drain of a deployment split into partitions fires every key's
 // timeout in every partition (logincount closes each user's session), though the clock is
-// far from them; each partition reads drained and runs nothing more; a second drain fires
-// nothing; the undeploy then removes the deployment.
+// far from them; each partition reads drained; a second drain runs no batch (it reports the
+// first one's); the undeploy then removes the deployment. (That a drained partition takes no
+// more input is not checked here: only the absence of a batch over some time would show it.)
 func TestDrain(t *testing.T) {
 	env := startNATS(t)
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
@@ -70,10 +71,5 @@ func TestDrain(t *testing.T) {
 	if again != rep {
 		t.Fatalf("a second drain reported %+v, want the first's %+v (no new batch)", again, rep)
 	}
-	// Drained partitions run nothing more: a row published now is not counted.
-	env.loginRound(users[:1])
 	testutil.Require(t, env.client.Undeploy(ctx, "logincount"))
-	if n := len(env.totalsByUser()[users[0]]); n != 2 {
-		t.Fatalf("%s has %d outputs after the drain, want its 1 count and its close", users[0], n)
-	}
 }

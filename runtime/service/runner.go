@@ -78,6 +78,8 @@ type runner struct {
 	drain  context.CancelFunc // ends the loop after the batch in flight
 	done   chan struct{}
 
+	initial *initialLoad // the revision's initial state, shared by its runners here
+
 	// drainReq takes a drain request (undeploy --drain) to the loop, which runs the drain
 	// batch and then nothing more; drained is the report once it did (nil before).
 	drainReq chan chan drainResult
@@ -122,6 +124,15 @@ type revision struct {
 	rec  natsio.Record
 	spec *spec.Spec
 	wasm []byte
+	// initial is the record's initial state, loaded and parsed once for the revision's
+	// partitions on this runtime (see runner.initialState).
+	initial *initialLoad
+}
+
+// initialLoad holds a revision's parsed initial state once one of its runners loaded it.
+type initialLoad struct {
+	mu sync.Mutex
+	is *engine.InitialState
 }
 
 // check validates rec before anything of a running revision is touched: its spec, and its
@@ -133,7 +144,7 @@ type revision struct {
 // another loads and compiles its module once, not before each.
 func (s *Service) check(ctx context.Context, rec natsio.Record) (*revision, error) {
 	if rv := s.checked[rec.Name]; rv != nil && rv.rec.Revision == rec.Revision && rv.rec.ModuleDigest == rec.ModuleDigest && rv.rec.ResetState == rec.ResetState {
-		return &revision{rec: rec, spec: rv.spec, wasm: rv.wasm}, nil
+		return &revision{rec: rec, spec: rv.spec, wasm: rv.wasm, initial: rv.initial}, nil
 	}
 	rv, err := s.checkRecord(ctx, rec)
 	if err == nil {
@@ -158,7 +169,7 @@ func (s *Service) checkRecord(ctx context.Context, rec natsio.Record) (*revision
 	if err := s.rt.ValidateModule(ctx, sp, wasm); err != nil {
 		return nil, err
 	}
-	return &revision{rec: rec, spec: sp, wasm: wasm}, nil
+	return &revision{rec: rec, spec: sp, wasm: wasm, initial: &initialLoad{}}, nil
 }
 
 // build creates what a checked revision needs to run: streams, the input consumer (reset to
@@ -200,7 +211,7 @@ func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 	s.mu.Lock()
 	store := s.store
 	s.mu.Unlock()
-	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, store: store, logger: logger, done: make(chan struct{}), drainReq: make(chan chan drainResult), lease: o.lease, instance: o.instance, snaps: o.snapshots,
+	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, initial: rv.initial, store: store, logger: logger, done: make(chan struct{}), drainReq: make(chan chan drainResult), lease: o.lease, instance: o.instance, snaps: o.snapshots,
 		part: o.part, parts: max(sp.Partitions, 1)}
 	r.key = unitKey(sp.Name, r.part, r.parts)
 	if r.parts > 1 {
@@ -1010,19 +1021,27 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 
 // initialState loads the deployment's initial state (natsio.Record.InitialState) and returns
 // the keys of the runner's partition, for an engine whose keyspace committed no batch yet.
+//
+// The file is read and parsed once per revision on this runtime, for all its partitions here
+// (a failed load is tried again by the next open).
 func (r *runner) initialState(ctx context.Context) (*engine.InitialState, error) {
-	data, err := r.s.reg.GetInitialState(ctx, r.rec.InitialState) // verifies the bytes' SHA-256
-	if err != nil {
-		return nil, fmt.Errorf("loading the initial state: %w", err)
+	l := r.initial
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.is == nil {
+		data, err := r.s.reg.GetInitialState(ctx, r.rec.InitialState) // verifies the bytes' SHA-256
+		if err != nil {
+			return nil, fmt.Errorf("loading the initial state: %w", err)
+		}
+		if l.is, err = engine.ParseInitialState(bytes.NewReader(data)); err != nil {
+			return nil, fmt.Errorf("the initial state %s: %w", r.rec.InitialState, err)
+		}
 	}
-	is, err := engine.ParseInitialState(bytes.NewReader(data))
-	if err != nil {
-		return nil, fmt.Errorf("the initial state %s: %w", r.rec.InitialState, err)
-	}
+	is := l.is
 	if r.parts > 1 {
 		is = is.Partition(r.part, r.parts)
 	}
-	r.logger.Info("applying the initial state in the first batch", "keys", is.Len(), "bytes", len(data))
+	r.logger.Info("applying the initial state in the first batch", "keys", is.Len())
 	return is, nil
 }
 
