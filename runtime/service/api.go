@@ -70,19 +70,28 @@ func respondDrain(m *nats.Msg, r *runner) {
 // flight first, then the drain batch, whose timeout calls commit in chunks if they are many.
 const drainWait = 2 * time.Minute
 
+// answer answers a state or keys request about d. For an ABI v2 (transformWithState)
+// deployment, whose keys hold variables and timers rather than one value, a key's value is
+// the object of its variables with content at the runtime's processing time nowMs (expired
+// TTL items left out; see varsKeyState).
 func answer(d *state.Deployment, verb string, data []byte, nowMs int64) (any, error) {
 	vars, err := d.Vars()
 	if err != nil {
 		return nil, err
 	}
-	if vars.Len() > 0 {
-		return answerVars(d, verb, data, nowMs)
-	}
+	v2 := vars.Len() > 0
 	switch verb {
 	case api.VerbState:
 		var req api.StateRequest
 		if err := json.Unmarshal(data, &req); err != nil {
 			return nil, err
+		}
+		if v2 {
+			ks, err := varsKeyState(d, req.Key, nowMs)
+			if err != nil || (!ks.HasValue && len(ks.Timers) == 0) {
+				return api.StateReply{}, err
+			}
+			return api.StateReply{Found: true, KeyState: ks}, nil
 		}
 		e, found, err := d.Get(req.Key)
 		if err != nil || !found {
@@ -97,16 +106,19 @@ func answer(d *state.Deployment, verb string, data []byte, nowMs int64) (any, er
 		if req.Limit <= 0 || req.Limit > api.MaxKeysLimit {
 			req.Limit = api.DefaultKeysLimit
 		}
-		var reply api.KeysReply
-		reply.Keys = []api.KeyState{}
 		after := []byte(req.After)
 		if len(after) == 0 {
 			after = nil
 		}
-		err := d.Keys(after, req.Limit, func(key []byte, e state.Entry) error {
-			reply.Keys = append(reply.Keys, keyState(append([]byte(nil), key...), e))
-			return nil
-		})
+		reply := api.KeysReply{Keys: []api.KeyState{}}
+		if v2 {
+			err = varsKeys(d, after, req.Limit, nowMs, &reply)
+		} else {
+			err = d.Keys(after, req.Limit, func(key []byte, e state.Entry) error {
+				reply.Keys = append(reply.Keys, keyState(append([]byte(nil), key...), e))
+				return nil
+			})
+		}
 		if len(reply.Keys) == req.Limit {
 			reply.Next = reply.Keys[len(reply.Keys)-1].Key
 		}
@@ -128,56 +140,25 @@ func keyState(key []byte, e state.Entry) api.KeyState {
 	return ks
 }
 
-// answerVars answers state and keys requests for a deployment of an ABI v2 handler, whose
-// keys hold variables and timers (state.Deployment.KeyVars) rather than one value: a key's
-// value is the object of its variables with content, at the runtime's processing time nowMs
-// (expired TTL items left out).
-func answerVars(d *state.Deployment, verb string, data []byte, nowMs int64) (any, error) {
-	switch verb {
-	case api.VerbState:
-		var req api.StateRequest
-		if err := json.Unmarshal(data, &req); err != nil {
-			return nil, err
-		}
-		ks, err := varsKeyState(d, req.Key, nowMs)
-		if err != nil || (!ks.HasValue && len(ks.Timers) == 0) {
-			return api.StateReply{}, err
-		}
-		return api.StateReply{Found: true, KeyState: ks}, nil
-	case api.VerbKeys:
-		var req api.KeysRequest
-		if err := json.Unmarshal(data, &req); err != nil {
-			return nil, err
-		}
-		if req.Limit <= 0 || req.Limit > api.MaxKeysLimit {
-			req.Limit = api.DefaultKeysLimit
-		}
-		var after []byte
-		if len(req.After) > 0 {
-			after = req.After
-		}
-		var keys [][]byte
-		err := d.VarKeys(after, req.Limit, func(key []byte, _, _ int) error {
-			keys = append(keys, append([]byte(nil), key...))
-			return nil
-		})
-		if err != nil {
-			return nil, err
-		}
-		reply := api.KeysReply{Keys: []api.KeyState{}}
-		for _, k := range keys {
-			ks, err := varsKeyState(d, k, nowMs)
-			if err != nil {
-				return nil, err
-			}
-			reply.Keys = append(reply.Keys, ks)
-		}
-		if len(keys) == req.Limit {
-			reply.Next = reply.Keys[len(reply.Keys)-1].Key
-		}
-		return reply, nil
+// varsKeys adds to reply up to limit keys of an ABI v2 deployment after after, with their
+// variables (varsKeyState): the keys are listed first, then read, each from its own snapshot.
+func varsKeys(d *state.Deployment, after []byte, limit int, nowMs int64, reply *api.KeysReply) error {
+	var keys [][]byte
+	err := d.VarKeys(after, limit, func(key []byte, _, _ int) error {
+		keys = append(keys, append([]byte(nil), key...))
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	return nil, errors.New("unknown request " + verb)
+	for _, k := range keys {
+		ks, err := varsKeyState(d, k, nowMs)
+		if err != nil {
+			return err
+		}
+		reply.Keys = append(reply.Keys, ks)
+	}
+	return nil
 }
 
 // varsKeyState is the api.KeyState of an ABI v2 key: its variables with content as one JSON
