@@ -41,6 +41,9 @@ var (
 	// under another timeout mode (Spark's STATE_STORE_INVALID_CONFIG_AFTER_RESTART): its timers
 	// mean processing time or event time, not both.
 	ErrTimeModeChanged = errors.New("runtime: the deployment's timeout mode cannot change")
+	// ErrABISwitch: a module started on a keyspace that holds the state of a module of the
+	// other ABI version (flatMapGroupsWithState and transformWithState state differ).
+	ErrABISwitch = errors.New("runtime: the deployment's state is another kind of handler's")
 	// ErrDrainRows: a BatchInput with Drain set had rows; a drain takes none.
 	ErrDrainRows = errors.New("engine: a drain batch takes no rows")
 	// ErrInputTooLarge: a BatchInput had more rows than trigger.max_rows, or more bytes of
@@ -330,7 +333,31 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 			}
 		}
 	}
+	if err := checkABISwitch(e.ks, p, e.v2 != nil); err != nil {
+		_ = e.h.Close(ctx)
+		return nil, err
+	}
 	return e, nil
+}
+
+// checkABISwitch refuses a module of one ABI version on a keyspace that holds the state of a
+// module of the other: a flatMapGroupsWithState (v1) key's value and timeout are not a
+// transformWithState (v2) key's variables and timers, and the two would misread each
+// other's timers. A keyspace is a v2 one once a v2 batch committed (it records its timeout
+// mode, state.Deployment.TimeMode); a v1 one while it holds keys, timeouts or an open batch
+// without that record.
+func checkABISwitch(ks *state.Deployment, p state.Progress, v2 bool) error {
+	_, ranV2, err := ks.TimeMode()
+	if err != nil {
+		return err
+	}
+	switch {
+	case v2 && !ranV2 && (p.Keys > 0 || p.TimerKeys > 0 || p.Open.Active):
+		return fmt.Errorf("%w: the deployment holds the state of a flatMapGroupsWithState (ABI v1) handler (%d keys), which a transformWithState (ABI v2) module cannot take over; deploy it under a new name (or drop the state with deploy --reset-state --confirm)", ErrABISwitch, p.Keys)
+	case !v2 && ranV2:
+		return fmt.Errorf("%w: the deployment holds the state of a transformWithState (ABI v2) handler, which a flatMapGroupsWithState (ABI v1) module cannot take over; deploy it under a new name (or drop the state with deploy --reset-state --confirm)", ErrABISwitch)
+	}
+	return nil
 }
 
 // initFor is the init buffer content a module gets for spec.

@@ -170,6 +170,43 @@ func TestV2TimeModeChange(t *testing.T) {
 	v2Engine(t, v2Spec(t, "pt", ""), st, &collector{}, nil)
 }
 
+// TestABISwitch: a transformWithState module is refused on a keyspace that holds a
+// flatMapGroupsWithState handler's keys, and the other way round (their keys and timers
+// differ); each starts on its own keyspace, and on an empty one.
+func TestABISwitch(t *testing.T) {
+	st := openStore(t, "")
+	v1 := func(keyspace string) (*engine.Engine, error) {
+		sp, mod, err := spec.LoadSpec("testdata/semantics/pt.yaml")
+		require(t, err)
+		return sharedRuntime(t).NewEngine(context.Background(), engine.Config{Spec: sp, Keyspace: keyspace, Wasm: readFile(t, mod), Store: st, Sink: &collector{}})
+	}
+	v2 := func(keyspace string) (*engine.Engine, error) {
+		return sharedRuntime(t).NewEngine(context.Background(), engine.Config{Spec: v2Spec(t, "pt", ""), Keyspace: keyspace, Wasm: v2probeWasm(t), Store: st, Sink: &collector{}})
+	}
+	// A v1 keyspace with a key; a v2 one with a key.
+	eng, err := v1("one")
+	require(t, err)
+	_, err = eng.RunBatch(context.Background(), engine.BatchInput{ProcessingTimeMs: 1000, Rows: rows(`{"k": "a", "ops": [{"update": 1}]}`)})
+	require(t, err)
+	require(t, eng.Close(context.Background()))
+	eng, err = v2("two")
+	require(t, err)
+	runRows(t, eng, 1000, `{"k": "a", "ops": [{"set": 3}]}`)
+	require(t, eng.Close(context.Background()))
+
+	if _, err := v2("one"); !errors.Is(err, engine.ErrABISwitch) || !strings.Contains(err.Error(), "flatMapGroupsWithState (ABI v1) handler (1 keys)") {
+		t.Fatalf("a v2 module on v1 state: %v, want ErrABISwitch", err)
+	}
+	if _, err := v1("two"); !errors.Is(err, engine.ErrABISwitch) || !strings.Contains(err.Error(), "transformWithState (ABI v2) handler") {
+		t.Fatalf("a v1 module on v2 state: %v, want ErrABISwitch", err)
+	}
+	for _, start := range []func(string) (*engine.Engine, error){v1, v2} {
+		eng, err := start("empty")
+		require(t, err)
+		require(t, eng.Close(context.Background()))
+	}
+}
+
 // TestV2TimerOpsRefusedWithoutTimeouts: under timeout: none a timer op fails the group.
 func TestV2TimerOpsRefusedWithoutTimeouts(t *testing.T) {
 	sink := &collector{}
