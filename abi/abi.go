@@ -118,6 +118,11 @@ const (
 	// InitHasWatermark is set when the deployment configures an event-time column and a
 	// watermark delay, so currentWatermarkMs is defined.
 	InitHasWatermark uint32 = 1 << 0
+	// InitHasInputs (ABI v2 only, section 9.3a of abi/README.md) is set when the deployment
+	// reads several named inputs (the spec's inputs list): the init buffer then ends with the
+	// input names ([Init.Inputs]), and every row of a DATA group starts with the index of its
+	// input among them.
+	InitHasInputs uint32 = 1 << 1
 )
 
 // Group flags in a process buffer.

@@ -54,6 +54,9 @@ type Init struct {
 	Name []byte
 	// Config is the deployment's config as a JSON object ("{}" when it has none).
 	Config []byte
+	// Inputs are the names of the deployment's inputs, in the spec's order, with
+	// [InitHasInputs] (ABI v2 only); nil otherwise.
+	Inputs [][]byte
 }
 
 // AppendInit appends the init buffer for in to b:

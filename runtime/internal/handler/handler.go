@@ -21,6 +21,9 @@ type Group struct {
 	State []byte
 	// Rows are the key's rows of this batch in arrival order.
 	Rows [][]byte
+	// Inputs holds, for a deployment with several inputs (the spec's inputs list), the index
+	// of each row's input (Inputs[i] is Rows[i]'s); nil for a deployment with one input.
+	Inputs []uint32
 }
 
 // Result is one group's outcome, copied out of the handler's memory: the caller owns it.
