@@ -16,6 +16,9 @@ type GroupV2 struct {
 	Key []byte
 	// Rows are the key's rows in arrival order (abi.GroupData).
 	Rows [][]byte
+	// Inputs holds, for a deployment with several inputs (the spec's inputs list), the index
+	// of each row's input (Inputs[i] is Rows[i]'s); nil for a deployment with one input.
+	Inputs []uint32
 	// Timers are the key's expired timers, strictly ascending (abi.GroupTimers).
 	Timers []int64
 	// Initial is the key's line of the initial state, a JSON object (abi.GroupInitial).
