@@ -173,3 +173,28 @@ func sameSources(a, b []*jetstream.StreamSource) bool {
 	}
 	return true
 }
+
+// InputsPending returns how many rows of each named input deployment's inputs stream holds
+// after sequence after (the rows not yet delivered to the deployment, of those the server
+// sourced). It counts with one short-lived consumer per input (filtered to the input, starting
+// after after, deleted at once), so call it seldom: a status, not every batch.
+func InputsPending(ctx context.Context, js jetstream.JetStream, deployment string, names []string, after uint64) (map[string]uint64, error) {
+	stream := InputsStream(deployment)
+	out := make(map[string]uint64, len(names))
+	for _, name := range names {
+		c, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
+			FilterSubject:     inputsPrefix(deployment) + name + ".>",
+			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
+			OptStartSeq:       after + 1,
+			AckPolicy:         jetstream.AckNonePolicy,
+			MemoryStorage:     true,
+			InactiveThreshold: 10 * time.Second, // gone even if the delete below is not
+		})
+		if err != nil {
+			return nil, fmt.Errorf("natsio: counting input %s's pending rows: %w", name, err)
+		}
+		out[name] = c.CachedInfo().NumPending
+		_ = js.DeleteConsumer(ctx, stream, c.CachedInfo().Name)
+	}
+	return out, nil
+}

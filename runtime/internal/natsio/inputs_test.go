@@ -68,6 +68,18 @@ func TestInputsStream(t *testing.T) {
 		t.Errorf("%d messages, want at most the 3 of the inputs", n)
 	}
 
+	pending, err := InputsPending(ctx, js, "dep", []string{"impressions", "clicks", "other"}, 1)
+	testutil.Require(t, err)
+	if n := pending["impressions"] + pending["clicks"] + pending["other"]; n != 2 {
+		t.Fatalf("pending after sequence 1: %v, want 2 rows in all", pending)
+	}
+	if pending, _ := InputsPending(ctx, js, "dep", []string{"clicks"}, 3); pending["clicks"] != 0 {
+		t.Fatalf("pending after the last sequence: %v", pending)
+	}
+	if si, err := st.Info(ctx); err != nil || si.State.Consumers != 1 {
+		t.Fatalf("consumers on the inputs stream: %v %v, want only the test's own", si, err)
+	}
+
 	changed := append([]NamedInput(nil), inputs...)
 	changed[1].Subjects = []string{"ads.clicks.>"}
 	if err := EnsureInputsStream(ctx, js, "dep", changed, 1, time.Hour); !errors.Is(err, ErrInputsChanged) {
