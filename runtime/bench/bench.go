@@ -231,7 +231,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	// 2c. A stream-stream join (adjoin): throughput and its state over time.
 	rep.JoinAds, rep.JoinRows = 100_000, 1_000_000
 	if opts.Quick {
-		rep.JoinAds, rep.JoinRows = 20_000, 200_000
+		rep.JoinAds, rep.JoinRows = 20_000, 100_000
 	}
 	joinWasm, err := module("adjoin", "go")
 	if err != nil {
