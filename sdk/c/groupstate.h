@@ -1434,6 +1434,23 @@ static bool gs__has_processor(void) { return &gs__processor && gs__processor; }
 enum { GS__VALUE = 1, GS__LIST = 2, GS__MAP = 3 };
 enum { GS__DATA = 0, GS__TIMERS = 1, GS__INITIAL = 2 };
 enum { GS__INIT_HAS_WATERMARK = 1, GS__INIT_HAS_INPUTS = 2, GS__INIT_KNOWN = 3 }; /* init flags */
+enum { GS__MAX_INPUTS = 16, GS__MAX_INPUT_NAME_LEN = 32 };
+
+/* What is wrong with an input name (abi/README.md 9.3a: 1-32 bytes of [a-z0-9_-] starting with
+ * a letter), or NULL. */
+static const char *gs__input_name_problem(gs_slice n) {
+	if (n.len == 0) return "is empty";
+	if (n.len > GS__MAX_INPUT_NAME_LEN) return "is longer than 32 bytes";
+	if (n.ptr[0] < 'a' || n.ptr[0] > 'z') return "does not start with a letter a-z";
+	for (size_t i = 0; i < n.len; i++) {
+		char c = n.ptr[i];
+		if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-') continue;
+		char num[24];
+		gs__fmt_i64(num, (int64_t)i);
+		return gs__cat("has a byte other than a-z, 0-9, _ and - at offset ", num, NULL, NULL);
+	}
+	return NULL;
+}
 
 size_t gs_config_input_count(gs_config *c) { return c->ninputs; }
 gs_slice gs_config_input(gs_config *c, size_t i) { return i < c->ninputs ? c->inputs[i] : (gs_slice){"", 0}; }
@@ -2056,29 +2073,40 @@ static int64_t gs__v2_init(int32_t ptr, int32_t len) {
 		return gs__init_fail(gs__cat("groupstate: host sets init flags ", q, " this SDK does not implement (rebuild with a newer SDK)", NULL));
 	}
 	const char *name = gs__bytes(&r, &nlen), *json = gs__bytes(&r, &clen);
-	gs_slice *inputs = NULL;
+	gs_slice names[GS__MAX_INPUTS];
 	size_t ninputs = 0;
 	if (flags & GS__INIT_HAS_INPUTS) {
 		uint32_t n = gs__u32(&r);
-		if (!r.bad && n == 0) r.bad = true;
-		if (!r.bad && (size_t)(r.end - r.p) / 4 < n) r.bad = true; /* each name has a length */
-		if (!r.bad) {
-			inputs = (gs_slice *)malloc(n * sizeof(gs_slice));
-			if (!inputs) return gs__init_fail("groupstate: out of memory");
+		if (!r.bad && (n == 0 || n > GS__MAX_INPUTS)) {
+			gs__fmt_i64(num, n);
+			return gs__init_fail(gs__cat("groupstate: init buffer malformed: input_count ", num, " (want 1 to 16)", NULL));
 		}
 		for (uint32_t i = 0; i < n && !r.bad; i++) {
-			size_t len;
-			const char *p = gs__bytes(&r, &len);
+			names[i].ptr = gs__bytes(&r, &names[i].len);
 			if (r.bad) break;
-			char *d = gs__dup(p, len);
-			if (!d) return gs__init_fail("groupstate: out of memory");
-			inputs[ninputs++] = (gs_slice){d, len};
+			const char *why = gs__input_name_problem(names[i]);
+			gs__fmt_i64(num, i);
+			if (why) return gs__init_fail(gs__cat("groupstate: init buffer malformed: input ", num, ": name ", why));
+			for (uint32_t j = 0; j < i; j++) {
+				if (names[j].len != names[i].len || memcmp(names[j].ptr, names[i].ptr, names[i].len)) continue;
+				char other[24];
+				gs__fmt_i64(other, j);
+				const char *m = gs__cat("groupstate: init buffer malformed: input ", num, ": name \"", gs__cat_n(names[i]));
+				return gs__init_fail(gs__cat(m, "\" already used by input ", other, NULL));
+			}
+			ninputs++;
 		}
 	}
-	if (r.bad || r.p != r.end) {
-		for (size_t i = 0; i < ninputs; i++) free((void *)inputs[i].ptr);
-		free(inputs);
-		return gs__init_fail("groupstate: init buffer malformed");
+	if (r.bad || r.p != r.end) return gs__init_fail("groupstate: init buffer malformed");
+	gs_slice *inputs = NULL;
+	if (ninputs) { /* copies that live as long as the instance */
+		inputs = (gs_slice *)malloc(ninputs * sizeof(gs_slice));
+		if (!inputs) return gs__init_fail("groupstate: out of memory");
+		for (size_t i = 0; i < ninputs; i++) {
+			char *d = gs__dup(names[i].ptr, names[i].len);
+			if (!d) return gs__init_fail("groupstate: out of memory");
+			inputs[i] = (gs_slice){d, names[i].len};
+		}
 	}
 	if (mode > 2) {
 		gs__fmt_i64(num, mode);

@@ -27,6 +27,24 @@ const ABI_VERSION: u32 = 2;
 const INIT_HAS_WATERMARK: u32 = 1;
 const INIT_HAS_INPUTS: u32 = 2;
 const INIT_KNOWN_FLAGS: u32 = INIT_HAS_WATERMARK | INIT_HAS_INPUTS;
+const MAX_INPUTS: u32 = 16;
+const MAX_INPUT_NAME_LEN: usize = 32;
+
+// What is wrong with the input name at ptr (abi/README.md 9.3a: 1-32 bytes of [a-z0-9_-]
+// starting with a letter), or null.
+function inputNameProblem(ptr: usize, len: usize): string | null {
+  if (len == 0) return "is empty";
+  if (len > MAX_INPUT_NAME_LEN) return "is longer than 32 bytes";
+  const c0 = load<u8>(ptr);
+  if (c0 < 0x61 || c0 > 0x7a) return "does not start with a letter a-z";
+  for (let i: usize = 0; i < len; i++) {
+    const c = load<u8>(ptr + i);
+    if (!((c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c == 0x5f || c == 0x2d)) {
+      return "has a byte other than a-z, 0-9, _ and - at offset " + i.toString();
+    }
+  }
+  return null;
+}
 
 @external("groupstate", "group_begin")
 declare function group_begin(index: i32): void;
@@ -47,7 +65,7 @@ export function gs_init(ptr: usize, len: i32): i64 {
   const mode = rdU32();
   const flags = rdU32();
   let namePtr: usize = 0, nameLen: usize = 0, configPtr: usize = 0, configLen: usize = 0;
-  let noInputs = false; // HAS_INPUTS with 0 inputs
+  let badInputs: string | null = null; // what is wrong with the input names
   inputNames.length = 0;
   // What follows the config is read only with flags this SDK knows: with another, it may be
   // laid out as the SDK does not know.
@@ -56,16 +74,24 @@ export function gs_init(ptr: usize, len: i32): i64 {
     configPtr = rdBytes(); configLen = rdLen;
     if ((flags & INIT_HAS_INPUTS) != 0) {
       const n = rdU32();
-      noInputs = n == 0;
-      for (let i: u32 = 0; i < n && !rdBad; i++) {
+      if (!rdBad && (n == 0 || n > MAX_INPUTS)) badInputs = "input_count " + n.toString() + " (want 1 to 16)";
+      for (let i: u32 = 0; i < n && !rdBad && badInputs === null; i++) {
         const p = rdBytes();
-        if (!rdBad) inputNames.push(String.UTF8.decodeUnsafe(p, rdLen));
+        if (rdBad) break;
+        const why = inputNameProblem(p, rdLen);
+        if (why !== null) { badInputs = "input " + i.toString() + ": name " + why; break; }
+        const name = String.UTF8.decodeUnsafe(p, rdLen);
+        const j = inputNames.indexOf(name);
+        if (j >= 0) { badInputs = "input " + i.toString() + ": name \"" + name + "\" already used by input " + j.toString(); break; }
+        inputNames.push(name);
       }
     }
   }
   let err: string | null = null;
   const p = processor();
-  if (rdBad || noInputs) {
+  if (badInputs !== null) {
+    err = "groupstate: init buffer malformed: " + badInputs;
+  } else if (rdBad) {
     err = "groupstate: init buffer malformed";
   } else if (version != ABI_VERSION) {
     err = "groupstate: host ABI version " + version.toString() + ", module implements version " + ABI_VERSION.toString();

@@ -680,7 +680,9 @@ pub use processor::{
     RawJson, StateCodec, StatefulProcessor, Timers, ValueState, WithInputs,
 };
 #[cfg(feature = "v2")]
-pub use v2::{ProcessorModule, StateHost, VarKind, ABI_VERSION_V2, MAX_VARS, MAX_VAR_NAME_LEN, STATE_REFUSED};
+pub use v2::{
+    ProcessorModule, StateHost, VarKind, ABI_VERSION_V2, MAX_INPUTS, MAX_INPUT_NAME_LEN, MAX_VARS, MAX_VAR_NAME_LEN, STATE_REFUSED,
+};
 
 #[doc(hidden)]
 #[cfg(feature = "v2")]

@@ -1477,7 +1477,33 @@ fn inputs_init_refused() {
             init_buf_inputs(INIT_HAS_INPUTS | 0x30, &["a"]),
             "groupstate: host sets init flags 0x30 this SDK does not implement (rebuild with a newer SDK)",
         ),
-        ("no inputs", init_buf_inputs(INIT_HAS_INPUTS, &[]), "groupstate: init buffer malformed"),
+        ("no inputs", init_buf_inputs(INIT_HAS_INPUTS, &[]), "groupstate: init buffer malformed: input_count 0 (want 1 to 16)"),
+        (
+            "17 inputs",
+            init_buf_inputs(INIT_HAS_INPUTS, &["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q"]),
+            "groupstate: init buffer malformed: input_count 17 (want 1 to 16)",
+        ),
+        ("an empty name", init_buf_inputs(INIT_HAS_INPUTS, &["a", ""]), "groupstate: init buffer malformed: input 1: name is empty"),
+        (
+            "a long name",
+            init_buf_inputs(INIT_HAS_INPUTS, &["abcdefghijklmnopqrstuvwxyz0123456"]),
+            "groupstate: init buffer malformed: input 0: name is longer than 32 bytes",
+        ),
+        (
+            "a name with a capital",
+            init_buf_inputs(INIT_HAS_INPUTS, &["Clicks"]),
+            "groupstate: init buffer malformed: input 0: name does not start with a letter a-z",
+        ),
+        (
+            "a name with a dot",
+            init_buf_inputs(INIT_HAS_INPUTS, &["a_b-c.d"]),
+            "groupstate: init buffer malformed: input 0: name has a byte other than a-z, 0-9, _ and - at offset 5",
+        ),
+        (
+            "a name twice",
+            init_buf_inputs(INIT_HAS_INPUTS, &["a", "b", "a"]),
+            "groupstate: init buffer malformed: input 2: name \"a\" already used by input 0",
+        ),
         (
             "names missing",
             {
@@ -1509,11 +1535,11 @@ fn inputs_init_refused() {
         (
             "a name not UTF-8",
             {
-                let mut b = init_buf_inputs(INIT_HAS_INPUTS, &["a"]);
+                let mut b = init_buf_inputs(INIT_HAS_INPUTS, &["ab"]);
                 *b.last_mut().unwrap() = 0xff;
                 b
             },
-            "groupstate: init buffer malformed: an input name is not UTF-8",
+            "groupstate: init buffer malformed: input 0: name has a byte other than a-z, 0-9, _ and - at offset 1",
         ),
     ];
     for (name, buf, want) in cases {

@@ -26,6 +26,12 @@ pub(crate) const INIT_HAS_INPUTS: u32 = 1 << 1;
 /// The init flags this SDK implements; a v2 module fails its init when the host sets another.
 pub(crate) const INIT_KNOWN_FLAGS: u32 = INIT_HAS_WATERMARK | INIT_HAS_INPUTS;
 
+/// At most this many inputs (abi/README.md 9.3a).
+pub const MAX_INPUTS: usize = 16;
+
+/// At most this many bytes in an input's name.
+pub const MAX_INPUT_NAME_LEN: usize = 32;
+
 /// At most this many state variables (abi/README.md 9.2).
 pub const MAX_VARS: usize = 256;
 
@@ -572,18 +578,25 @@ fn parse_init_v2(buf: &[u8]) -> Result<(Config, Vec<String>), String> {
     let mut inputs = Vec::new();
     if flags & INIT_HAS_INPUTS != 0 {
         let n = r.u32();
-        if r.failed || n == 0 {
+        if r.failed {
             return Err(malformed());
         }
-        for _ in 0..n {
+        if n == 0 || n as usize > MAX_INPUTS {
+            return Err(format!("{}: input_count {} (want 1 to {})", malformed(), n, MAX_INPUTS));
+        }
+        for i in 0..n as usize {
             let b = r.bytes();
             if r.failed {
                 return Err(malformed());
             }
-            match std::str::from_utf8(b) {
-                Ok(s) => inputs.push(s.to_string()),
-                Err(_) => return Err("groupstate: init buffer malformed: an input name is not UTF-8".to_string()),
+            if let Some(p) = input_name_problem(b) {
+                return Err(format!("{}: input {}: name {}", malformed(), i, p));
             }
+            let name = String::from_utf8_lossy(b).into_owned(); // ASCII: checked above
+            if let Some(j) = inputs.iter().position(|x| *x == name) {
+                return Err(format!("{}: input {}: name {:?} already used by input {}", malformed(), i, name, j));
+            }
+            inputs.push(name);
         }
     }
     if !r.at_end() {
@@ -598,6 +611,24 @@ fn parse_init_v2(buf: &[u8]) -> Result<(Config, Vec<String>), String> {
     let name = std::str::from_utf8(name).map_err(|_| "groupstate: deployment name is not UTF-8".to_string())?;
     let cfg = Config::new(name, mode, flags & INIT_HAS_WATERMARK != 0, config).map_err(|e| e.to_string())?;
     Ok((cfg, inputs))
+}
+
+/// What is wrong with an input name (abi/README.md 9.3a: 1-32 bytes of `[a-z0-9_-]` starting
+/// with a letter), or `None`.
+fn input_name_problem(b: &[u8]) -> Option<String> {
+    if b.is_empty() {
+        return Some("is empty".to_string());
+    }
+    if b.len() > MAX_INPUT_NAME_LEN {
+        return Some(format!("is longer than {} bytes", MAX_INPUT_NAME_LEN));
+    }
+    if !b[0].is_ascii_lowercase() {
+        return Some("does not start with a letter a-z".to_string());
+    }
+    match b.iter().position(|&c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')) {
+        Some(i) => Some(format!("has a byte other than a-z, 0-9, _ and - at offset {}", i)),
+        None => None,
+    }
 }
 
 /// One group of a process buffer v2.
