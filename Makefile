@@ -11,7 +11,7 @@ GO      ?= go
 GOWASM  := GOOS=wasip1 GOARCH=wasm $(GO)
 
 # Go samples: samples/<name>/go/<name>.wasm, built from samples/<name>/go.
-GO_SAMPLES := logincount sessions dedup alerts carts
+GO_SAMPLES := logincount sessions dedup alerts carts adjoin
 GO_MODULES := $(foreach s,$(GO_SAMPLES),samples/$(s)/go/$(s).wasm)
 
 SAMPLE_MODULES := $(GO_MODULES)

@@ -16,7 +16,10 @@
 // ([AppendDataGroup], [InputReaderV2]); the guest reads and writes its state with op lists
 // ([OpWriter], [OpReader]), sent through the [ImportState] host function, whose read answers
 // it decodes with [AnswerReader]; and a group result carries the remaining writes
-// ([ResultWriterV2], [ResultReaderV2]). The version 1 names are unchanged.
+// ([ResultWriterV2], [ResultReaderV2]). A deployment with several named inputs sets
+// [InitHasInputs]: the init buffer lists the input names ([Init.Inputs]) and each DATA row
+// carries its input's index ([AppendDataGroupInputs], [InputReaderV2.SetInputCount],
+// [RowCursor.Input]). The version 1 names are unchanged.
 //
 // Readers never copy: the slices they return alias the buffer they read and are valid as long
 // as it is. Readers and writers are not safe for concurrent use; the functions are.

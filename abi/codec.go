@@ -48,7 +48,7 @@ type Init struct {
 	ABIVersion uint32
 	// Mode is the deployment's timeout mode.
 	Mode TimeoutMode
-	// Flags holds [InitHasWatermark].
+	// Flags holds [InitHasWatermark] and (ABI v2 only) [InitHasInputs].
 	Flags uint32
 	// Name is the deployment's name.
 	Name []byte
@@ -61,19 +61,37 @@ type Init struct {
 
 // AppendInit appends the init buffer for in to b:
 // abi_version u32, timeout_mode u32, flags u32, name (u32 length + bytes),
-// config (u32 length + bytes).
+// config (u32 length + bytes); then, only when in.Flags has [InitHasInputs], input_count u32
+// and each of in.Inputs (u32 length + bytes). Without the flag in.Inputs is not written. The
+// encoder does not check the names (see [ValidateInputName]) nor that the flag comes with
+// version 2.
 func AppendInit(b []byte, in Init) []byte {
 	b = appendU32(b, in.ABIVersion)
 	b = appendU32(b, uint32(in.Mode))
 	b = appendU32(b, in.Flags)
 	b = appendBytes(b, in.Name)
-	return appendBytes(b, in.Config)
+	b = appendBytes(b, in.Config)
+	if in.Flags&InitHasInputs != 0 {
+		b = appendInputs(b, in.Inputs)
+	}
+	return b
 }
 
-// ParseInit decodes an init buffer. The returned slices alias b.
+// ParseInit decodes an init buffer. The returned slices alias b. Without [InitHasInputs]
+// nothing may follow the config; with it the input names must follow, 1 to [MaxInputs]
+// valid names (see [ValidateInputName]), none twice, and nothing after them. Any other buffer
+// is an error wrapping [ErrMalformed]. ParseInit does not check the flag against the version:
+// a guest refuses the flags it does not implement.
 func ParseInit(b []byte) (Init, error) {
 	r := reader{b: b}
 	in := Init{ABIVersion: r.u32(), Mode: TimeoutMode(r.u32()), Flags: r.u32(), Name: r.bytes(), Config: r.bytes()}
+	if r.err == nil && in.Flags&InitHasInputs != 0 {
+		names, err := parseInputs(&r)
+		if err != nil {
+			return Init{}, err
+		}
+		in.Inputs = names
+	}
 	if err := r.finish(); err != nil {
 		return Init{}, err
 	}
@@ -171,8 +189,10 @@ func (g *Group) Rows() iter.Seq[[]byte] {
 // return one for any run of byte strings: a [GroupV2]'s rows, a [DecodedOp]'s or an
 // [Answer]'s list elements, a [GroupResultV2]'s emits.
 type RowCursor struct {
-	r    reader
-	left uint32
+	r      reader
+	left   uint32
+	inputs bool   // each row is preceded by its input index (a DATA group under InitHasInputs)
+	input  uint32 // the input index of the row Next returned last
 }
 
 // Cursor returns a cursor at the group's first row.
@@ -185,6 +205,9 @@ func (c *RowCursor) Next() ([]byte, bool) {
 		return nil, false
 	}
 	c.left--
+	if c.inputs {
+		c.input = c.r.u32()
+	}
 	// The group's rows were checked by InputReader.Next (or are a caller's own buffer, which
 	// bytes checks): read the length in place when it fits, else through the reader.
 	if b, off := c.r.b, c.r.off; c.r.err == nil && len(b)-off >= 4 {
@@ -195,6 +218,11 @@ func (c *RowCursor) Next() ([]byte, bool) {
 	}
 	return c.r.bytes(), true
 }
+
+// Input returns the input index of the row that [RowCursor.Next] returned last: its position
+// in the init's [Init.Inputs], in a [GroupV2] read from a buffer with input indexes (see
+// [InputReaderV2.SetInputCount]); 0 otherwise, and before the first row.
+func (c *RowCursor) Input() uint32 { return c.input }
 
 // InputReader reads a process buffer group by group.
 type InputReader struct {

@@ -99,6 +99,7 @@ type GroupV2 struct {
 	// Initial is the key's initial state (a JSON object) of a [GroupInitial] group, else nil.
 	Initial []byte
 	body    []byte // the rows or the timers
+	inputs  bool   // a DATA group's rows start with their input index
 }
 
 // Rows iterates over the rows of a [GroupData] group (none for other kinds). Each yielded
@@ -115,12 +116,27 @@ func (g *GroupV2) Rows() iter.Seq[[]byte] {
 }
 
 // Cursor returns a cursor at the first row of a [GroupData] group (an empty cursor for other
-// kinds); a loop over it allocates nothing.
+// kinds); a loop over it allocates nothing. When the group was read with input indexes (see
+// [InputReaderV2.SetInputCount]), [RowCursor.Input] gives each row's.
 func (g *GroupV2) Cursor() RowCursor {
 	if g.Kind != GroupData {
 		return RowCursor{}
 	}
-	return RowCursor{r: reader{b: g.body}, left: g.Count}
+	return RowCursor{r: reader{b: g.body}, left: g.Count, inputs: g.inputs}
+}
+
+// InputRows iterates over the rows of a [GroupData] group with the input index of each (0 for
+// every row unless the group was read with input indexes, see [InputReaderV2.SetInputCount]);
+// none for other kinds. Each yielded slice aliases the buffer.
+func (g *GroupV2) InputRows() iter.Seq2[uint32, []byte] {
+	return func(yield func(uint32, []byte) bool) {
+		c := g.Cursor()
+		for row, ok := c.Next(); ok; row, ok = c.Next() {
+			if !yield(c.Input(), row) {
+				return
+			}
+		}
+	}
 }
 
 // Timer returns the i-th timer (0-based) of a [GroupTimers] group. It panics unless
@@ -152,13 +168,27 @@ func (g *GroupV2) Timers() iter.Seq[int64] {
 // least one row, a [GroupTimers] group with at least one timer in strictly ascending order,
 // no byte outside the buffer, no trailing bytes. It copies nothing. An InputReaderV2 is not
 // safe for concurrent use; reuse one with [InputReaderV2.Reset].
+//
+// A module whose init had [InitHasInputs] reads DATA rows that start with their input index
+// (abi/README.md section 9.3a): tell the reader with [InputReaderV2.SetInputCount].
 type InputReaderV2 struct {
 	r      reader
 	header ProcessHeader
 	left   uint32
 	index  uint32
 	kind   GroupKind
+	inputs uint32 // the init's input count; 0: rows without input indexes
 }
+
+// SetInputCount makes ir read the rows of DATA groups as an init with [InitHasInputs] and n
+// input names makes them (abi/README.md section 9.3a): each row is its input index (u32, below
+// n, else the buffer is malformed) followed by the row. n 0, the default, reads rows without
+// indexes, as an init without the flag makes them. It holds until the next SetInputCount,
+// across [InputReaderV2.Reset]; set it before reading a buffer.
+func (ir *InputReaderV2) SetInputCount(n uint32) { ir.inputs = n }
+
+// InputCount returns the input count set with [InputReaderV2.SetInputCount] (0: none).
+func (ir *InputReaderV2) InputCount() uint32 { return ir.inputs }
 
 // NewInputReaderV2 validates the header of a version 2 process buffer (the same header as
 // version 1) and returns a reader positioned at its first group.
@@ -215,13 +245,22 @@ func (ir *InputReaderV2) Next(g *GroupV2) (bool, error) {
 	} else if kind != ir.kind {
 		return false, ir.fail("kind " + kind.String() + " after " + ir.kind.String() + " groups (a process buffer holds one phase)")
 	}
-	g.Kind, g.Key, g.Count, g.Initial, g.body = kind, key, 0, nil, nil
+	g.Kind, g.Key, g.Count, g.Initial, g.body, g.inputs = kind, key, 0, nil, nil, false
 	switch kind {
 	case GroupData:
 		n := r.u32()
 		start := r.off
-		for i := uint32(0); i < n && r.err == nil; i++ {
-			r.bytes()
+		if ir.inputs == 0 {
+			for i := uint32(0); i < n && r.err == nil; i++ {
+				r.bytes()
+			}
+		} else {
+			for i := uint32(0); i < n && r.err == nil; i++ {
+				if in := r.u32(); in >= ir.inputs && r.err == nil {
+					return false, ir.fail("row " + strconv.FormatUint(uint64(i), 10) + ": input index " + strconv.FormatUint(uint64(in), 10) + ", the init has " + strconv.FormatUint(uint64(ir.inputs), 10) + " inputs")
+				}
+				r.bytes()
+			}
 		}
 		if r.err != nil {
 			return false, ir.fail("rows truncated")
@@ -229,7 +268,7 @@ func (ir *InputReaderV2) Next(g *GroupV2) (bool, error) {
 		if n == 0 {
 			return false, ir.fail("DATA group without rows")
 		}
-		g.Count, g.body = n, r.b[start:r.off:r.off]
+		g.Count, g.body, g.inputs = n, r.b[start:r.off:r.off], ir.inputs != 0
 	case GroupTimers:
 		n := r.u32()
 		if r.err != nil || uint64(n)*8 > uint64(len(r.b)-r.off) {

@@ -16,6 +16,7 @@ type groupV2 struct {
 	kind    abi.GroupKind
 	key     string
 	rows    []string
+	inputs  []uint32 // the rows' input indexes, when read with an input count
 	timers  []int64
 	initial string
 }
@@ -23,8 +24,15 @@ type groupV2 struct {
 // readInputV2 reads every group of a v2 process buffer, checking that the iterators and the
 // cursor agree.
 func readInputV2(t testing.TB, b []byte) (abi.ProcessHeader, []groupV2, error) {
-	ir, err := abi.NewInputReaderV2(b)
-	if err != nil {
+	return readInputV2Inputs(t, b, 0)
+}
+
+// readInputV2Inputs is readInputV2 with the reader's input count set to n (see
+// InputReaderV2.SetInputCount); with n > 0 it records the rows' input indexes.
+func readInputV2Inputs(t testing.TB, b []byte, n uint32) (abi.ProcessHeader, []groupV2, error) {
+	var ir abi.InputReaderV2
+	ir.SetInputCount(n)
+	if err := ir.Reset(b); err != nil {
 		return abi.ProcessHeader{}, nil, err
 	}
 	var out []groupV2
@@ -44,7 +52,23 @@ func readInputV2(t testing.TB, b []byte) (abi.ProcessHeader, []groupV2, error) {
 			if string(r) != d.rows[i] {
 				t.Fatalf("cursor row %d = %q, Rows gave %q", i, r, d.rows[i])
 			}
+			if c.Input() >= max(n, 1) {
+				t.Fatalf("cursor row %d: input %d of %d", i, c.Input(), n)
+			}
+			if n > 0 {
+				d.inputs = append(d.inputs, c.Input())
+			}
 			i++
+		}
+		i = 0
+		for in, r := range g.InputRows() {
+			if string(r) != d.rows[i] || (n > 0 && in != d.inputs[i]) || (n == 0 && in != 0) {
+				t.Fatalf("InputRows row %d = %d %q, the cursor gave %v %q", i, in, r, d.inputs, d.rows[i])
+			}
+			i++
+		}
+		if i != len(d.rows) {
+			t.Fatalf("InputRows gave %d rows, Rows %d", i, len(d.rows))
 		}
 		for ts := range g.Timers() {
 			d.timers = append(d.timers, ts)
@@ -269,13 +293,17 @@ func ExampleInputReaderV2() {
 }
 
 // FuzzInputReaderV2: the guest reads whatever process buffer it is given without panicking,
-// and what it accepts encodes back to the same bytes.
+// with or without input indexes (inputs, the init's input count, 0 for none), and what it
+// accepts encodes back to the same bytes.
 func FuzzInputReaderV2(f *testing.F) {
 	for _, tc := range validInputsV2() {
-		f.Add(tc.buf)
+		f.Add(tc.buf, uint8(0))
 	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		h, groups, err := readInputV2(t, b)
+	withIndexes, _ := validInputsWithIndexes()
+	f.Add(withIndexes, uint8(3))
+	f.Fuzz(func(t *testing.T, b []byte, inputs uint8) {
+		n := uint32(inputs % (abi.MaxInputs + 2))
+		h, groups, err := readInputV2Inputs(t, b, n)
 		if err != nil {
 			if !errors.Is(err, abi.ErrMalformed) {
 				t.Fatalf("error does not wrap ErrMalformed: %v", err)
@@ -290,7 +318,11 @@ func FuzzInputReaderV2(f *testing.F) {
 				for i, r := range g.rows {
 					rows[i] = []byte(r)
 				}
-				again = abi.AppendDataGroup(again, []byte(g.key), rows)
+				if n > 0 {
+					again = abi.AppendDataGroupInputs(again, []byte(g.key), rows, g.inputs)
+				} else {
+					again = abi.AppendDataGroup(again, []byte(g.key), rows)
+				}
 			case abi.GroupTimers:
 				again = abi.AppendTimersGroup(again, []byte(g.key), g.timers)
 			case abi.GroupInitial:

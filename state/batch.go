@@ -44,6 +44,8 @@ type Batch struct {
 
 	hasTimeMode bool // SetTimeMode's
 	timeMode    uint8
+	// inputWatermarks is SetInputWatermarks' record (nil: none to write).
+	inputWatermarks []byte
 
 	seq uint32
 
@@ -331,6 +333,9 @@ func (b *Batch) Commit() (Progress, error) {
 	}
 	if b.hasTimeMode {
 		_ = b.pb.Set(sectionKey(nil, d.prefix, sectionTimeMode), []byte{b.timeMode}, nil)
+	}
+	if b.inputWatermarks != nil {
+		_ = b.pb.Set(sectionKey(nil, d.prefix, sectionInputs), b.inputWatermarks, nil)
 	}
 	if b.vb != nil {
 		if err := b.pb.Apply(b.vb, nil); err != nil {

@@ -18,6 +18,7 @@ const (
 	sectionSkip     = 's' // keys the open batch must not time out (Batch.SkipTimeout)
 	sectionInitial  = 'i' // the initial state was applied (Batch.MarkInitialStateApplied)
 	sectionTimeMode = 'n' // the timeout mode state variables were declared under (Batch.SetTimeMode)
+	// sectionInputs ('w', inputwatermarks.go): the named inputs' watermarks.
 
 	maxNameLen = 255
 )

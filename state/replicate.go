@@ -303,6 +303,15 @@ func checkReprOp(set bool, section byte, rest, value []byte, log *setLog) error 
 		if len(rest) > 0 || (set && len(value) != 1) {
 			return fmt.Errorf("%w: timeout mode record", ErrCorrupt)
 		}
+	case sectionInputs:
+		if len(rest) > 0 {
+			return fmt.Errorf("%w: input watermarks key", ErrCorrupt)
+		}
+		if set {
+			if _, err := decodeInputWatermarks(value); err != nil {
+				return err
+			}
+		}
 	case sectionProgress:
 		if len(rest) > 0 {
 			return fmt.Errorf("%w: progress key", ErrCorrupt)

@@ -114,6 +114,12 @@ func printStatus(w io.Writer, st *client.Status) {
 	if !st.UpdatedAt.IsZero() {
 		line("updated", st.UpdatedAt.Local().Format(time.DateTime))
 	}
+	if len(st.Inputs) > 0 {
+		fmt.Fprintf(w, "\n%-20s %-12s %-12s %-10s %s\n", "INPUT", "ROWS IN", "LATE", "LAG", "WATERMARK")
+		for _, in := range st.Inputs {
+			fmt.Fprintf(w, "%-20s %-12d %-12d %-10d %d\n", in.Name, in.RowsIn, in.LateRows, in.Lag, in.WatermarkMs)
+		}
+	}
 	if len(st.Partitions) > 1 {
 		fmt.Fprintf(w, "\n%-10s %-18s %-10s %s\n", "PARTITION", "RUNTIME", "POSITION", "LAG")
 		for _, p := range st.Partitions {

@@ -66,6 +66,27 @@ type Status struct {
 	// Partitions are the deployment's partitions (one for a deployment without
 	// `partitions`), each with its owner and progress; the fields above sum over them.
 	Partitions []PartitionStatus `json:"partitions"`
+	// Inputs are the inputs of a deployment with several (the spec's inputs), in the spec's
+	// order; empty for a deployment with one input. RowsIn, LateRows and InputLag above are
+	// their sums.
+	Inputs []InputStatus `json:"inputs,omitempty"`
+}
+
+// InputStatus is one of the inputs of a deployment with several, in [Status].
+type InputStatus struct {
+	Name string `json:"name"`
+	// RowsIn and LateRows count the input's rows and those dropped as late (judged against
+	// the deployment's watermark) since the runtime started the deployment.
+	RowsIn   int64 `json:"rows_in"`
+	LateRows int64 `json:"late_rows_dropped"`
+	// Lag is the number of the input's rows not yet delivered to the deployment (counted
+	// every few seconds while there are any; rows the server has not yet copied from the
+	// input's stream into the deployment's inputs stream do not count).
+	Lag int64 `json:"lag"`
+	// WatermarkMs is the input's own watermark: its largest event time seen minus its
+	// watermark delay (0 without event time, or before its first row). The deployment's
+	// WatermarkMs is made of these (watermark_policy).
+	WatermarkMs int64 `json:"watermark_ms"`
 }
 
 // PartitionStatus is one partition of a deployment in [Status].

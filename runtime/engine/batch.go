@@ -106,7 +106,7 @@ func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*Batc
 		}
 	}
 	b.groupRows(in.Rows)
-	b.nextW, b.ownMax, b.recordMax = e.nextWatermark(b.W, b.maxEvt)
+	b.nextW, b.ownMax, b.recordMax = e.nextWatermark(b)
 	if err := b.addData(); err != nil {
 		return nil, err
 	}
@@ -132,6 +132,10 @@ func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*Batc
 func (b *batch) committed(ctx context.Context, p state.Progress) (delivered bool) {
 	e := b.e
 	e.progress = p
+	if b.inputsPending && b.nextIn != nil {
+		copy(e.multi.w, b.nextIn)
+		b.nextIn = nil // recorded once, by the first chunk
+	}
 	if b.initialApplied {
 		e.initial, b.initialApplied = nil, false
 	}
@@ -163,6 +167,8 @@ func (b *batch) skipCommit(ctx context.Context, start time.Time) (*BatchReport, 
 	b.rep.BatchID, b.rep.Skipped = e.progress.BatchID, true
 	b.rep.WatermarkMs = e.progress.WatermarkMs
 	b.rep.MaxEventMs = e.reportedMax()
+	b.reportInputs()
+	b.reportInputs()
 	b.rep.Duration = time.Since(start)
 	rep := b.rep
 	return &rep, nil
@@ -217,6 +223,7 @@ func (b *batch) runChunks(ctx context.Context, position uint64, more bool, start
 	}
 	b.rep.WatermarkMs = e.progress.WatermarkMs
 	b.rep.MaxEventMs = e.reportedMax()
+	b.reportInputs()
 	b.rep.WatermarkAdvanced = e.progress.WatermarkMs > b.W
 	b.rep.NeedsNoDataBatch = b.rep.WatermarkAdvanced && e.rules.Mode == timeouts.EventTime
 	b.rep.Duration = time.Since(start)
@@ -229,6 +236,11 @@ func (b *batch) runChunks(ctx context.Context, position uint64, more bool, start
 // dead-lettered).
 func (e *Engine) checkInput(in BatchInput) error {
 	t := e.spec.Trigger
+	for i := range in.Rows {
+		if r := in.Rows[i].Input; r < 0 || r >= len(e.inputs) {
+			return fmt.Errorf("%w: row %d has input %d, the spec has %d", ErrUnknownInput, i, r, len(e.inputs))
+		}
+	}
 	if len(in.Rows) > t.MaxRows {
 		return fmt.Errorf("%w: %d rows, trigger.max_rows is %d", ErrInputTooLarge, len(in.Rows), t.MaxRows)
 	}
@@ -260,6 +272,11 @@ type batch struct {
 	hasBound bool
 	nextW    int64 // the watermark the batch commits when it closes
 	maxEvt   int64 // largest event time read, late rows included; timeouts.NoEventTime if none
+	// inMax is, for a deployment with several inputs (nil otherwise), the largest event time
+	// read of each input (timeouts.NoEventTime if none), and nextIn each input's watermark
+	// after the batch; inputsPending: the chunk's commit records nextIn.
+	inMax, nextIn []int64
+	inputsPending bool
 	// ownMax is the partition's max event time with this batch's rows (Config.SharedWatermark
 	// only), which the first commit records when recordMax.
 	ownMax    int64
@@ -299,6 +316,7 @@ type batch struct {
 	cursor   []int32  // per data group: row count, then fill position
 	rowData  [][]byte // every grouped row's data, grouped (Group.Rows are sub-slices)
 	rowIdx   []int32  // the input index of each rowData entry, for dead letters
+	rowInput []uint32 // the Row.Input of each rowData entry (several inputs only)
 	groups   []handler.Group
 	prev     []state.Entry // per group, its entry before the batch
 	results  []handler.Result
@@ -320,6 +338,19 @@ func (b *batch) begin(in BatchInput) {
 	b.rep = BatchReport{BatchID: b.id, RowsIn: len(in.Rows)}
 	b.sb = e.ks.NewBatch(b.id)
 	b.initialApplied = false
+	b.inMax, b.nextIn, b.inputsPending = nil, nil, false
+	if e.multi != nil {
+		n := len(e.inputs)
+		b.inMax, b.nextIn = make([]int64, n), make([]int64, n)
+		b.rep.Inputs = make([]InputReport, n)
+		for i := range b.inMax {
+			b.inMax[i] = timeouts.NoEventTime
+			b.rep.Inputs[i].Name = e.inputs[i].name
+		}
+		for _, r := range in.Rows {
+			b.rep.Inputs[r.Input].RowsIn++
+		}
+	}
 }
 
 // resume starts the next chunk of the open batch (Progress().Open), with its processing time,
@@ -334,6 +365,7 @@ func (b *batch) resume() error {
 	b.ownMax, b.recordMax = timeouts.NoEventTime, false // the first chunk recorded it
 	b.from = o.Next
 	b.rep = BatchReport{BatchID: b.id}
+	b.inMax, b.nextIn, b.inputsPending = nil, nil, false
 	b.groups, b.nData, b.nInit, b.vals = b.groups[:0], 0, 0, b.vals[:0]
 	b.sb = e.ks.NewBatch(b.id)
 	err := e.ks.SkippedTimeouts(func(key []byte) error {
@@ -397,6 +429,11 @@ func (b *batch) commit(position uint64, more bool) (state.Progress, error) {
 		// The partition's rows are committed by the first chunk, their max event time with them.
 		b.sb.SetMaxEvent(b.ownMax)
 		b.recordMax = false
+	}
+	if b.nextIn != nil && !b.inputsPending {
+		// Likewise the inputs' watermarks, which the batch's rows moved.
+		b.e.multi.record(b.sb, b.e.inputs, b.nextIn)
+		b.inputsPending = true
 	}
 	if more {
 		b.sb.SetProgress(b.W, position)
@@ -481,7 +518,8 @@ func (b *batch) groupRows(rows []Row) {
 	grouped := 0
 	for j, r := range rows {
 		b.rowGroup[j] = -1
-		key, evt, reason, err := e.extract(r.Data, b.keyBuf[:0])
+		in := &e.inputs[r.Input]
+		key, evt, reason, err := e.extract(r.Data, in, b.keyBuf[:0])
 		if err != nil {
 			b.deadLetter(nil, r, reason, err)
 			continue
@@ -493,16 +531,22 @@ func (b *batch) groupRows(rows []Row) {
 				continue
 			}
 		}
-		if e.timePath != nil {
-			if e.aheadMs > 0 && evt > b.T && uint64(evt)-uint64(b.T) > uint64(e.aheadMs) {
+		if in.timePath != nil {
+			if in.aheadMs > 0 && evt > b.T && uint64(evt)-uint64(b.T) > uint64(in.aheadMs) {
 				b.deadLetter(b.keep(key), r, ReasonEventTimeAhead, fmt.Errorf(
 					"event time %d is %d ms ahead of the batch's processing time %d, more than event_time.max_ahead %s",
-					evt, uint64(evt)-uint64(b.T), b.T, e.spec.EventTime.MaxAhead.Std()))
+					evt, uint64(evt)-uint64(b.T), b.T, in.maxAhead))
 				continue // and does not move the watermark
 			}
 			b.maxEvt = max(b.maxEvt, evt) // late rows count too
+			if b.inMax != nil {
+				b.inMax[r.Input] = max(b.inMax[r.Input], evt)
+			}
 			if dropsLate && timeouts.IsLate(evt, b.W) {
 				b.rep.LateRows++
+				if b.rep.Inputs != nil {
+					b.rep.Inputs[r.Input].LateRows++
+				}
 				if e.spec.Late.Subject != "" {
 					b.append(rowEntry(state.OutboxLate, b.keep(key), r, ReasonLate,
 						fmt.Sprintf("event time %d is at or before the watermark %d", evt, b.W)))
@@ -531,22 +575,32 @@ func (b *batch) groupRows(rows []Row) {
 	}
 	b.rowData = resize(b.rowData, grouped)
 	b.rowIdx = resize(b.rowIdx, grouped)
+	multi := e.multi != nil
+	if multi {
+		b.rowInput = resize(b.rowInput, grouped)
+	}
 	for j, i := range b.rowGroup {
 		if i >= 0 {
 			p := counts[i]
 			counts[i]++
 			b.rowData[p] = rows[j].Data
 			b.rowIdx[p] = int32(j)
+			if multi {
+				b.rowInput[p] = uint32(rows[j].Input)
+			}
 		}
 	}
 	for i := range b.groups {
 		lo, hi := b.rowStart[i], b.rowStart[i+1]
 		b.groups[i].Rows = b.rowData[lo:hi:hi]
+		if multi {
+			b.groups[i].Inputs = b.rowInput[lo:hi:hi]
+		}
 	}
 }
 
-// extract finds a row's canonical key and event time.
-func (e *Engine) extract(data, keyBuf []byte) (key []byte, evt int64, reason string, err error) {
+// extract finds the canonical key and event time of a row of input in.
+func (e *Engine) extract(data []byte, in *inputRule, keyBuf []byte) (key []byte, evt int64, reason string, err error) {
 	if max := e.spec.Limits.MaxRowBytes; max > 0 && uint64(len(data)) > uint64(max) {
 		return nil, 0, ReasonTooLarge, fmt.Errorf("row of %d bytes is over the limit of %d bytes", len(data), max)
 	}
@@ -559,30 +613,30 @@ func (e *Engine) extract(data, keyBuf []byte) (key []byte, evt int64, reason str
 		}
 		return nil, 0, ReasonInvalidJSON, errors.New("row is not valid JSON")
 	}
-	tok, err := rowjson.Lookup(data, e.keyPath)
+	tok, err := rowjson.Lookup(data, in.keyPath)
 	if err != nil {
-		return nil, 0, ReasonMissingKey, fmt.Errorf("key field %q is missing or null", e.spec.Key.Field)
+		return nil, 0, ReasonMissingKey, fmt.Errorf("key field %q is missing or null", in.keyField)
 	}
 	key, err = rowjson.AppendCanonicalKey(keyBuf, tok)
 	if err != nil {
 		if k := rowjson.Kind(tok); k != rowjson.KindNumberOutOfRange {
-			return nil, 0, ReasonBadKey, fmt.Errorf("key field %q is %s, not a string or number", e.spec.Key.Field, k)
+			return nil, 0, ReasonBadKey, fmt.Errorf("key field %q is %s, not a string or number", in.keyField, k)
 		}
-		return nil, 0, ReasonBadKey, fmt.Errorf("key field %q is a number whose exponent is out of range", e.spec.Key.Field)
+		return nil, 0, ReasonBadKey, fmt.Errorf("key field %q is a number whose exponent is out of range", in.keyField)
 	}
-	if e.timePath == nil {
+	if in.timePath == nil {
 		return key, 0, "", nil
 	}
-	tok, err = rowjson.Lookup(data, e.timePath)
+	tok, err = rowjson.Lookup(data, in.timePath)
 	if err != nil {
-		return nil, 0, ReasonMissingEventTime, fmt.Errorf("event time field %q is missing or null", e.spec.EventTime.Field)
+		return nil, 0, ReasonMissingEventTime, fmt.Errorf("event time field %q is missing or null", in.timeField)
 	}
 	evt, ok := rowjson.PlainInt(tok)
 	if !ok {
 		evt, err = timeouts.ParseEventTime(tok)
 	}
 	if err != nil {
-		return nil, 0, ReasonBadEventTime, fmt.Errorf("event time field %q: %v", e.spec.EventTime.Field, err)
+		return nil, 0, ReasonBadEventTime, fmt.Errorf("event time field %q: %v", in.timeField, err)
 	}
 	return key, evt, "", nil
 }

@@ -49,6 +49,9 @@ var (
 	// ErrInputTooLarge: a BatchInput had more rows than trigger.max_rows, or more bytes of
 	// row data than trigger.max_bytes (and more than one row); RunBatch ran nothing of it.
 	ErrInputTooLarge = errors.New("engine: batch input over the spec's trigger bounds")
+	// ErrUnknownInput: a BatchInput had a row whose Input is not the index of one of the
+	// spec's inputs; RunBatch ran nothing of it.
+	ErrUnknownInput = errors.New("engine: row of an unknown input")
 )
 
 func init() {
@@ -137,6 +140,9 @@ type Row struct {
 	Subject string
 	// Sequence is its input stream sequence (for dead-letter headers; may be 0).
 	Sequence uint64
+	// Input is the index of the row's input among the spec's inputs (spec.Spec.InputList):
+	// 0 for a deployment with one input.
+	Input int
 }
 
 // BatchInput is one micro-batch.
@@ -194,6 +200,11 @@ type BatchReport struct {
 	// processing-time timeouts, one every trigger interval, are the caller's schedule and
 	// not flagged here.)
 	NeedsNoDataBatch bool
+	// Inputs are the batch's counts and the inputs' watermarks, one per input in the spec's
+	// order, for a deployment with several inputs (spec inputs); nil otherwise, and for the
+	// rest of an open batch (Resumed). RowsIn and LateRows above are
+	// their sums.
+	Inputs []InputReport
 	// Duration is how long RunBatch took, deliveries to the sink included.
 	Duration time.Duration
 	// Skipped is set for a no-data batch that had nothing to do (no timeout expired): nothing
@@ -231,12 +242,13 @@ func (e *KeyError) Unwrap() error { return e.Err }
 // at a time. It is not safe for concurrent use: one goroutine drives it (every method), and
 // it calls its Sink on that goroutine.
 type Engine struct {
-	spec     *spec.Spec
-	rules    timeouts.Rules
-	keyPath  rowjson.Path
-	timePath rowjson.Path
-	delayMs  int64
-	aheadMs  int64          // event_time.max_ahead; 0: none
+	spec  *spec.Spec
+	rules timeouts.Rules
+	// inputs are the rules of the deployment's inputs (one for a spec without inputs), by
+	// Row.Input; multi is the state of a deployment with several (nil with one).
+	inputs   []inputRule
+	multi    *multiInput
+	hasTime  bool           // the deployment has event time
 	bound    WatermarkBound // Config.SharedWatermark; nil: none
 	h        handler.Handler
 	ks       *state.Deployment
@@ -293,19 +305,18 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		e.chunkKeys, e.chunkBytes = cfg.chunkKeys, cfg.chunkBytes
 	}
 	e.batch = batch{e: e, seed: maphash.MakeSeed()}
-	if sp.EventTime != nil {
+	e.hasTime = sp.HasEventTime()
+	if e.hasTime && !sp.HasInputs() {
 		e.bound = cfg.SharedWatermark // without event time there is no watermark to share
 	}
-	e.rules = timeouts.Rules{Mode: sp.Timeout, HasWatermark: sp.EventTime != nil}
-	e.keyPath = mustPath(sp.Key.Field)
+	e.rules = timeouts.Rules{Mode: sp.Timeout, HasWatermark: e.hasTime}
+	e.inputs = newInputRules(sp)
 	e.wrongPartition = cfg.WrongPartition
-	if sp.EventTime != nil {
-		e.timePath = mustPath(sp.EventTime.Field)
-		e.delayMs = sp.EventTime.WatermarkDelay.Std().Milliseconds()
-		e.aheadMs = sp.EventTime.MaxAhead.Std().Milliseconds()
-	}
 	p, err := e.ks.Progress()
 	if err != nil {
+		return nil, err
+	}
+	if e.multi, err = loadMultiInput(e.ks, sp, e.inputs); err != nil {
 		return nil, err
 	}
 	e.progress = p
@@ -363,8 +374,15 @@ func checkABISwitch(ks *state.Deployment, p state.Progress, v2 bool) error {
 // initFor is the init buffer content a module gets for spec.
 func initFor(sp *spec.Spec) abi.Init {
 	init := abi.Init{ABIVersion: abi.Version, Mode: abi.TimeoutMode(sp.Timeout), Name: []byte(sp.Name), Config: sp.ConfigJSON()}
-	if sp.EventTime != nil {
+	if sp.HasEventTime() {
 		init.Flags |= abi.InitHasWatermark
+	}
+	if sp.HasInputs() {
+		// The host hands the names to ABI v2 modules only (v1's init buffer never changes).
+		init.Flags |= abi.InitHasInputs
+		for _, in := range sp.Inputs {
+			init.Inputs = append(init.Inputs, []byte(in.Name))
+		}
 	}
 	return init
 }

@@ -29,20 +29,26 @@ func (e *Engine) ownMax(maxEvt int64) int64 {
 	return maxEvt
 }
 
-// nextWatermark is the watermark a batch that runs at w and saw maxEvt ([timeouts.NoEventTime]
-// when none) commits: today's rule without a WatermarkBound (W_next = max(W, batch max -
-// delay)), else the bound's. It also returns the partition's max event time to record
+// nextWatermark is the watermark batch b, which runs at b.W and saw b.maxEvt
+// ([timeouts.NoEventTime] when none), commits: today's rule without a WatermarkBound (W_next =
+// max(W, batch max - delay)), else the bound's; for several inputs, their policy's (which
+// also fills b.nextIn). It also returns the partition's max event time to record
 // (record false: nothing new to record).
-func (e *Engine) nextWatermark(w, maxEvt int64) (next, own int64, record bool) {
+func (e *Engine) nextWatermark(b *batch) (next, own int64, record bool) {
+	w, maxEvt := b.W, b.maxEvt
+	if e.multi != nil {
+		return e.multi.next(w, e.inputs, b.inMax, b.nextIn), timeouts.NoEventTime, false
+	}
+	delayMs := e.inputs[0].delayMs
 	if e.bound == nil {
-		return timeouts.NextWatermark(w, maxEvt, e.delayMs), timeouts.NoEventTime, false
+		return timeouts.NextWatermark(w, maxEvt, delayMs), timeouts.NoEventTime, false
 	}
 	own = e.ownMax(maxEvt)
 	if own == timeouts.NoEventTime {
 		return max(w, 0), own, false // nothing seen: nothing bounds, nothing moves
 	}
 	record = !e.progress.HasMaxEvent || own != e.progress.MaxEventMs
-	return timeouts.NextWatermark(w, e.bound(own), e.delayMs), own, record
+	return timeouts.NextWatermark(w, e.bound(own), delayMs), own, record
 }
 
 // reportedMax is BatchReport.MaxEventMs of the last commit.

@@ -75,7 +75,7 @@ func (e *Engine) runV2(ctx context.Context, in BatchInput, start time.Time) (*Ba
 		}
 	}
 	b.groupRows(in.Rows)
-	b.nextW, b.ownMax, b.recordMax = e.nextWatermark(b.W, b.maxEvt)
+	b.nextW, b.ownMax, b.recordMax = e.nextWatermark(b)
 
 	vars := v.vars
 	declared := vars != nil
@@ -108,7 +108,7 @@ func (e *Engine) runV2(ctx context.Context, in BatchInput, start time.Time) (*Ba
 	v.groups = v.groups[:0]
 	for i := range b.nData {
 		g := &b.groups[i]
-		v.groups = append(v.groups, handler.GroupV2{Kind: abi.GroupData, Key: g.Key, Rows: g.Rows})
+		v.groups = append(v.groups, handler.GroupV2{Kind: abi.GroupData, Key: g.Key, Rows: g.Rows, Inputs: g.Inputs})
 	}
 	if err := b.phase(ctx); err != nil {
 		return nil, err
@@ -150,6 +150,7 @@ func (e *Engine) runV2(ctx context.Context, in BatchInput, start time.Time) (*Ba
 	b.committed(ctx, p)
 	b.rep.WatermarkMs = e.progress.WatermarkMs
 	b.rep.MaxEventMs = e.reportedMax()
+	b.reportInputs()
 	b.rep.WatermarkAdvanced = e.progress.WatermarkMs > b.W
 	b.rep.NeedsNoDataBatch = more || (b.rep.WatermarkAdvanced && e.rules.Mode == timeouts.EventTime)
 	b.rep.Duration = time.Since(start)

@@ -6,6 +6,8 @@
 // Each line is one step:
 //
 //	{"at": 12000, "rows": [{...}, ...]}   one micro-batch at processing time 12000 ms
+//	{"at": 12000, "inputs": [{"name": "clicks", "rows": [{...}]}, ...]}
+//	                                       the same, for a spec with inputs: rows per input
 //	{"restart": true}                      close everything and reopen from the same state
 //	{"drain": true}                        the last batch: fire every timeout (Flink's stop --drain)
 //	{"expect": [{...}, ...]}               the rows emitted since the previous expect
@@ -66,8 +68,11 @@ type Step struct {
 	// Line is the 1-based line number.
 	Line int
 	// At, Rows: a batch (Rows may be empty).
-	At      *int64
-	Rows    []json.RawMessage
+	At   *int64
+	Rows []json.RawMessage
+	// Inputs are a batch's rows by input, for a spec with inputs (in place of Rows): the
+	// rows reach the handler in this order.
+	Inputs  []StepInput
 	Restart bool
 	// Drain: the deployment's last batch, which fires every timeout (see
 	// engine.BatchInput.Drain), at the processing time of the batch before it (0 if none).
@@ -76,6 +81,12 @@ type Step struct {
 	// Expect is set for an expect step (possibly empty: nothing emitted).
 	Expect []json.RawMessage
 	expect bool
+}
+
+// StepInput is one input's rows in a batch step ({"name": ..., "rows": [...]}).
+type StepInput struct {
+	Name string            `json:"name"`
+	Rows []json.RawMessage `json:"rows"`
 }
 
 // Parse reads a scenario file. It checks every line before anything runs: unknown fields,
@@ -140,6 +151,17 @@ func parseStep(text []byte) (Step, error) {
 			if err := json.Unmarshal(v, &st.Rows); err != nil {
 				return st, fmt.Errorf("\"rows\" must be an array: %v", err)
 			}
+		case "inputs":
+			dec := json.NewDecoder(bytes.NewReader(v))
+			dec.DisallowUnknownFields()
+			if err := dec.Decode(&st.Inputs); err != nil {
+				return st, fmt.Errorf("\"inputs\" must be an array of {\"name\", \"rows\"}: %v", err)
+			}
+			for _, in := range st.Inputs {
+				if in.Name == "" {
+					return st, fmt.Errorf("an input of \"inputs\" has no \"name\"")
+				}
+			}
 		case "restart":
 			if err := json.Unmarshal(v, &st.Restart); err != nil || !st.Restart {
 				return st, fmt.Errorf("\"restart\" must be true")
@@ -157,11 +179,18 @@ func parseStep(text []byte) (Step, error) {
 			st.expect = true
 			kinds++
 		default:
-			return st, fmt.Errorf("unknown field %q (a step has \"at\" and \"rows\", \"restart\", \"drain\", or \"expect\")", k)
+			return st, fmt.Errorf("unknown field %q (a step has \"at\" and \"rows\" or \"inputs\", \"restart\", \"drain\", or \"expect\")", k)
 		}
 	}
-	if _, ok := raw["rows"]; ok && st.At == nil {
-		return st, fmt.Errorf("\"rows\" without \"at\"")
+	_, hasRows := raw["rows"]
+	_, hasInputs := raw["inputs"]
+	for field, has := range map[string]bool{"rows": hasRows, "inputs": hasInputs} {
+		if has && st.At == nil {
+			return st, fmt.Errorf("%q without \"at\"", field)
+		}
+	}
+	if hasRows && hasInputs {
+		return st, fmt.Errorf("a batch has \"rows\" or \"inputs\", not both")
 	}
 	if kinds != 1 {
 		return st, fmt.Errorf("a step is exactly one of a batch (\"at\"), a restart, a drain or an expect")
@@ -209,7 +238,15 @@ func RunSteps(ctx context.Context, opts Options, steps []Step) error {
 		defer rt.Close(ctx)
 		opts.Runtime = rt
 	}
-	h := &harness{opts: opts}
+	h := &harness{opts: opts, inputs: map[string]int{}}
+	for i, in := range opts.Spec.Inputs {
+		h.inputs[in.Name] = i
+	}
+	for _, st := range steps {
+		if err := h.checkInputs(st); err != nil {
+			return fmt.Errorf("%w: line %d: %v", ErrInvalidStep, st.Line, err)
+		}
+	}
 	if err := h.open(ctx); err != nil {
 		return err
 	}
@@ -228,6 +265,39 @@ type harness struct {
 	store   *state.Store
 	eng     *engine.Engine
 	emitted []json.RawMessage
+	inputs  map[string]int // the spec's input names, to their index
+}
+
+// checkInputs checks that a batch step gives its rows as the spec says: by input ("inputs",
+// naming the spec's inputs, each once) for a spec with inputs, else as "rows".
+func (h *harness) checkInputs(st Step) error {
+	if st.At == nil {
+		return nil
+	}
+	if !h.opts.Spec.HasInputs() {
+		if st.Inputs != nil {
+			return errors.New("\"inputs\" is for a spec with inputs; this spec has one input: give \"rows\"")
+		}
+		return nil
+	}
+	if len(st.Rows) > 0 {
+		return errors.New("the spec has inputs: give a batch's rows per input, as \"inputs\": [{\"name\": ..., \"rows\": [...]}]")
+	}
+	seen := map[string]bool{}
+	for _, in := range st.Inputs {
+		if _, ok := h.inputs[in.Name]; !ok {
+			names := make([]string, 0, len(h.inputs))
+			for _, i := range h.opts.Spec.Inputs {
+				names = append(names, i.Name)
+			}
+			return fmt.Errorf("input %q is not one of the spec's inputs (%s)", in.Name, strings.Join(names, ", "))
+		}
+		if seen[in.Name] {
+			return fmt.Errorf("input %q is given twice in one batch", in.Name)
+		}
+		seen[in.Name] = true
+	}
+	return nil
 }
 
 func (h *harness) open(ctx context.Context) error {
@@ -305,9 +375,14 @@ func (h *harness) step(ctx context.Context, st Step) error {
 		return nil
 	}
 	h.lastAt = *st.At
-	rows := make([]engine.Row, len(st.Rows))
-	for i, r := range st.Rows {
-		rows[i] = engine.Row{Data: r, Sequence: uint64(i + 1)}
+	rows := make([]engine.Row, 0, len(st.Rows))
+	for _, r := range st.Rows {
+		rows = append(rows, engine.Row{Data: r, Sequence: uint64(len(rows) + 1)})
+	}
+	for _, in := range st.Inputs {
+		for _, r := range in.Rows {
+			rows = append(rows, engine.Row{Data: r, Sequence: uint64(len(rows) + 1), Input: h.inputs[in.Name]})
+		}
 	}
 	in := engine.BatchInput{ProcessingTimeMs: *st.At, Rows: rows}
 	for {

@@ -49,6 +49,9 @@ func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (
 		return "", nil, err
 	}
 	consumer, subjects := natsio.ConsumerName(sp.Name), sp.Input.Subjects
+	if sp.HasInputs() {
+		subjects = []string{natsio.InputsFilter(sp.Name)} // everything the inputs stream holds
+	}
 	if r.parts > 1 {
 		// The partition reads what the router (run with partition 0) routed to it, or, with
 		// key.subject_token, what the server put on its subjects.

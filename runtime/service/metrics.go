@@ -33,6 +33,11 @@ type Metrics struct {
 	changelogSize *prometheus.GaugeVec
 	restored      *prometheus.CounterVec
 	snapUpload    *prometheus.CounterVec
+	// Of each input of a deployment with several (labels deployment and input).
+	inputRowsBy    *prometheus.CounterVec
+	lateRowsBy     *prometheus.CounterVec
+	inputLagBy     *prometheus.GaugeVec
+	watermarkLagBy *prometheus.GaugeVec
 
 	mu      sync.Mutex
 	running map[string]map[int]*client.Status // by deployment and partition: the last status of each running here
@@ -78,6 +83,12 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		restored:      counter("groupstate_restore_records_total", "Changelog records and snapshot chunks applied by the takeovers of this runtime (few when it took over from a warm standby copy)."),
 		snapUpload:    counter("groupstate_snapshot_upload_bytes_total", "Bytes (compressed) of snapshot chunks this runtime uploaded: the chunks the last snapshot lacked."),
 	}
+	di := []string{"deployment", "input"}
+	m.inputRowsBy = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "groupstate_input_rows_by_input_total", Help: "Input rows received, by input (deployments with several inputs)."}, di)
+	m.lateRowsBy = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "groupstate_late_rows_by_input_total", Help: "Rows dropped as late, by input (deployments with several inputs)."}, di)
+	m.inputLagBy = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "groupstate_input_lag_by_input_messages", Help: "Input rows not yet delivered to the deployment, by input (deployments with several inputs)."}, di)
+	m.watermarkLagBy = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "groupstate_input_watermark_lag_seconds", Help: "Wall clock minus the input's own watermark (deployments with several inputs)."}, di)
+	reg.MustRegister(m.inputRowsBy, m.lateRowsBy, m.inputLagBy, m.watermarkLagBy)
 	reg.MustRegister(m.inputRows, m.lateRows, m.deadLetters, m.outputRows, m.timeoutsFired, m.failedKeys,
 		m.batches, m.batchDuration, m.stateKeys, m.stateBytes, m.watermarkLag, m.inputLag, m.up, m.fencedTotal,
 		m.owned, m.takeovers, m.standbyLag, m.changelogSize, m.restored, m.snapUpload)
@@ -97,6 +108,10 @@ func (m *Metrics) batch(name string, rep *engine.BatchReport) {
 	m.failedKeys.WithLabelValues(name).Add(float64(rep.FailedKeys))
 	m.batches.WithLabelValues(name).Inc()
 	m.batchDuration.WithLabelValues(name).Observe(rep.Duration.Seconds())
+	for _, in := range rep.Inputs {
+		m.inputRowsBy.WithLabelValues(name, in.Name).Add(float64(in.RowsIn))
+		m.lateRowsBy.WithLabelValues(name, in.Name).Add(float64(in.LateRows))
+	}
 }
 
 // status records the gauges of a status document of partition part of deployment name. The
@@ -138,6 +153,12 @@ func (m *Metrics) status(name string, part int, st *client.Status, hasWatermark 
 	m.inputLag.WithLabelValues(name).Set(float64(sum.InputLag))
 	if hasWatermark && sum.WatermarkMs > 0 {
 		m.watermarkLag.WithLabelValues(name).Set(time.Since(time.UnixMilli(sum.WatermarkMs)).Seconds())
+	}
+	for _, in := range st.Inputs { // deployments with inputs have one partition
+		m.inputLagBy.WithLabelValues(name, in.Name).Set(float64(in.Lag))
+		if hasWatermark && in.WatermarkMs > 0 {
+			m.watermarkLagBy.WithLabelValues(name, in.Name).Set(time.Since(time.UnixMilli(in.WatermarkMs)).Seconds())
+		}
 	}
 	up := 0.0
 	if sum.State == client.StatusRunning {

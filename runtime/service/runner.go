@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,9 @@ type runner struct {
 	// the key of its status and of s.runners, and what the state API is asked by (see unitKey).
 	part, parts int
 	key         string
+	// inputs maps the names of a deployment's several inputs (spec inputs) to their index
+	// (engine.Row.Input); nil for a deployment with one input.
+	inputs map[string]int
 
 	// wm is the runtime's view of the partitions' watermarks, for a partition of a deployment
 	// under event_time (nil otherwise); lastRowAt is when the partition's last row arrived (by
@@ -88,6 +92,8 @@ type runner struct {
 	mu         sync.Mutex
 	status     client.Status
 	lastStatus time.Time
+	// inputsLagAt is when publishStatus last counted the inputs' lag (see inputsLag).
+	inputsLagAt time.Time
 }
 
 // copyPos returns what r's keyspace holds of its changelog, for a stopped runner of a
@@ -169,6 +175,15 @@ func (s *Service) checkRecord(ctx context.Context, rec natsio.Record) (*revision
 	if err := s.rt.ValidateModule(ctx, sp, wasm); err != nil {
 		return nil, err
 	}
+	if sp.HasInputs() {
+		named := make([]natsio.NamedInput, len(sp.Inputs))
+		for i, in := range sp.Inputs {
+			named[i] = natsio.NamedInput{Name: in.Name, Subjects: in.Subjects}
+		}
+		if err := natsio.CheckInputsStream(ctx, s.js, sp.Name, named); err != nil {
+			return nil, err
+		}
+	}
 	return &revision{rec: rec, spec: sp, wasm: wasm, initial: &initialLoad{}}, nil
 }
 
@@ -214,6 +229,12 @@ func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, initial: rv.initial, store: store, logger: logger, done: make(chan struct{}), drainReq: make(chan chan drainResult), lease: o.lease, instance: o.instance, snaps: o.snapshots,
 		part: o.part, parts: max(sp.Partitions, 1)}
 	r.key = unitKey(sp.Name, r.part, r.parts)
+	if sp.HasInputs() {
+		r.inputs = make(map[string]int, len(sp.Inputs))
+		for i, in := range sp.Inputs {
+			r.inputs[in.Name] = i
+		}
+	}
 	if r.parts > 1 {
 		r.logger = logger.With("partition", r.part)
 	}
@@ -250,6 +271,9 @@ func (r *runner) setup(ctx context.Context, reset bool) error {
 		}
 	}
 	r.status = client.Status{Name: r.key, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: s.id}
+	for _, in := range sp.Inputs {
+		r.status.Inputs = append(r.status.Inputs, client.InputStatus{Name: in.Name})
+	}
 	if notes != "" {
 		r.status.LastError, r.status.LastErrorAt = notes, time.Now()
 	}
@@ -259,8 +283,14 @@ func (r *runner) setup(ctx context.Context, reset bool) error {
 // ensureStreams ensures the deployment's input stream and its output streams (output,
 // dead-letter, late) and returns the input stream's name.
 func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec) (string, error) {
-	inStream, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: sp.Input.Stream, Fallback: natsio.StreamName(sp.Name + "_IN"),
-		Subjects: sp.Input.Subjects, MaxAge: sp.Input.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas})
+	var inStream string
+	var err error
+	if sp.HasInputs() {
+		inStream, err = s.ensureInputs(ctx, sp)
+	} else {
+		inStream, err = natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: sp.Input.Stream, Fallback: natsio.StreamName(sp.Name + "_IN"),
+			Subjects: sp.Input.Subjects, MaxAge: sp.Input.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas})
+	}
 	if err != nil {
 		return "", fmt.Errorf("input stream: %w", err)
 	}
@@ -285,6 +315,28 @@ func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec) (string, err
 		}
 	}
 	return inStream, nil
+}
+
+// ensureInputs ensures the streams of a deployment with several inputs: each input's (its
+// named stream, the stream that already captures its subjects, or GS_<NAME>_IN_<INPUT>), and
+// the inputs stream that sources them all, whose name it returns (natsio.EnsureInputsStream).
+// The inputs stream keeps rows as long as the longest-kept input stream groupstate sets.
+func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec) (string, error) {
+	named := make([]natsio.NamedInput, len(sp.Inputs))
+	maxAge := time.Duration(0)
+	for i, in := range sp.Inputs {
+		st, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: in.Stream, Fallback: natsio.StreamName(sp.Name + "_IN_" + in.Name),
+			Subjects: in.Subjects, MaxAge: in.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas})
+		if err != nil {
+			return "", fmt.Errorf("input %s: %w", in.Name, err)
+		}
+		named[i] = natsio.NamedInput{Name: in.Name, Stream: st, Subjects: in.Subjects}
+		maxAge = max(maxAge, cmp.Or(in.MaxAge.Std(), spec.DefaultStreamMaxAge))
+	}
+	if err := natsio.EnsureInputsStream(ctx, s.js, sp.Name, named, s.cfg.Replicas, maxAge); err != nil {
+		return "", err
+	}
+	return natsio.InputsStream(sp.Name), nil
 }
 
 // open ensures the streams, creates the input consumer, reconciles it with the committed
@@ -901,11 +953,19 @@ func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.Batch
 		if m.Sequence <= pos {
 			continue
 		}
-		subject := m.Subject
-		if r.parts > 1 {
+		subject, input := m.Subject, 0
+		switch {
+		case r.inputs != nil:
+			name, orig, ok := natsio.SplitInputsSubject(r.spec.Name, m.Subject)
+			if input, ok = r.inputs[name]; !ok || orig == "" {
+				// The inputs stream sources nothing else (natsio.EnsureInputsStream).
+				return nil, nil, fmt.Errorf("input sequence %d: subject %s is not of one of the spec's inputs", m.Sequence, m.Subject)
+			}
+			subject = orig
+		case r.parts > 1:
 			subject = natsio.InputSubject(r.spec.Name, m) // the subject it was published on
 		}
-		rows = append(rows, engine.Row{Data: m.Data, Subject: subject, Sequence: m.Sequence})
+		rows = append(rows, engine.Row{Data: m.Data, Subject: subject, Sequence: m.Sequence, Input: input})
 		maxSeq = max(maxSeq, m.Sequence)
 	}
 	now := r.s.cfg.Clock.Now()
@@ -975,6 +1035,13 @@ func (r *runner) record(rep *engine.BatchReport) {
 	st.LastBatchMs = float64(rep.Duration.Microseconds()) / 1000
 	st.WatermarkMs = rep.WatermarkMs
 	st.LastBatchAt = time.Now()
+	for i, in := range rep.Inputs {
+		if i < len(st.Inputs) {
+			st.Inputs[i].RowsIn += int64(in.RowsIn)
+			st.Inputs[i].LateRows += int64(in.LateRows)
+			st.Inputs[i].WatermarkMs = in.WatermarkMs
+		}
+	}
 }
 
 // publishStatus writes the status document, at most once a second unless forced; a
@@ -990,6 +1057,7 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 	}
 	r.lastStatus = time.Now()
 	st := r.status
+	st.Inputs = slices.Clone(st.Inputs) // record goes on adding to r.status's
 	r.mu.Unlock()
 	if r.leaseLost() {
 		// A zombie (its lease moved while it ran or idled): the status is the new owner's.
@@ -998,25 +1066,68 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 	}
 	p := r.eng.Progress()
 	st.StateKeys, st.TimerKeys, st.Position = p.Keys, p.TimerKeys, p.Position
-	if r.spec.EventTime != nil {
+	if r.spec.HasEventTime() {
 		st.WatermarkMs = p.WatermarkMs
 	}
 	if n, err := r.src.Pending(ctx); err == nil {
 		st.InputLag = int64(n)
 	}
+	r.inputsLag(ctx, &st, p.Position)
 	if n, err := r.ks.DiskUsage(); err == nil {
 		st.StateBytes = int64(n)
 	}
 	st.UpdatedAt = time.Now()
 	st.Partitions = []client.PartitionStatus{{Partition: r.part, Owner: st.Owner, Standbys: []string{}, MissingStandbys: r.spec.Standbys,
 		Position: st.Position, Lag: st.InputLag, WatermarkMs: st.WatermarkMs}}
-	r.s.cfg.Metrics.status(r.spec.Name, r.part, &st, r.spec.EventTime != nil)
+	r.s.cfg.Metrics.status(r.spec.Name, r.part, &st, r.spec.HasEventTime())
 	if r.lease.Epoch != 0 {
 		if n, err := r.s.changelogBytes(ctx, r.spec.Name); err == nil {
 			r.s.cfg.Metrics.changelog(r.spec.Name, n)
 		}
 	}
 	r.s.putStatus(ctx, &st)
+}
+
+// inputsLagEvery is how often publishStatus counts the lag of each of several inputs (one
+// short-lived consumer per input: see natsio.InputsPending); in between a status repeats the
+// last count.
+const inputsLagEvery = 5 * time.Second
+
+// inputsLag sets the lag of each of the deployment's several inputs in st and r.status
+// (nothing for one input): the rows of the input in the inputs stream after position. With
+// st.InputLag 0 every input's is 0; else they are counted at most every inputsLagEvery (the
+// last count stays in between).
+func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint64) {
+	if r.inputs == nil {
+		return
+	}
+	var pending map[string]uint64
+	if st.InputLag > 0 {
+		r.mu.Lock()
+		due := time.Since(r.inputsLagAt) >= inputsLagEvery
+		r.mu.Unlock()
+		if !due {
+			return
+		}
+		names := make([]string, len(st.Inputs))
+		for i := range st.Inputs {
+			names[i] = st.Inputs[i].Name
+		}
+		var err error
+		if pending, err = natsio.InputsPending(ctx, r.s.js, r.spec.Name, names, position); err != nil {
+			r.logger.Debug("counting the inputs' lag", "err", err)
+			return
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.inputsLagAt = time.Now()
+	for i := range st.Inputs {
+		st.Inputs[i].Lag = int64(pending[st.Inputs[i].Name])
+		if i < len(r.status.Inputs) {
+			r.status.Inputs[i].Lag = st.Inputs[i].Lag
+		}
+	}
 }
 
 // initialState loads the deployment's initial state (natsio.Record.InitialState) and returns

@@ -17,7 +17,6 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
-	"github.com/groupstate/groupstate/runtime/internal/rowjson"
 	"github.com/groupstate/groupstate/runtime/internal/subject"
 	"github.com/groupstate/groupstate/timeouts"
 )
@@ -33,12 +32,20 @@ type Spec struct {
 	Name string `yaml:"name" json:"name"`
 	// Module is the path of the .wasm file, relative to the spec file.
 	Module string `yaml:"module" json:"module"`
-	// Input selects the rows.
+	// Input selects the rows (of a deployment with one input; see Inputs).
 	Input InputSpec `yaml:"input" json:"input"`
-	// Key selects the grouping key.
+	// Key selects the grouping key (of a deployment with one input).
 	Key KeySpec `yaml:"key" json:"key"`
-	// EventTime, when set, names the event-time column and the watermark delay.
+	// EventTime, when set, names the event-time column and the watermark delay (of a
+	// deployment with one input).
 	EventTime *EventTimeSpec `yaml:"event_time,omitempty" json:"event_time,omitempty"`
+	// Inputs, when set, are the deployment's named inputs, each with its own subjects, key and
+	// event time, in place of Input, Key and EventTime (see [NamedInput] and
+	// [Spec.InputList]). At most [MaxInputs].
+	Inputs []NamedInput `yaml:"inputs,omitempty" json:"inputs,omitempty"`
+	// WatermarkPolicy is how the watermarks of several inputs make the deployment's: min
+	// (the default) or max.
+	WatermarkPolicy WatermarkPolicy `yaml:"watermark_policy,omitempty" json:"watermark_policy,omitempty"`
 	// Timeout is the timeout mode: none (default), processing_time or event_time.
 	Timeout timeouts.Mode `yaml:"timeout" json:"timeout"`
 	// Output is where emitted rows go.
@@ -292,6 +299,9 @@ func (s *Spec) EnsureDefaults() {
 	if s.OnError == "" {
 		s.OnError = OnErrorDeadLetter
 	}
+	if s.WatermarkPolicy == "" && len(s.Inputs) > 0 {
+		s.WatermarkPolicy = WatermarkMin
+	}
 	if s.DeadLetter.Subject == "" && s.Name != "" {
 		s.DeadLetter.Subject = s.Name + ".dlq"
 	}
@@ -339,37 +349,26 @@ func (s *Spec) validate(decodeProblem string) error {
 	case len(s.Name) > 63 || !nameRE.MatchString(s.Name):
 		add("name %q must be 1 to 63 characters of [a-z0-9-]", s.Name)
 	}
-	if s.Key.Field == "" {
-		add("key.field is required")
-	} else if _, err := rowjson.ParsePath(s.Key.Field); err != nil {
-		add("key.field %q is not a valid field path", s.Key.Field)
+	if len(s.Inputs) > 0 {
+		s.validateInputs(add)
+	} else {
+		validateKey("key", s.Key, add)
+		validateEventTime("event_time", s.EventTime, add)
+		for _, in := range s.Input.Subjects {
+			if err := subject.CheckPattern(in); err != nil {
+				add("input.subjects: %q is not a valid subject: it %v", in, err)
+			}
+		}
 	}
+	s.validatePolicy(add)
 	if !s.Timeout.Valid() {
 		add("timeout: unknown timeout mode %s", s.Timeout)
 	}
-	if s.EventTime != nil {
-		if s.EventTime.Field == "" {
-			add("event_time.field is required when event_time is set")
-		} else if _, err := rowjson.ParsePath(s.EventTime.Field); err != nil {
-			add("event_time.field %q is not a valid field path", s.EventTime.Field)
-		}
-		if s.EventTime.WatermarkDelay < 0 {
-			add("event_time.watermark_delay must not be negative")
-		}
-		if s.EventTime.MaxAhead < 0 {
-			add("event_time.max_ahead must not be negative")
-		}
-	}
-	if s.Timeout == timeouts.EventTime && s.EventTime == nil {
+	if s.Timeout == timeouts.EventTime && !s.HasEventTime() {
 		add("timeout: event_time needs event_time.field and event_time.watermark_delay")
 	}
 	if s.OnError != OnErrorDeadLetter && s.OnError != OnErrorFail {
 		add("on_error %q must be %q or %q", s.OnError, OnErrorDeadLetter, OnErrorFail)
-	}
-	for _, in := range s.Input.Subjects {
-		if err := subject.CheckPattern(in); err != nil {
-			add("input.subjects: %q is not a valid subject: it %v", in, err)
-		}
 	}
 	for _, out := range s.published() {
 		if err := subject.CheckLiteral(out.subject); out.subject != "" && err != nil {
@@ -425,8 +424,16 @@ func (s *Spec) ValidateForService() error {
 		return err
 	}
 	add := func(format string, args ...any) { p = append(p, fmt.Sprintf(format, args...)) }
-	if len(s.Input.Subjects) == 0 {
-		add("input.subjects is required: the subjects to read rows from")
+	inputs := s.InputList()
+	for _, in := range inputs {
+		if len(in.Subjects) > 0 {
+			continue
+		}
+		if s.HasInputs() {
+			add("inputs[%s].subjects is required: the subjects to read rows from", in.Name)
+		} else {
+			add("input.subjects is required: the subjects to read rows from")
+		}
 	}
 	if s.Output.Subject == "" {
 		add("output.subject is required: where emitted rows are published")
@@ -435,9 +442,11 @@ func (s *Spec) ValidateForService() error {
 		if out.subject == "" || subject.CheckLiteral(out.subject) != nil {
 			continue // Validate reported it
 		}
-		for _, in := range s.Input.Subjects {
-			if subject.Subset(out.subject, in) {
-				add("%s %q is matched by input subject %q: the deployment would read what it publishes as input (a feedback loop); choose a subject outside the input subjects", out.field, out.subject, in)
+		for _, input := range inputs {
+			for _, in := range input.Subjects {
+				if subject.Subset(out.subject, in) {
+					add("%s %q is matched by input subject %q: the deployment would read what it publishes as input (a feedback loop); choose a subject outside the input subjects", out.field, out.subject, in)
+				}
 			}
 		}
 	}
@@ -445,8 +454,10 @@ func (s *Spec) ValidateForService() error {
 		add("%s", msg)
 	}
 	for _, st := range []struct{ field, name string }{{"output.stream", s.Output.Stream}, {"dead_letter.stream", s.DeadLetter.Stream}, {"late.stream", s.Late.Stream}} {
-		if st.name != "" && st.name == s.Input.Stream {
-			add("%s %q is the input stream: outputs must not be stored where input is read", st.field, st.name)
+		for _, in := range inputs {
+			if st.name != "" && st.name == in.Stream {
+				add("%s %q is the input stream: outputs must not be stored where input is read", st.field, st.name)
+			}
 		}
 	}
 	if len(p) == 0 {

@@ -19,6 +19,7 @@ type Config struct {
 	hasWatermark bool
 	json         []byte
 	fields       map[string]json.RawMessage
+	inputs       []string // the input names of an init with abi.InitHasInputs, else nil
 }
 
 // newConfig builds the Config of an init buffer, copying what it keeps.
@@ -28,6 +29,9 @@ func newConfig(in abi.Init) (Config, error) {
 		mode:         in.Mode,
 		hasWatermark: in.Flags&abi.InitHasWatermark != 0,
 		json:         append([]byte(nil), in.Config...),
+	}
+	for _, n := range in.Inputs {
+		c.inputs = append(c.inputs, string(n))
 	}
 	if len(c.json) == 0 {
 		c.json = []byte("{}")

@@ -113,6 +113,11 @@
 // SDK sets the variables from it). A failing call (an error, a panic, a refused state request)
 // fails its key only, and none of its writes take effect.
 //
+// A deployment with several named inputs (the spec's inputs list, e.g. the two sides of a
+// stream-stream join) calls the processor with a key's rows of every input: a row type that
+// embeds [InputName] gets each row's input name, and [ProcessorHandle.Inputs] lists the names
+// at Init.
+//
 // A module registers either a handler ([Handle], [HandleRaw]: ABI v1) or one processor
 // ([Process]: ABI v2), never both; gs_abi_version reports which. The variable handles, the
 // [Timers] and the [Emitter] are valid only inside the calls of the processor, which run one

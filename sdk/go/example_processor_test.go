@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"iter"
+	"slices"
 	"time"
 
 	"github.com/groupstate/groupstate/abi"
@@ -102,4 +103,71 @@ func ExampleProcess() {
 	// variable 0: value total ttl=0ms
 	// variable 1: map pages ttl=86400000ms
 	// variable 2: list recent ttl=0ms
+}
+
+// sideRow is a row of a deployment with several inputs: embedding groupstate.InputName gives
+// it the name of its input.
+type sideRow struct {
+	groupstate.InputName
+	TS int64 `json:"ts"`
+}
+
+// sides checks its inputs at Init and tells each row's input. It keeps no state.
+type sides struct{}
+
+func (sides) Init(h *groupstate.ProcessorHandle) error {
+	if in := h.Inputs(); !slices.Equal(in, []string{"impressions", "clicks"}) {
+		return fmt.Errorf("sides: want the inputs impressions and clicks, got %q", in)
+	}
+	return nil
+}
+
+// side is an emitted row.
+type side struct {
+	Ad    json.RawMessage `json:"ad"`
+	Input string          `json:"input"`
+	TS    int64           `json:"ts"`
+}
+
+func (sides) HandleInputRows(key groupstate.Key, rows iter.Seq[sideRow], t *groupstate.Timers, out *groupstate.Emitter[side]) error {
+	for r := range rows {
+		out.Emit(side{Ad: key.JSON(), Input: r.Input(), TS: r.TS})
+	}
+	return nil
+}
+
+func (sides) HandleExpiredTimer(groupstate.Key, int64, *groupstate.Timers, *groupstate.Emitter[side]) error {
+	return nil
+}
+
+// ExampleInputName runs a processor over a deployment with two inputs (the spec's inputs
+// list): the init names them, and each row of a key, whatever its input, reaches the same
+// call, with its input's name.
+func ExampleInputName() {
+	m := groupstate.NewModule()
+	groupstate.RegisterProcessor(m, sides{})
+	init := abi.Init{ABIVersion: abi.Version2, Mode: abi.TimeoutEventTime, Flags: abi.InitHasWatermark | abi.InitHasInputs,
+		Name: []byte("adjoin"), Config: []byte("{}"), Inputs: [][]byte{[]byte("impressions"), []byte("clicks")}}
+	st, _, _, _ := abi.ParseInitResultV2(m.Init(abi.AppendInit(nil, init)))
+	fmt.Println("init status", st)
+
+	// Input 1 is clicks, input 0 impressions.
+	b := abi.AppendProcessHeader(nil, abi.ProcessHeader{GroupCount: 1, ProcessingTimeMs: 1000})
+	b = abi.AppendDataGroupInputs(b, []byte(`"ad1"`), [][]byte{[]byte(`{"ts":5}`), []byte(`{"ts":3}`)}, []uint32{1, 0})
+	rr, _ := abi.NewResultReaderV2(m.Process(b))
+	var g abi.GroupResultV2
+	for ok, _ := rr.Next(&g); ok; ok, _ = rr.Next(&g) {
+		for e := range g.Emits() {
+			fmt.Println(string(e))
+		}
+	}
+
+	init.Inputs = [][]byte{[]byte("views")}
+	st, msg, _, _ := abi.ParseInitResultV2(m.Init(abi.AppendInit(nil, init)))
+	fmt.Println("init status", st, string(msg))
+	// Output:
+	// init status 0
+	// {"ad":"ad1","input":"clicks","ts":5}
+	// {"ad":"ad1","input":"impressions","ts":3}
+	// init status 1 sides: want the inputs impressions and clicks, got ["views"]
 }

@@ -111,6 +111,11 @@ func (m *Module) init(b []byte) (err error) {
 	if in.Mode > abi.TimeoutEventTime {
 		return fmt.Errorf("groupstate: unknown timeout mode %d", in.Mode)
 	}
+	// A v2 module refuses the flags it does not implement (abi/README.md 9.1), so that a host
+	// with a newer layout does not have its rows misread; a v1 module ignores reserved bits.
+	if unknown := in.Flags &^ v2InitFlags; m.v2 != nil && unknown != 0 {
+		return fmt.Errorf("groupstate: host sets init flags %#x this SDK does not implement (rebuild with a newer SDK)", unknown)
+	}
 	if m.handler == nil && m.v2 == nil {
 		return fmt.Errorf("groupstate: no handler registered (call groupstate.Handle or groupstate.HandleRaw in an init function)")
 	}
@@ -199,6 +204,9 @@ func (m *Module) callError(msg string) []byte {
 	m.out = abi.AppendCallError(m.out[:0], msg)
 	return m.out
 }
+
+// v2InitFlags are the init flags a processor's module implements.
+const v2InitFlags = abi.InitHasWatermark | abi.InitHasInputs
 
 // defaultModule is the Module the WebAssembly exports drive.
 var defaultModule = NewModule()

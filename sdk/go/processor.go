@@ -13,7 +13,9 @@ import (
 //
 // Rows are decoded from JSON into R and emitted values of type O are encoded as JSON, with the
 // conventions of [Typed] (encoding/json unless R implements json.Unmarshaler or O
-// [JSONAppender]); use [json.RawMessage] for either to get the JSON text.
+// [JSONAppender]); use [json.RawMessage] for either to get the JSON text. A row type that
+// embeds [InputName] learns which input each row came from (a deployment with several
+// inputs).
 //
 // A module runs one call at a time, on one goroutine: the processor, its state handles and
 // the arguments of a call need no locking, and the handles and arguments are valid only
@@ -80,14 +82,20 @@ type runner[R, O any] struct {
 	ih     InitialStateHandler[O] // nil: the default
 	row    R
 	rowDec json.Unmarshaler // bound to &row, when *R has UnmarshalJSON
-	rows   iter.Seq[R]
-	out    Emitter[O]
+	// setIn sets the input name of row when R embeds InputName (bound to &row); ptrIn is set
+	// when R is a pointer to a struct that embeds it (set through row itself).
+	setIn inputSetter
+	ptrIn bool
+	rows  iter.Seq[R]
+	out   Emitter[O]
 }
 
 func newRunner[R, O any](e *v2Module, p StatefulProcessor[R, O]) *runner[R, O] {
 	r := &runner[R, O]{e: e, p: p}
 	r.ih, _ = p.(InitialStateHandler[O])
 	r.rowDec, _ = any(&r.row).(json.Unmarshaler)
+	r.setIn, _ = any(&r.row).(inputSetter)
+	_, r.ptrIn = any(r.row).(inputSetter)
 	r.out.sink, r.out.jenc = e, &e.enc
 	r.out.enc, _ = any(&r.out.scratch).(JSONAppender)
 	skipRows := isEmptyStruct[R]()
@@ -111,6 +119,11 @@ func newRunner[R, O any](e *v2Module, p StatefulProcessor[R, O]) *runner[R, O] {
 					r.e.fail(fmt.Errorf("row %d: %w", i, err))
 					return
 				}
+			}
+			if r.setIn != nil {
+				r.setIn.setInput(r.e.inputName(c.Input()))
+			} else if r.ptrIn && any(r.row) != any(zero) { // not a null row's nil pointer
+				any(r.row).(inputSetter).setInput(r.e.inputName(c.Input()))
 			}
 			if !yield(r.row) {
 				return

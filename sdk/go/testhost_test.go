@@ -17,10 +17,11 @@ import (
 // refused) and the commit of 9.6 (a failed group's writes are discarded). It is a
 // [StateHost] for [Module.SetStateHost].
 type testHost struct {
-	t     testing.TB
-	mode  abi.TimeoutMode
-	decls []abi.VarDecl
-	keys  map[string]*keyState // committed state
+	t      testing.TB
+	mode   abi.TimeoutMode
+	decls  []abi.VarDecl
+	inputs uint32               // the init's input count (abi.InitHasInputs), 0 without
+	keys   map[string]*keyState // committed state
 
 	// The batch in progress.
 	T      int64
@@ -69,11 +70,22 @@ func (k *keyState) clone() *keyState {
 // newTestHost initializes m (ABI v2, mode, watermark) and returns a host for it.
 func newTestHost(t testing.TB, m *Module, mode abi.TimeoutMode) *testHost {
 	t.Helper()
-	st, msg, decls, err := abi.ParseInitResultV2(m.Init(initBufV2(mode, "{}")))
+	return newTestHostInit(t, m, mode, initBufV2(mode, "{}"))
+}
+
+// newTestHostInit initializes m with the init buffer init (ABI v2, mode) and returns a host
+// for it, which writes DATA rows with input indexes when init has abi.InitHasInputs.
+func newTestHostInit(t testing.TB, m *Module, mode abi.TimeoutMode, init []byte) *testHost {
+	t.Helper()
+	st, msg, decls, err := abi.ParseInitResultV2(m.Init(init))
 	if err != nil || st != abi.StatusOK {
 		t.Fatalf("init: status %d, %q, %v", st, msg, err)
 	}
-	h := &testHost{t: t, mode: mode, decls: decls, keys: map[string]*keyState{}, cur: -1}
+	in, err := abi.ParseInit(init)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &testHost{t: t, mode: mode, decls: decls, inputs: uint32(len(in.Inputs)), keys: map[string]*keyState{}, cur: -1}
 	m.SetStateHost(h)
 	return h
 }
@@ -81,6 +93,16 @@ func newTestHost(t testing.TB, m *Module, mode abi.TimeoutMode) *testHost {
 func initBufV2(mode abi.TimeoutMode, config string) []byte {
 	return abi.AppendInit(nil, abi.Init{ABIVersion: abi.Version2, Mode: mode, Flags: abi.InitHasWatermark,
 		Name: []byte("test"), Config: []byte(config)})
+}
+
+// initBufInputs is initBufV2 with abi.InitHasInputs and the input names.
+func initBufInputs(mode abi.TimeoutMode, config string, inputs ...string) []byte {
+	in := abi.Init{ABIVersion: abi.Version2, Mode: mode, Flags: abi.InitHasWatermark | abi.InitHasInputs,
+		Name: []byte("test"), Config: []byte(config)}
+	for _, n := range inputs {
+		in.Inputs = append(in.Inputs, []byte(n))
+	}
+	return abi.AppendInit(nil, in)
 }
 
 func (h *testHost) live(e entry) bool { return e.exp == 0 || h.T < e.exp }
@@ -285,8 +307,9 @@ func (h *testHost) process(m *Module, in []byte) []resultV2 {
 // processWith is process with gs_process as a function.
 func (h *testHost) processWith(gsProcess func([]byte) []byte, in []byte) []resultV2 {
 	h.t.Helper()
-	ir, err := abi.NewInputReaderV2(in)
-	if err != nil {
+	var ir abi.InputReaderV2
+	ir.SetInputCount(h.inputs)
+	if err := ir.Reset(in); err != nil {
 		h.t.Fatalf("input: %v", err)
 	}
 	h.T = ir.Header().ProcessingTimeMs
@@ -402,6 +425,19 @@ func (b *v2Buf) data(key string, rows ...string) *v2Buf {
 		rs[i] = []byte(r)
 	}
 	b.b = abi.AppendDataGroup(b.b, []byte(key), rs)
+	return b
+}
+
+// dataInputs appends a DATA group with input indexes (an init with abi.InitHasInputs): rows
+// alternate an input index and a row.
+func (b *v2Buf) dataInputs(key string, rows ...any) *v2Buf {
+	var rs [][]byte
+	var ins []uint32
+	for i := 0; i+1 < len(rows); i += 2 {
+		ins = append(ins, uint32(rows[i].(int)))
+		rs = append(rs, []byte(rows[i+1].(string)))
+	}
+	b.b = abi.AppendDataGroupInputs(b.b, []byte(key), rs, ins)
 	return b
 }
 

@@ -67,6 +67,7 @@ type v2Module struct {
 	run v2Runner
 
 	vars      []varInfo // declared by the processor's Init, in index order
+	inputs    []string  // the init's input names (abi.InitHasInputs), nil without
 	declaring bool      // in the processor's Init
 	declErr   error     // the first declaration error
 
@@ -130,6 +131,8 @@ func (e *v2Module) init(in []byte) (err error) {
 		return err
 	}
 	e.m.initialized = false // until the processor's Init succeeds
+	e.inputs = e.m.config.inputs
+	e.in.SetInputCount(uint32(len(e.inputs)))
 	e.vars, e.declErr = e.vars[:0], nil
 	h := &ProcessorHandle{e: e, config: e.m.config}
 	e.declaring = true
@@ -243,6 +246,15 @@ func (e *v2Module) call() (err error) {
 		err = e.err
 	}
 	return err
+}
+
+// inputName returns the name of input i of the init, or "" without inputs (the reader has
+// checked i against their count).
+func (e *v2Module) inputName(i uint32) string {
+	if int(i) < len(e.inputs) {
+		return e.inputs[i]
+	}
+	return ""
 }
 
 func (e *v2Module) callError(msg string) []byte {

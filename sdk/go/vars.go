@@ -3,6 +3,7 @@ package groupstate
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/groupstate/groupstate/abi"
@@ -18,6 +19,13 @@ type ProcessorHandle struct {
 
 // Config returns the deployment's config (name, timeout mode, config object).
 func (h *ProcessorHandle) Config() Config { return h.config }
+
+// Inputs returns the names of the deployment's inputs, in the spec's order, when its spec
+// has several named inputs (the spec's inputs list; abi/README.md 9.3a), and nil when it has
+// one input (input). A processor that joins inputs checks them here and fails its Init when
+// they are not the ones it expects. Each row's input name is given by [InputName]. The slice
+// is a copy.
+func (h *ProcessorHandle) Inputs() []string { return slices.Clone(h.config.inputs) }
 
 // VarOption configures a state variable at its declaration.
 type VarOption func(*varOptions)

@@ -1,8 +1,10 @@
 package handler
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/groupstate/groupstate/abi"
@@ -137,4 +139,38 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/group")
+}
+
+// TestEncodeV2Inputs: with inputs, DATA rows carry their input indexes (abi/README.md 9.3a)
+// and the sizes agree; without, Inputs is ignored. TIMERS and INITIAL groups are the same
+// either way.
+func TestEncodeV2Inputs(t *testing.T) {
+	rows := [][]byte{[]byte(`{"ts":5}`), []byte(`{"ts":3}`)}
+	data := &CallV2{ProcessingTimeMs: 1000, Groups: []GroupV2{{Kind: abi.GroupData, Key: []byte(`"a"`), Rows: rows, Inputs: []uint32{1, 0}}}}
+	hdr := abi.AppendProcessHeader(nil, abi.ProcessHeader{GroupCount: 1, ProcessingTimeMs: 1000})
+	for _, tc := range []struct {
+		name   string
+		call   *CallV2
+		inputs bool
+		want   []byte
+	}{
+		{"data with inputs", data, true, abi.AppendDataGroupInputs(slices.Clip(hdr), []byte(`"a"`), rows, []uint32{1, 0})},
+		{"data without inputs", data, false, abi.AppendDataGroup(slices.Clip(hdr), []byte(`"a"`), rows)},
+		{"nil inputs", &CallV2{ProcessingTimeMs: 1000, Groups: []GroupV2{{Kind: abi.GroupData, Key: []byte(`"a"`), Rows: rows}}}, true,
+			abi.AppendDataGroupInputs(slices.Clip(hdr), []byte(`"a"`), rows, []uint32{0, 0})},
+		{"timers", &CallV2{ProcessingTimeMs: 1000, Groups: []GroupV2{{Kind: abi.GroupTimers, Key: []byte(`"a"`), Timers: []int64{7}}}}, true,
+			abi.AppendTimersGroup(slices.Clip(hdr), []byte(`"a"`), []int64{7})},
+		{"initial", &CallV2{ProcessingTimeMs: 1000, Groups: []GroupV2{{Kind: abi.GroupInitial, Key: []byte(`"a"`), Initial: []byte(`{}`)}}}, true,
+			abi.AppendInitialGroup(slices.Clip(hdr), []byte(`"a"`), []byte(`{}`))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := EncodeV2(nil, tc.call, tc.inputs)
+			if !bytes.Equal(got, tc.want) {
+				t.Fatalf("got % x\nwant % x", got, tc.want)
+			}
+			if n := EncodedSizeV2(tc.call, tc.inputs); n != len(got) {
+				t.Fatalf("EncodedSizeV2 %d, encoded %d", n, len(got))
+			}
+		})
+	}
 }

@@ -16,6 +16,11 @@ type GroupV2 struct {
 	Key []byte
 	// Rows are the key's rows in arrival order (abi.GroupData).
 	Rows [][]byte
+	// Inputs holds, for a deployment with several inputs (abi.InitHasInputs), the index of
+	// each row's input among the init's input names (Inputs[i] is Rows[i]'s); nil for a
+	// deployment with one input. The host writes it only for a module whose init had
+	// abi.InitHasInputs (abi/README.md 9.3a).
+	Inputs []uint32
 	// Timers are the key's expired timers, strictly ascending (abi.GroupTimers).
 	Timers []int64
 	// Initial is the key's line of the initial state, a JSON object (abi.GroupInitial).
@@ -73,28 +78,36 @@ type V2 interface {
 	ProcessV2(ctx context.Context, call *CallV2, sess StateSession, results []ResultV2) error
 }
 
-// EncodedSizeV2 returns the size of the process buffer of call.
-func EncodedSizeV2(call *CallV2) int {
+// EncodedSizeV2 returns the size of the process buffer of call; inputs tells whether the
+// module's init had abi.InitHasInputs (see EncodeV2).
+func EncodedSizeV2(call *CallV2, inputs bool) int {
 	n := abi.ProcessHeaderSize
 	for i := range call.Groups {
-		n += GroupSizeV2(&call.Groups[i])
+		n += GroupSizeV2(&call.Groups[i], inputs)
 	}
 	return n
 }
 
-// GroupSizeV2 returns the encoded size of g.
-func GroupSizeV2(g *GroupV2) int {
+// GroupSizeV2 returns the encoded size of g; inputs tells whether the module's init had
+// abi.InitHasInputs (see EncodeV2).
+func GroupSizeV2(g *GroupV2, inputs bool) int {
 	switch g.Kind {
 	case abi.GroupTimers:
 		return abi.TimersGroupSize(g.Key, len(g.Timers))
 	case abi.GroupInitial:
 		return abi.InitialGroupSize(g.Key, g.Initial)
 	}
+	if inputs {
+		return abi.DataGroupInputsSize(g.Key, g.Rows)
+	}
 	return abi.DataGroupSize(g.Key, g.Rows)
 }
 
-// EncodeV2 appends the process buffer of call to dst.
-func EncodeV2(dst []byte, call *CallV2) []byte {
+// EncodeV2 appends the process buffer of call to dst. With inputs (the module's init had
+// abi.InitHasInputs) each row of a DATA group is preceded by its input index from the group's
+// Inputs (abi/README.md 9.3a; a nil Inputs writes 0 for every row); without it Inputs is
+// ignored.
+func EncodeV2(dst []byte, call *CallV2, inputs bool) []byte {
 	dst = abi.AppendProcessHeader(dst, abi.ProcessHeader{
 		GroupCount:       uint32(len(call.Groups)),
 		ProcessingTimeMs: call.ProcessingTimeMs,
@@ -108,7 +121,11 @@ func EncodeV2(dst []byte, call *CallV2) []byte {
 		case abi.GroupInitial:
 			dst = abi.AppendInitialGroup(dst, g.Key, g.Initial)
 		default:
-			dst = abi.AppendDataGroup(dst, g.Key, g.Rows)
+			if inputs {
+				dst = abi.AppendDataGroupInputs(dst, g.Key, g.Rows, g.Inputs)
+			} else {
+				dst = abi.AppendDataGroup(dst, g.Key, g.Rows)
+			}
 		}
 	}
 	return dst

@@ -56,7 +56,10 @@ type Config struct {
 	Wasm []byte
 	// Cache is the compilation cache shared by all deployments (may be nil).
 	Cache wazero.CompilationCache
-	// Init is handed to gs_init in every instance.
+	// Init is handed to gs_init in every instance, with the module's ABI version. Its
+	// abi.InitHasInputs flag and Inputs (a deployment with several inputs) are for an ABI v2
+	// module only: a v1 module's init buffer has neither (abi/README.md 9.3a), and its rows
+	// no input indexes.
 	Init abi.Init
 	// Limits bound the module.
 	Limits Limits
@@ -73,9 +76,13 @@ type Host struct {
 	cfg      Config
 	rt       wazero.Runtime
 	compiled wazero.CompiledModule
-	initBuf  []byte // the init buffer of a v1 module
-	// initBufV2 is that of a v2 module: the same, with abi_version 2.
+	initBuf  []byte // the init buffer of a v1 module: never with abi.InitHasInputs
+	// initBufV2 is that of a v2 module: the same, with abi_version 2 and, for a deployment
+	// with several inputs, abi.InitHasInputs and the input names.
 	initBufV2 []byte
+	// inputs tells whether initBufV2 has abi.InitHasInputs: a v2 module's DATA rows then
+	// carry their input indexes.
+	inputs bool
 	// version and decls are the module's ABI version and (v2) variable declarations, set by
 	// the first instance's handshake in New and never changed after.
 	version uint32
@@ -114,10 +121,19 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if lim.CallTimeout <= 0 {
 		lim.CallTimeout = 5 * time.Second
 	}
-	h := &Host{cfg: cfg, initBuf: abi.AppendInit(nil, cfg.Init)}
+	initV1 := cfg.Init
+	initV1.Flags &^= abi.InitHasInputs
+	initV1.Inputs = nil
+	h := &Host{cfg: cfg, initBuf: abi.AppendInit(nil, initV1)}
 	initV2 := cfg.Init
 	initV2.ABIVersion = abi.Version2
 	h.initBufV2 = abi.AppendInit(nil, initV2)
+	h.inputs = initV2.Flags&abi.InitHasInputs != 0
+	if h.inputs {
+		if _, err := abi.ParseInit(h.initBufV2); err != nil {
+			return nil, fmt.Errorf("runtime: the deployment's input names: %w", err)
+		}
+	}
 	wasm := cfg.Wasm
 	if len(wasm) <= MaxModuleBytes && !cfg.NoInstrument {
 		if w, ok := instrument(wasm); ok {

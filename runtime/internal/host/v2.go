@@ -42,7 +42,7 @@ func (h *Host) ProcessV2(ctx context.Context, call *handler.CallV2, sess handler
 func (h *Host) chunksV2(call *handler.CallV2) []span {
 	lim := h.cfg.Limits
 	return cut(len(call.Groups), lim.MaxGroupsPerCall, lim.MaxBytesPerCall, func(i int) int {
-		return handler.GroupSizeV2(&call.Groups[i])
+		return handler.GroupSizeV2(&call.Groups[i], h.inputs)
 	})
 }
 
@@ -54,7 +54,7 @@ func (h *Host) runChunkV2(ctx context.Context, budget *retryBudget, call *handle
 	run := func(ctx context.Context, lo, hi int) error {
 		sub := &handler.CallV2{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: groups[lo:hi]}
 		err := h.withInstance(ctx, func(in *instance) error {
-			return in.processV2(ctx, sub, s.lo+lo, sess, res[lo:hi], h.cfg.Limits)
+			return in.processV2(ctx, sub, s.lo+lo, sess, res[lo:hi], h.cfg.Limits, h.inputs)
 		})
 		if err != nil {
 			handler.FailAllV2(res[lo:hi], err)
@@ -69,12 +69,13 @@ func (h *Host) runChunkV2(ctx context.Context, budget *retryBudget, call *handle
 	return h.retryAlone(ctx, budget, len(groups), run, fail)
 }
 
-// processV2 runs one v2 guest call for sub. An error means the instance is no longer usable.
-func (in *instance) processV2(ctx context.Context, sub *handler.CallV2, lo int, sess handler.StateSession, res []handler.ResultV2, lim Limits) error {
+// processV2 runs one v2 guest call for sub, with the rows' input indexes when inputs (the
+// module's init had abi.InitHasInputs). An error means the instance is no longer usable.
+func (in *instance) processV2(ctx context.Context, sub *handler.CallV2, lo int, sess handler.StateSession, res []handler.ResultV2, lim Limits, inputs bool) error {
 	n := len(sub.Groups)
 	cs := &callState{groupsV2: sub.Groups, lo: lo, sess: sess, cur: -1, begun: make([]bool, n), refused: make([]error, n)}
-	out, err := in.runProcess(ctx, cs, handler.EncodedSizeV2(sub), func(dst []byte) []byte {
-		return handler.EncodeV2(dst, sub)
+	out, err := in.runProcess(ctx, cs, handler.EncodedSizeV2(sub, inputs), func(dst []byte) []byte {
+		return handler.EncodeV2(dst, sub, inputs)
 	}, lim)
 	if err != nil {
 		return err

@@ -76,3 +76,19 @@ func Captured(sub string, patterns []string) bool {
 	}
 	return false
 }
+
+// Overlap reports whether some subject is matched by both patterns a and b ("a.*.c" and
+// "a.b.>" overlap on "a.b.c"; "a.b" and "a.c" do not).
+func Overlap(a, b string) bool {
+	at, bt := strings.Split(a, "."), strings.Split(b, ".")
+	for i := 0; ; i++ {
+		switch {
+		case i == len(at) || i == len(bt):
+			return len(at) == len(bt)
+		case at[i] == ">" || bt[i] == ">":
+			return true // the other has a token here, and '>' takes it and what follows
+		case at[i] != "*" && bt[i] != "*" && at[i] != bt[i]:
+			return false
+		}
+	}
+}

@@ -53,3 +53,28 @@ func TestCheck(t *testing.T) {
 		}
 	}
 }
+
+func TestOverlap(t *testing.T) {
+	for _, c := range []struct {
+		a, b string
+		want bool
+	}{
+		{"a.b", "a.b", true},
+		{"a.b", "a.c", false},
+		{"a.*.c", "a.b.>", true},
+		{"a.*", "a.b.c", false},
+		{"a.>", "a", false},
+		{"a.>", "a.b.c", true},
+		{">", "x", true},
+		{"ads.impressions.>", "ads.clicks.>", false},
+		{"ads.*.x", "ads.clicks.y", false},
+		{"*.b", "a.*", true},
+	} {
+		if got := Overlap(c.a, c.b); got != c.want {
+			t.Errorf("Overlap(%q, %q) = %v, want %v", c.a, c.b, got, c.want)
+		}
+		if got := Overlap(c.b, c.a); got != c.want {
+			t.Errorf("Overlap(%q, %q) = %v, want %v", c.b, c.a, got, c.want)
+		}
+	}
+}
