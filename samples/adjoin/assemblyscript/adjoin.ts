@@ -8,7 +8,7 @@
 //
 //   sdk/assemblyscript/node_modules/.bin/asc samples/adjoin/assemblyscript/adjoin.ts -o samples/adjoin/assemblyscript/adjoin.wasm --runtime minimal --exportStart _initialize --use abort=__gs_abort -O3
 
-import { JsonKind, JsonObject, JsonWriter } from "../../../sdk/assemblyscript/assembly/index";
+import { JsonObject, JsonWriter } from "../../../sdk/assemblyscript/assembly/index";
 import {
   StatefulProcessor, ProcessorHandle, Call, ListState, registerProcessor,
 } from "../../../sdk/assemblyscript/assembly/processor";
@@ -29,6 +29,28 @@ function toI64(f: f64): i64 {
   if (f >= 9223372036854775808.0) return i64.MAX_VALUE;
   if (f < -9223372036854775808.0) return i64.MIN_VALUE;
   return <i64>f;
+}
+
+// A row's ts as the Go sample reads it: field ts (its name matched ASCII case-insensitively,
+// the last one winning, as encoding/json does), a JSON number in epoch milliseconds, truncated.
+// Otherwise rowTsError says what is wrong ("no ts", "ts \"x\" is not a number").
+let rowTsError: string | null = null;
+function rowTs(o: JsonObject): i64 {
+  let raw: string | null = null;
+  for (let i = 0; i < o.size; i++) {
+    const name = o.nameAt(i);
+    if (name.length == 2 && (name.charCodeAt(0) | 32) == 0x74 && (name.charCodeAt(1) | 32) == 0x73) raw = o.rawAt(i);
+  }
+  rowTsError = null;
+  if (raw === null) { rowTsError = "no ts"; return 0; }
+  const r = raw;
+  const c0 = r.charCodeAt(0);
+  if (c0 == 0x2d || (c0 >= 0x30 && c0 <= 0x39)) {
+    const f = parseFloat(r);
+    if (isFinite(f)) return toI64(f);
+  }
+  rowTsError = "ts " + r + " is not a number";
+  return 0;
 }
 
 // names as Go's %q prints a []string: ["a" "b"] (input names need no escapes).
@@ -111,14 +133,9 @@ class Adjoin extends StatefulProcessor {
     for (let n = 0; n < c.rowCount; n++) {
       const input = c.rowInput(n);
       const o = JsonObject.parse(c.row(n));
-      if (o === null) { c.fail("adjoin: row " + n.toString() + " (" + input + ") is not a JSON object"); return; }
-      const kind = o.kind("ts");
-      if (kind == JsonKind.MISSING || kind == JsonKind.NULL) {
-        c.fail("adjoin: row " + n.toString() + " (" + input + ") has no numeric ts");
-        return;
-      }
-      if (kind != JsonKind.NUMBER) { c.fail("adjoin: row " + n.toString() + " (" + input + "): ts is not a number"); return; }
-      const ts = toI64(o.getF64("ts"));
+      if (o === null) { c.fail("adjoin: row " + n.toString() + " (" + input + "): not a JSON object"); return; }
+      const ts = rowTs(o);
+      if (rowTsError !== null) { c.fail("adjoin: row " + n.toString() + " (" + input + "): " + rowTsError!); return; }
       if (input == IMPRESSIONS) {
         let matched = false;
         for (let k = 0; k < this.clickTs.length; k++) {

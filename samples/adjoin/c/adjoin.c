@@ -14,6 +14,7 @@
 #define GROUPSTATE_IMPLEMENTATION
 #include "groupstate.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,6 +151,35 @@ static int64_t to_int64(double d) {
 	return (int64_t)d;
 }
 
+static bool is_ts(gs_slice name_tok) { /* "ts", ASCII case-insensitive, as Go's field names */
+	char *d = gs_arena_alloc(name_tok.len);
+	size_t n;
+	if (!d || gs_json_decode_string(name_tok, d, &n) != GS_OK || n != 2) return false;
+	return (d[0] | 32) == 't' && (d[1] | 32) == 's';
+}
+
+/* A row's ts as the Go sample reads it: field ts (the last one whose name matches), a JSON
+ * number in epoch milliseconds, truncated. GS_OK, or the call failed with the Go sample's
+ * message: "adjoin: row N (INPUT): no ts" or "...: ts VALUE is not a number". */
+static int row_ts(gs_group *g, size_t n, gs_slice input, gs_slice row, int64_t *ts) {
+	gs_json_iter it = gs_json_iter_begin(row.ptr, row.len);
+	gs_slice k, v, found = {NULL, 0};
+	int rc;
+	while ((rc = gs_json_iter_next(&it, &k, &v)) == 1)
+		if (is_ts(k)) found = v;
+	double d;
+	size_t cap = 64 + input.len + found.len;
+	char *msg = gs_arena_alloc(cap);
+	if (!msg) return gs_fail(g, "adjoin: out of memory");
+	if (rc < 0) snprintf(msg, cap, "adjoin: row %zu (%s): not a JSON object", n, input.ptr);
+	else if (!found.ptr) snprintf(msg, cap, "adjoin: row %zu (%s): no ts", n, input.ptr);
+	else if ((found.ptr[0] == '-' || (found.ptr[0] >= '0' && found.ptr[0] <= '9')) && gs_json_double(found, &d) == GS_OK && isfinite(d)) {
+		*ts = to_int64(d);
+		return GS_OK;
+	} else snprintf(msg, cap, "adjoin: row %zu (%s): ts %.*s is not a number", n, input.ptr, (int)found.len, found.ptr);
+	return gs_fail(g, msg);
+}
+
 /* ---- the processor --------------------------------------------------------------------- */
 
 /* Joins each row, in order, with the other side's buffered rows, then buffers it until the
@@ -163,17 +193,8 @@ static int on_rows(gs_group *g) {
 	char msg[96];
 	for (size_t n = 0; gs_rows_next(&it, &row); n++) {
 		gs_slice input = gs_rows_input(&it);
-		double d;
-		rc = gs_json_get_double(row.ptr, row.len, "ts", &d);
-		if (rc == GS_ERR_NOT_FOUND) {
-			snprintf(msg, sizeof msg, "adjoin: row %zu (%s) has no numeric ts", n, input.ptr);
-			return gs_fail(g, msg);
-		}
-		if (rc) {
-			snprintf(msg, sizeof msg, "adjoin: row %zu (%s): ts is not a number", n, input.ptr);
-			return gs_fail(g, msg);
-		}
-		int64_t ts = to_int64(d);
+		int64_t ts;
+		if ((rc = row_ts(g, n, input, row, &ts))) return rc;
 		if (!strcmp(input.ptr, IMPRESSIONS)) {
 			bool matched = false;
 			for (size_t k = 0; k < nclicks; k++) {

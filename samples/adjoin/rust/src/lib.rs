@@ -56,6 +56,24 @@ struct Adjoin {
     w: ObjectWriter, // scratch: output rows
 }
 
+/// A row's ts as the Go sample reads it: field `ts` (its name matched ASCII case-insensitively,
+/// the last one winning, as encoding/json does), a JSON number in epoch milliseconds, truncated
+/// to an integer. Otherwise the error says what is wrong ("no ts", "ts "x" is not a number").
+fn row_ts(row: &[u8]) -> Result<i64, String> {
+    let o = Object::parse(row).map_err(|e| e.to_string())?;
+    let mut ts = None;
+    for (name, v) in o.iter() {
+        if name.eq_ignore_ascii_case("ts") {
+            ts = Some(v);
+        }
+    }
+    let v = ts.ok_or_else(|| "no ts".to_string())?;
+    match v.as_f64() {
+        Ok(f) if f.is_finite() => Ok(f as i64), // Go's int64(f): truncated
+        _ => Err(format!("ts {} is not a number", String::from_utf8_lossy(v.raw()))),
+    }
+}
+
 /// `names` as Go's `%q` prints a `[]string`: `["a" "b"]` (input names need no escapes).
 fn quoted(names: &[String]) -> String {
     let q: Vec<String> = names.iter().map(|n| format!("\"{}\"", n)).collect();
@@ -123,10 +141,7 @@ impl StatefulProcessor for Adjoin {
     fn handle_input_rows(&mut self, ad: &Key, rows: InputRows, timers: &mut Timers, out: &mut Emitter) -> Result<(), Error> {
         let (mut imps, mut clicks) = self.load()?;
         for (n, (input, row)) in rows.with_inputs().enumerate() {
-            let ts = match Object::parse(row)?.f64("ts")? {
-                Some(ts) => ts as i64,
-                None => return Err(Error::msg(format!("adjoin: row {} ({}) has no numeric ts", n, input))),
-            };
+            let ts = row_ts(row).map_err(|e| Error::msg(format!("adjoin: row {} ({}): {}", n, input, e)))?;
             match input {
                 IMPRESSIONS => {
                     let mut matched = false;
