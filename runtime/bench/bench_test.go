@@ -139,7 +139,7 @@ func BenchmarkJoin(b *testing.B) {
 // of each other, and they are about the horizon's share of the rows (not all of them).
 func TestJoinStateLevelsOff(t *testing.T) {
 	wasm := sample(t, "adjoin", "go")
-	_, points, err := engineJoin(context.Background(), t.TempDir(), wasm, 5_000, 100_000, quiet)
+	_, points, err := engineJoin(context.Background(), t.TempDir(), wasm, 2_000, 40_000, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

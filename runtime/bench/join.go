@@ -70,7 +70,7 @@ func engineJoin(ctx context.Context, dir string, wasm []byte, ads, rows int, log
 		return 0, nil, err
 	}
 	defer eng.Close(ctx)
-	const batchRows = 10_000
+	batchRows := max(min(10_000, rows/10), 1) // ten batches at least: ten points
 	batches := max(rows/batchRows, 1)
 	step := joinSpan.Milliseconds() / int64(batches)
 	base := int64(1_700_000_000_000)
