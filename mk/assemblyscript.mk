@@ -14,9 +14,9 @@
 ASC ?= sdk/assemblyscript/node_modules/.bin/asc
 ASCFLAGS := --runtime minimal --exportStart _initialize --use abort=__gs_abort -O3
 
-# carts is a transformWithState processor (ABI v2): its entry file re-exports
+# carts and adjoin are transformWithState processors (ABI v2): their entry files re-export
 # assembly/exports-v2 instead of assembly/exports; the flags are the same.
-AS_SAMPLES := logincount sessions carts
+AS_SAMPLES := logincount sessions carts adjoin
 AS_MODULES := $(foreach s,$(AS_SAMPLES),samples/$(s)/assemblyscript/$(s).wasm)
 
 SAMPLE_MODULES += $(AS_MODULES)

@@ -16,7 +16,7 @@ C_WASMFLAGS := --target=wasm32-wasi --sysroot=$(C_SYSROOT) -mexec-model=reactor 
                -Wall -Werror -ffile-prefix-map=$(CURDIR)/= -Wl,--stack-first -Wl,--strip-all \
                -Isdk/c
 
-C_SAMPLES := logincount sessions carts
+C_SAMPLES := logincount sessions carts adjoin
 C_MODULES := $(foreach s,$(C_SAMPLES),samples/$(s)/c/$(s).wasm)
 
 SAMPLE_MODULES += $(C_MODULES)
@@ -26,8 +26,8 @@ samples-c: $(C_MODULES)
 
 # Always rebuilt (cheap), like the Go modules: the SDK header is a dependency too.
 .PHONY: $(C_MODULES)
-# carts is a transformWithState processor: ABI v2 (sdk/c/groupstate.h's GS_ABI_V2).
-samples/carts/c/carts.wasm: C_WASMFLAGS += -DGS_ABI_V2
+# carts and adjoin are transformWithState processors: ABI v2 (sdk/c/groupstate.h's GS_ABI_V2).
+samples/carts/c/carts.wasm samples/adjoin/c/adjoin.wasm: C_WASMFLAGS += -DGS_ABI_V2
 
 $(C_MODULES): samples/%.wasm:
 	$(CLANG) $(C_WASMFLAGS) -o $@ samples/$*.c

@@ -25,7 +25,7 @@ RUST_MODULES := $(foreach s,$(RUST_SAMPLES),samples/$(s)/rust/$(s).wasm)
 # what they were).
 RUST_V2_DIR             := sdk/rust/target/v2
 RUST_SDK_V2             := $(RUST_V2_DIR)/libgroupstate.rlib
-RUST_V2_SAMPLES         := carts
+RUST_V2_SAMPLES         := carts adjoin
 RUST_V2_SAMPLE_MODULES  := $(foreach s,$(RUST_V2_SAMPLES),samples/$(s)/rust/$(s).wasm)
 
 SAMPLE_MODULES += $(RUST_MODULES) $(RUST_V2_SAMPLE_MODULES)

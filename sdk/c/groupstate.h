@@ -105,6 +105,10 @@ size_t gs_row_count(gs_group *g);       /* 0 on a timeout call */
 typedef struct gs_rows {
 	const char *p, *end;
 	size_t left;
+#ifdef GS_ABI_V2
+	bool inputs;    /* each row starts with the index of its input (see gs_rows_input) */
+	gs_slice input; /* the input of the row gs_rows_next returned last */
+#endif
 } gs_rows;
 gs_rows gs_rows_begin(gs_group *g);     /* may be called any number of times */
 bool gs_rows_next(gs_rows *it, gs_slice *row); /* each row: one JSON object, unchanged */
@@ -320,6 +324,17 @@ int gs_timer_list(gs_group *g, const int64_t **timers, size_t *n);
 
 /* max_bytes of a page of gs_list_iter_next / gs_map_iter_next (default 65536). */
 void gs_set_state_page_bytes(uint32_t max_bytes);
+
+/* Several named inputs (a spec with `inputs:`; the host's init flag HAS_INPUTS). The names are
+ * the spec's, in its order, NUL-terminated and valid for the instance's life. A deployment with
+ * one input (no `inputs:`) has none: gs_config_input_count is 0 and every row's input is "".
+ * gs_config_input(c, i) is {"", 0} for an i out of range. Check the names in the processor's
+ * init (gs_config_fail names the problem). */
+size_t gs_config_input_count(gs_config *c);
+gs_slice gs_config_input(gs_config *c, size_t i);
+/* The input of the row that gs_rows_next returned last on it (a processor's DATA call): one of
+ * the gs_config_input names, or "" (len 0) without inputs or before the first row. */
+gs_slice gs_rows_input(const gs_rows *it);
 #endif /* GS_ABI_V2 */
 
 #ifdef __cplusplus
@@ -392,6 +407,10 @@ struct gs_config {
 	int mode;
 	bool has_watermark;
 	const char *err;
+#ifdef GS_ABI_V2
+	gs_slice *inputs; /* the input names (HAS_INPUTS), malloc'd, NUL-terminated */
+	size_t ninputs;
+#endif
 };
 
 /* ---- memory: the input buffer, the output buffer, the arena -------------------------- */
@@ -779,11 +798,24 @@ int gs_key_str(gs_group *g, gs_slice *out) {
 	return GS_OK;
 }
 
+#ifdef GS_ABI_V2
+gs_rows gs_rows_begin(gs_group *g) {
+	return (gs_rows){g->rows, g->rows_end, g->row_count, g->v2 && gs__cfg.ninputs > 0, {"", 0}};
+}
+#else
 gs_rows gs_rows_begin(gs_group *g) { return (gs_rows){g->rows, g->rows_end, g->row_count}; }
+#endif
 
 bool gs_rows_next(gs_rows *it, gs_slice *row) {
 	if (!it->left) return false;
 	const unsigned char *p = (const unsigned char *)it->p; /* lengths were checked when parsed */
+#ifdef GS_ABI_V2
+	if (it->inputs) { /* the row's input index, checked against the names when parsed */
+		uint32_t in = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+		it->input = gs__cfg.inputs[in];
+		it->p += 4, p += 4;
+	}
+#endif
 	size_t n = (size_t)p[0] | (size_t)p[1] << 8 | (size_t)p[2] << 16 | (size_t)p[3] << 24;
 	*row = (gs_slice){it->p + 4, n};
 	it->p += 4 + n;
@@ -1401,6 +1433,28 @@ static bool gs__has_processor(void) { return &gs__processor && gs__processor; }
 
 enum { GS__VALUE = 1, GS__LIST = 2, GS__MAP = 3 };
 enum { GS__DATA = 0, GS__TIMERS = 1, GS__INITIAL = 2 };
+enum { GS__INIT_HAS_WATERMARK = 1, GS__INIT_HAS_INPUTS = 2, GS__INIT_KNOWN = 3 }; /* init flags */
+enum { GS__MAX_INPUTS = 16, GS__MAX_INPUT_NAME_LEN = 32 };
+
+/* What is wrong with an input name (abi/README.md 9.3a: 1-32 bytes of [a-z0-9_-] starting with
+ * a letter), or NULL. */
+static const char *gs__input_name_problem(gs_slice n) {
+	if (n.len == 0) return "is empty";
+	if (n.len > GS__MAX_INPUT_NAME_LEN) return "is longer than 32 bytes";
+	if (n.ptr[0] < 'a' || n.ptr[0] > 'z') return "does not start with a letter a-z";
+	for (size_t i = 0; i < n.len; i++) {
+		char c = n.ptr[i];
+		if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-') continue;
+		char num[24];
+		gs__fmt_i64(num, (int64_t)i);
+		return gs__cat("has a byte other than a-z, 0-9, _ and - at offset ", num, NULL, NULL);
+	}
+	return NULL;
+}
+
+size_t gs_config_input_count(gs_config *c) { return c->ninputs; }
+gs_slice gs_config_input(gs_config *c, size_t i) { return i < c->ninputs ? c->inputs[i] : (gs_slice){"", 0}; }
+gs_slice gs_rows_input(const gs_rows *it) { return it->input; }
 enum {
 	GS__VALUE_GET = 0x01, GS__VALUE_SET = 0x02, GS__VALUE_CLEAR = 0x03,
 	GS__LIST_READ = 0x10, GS__LIST_APPEND = 0x11, GS__LIST_PUT = 0x12, GS__LIST_CLEAR = 0x13, GS__LIST_EXISTS = 0x14,
@@ -2002,13 +2056,57 @@ static int64_t gs__v2_init(int32_t ptr, int32_t len) {
 	gs__rd r = {(const unsigned char *)(uintptr_t)(uint32_t)ptr, (const unsigned char *)(uintptr_t)(uint32_t)ptr + (uint32_t)len, false};
 	uint32_t version = gs__u32(&r), mode = gs__u32(&r), flags = gs__u32(&r);
 	size_t nlen, clen;
-	const char *name = gs__bytes(&r, &nlen), *json = gs__bytes(&r, &clen);
 	char num[24];
 	gs__arena_reset();
-	if (r.bad || r.p != r.end) return gs__init_fail("groupstate: init buffer malformed");
+	if (r.bad) return gs__init_fail("groupstate: init buffer malformed");
 	if (version != 2) {
 		gs__fmt_i64(num, version);
 		return gs__init_fail(gs__cat("groupstate: host ABI version ", num, ", module implements version 2", NULL));
+	}
+	if (flags & ~(uint32_t)GS__INIT_KNOWN) { /* what follows may be laid out as this SDK does not know */
+		static const char hex[] = "0123456789abcdef";
+		uint32_t f = flags & ~(uint32_t)GS__INIT_KNOWN;
+		char *q = num + sizeof num;
+		*--q = 0;
+		do *--q = hex[f & 15], f >>= 4; while (f);
+		*--q = 'x', *--q = '0';
+		return gs__init_fail(gs__cat("groupstate: host sets init flags ", q, " this SDK does not implement (rebuild with a newer SDK)", NULL));
+	}
+	const char *name = gs__bytes(&r, &nlen), *json = gs__bytes(&r, &clen);
+	gs_slice names[GS__MAX_INPUTS];
+	size_t ninputs = 0;
+	if (flags & GS__INIT_HAS_INPUTS) {
+		uint32_t n = gs__u32(&r);
+		if (!r.bad && (n == 0 || n > GS__MAX_INPUTS)) {
+			gs__fmt_i64(num, n);
+			return gs__init_fail(gs__cat("groupstate: init buffer malformed: input_count ", num, " (want 1 to 16)", NULL));
+		}
+		for (uint32_t i = 0; i < n && !r.bad; i++) {
+			names[i].ptr = gs__bytes(&r, &names[i].len);
+			if (r.bad) break;
+			const char *why = gs__input_name_problem(names[i]);
+			gs__fmt_i64(num, i);
+			if (why) return gs__init_fail(gs__cat("groupstate: init buffer malformed: input ", num, ": name ", why));
+			for (uint32_t j = 0; j < i; j++) {
+				if (names[j].len != names[i].len || memcmp(names[j].ptr, names[i].ptr, names[i].len)) continue;
+				char other[24];
+				gs__fmt_i64(other, j);
+				const char *m = gs__cat("groupstate: init buffer malformed: input ", num, ": name \"", gs__cat_n(names[i]));
+				return gs__init_fail(gs__cat(m, "\" already used by input ", other, NULL));
+			}
+			ninputs++;
+		}
+	}
+	if (r.bad || r.p != r.end) return gs__init_fail("groupstate: init buffer malformed");
+	gs_slice *inputs = NULL;
+	if (ninputs) { /* copies that live as long as the instance */
+		inputs = (gs_slice *)malloc(ninputs * sizeof(gs_slice));
+		if (!inputs) return gs__init_fail("groupstate: out of memory");
+		for (size_t i = 0; i < ninputs; i++) {
+			char *d = gs__dup(names[i].ptr, names[i].len);
+			if (!d) return gs__init_fail("groupstate: out of memory");
+			inputs[i] = (gs_slice){d, names[i].len};
+		}
 	}
 	if (mode > 2) {
 		gs__fmt_i64(num, mode);
@@ -2019,7 +2117,7 @@ static int64_t gs__v2_init(int32_t ptr, int32_t len) {
 	if (&gs__handler && gs__handler) return gs__init_fail("groupstate: a module registers a handler (GS_HANDLER) or a processor (GS_PROCESSOR), not both");
 	char *n = gs__dup(name, nlen), *c = gs__dup(json, clen);
 	if (!n || !c) return gs__init_fail("groupstate: out of memory");
-	gs__cfg = (gs_config){{n, nlen}, {c, clen}, (int)mode, (flags & 1) != 0, NULL};
+	gs__cfg = (gs_config){{n, nlen}, {c, clen}, (int)mode, (flags & 1) != 0, NULL, inputs, ninputs};
 	gs__nvars = 0, gs__decl_err = NULL;
 	const gs_processor *p = gs__processor;
 	for (int step = 0; step < 2; step++) {
@@ -2112,6 +2210,14 @@ static int64_t gs__v2_process(int32_t ptr, int32_t len) {
 			g.rows = (const char *)r.p;
 			for (size_t k = 0; k < g.row_count && !r.bad; k++) {
 				size_t n;
+				if (gs__cfg.ninputs) { /* the row's input: an index into the init's names */
+					uint32_t in = gs__u32(&r);
+					if (!r.bad && in >= gs__cfg.ninputs) {
+						char a[24], b[24], c[24];
+						gs__fmt_i64(a, (int64_t)k), gs__fmt_i64(b, in), gs__fmt_i64(c, (int64_t)gs__cfg.ninputs);
+						return gs__v2_malformed(i, gs__cat(gs__cat("row ", a, ": input index ", b), " out of range (the deployment has ", c, " inputs)"));
+					}
+				}
 				gs__bytes(&r, &n);
 			}
 			g.rows_end = (const char *)r.p;

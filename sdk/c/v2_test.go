@@ -5,8 +5,10 @@ package csdk_test
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -712,4 +714,241 @@ func countOps(reqs [][]byte, op abi.Op) int {
 		}
 	}
 	return n
+}
+
+// ---- several named inputs (init flag HAS_INPUTS) ----
+
+// initBuf is an init buffer v2 (abi/README.md 4.1) under timeout event_time with flags and,
+// when flags has abi.InitHasInputs, the input names after the config. It is written by hand so
+// that it can also be malformed.
+func initBuf(flags uint32, names ...string) []byte {
+	b := binary.LittleEndian.AppendUint32(nil, abi.Version2)
+	b = binary.LittleEndian.AppendUint32(b, uint32(abi.TimeoutEventTime))
+	b = binary.LittleEndian.AppendUint32(b, flags)
+	b = appendBytes(b, "test")
+	b = appendBytes(b, "{}")
+	if flags&abi.InitHasInputs != 0 {
+		b = binary.LittleEndian.AppendUint32(b, uint32(len(names)))
+		for _, n := range names {
+			b = appendBytes(b, n)
+		}
+	}
+	return b
+}
+
+func appendBytes(b []byte, s string) []byte {
+	return append(binary.LittleEndian.AppendUint32(b, uint32(len(s))), s...)
+}
+
+// inputRow is a row of a DATA group with inputs: the index of its input, then the row.
+type inputRow struct {
+	input uint32
+	row   string
+}
+
+// appendInputsGroup appends a DATA group whose rows carry the index of their input (abi/README.md
+// 9.3 with HAS_INPUTS).
+func appendInputsGroup(b []byte, key string, rows ...inputRow) []byte {
+	b = binary.LittleEndian.AppendUint32(b, 0)
+	b = appendBytes(b, key)
+	b = binary.LittleEndian.AppendUint32(b, uint32(len(rows)))
+	for _, r := range rows {
+		b = binary.LittleEndian.AppendUint32(b, r.input)
+		b = appendBytes(b, r.row)
+	}
+	return b
+}
+
+// initRaw runs gs_init with buf and returns its status and message.
+func (h *host) initRaw(buf []byte) (abi.Status, string) {
+	h.t.Helper()
+	st, msg, _, err := abi.ParseInitResultV2(h.call("gs_init", buf))
+	if err != nil {
+		h.t.Fatalf("init result: %v", err)
+	}
+	return st, string(msg)
+}
+
+// processRaw runs a process buffer of groups for keys (a processor that reads no state), and
+// returns each group's emits or error; a whole-call error is returned as err.
+func (h *host) processRaw(in []byte, keys ...string) ([]result, error) {
+	h.t.Helper()
+	h.groups, h.firing, h.cur = keys, make([][]int64, len(keys)), -1
+	h.work = make([]*keyState, len(keys))
+	rr, err := abi.NewResultReaderV2(h.call("gs_process", in))
+	if err != nil {
+		return nil, err
+	}
+	var res []result
+	var gr abi.GroupResultV2
+	for {
+		ok, err := rr.Next(&gr)
+		if err != nil {
+			h.t.Fatalf("result: %v", err)
+		}
+		if !ok {
+			return res, nil
+		}
+		r := result{ops: slices.Clone(gr.Ops)}
+		if gr.Status != abi.StatusOK {
+			r.err = string(gr.Error)
+		}
+		for e := range gr.Emits() {
+			r.emits = append(r.emits, string(e))
+		}
+		res = append(res, r)
+	}
+}
+
+var inputsWasm []byte
+
+func newInputs(t *testing.T) *host {
+	t.Helper()
+	if inputsWasm == nil {
+		inputsWasm = buildC(t, "testdata/inputs.c")
+	}
+	return start(t, inputsWasm, abi.TimeoutEventTime)
+}
+
+// TestV2InputsAtInit: the processor's init sees the input names in the spec's order, none
+// without HAS_INPUTS, and may refuse them.
+func TestV2InputsAtInit(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		init    []byte
+		wantErr string
+		want    string // the first emit of a DATA call: the names at init
+	}{
+		{"two inputs", initBuf(abi.InitHasWatermark|abi.InitHasInputs, "impressions", "clicks"), "", `{"inputs":"impressions,clicks"}`},
+		{"one input", initBuf(abi.InitHasInputs, "a"), "", `{"inputs":"a"}`},
+		{"no inputs", initBuf(abi.InitHasWatermark), "", `{"inputs":""}`},
+		{"refused by the processor", initBuf(abi.InitHasInputs, "a", "refused"), "inputs must not be named refused", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newInputs(t)
+			st, msg := h.initRaw(tc.init)
+			if tc.wantErr != "" {
+				if st == abi.StatusOK || msg != tc.wantErr {
+					t.Fatalf("init: %d %q, want the error %q", st, msg, tc.wantErr)
+				}
+				return
+			}
+			if st != abi.StatusOK {
+				t.Fatalf("init: %d %q", st, msg)
+			}
+			in := abi.AppendDataGroup(header(1000, 0, 1), []byte(`"k"`), [][]byte{[]byte(`{}`)})
+			if binary.LittleEndian.Uint32(tc.init[8:])&abi.InitHasInputs != 0 {
+				in = appendInputsGroup(header(1000, 0, 1), `"k"`, inputRow{0, `{}`})
+			}
+			res, err := h.processRaw(in, `"k"`)
+			if err != nil || len(res) != 1 || res[0].err != "" || len(res[0].emits) == 0 || res[0].emits[0] != tc.want {
+				t.Errorf("process: %+v %v, want the first emit %s", res, err, tc.want)
+			}
+		})
+	}
+}
+
+// TestV2InputsInitRefused: an init flag the SDK does not implement, and malformed input names,
+// fail the init.
+func TestV2InputsInitRefused(t *testing.T) {
+	truncated := initBuf(abi.InitHasInputs, "a")
+	truncated = truncated[:len(truncated)-1]
+	for _, tc := range []struct {
+		name string
+		init []byte
+		want string
+	}{
+		{"unknown flag", initBuf(abi.InitHasWatermark | 4), "groupstate: host sets init flags 0x4 this SDK does not implement (rebuild with a newer SDK)"},
+		{"unknown flags with inputs", initBuf(abi.InitHasInputs|0x30, "a"), "groupstate: host sets init flags 0x30 this SDK does not implement (rebuild with a newer SDK)"},
+		{"high flag", initBuf(1 << 31), "groupstate: host sets init flags 0x80000000 this SDK does not implement (rebuild with a newer SDK)"},
+		{"no names", initBuf(abi.InitHasInputs), "groupstate: init buffer malformed: input_count 0 (want 1 to 16)"},
+		{"17 inputs", initBuf(abi.InitHasInputs, strings.Split("abcdefghijklmnopq", "")...), "groupstate: init buffer malformed: input_count 17 (want 1 to 16)"},
+		{"an empty name", initBuf(abi.InitHasInputs, "a", ""), "groupstate: init buffer malformed: input 1: name is empty"},
+		{"a long name", initBuf(abi.InitHasInputs, strings.Repeat("a", 33)), "groupstate: init buffer malformed: input 0: name is longer than 32 bytes"},
+		{"a name with a capital", initBuf(abi.InitHasInputs, "Clicks"), "groupstate: init buffer malformed: input 0: name does not start with a letter a-z"},
+		{"a name with a dot", initBuf(abi.InitHasInputs, "a_b-c.d"), "groupstate: init buffer malformed: input 0: name has a byte other than a-z, 0-9, _ and - at offset 5"},
+		{"a name not UTF-8", initBuf(abi.InitHasInputs, "a\xff"), "groupstate: init buffer malformed: input 0: name has a byte other than a-z, 0-9, _ and - at offset 1"},
+		{"a name twice", initBuf(abi.InitHasInputs, "a", "b", "a"), `groupstate: init buffer malformed: input 2: name "a" already used by input 0`},
+		{"a name truncated", truncated, "groupstate: init buffer malformed"},
+		{"trailing bytes", append(initBuf(abi.InitHasInputs, "a"), 0), "groupstate: init buffer malformed"},
+		{"names without the flag", appendBytes(binary.LittleEndian.AppendUint32(initBuf(0), 1), "a"), "groupstate: init buffer malformed"},
+		{"a count larger than the buffer", binary.LittleEndian.AppendUint32(initBuf(0)[:12], 0), "groupstate: init buffer malformed"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newInputs(t)
+			if st, msg := h.initRaw(tc.init); st == abi.StatusOK || msg != tc.want {
+				t.Errorf("init: %d %q, want %q", st, msg, tc.want)
+			}
+		})
+	}
+	h := newInputs(t)
+	b := binary.LittleEndian.AppendUint32(initBuf(abi.InitHasInputs)[:0], 0)
+	b = append(b, initBuf(abi.InitHasInputs)[4:]...) // version 0 is reported before the flags
+	if st, msg := h.initRaw(b); st == abi.StatusOK || !strings.Contains(msg, "module implements version 2") {
+		t.Errorf("init of version 0: %d %q", st, msg)
+	}
+}
+
+// TestV2InputsPerRow: each row's input name, in the buffer's order; "" without HAS_INPUTS.
+func TestV2InputsPerRow(t *testing.T) {
+	h := newInputs(t)
+	if st, msg := h.initRaw(initBuf(abi.InitHasWatermark|abi.InitHasInputs, "impressions", "clicks")); st != abi.StatusOK {
+		t.Fatalf("init: %d %q", st, msg)
+	}
+	in := appendInputsGroup(header(1000, 0, 2), `"ad1"`, inputRow{1, `{"c":1}`}, inputRow{0, `{"i":1}`}, inputRow{1, `{"c":2}`})
+	in = appendInputsGroup(in, `7`, inputRow{0, `{"i":2}`})
+	res, err := h.processRaw(in, `"ad1"`, `7`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		`{"inputs":"impressions,clicks"} {"input":"clicks","row":{"c":1}} {"input":"impressions","row":{"i":1}} {"input":"clicks","row":{"c":2}}`,
+		`{"inputs":"impressions,clicks"} {"input":"impressions","row":{"i":2}}`,
+	}
+	for i, w := range want {
+		if res[i].err != "" || emitsOf(res[i]) != w {
+			t.Errorf("group %d: %+v, want %s", i, res[i], w)
+		}
+	}
+	// TIMERS groups are unchanged.
+	if res, err := h.processRaw(abi.AppendTimersGroup(header(1000, 5, 1), []byte(`"ad1"`), []int64{3}), `"ad1"`); err != nil || res[0].err != "" {
+		t.Errorf("timers: %+v %v", res, err)
+	}
+
+	h = newInputs(t)
+	if st, msg := h.initRaw(initBuf(abi.InitHasWatermark)); st != abi.StatusOK {
+		t.Fatalf("init: %d %q", st, msg)
+	}
+	res, err = h.processRaw(abi.AppendDataGroup(header(1000, 0, 1), []byte(`"a"`), [][]byte{[]byte(`{"c":1}`)}), `"a"`)
+	if err != nil || res[0].err != "" || emitsOf(res[0]) != `{"inputs":""} {"input":"","row":{"c":1}}` {
+		t.Errorf("without inputs: %+v %v", res, err)
+	}
+}
+
+// TestV2InputsBadIndex: a row whose input index is not below the number of inputs makes the
+// buffer malformed: a whole-call error.
+func TestV2InputsBadIndex(t *testing.T) {
+	h := newInputs(t)
+	if st, msg := h.initRaw(initBuf(abi.InitHasInputs, "impressions", "clicks")); st != abi.StatusOK {
+		t.Fatalf("init: %d %q", st, msg)
+	}
+	noIndex := abi.AppendDataGroup(header(1, 0, 1), []byte(`"a"`), [][]byte{[]byte(`x`)}) // index 1, then a short length
+	for _, tc := range []struct {
+		name string
+		in   []byte
+		want string
+	}{
+		{"index out of range", appendInputsGroup(appendInputsGroup(header(1, 0, 2), `"a"`, inputRow{0, `{}`}), `"b"`, inputRow{1, `{}`}, inputRow{2, `{}`}),
+			"groupstate: process buffer malformed at group 1: row 1: input index 2 out of range (the deployment has 2 inputs)"},
+		{"huge index", appendInputsGroup(header(1, 0, 1), `"a"`, inputRow{math.MaxUint32, `{}`}),
+			"groupstate: process buffer malformed at group 0: row 0: input index 4294967295 out of range (the deployment has 2 inputs)"},
+		{"a row without its index", noIndex, "groupstate: process buffer malformed at group 0: short"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := h.processRaw(tc.in, `"a"`, `"b"`)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want the whole-call error %q", err, tc.want)
+			}
+		})
+	}
 }

@@ -16,10 +16,35 @@ import { JsonObject } from "./json";
 import { handler, initHooks, setConfig, currentConfig } from "./registry";
 import {
   Call, ProcessorHandle, processor, decls, declErr, setDeclaring, setCurrent, opsReset, opsStart, opsLen,
-  GROUP_DATA, GROUP_TIMERS, GROUP_INITIAL,
+  inputNames, GROUP_DATA, GROUP_TIMERS, GROUP_INITIAL,
 } from "./processor";
 
 const ABI_VERSION: u32 = 2;
+
+// Init flags (abi/README.md 4.1): HAS_WATERMARK, HAS_INPUTS (the input names follow the config,
+// and each row of a DATA group starts with the index of its input). A v2 module fails its init
+// when the host sets a flag it does not implement.
+const INIT_HAS_WATERMARK: u32 = 1;
+const INIT_HAS_INPUTS: u32 = 2;
+const INIT_KNOWN_FLAGS: u32 = INIT_HAS_WATERMARK | INIT_HAS_INPUTS;
+const MAX_INPUTS: u32 = 16;
+const MAX_INPUT_NAME_LEN: usize = 32;
+
+// What is wrong with the input name at ptr (abi/README.md 9.3a: 1-32 bytes of [a-z0-9_-]
+// starting with a letter), or null.
+function inputNameProblem(ptr: usize, len: usize): string | null {
+  if (len == 0) return "is empty";
+  if (len > MAX_INPUT_NAME_LEN) return "is longer than 32 bytes";
+  const c0 = load<u8>(ptr);
+  if (c0 < 0x61 || c0 > 0x7a) return "does not start with a letter a-z";
+  for (let i: usize = 0; i < len; i++) {
+    const c = load<u8>(ptr + i);
+    if (!((c >= 0x61 && c <= 0x7a) || (c >= 0x30 && c <= 0x39) || c == 0x5f || c == 0x2d)) {
+      return "has a byte other than a-z, 0-9, _ and - at offset " + i.toString();
+    }
+  }
+  return null;
+}
 
 @external("groupstate", "group_begin")
 declare function group_begin(index: i32): void;
@@ -39,14 +64,41 @@ export function gs_init(ptr: usize, len: i32): i64 {
   const version = rdU32();
   const mode = rdU32();
   const flags = rdU32();
-  const namePtr = rdBytes(), nameLen = rdLen;
-  const configPtr = rdBytes(), configLen = rdLen;
+  let namePtr: usize = 0, nameLen: usize = 0, configPtr: usize = 0, configLen: usize = 0;
+  let badInputs: string | null = null; // what is wrong with the input names
+  inputNames.length = 0;
+  // What follows the config is read only with flags this SDK knows: with another, it may be
+  // laid out as the SDK does not know.
+  if (!rdBad && version == ABI_VERSION && (flags & ~INIT_KNOWN_FLAGS) == 0) {
+    namePtr = rdBytes(); nameLen = rdLen;
+    configPtr = rdBytes(); configLen = rdLen;
+    if ((flags & INIT_HAS_INPUTS) != 0) {
+      const n = rdU32();
+      if (!rdBad && (n == 0 || n > MAX_INPUTS)) badInputs = "input_count " + n.toString() + " (want 1 to 16)";
+      for (let i: u32 = 0; i < n && !rdBad && badInputs === null; i++) {
+        const p = rdBytes();
+        if (rdBad) break;
+        const why = inputNameProblem(p, rdLen);
+        if (why !== null) { badInputs = "input " + i.toString() + ": name " + why; break; }
+        const name = String.UTF8.decodeUnsafe(p, rdLen);
+        const j = inputNames.indexOf(name);
+        if (j >= 0) { badInputs = "input " + i.toString() + ": name \"" + name + "\" already used by input " + j.toString(); break; }
+        inputNames.push(name);
+      }
+    }
+  }
   let err: string | null = null;
   const p = processor();
-  if (rdBad || rdPos != rdEnd) {
+  if (badInputs !== null) {
+    err = "groupstate: init buffer malformed: " + badInputs;
+  } else if (rdBad) {
     err = "groupstate: init buffer malformed";
   } else if (version != ABI_VERSION) {
     err = "groupstate: host ABI version " + version.toString() + ", module implements version " + ABI_VERSION.toString();
+  } else if ((flags & ~INIT_KNOWN_FLAGS) != 0) {
+    err = "groupstate: host sets init flags 0x" + (flags & ~INIT_KNOWN_FLAGS).toString(16) + " this SDK does not implement (rebuild with a newer SDK)";
+  } else if (rdPos != rdEnd) {
+    err = "groupstate: init buffer malformed";
   } else if (mode > 2) {
     err = "groupstate: unknown timeout mode " + mode.toString();
   } else if (p === null) {
@@ -59,13 +111,13 @@ export function gs_init(ptr: usize, len: i32): i64 {
     if (obj === null) {
       err = "groupstate: config is not a JSON object: " + json;
     } else {
-      const c = new Config(String.UTF8.decodeUnsafe(namePtr, nameLen), <TimeoutMode>mode, (flags & 1) != 0, json, obj);
+      const c = new Config(String.UTF8.decodeUnsafe(namePtr, nameLen), <TimeoutMode>mode, (flags & INIT_HAS_WATERMARK) != 0, json, obj);
       const hooks = initHooks();
       for (let i = 0; i < hooks.length && c.err === null; i++) hooks[i](c);
       err = c.err;
       if (err === null) {
         setDeclaring(true);
-        p.init(new ProcessorHandle(c));
+        p.init(new ProcessorHandle(c, inputNames.slice()));
         setDeclaring(false);
         err = c.err !== null ? c.err : declErr;
       }
@@ -73,6 +125,7 @@ export function gs_init(ptr: usize, len: i32): i64 {
     }
   }
   if (err !== null) {
+    inputNames.length = 0;
     outU32(1);
     outString(err);
     return outPacked();
@@ -92,6 +145,7 @@ export function gs_init(ptr: usize, len: i32): i64 {
 
 const COLLECT_EVERY: usize = 1 << 20;
 const rowsAt = new Array<usize>();
+const rowInputs = new Array<u32>(); // with inputs: the index of each row's input
 // @ts-ignore: builtin
 const MINIMAL = ASC_RUNTIME == 1;
 // @ts-ignore: builtin
@@ -120,10 +174,19 @@ export function gs_process(ptr: usize, len: i32): i64 {
     if (i == 0) firstKind = kind;
     else if (kind != firstKind) return malformed(i, "groups of different kinds");
     rowsAt.length = 0;
+    rowInputs.length = 0;
     let timersPtr: usize = 0, timerCount: u32 = 0, initialPtr: usize = 0, initialLen: usize = 0;
     if (kind == GROUP_DATA) {
       const n = rdU32();
+      const inputs = <u32>inputNames.length;
       for (let j: u32 = 0; j < n && !rdBad; j++) {
+        if (inputs > 0) {
+          const input = rdU32();
+          if (!rdBad && input >= inputs) {
+            return malformed(i, "row " + j.toString() + ": input index " + input.toString() + " out of range (the deployment has " + inputs.toString() + " inputs)");
+          }
+          rowInputs.push(input);
+        }
         const p = rdBytes();
         rowsAt.push(p);
         rowsAt.push(rdLen);
@@ -153,7 +216,7 @@ export function gs_process(ptr: usize, len: i32): i64 {
   return outPacked();
 }
 
-const current = new Call(rowsAt);
+const current = new Call(rowsAt, rowInputs);
 
 function runGroup(
   i: i32, kind: u32, keyPtr: usize, keyLen: usize, timersPtr: usize, timerCount: u32,

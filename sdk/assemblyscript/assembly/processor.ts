@@ -59,9 +59,19 @@ function declare(fn: string, name: string, kind: u32, ttlMs: i64): u32 {
   return <u32>(decls.length - 1);
 }
 
-/** What the processor's init receives: the deployment's config and the declarations. */
+/** @internal The deployment's input names (the init's HAS_INPUTS), empty without. */
+export const inputNames = new Array<string>();
+
+/** What the processor's init receives: the deployment's config, its inputs and the
+ *  declarations. */
 export class ProcessorHandle {
-  /** @internal */ constructor(readonly config: Config) {}
+  /** @internal */ constructor(
+    readonly config: Config,
+    /** The names of the deployment's inputs, in the spec's order: empty for a deployment with
+     *  one input (no `inputs:` in the spec). A processor that needs given inputs checks them
+     *  here and fails the init (config.fail) naming the problem. */
+    readonly inputs: Array<string>,
+  ) {}
 
   /** Declares a value variable. name: 1-64 characters of [a-z0-9_] starting with a letter,
    *  unique; ttlMs: 0 (none) or how long a value lives after it was last written
@@ -126,10 +136,16 @@ export class Call {
   /** @internal */ timerIdx: i32 = -1;
   /** @internal */ skip: StaticArray<bool> = new StaticArray<bool>(0);
 
-  /** @internal */ constructor(private rowsAt: Array<usize>) {}
+  /** @internal */ constructor(private rowsAt: Array<usize>, private rowInputs: Array<u32>) {}
 
   /** The number of rows (0 in timer and initial-state calls). */
   get rowCount(): i32 { return this.kind == GROUP_DATA ? this.rowsAt.length >> 1 : 0; }
+  /** The input row `i` came from: one of ProcessorHandle.inputs, or "" for a deployment with
+   *  one input (no `inputs:` in the spec). */
+  rowInput(i: i32): string {
+    if (this.kind != GROUP_DATA || <u32>i >= <u32>this.rowInputs.length) return "";
+    return inputNames[this.rowInputs[i]];
+  }
   /** Row `i` as JSON text. */
   row(i: i32): string { return String.UTF8.decodeUnsafe(this.rowsAt[i << 1], this.rowsAt[(i << 1) + 1]); }
   /** Row `i` parsed in place (valid during the call). */

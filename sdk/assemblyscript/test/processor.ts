@@ -15,8 +15,11 @@ class Test extends StatefulProcessor {
   count!: ValueState;
   events!: ListState;
   seen!: MapState;
+  inputs: Array<string> = [];
 
   init(h: ProcessorHandle): void {
+    this.inputs = h.inputs;
+    if (h.inputs.includes("refused")) { h.config.fail("inputs must not be named refused, got " + h.inputs.join(",")); return; }
     const page = h.config.getI64("page_bytes");
     if (page > 0) setStatePageBytes(<u32>page);
     if (h.config.getBool("bad_decl")) h.valueState("Bad-Name");
@@ -55,6 +58,8 @@ class Test extends StatefulProcessor {
       else if (op == "timers") { const ts = c.listTimers(); for (let j = 0; j < ts.length; j++) out(c, "timer", ts[j].toString()); }
       else if (op == "times") { out(c, "T", c.currentProcessingTimeMs().toString()); out(c, "W", c.currentWatermarkMs().toString()); }
       else if (op == "clear_error") c.clearError();
+      else if (op == "inputs") out(c, "inputs", this.inputs.join(","));
+      else if (op == "input") out(c, "input", c.rowInput(i));
       else if (op == "fail") c.fail("asked to fail");
       else c.fail("unknown op " + op);
     }

@@ -131,8 +131,14 @@ function start(mode = 1, bytes = wasm) {
   return h;
 }
 
-function init(h, { version = 2, config = "{}" } = {}) {
-  const r = new R(h.call("gs_init", new W().u32(version).u32(h.mode).u32(1).str("t").str(config).done()));
+function init(h, { version = 2, config = "{}", flags = 1, inputs = null, buf = null } = {}) {
+  let b = buf;
+  if (b === null) {
+    const w = new W().u32(version).u32(h.mode).u32(flags).str("t").str(config);
+    if (inputs !== null) { w.u32(inputs.length); inputs.forEach(n => w.str(n)); }
+    b = w.done();
+  }
+  const r = new R(h.call("gs_init", b));
   const status = r.u32(), msg = r.str();
   if (status !== 0) return { status, msg };
   h.decls = [];
@@ -141,7 +147,8 @@ function init(h, { version = 2, config = "{}" } = {}) {
   return { status, msg, decls: h.decls };
 }
 
-// groups: [{kind: 0|1|2, key, rows | timers | initial}]; commits the groups that succeeded.
+// groups: [{kind: 0|1|2, key, rows | timers | initial}], a DATA group's rows with their input
+// indexes in `inputs` (a deployment with inputs); commits the groups that succeeded.
 function run(h, T, groups) {
   const w = new W().u32(groups.length).i64(T).i64(500);
   h.groups = groups.map(g => g.key ?? '"k"');
@@ -152,7 +159,10 @@ function run(h, T, groups) {
     w.u32(g.kind ?? 0).str(g.key ?? '"k"');
     if (g.timers) { w.u32(g.timers.length); g.timers.forEach(t => w.i64(t)); }
     else if (g.initial !== undefined) w.str(g.initial);
-    else { w.u32(g.rows.length); g.rows.forEach(r => w.str(JSON.stringify(r))); }
+    else {
+      w.u32(g.rows.length);
+      g.rows.forEach((r, i) => { if (g.inputs) w.u32(g.inputs[i]); w.str(typeof r === "string" ? r : JSON.stringify(r)); });
+    }
   }
   const r = new R(h.call("gs_process", w.done()));
   if (r.u32() === 1) return { callError: r.str() };
@@ -302,6 +312,66 @@ test("initial state: the default", () => {
   assert.equal(dump(h, '"a"'), 'count={"n":5} events=[1 {"e":"x y"}] seen={k1:1,k2:[2]}');
   assert.equal(b.error, 'groupstate: initial state names undeclared state variables ["nope" "other"] (declared: count, events, seen)');
   assert.match(c.error, /initial state of events: an element is null/);
+});
+
+test("inputs: the names at init, refused by the processor", () => {
+  const HAS_INPUTS = 2;
+  let h = start(); init(h, { flags: 1 | HAS_INPUTS, inputs: ["impressions", "clicks"] });
+  let [g] = run(h, 1000, [{ rows: [{ do: "inputs" }], inputs: [0] }]);
+  assert.deepEqual([g.error, g.emits], ["", [E("inputs", "impressions,clicks")]]);
+  h = start(); init(h);
+  assert.deepEqual(rows(h, "inputs").emits, [E("inputs", "")]);
+  assert.equal(init(start(), { flags: HAS_INPUTS, inputs: ["a", "refused"] }).msg, "inputs must not be named refused, got a,refused");
+});
+
+test("inputs: unknown init flags and malformed names fail the init", () => {
+  const refused = f => `groupstate: host sets init flags ${f} this SDK does not implement (rebuild with a newer SDK)`;
+  const base = (flags) => new W().u32(2).u32(1).u32(flags).str("t").str("{}");
+  for (const [name, opts, want] of [
+    ["unknown flag", { flags: 1 | 4 }, refused("0x4")],
+    ["unknown flags with inputs", { flags: 2 | 0x30, inputs: ["a"] }, refused("0x30")],
+    ["high flag", { flags: 0x80000000 }, refused("0x80000000")],
+    ["no names", { flags: 2, inputs: [] }, "groupstate: init buffer malformed: input_count 0 (want 1 to 16)"],
+    ["17 inputs", { flags: 2, inputs: [..."abcdefghijklmnopq"] }, "groupstate: init buffer malformed: input_count 17 (want 1 to 16)"],
+    ["an empty name", { flags: 2, inputs: ["a", ""] }, "groupstate: init buffer malformed: input 1: name is empty"],
+    ["a long name", { flags: 2, inputs: ["a".repeat(33)] }, "groupstate: init buffer malformed: input 0: name is longer than 32 bytes"],
+    ["a name with a capital", { flags: 2, inputs: ["Clicks"] }, "groupstate: init buffer malformed: input 0: name does not start with a letter a-z"],
+    ["a name with a dot", { flags: 2, inputs: ["a_b-c.d"] }, "groupstate: init buffer malformed: input 0: name has a byte other than a-z, 0-9, _ and - at offset 5"],
+    ["a name not UTF-8", { flags: 2, inputs: [Uint8Array.of(0x61, 0xff)] }, "groupstate: init buffer malformed: input 0: name has a byte other than a-z, 0-9, _ and - at offset 1"],
+    ["a name twice", { flags: 2, inputs: ["a", "b", "a"] }, 'groupstate: init buffer malformed: input 2: name "a" already used by input 0'],
+    ["a name truncated", { buf: base(2).u32(1).u32(5).done().subarray(0, 30) }, "groupstate: init buffer malformed"],
+    ["trailing bytes", { buf: base(2).u32(1).str("a").u8(0).done() }, "groupstate: init buffer malformed"],
+    ["names without the flag", { buf: base(0).u32(1).str("a").done() }, "groupstate: init buffer malformed"],
+    ["version 1 with an unknown flag", { version: 1, flags: 4 }, "groupstate: host ABI version 1, module implements version 2"],
+  ]) {
+    const h = start();
+    const r = init(h, opts);
+    assert.deepEqual([r.status, r.msg], [1, want], name);
+    // A failed init leaves no processor.
+    assert.match(run(h, 1, [{ rows: [{ do: "times" }] }]).callError, /before a successful init/, name);
+  }
+});
+
+test("inputs: each row's input, in the buffer's order; none without inputs", () => {
+  const h = start(); init(h, { flags: 3, inputs: ["impressions", "clicks"] });
+  const [a, b] = run(h, 1000, [
+    { key: '"ad1"', rows: [{ do: "input" }, { do: "input" }, { do: "input" }], inputs: [1, 0, 1] },
+    { key: "7", rows: [{ do: "input" }], inputs: [0] },
+  ]);
+  assert.deepEqual([a.error, a.emits], ["", [E("input", "clicks"), E("input", "impressions"), E("input", "clicks")]]);
+  assert.deepEqual([b.error, b.emits], ["", [E("input", "impressions")]]);
+  assert.deepEqual(run(h, 2000, [{ kind: 1, timers: [5] }])[0].error, "");
+  const one = start(); init(one);
+  assert.deepEqual(rows(one, "input").emits, [E("input", "")]);
+});
+
+test("inputs: an input index out of range is a malformed buffer", () => {
+  const h = start(); init(h, { flags: 2, inputs: ["impressions", "clicks"] });
+  assert.equal(run(h, 1, [{ rows: [{ do: "times" }], inputs: [0] }, { key: '"b"', rows: [{ do: "times" }, { do: "times" }], inputs: [1, 2] }]).callError,
+    "groupstate: process buffer malformed at group 1: row 1: input index 2 out of range (the deployment has 2 inputs)");
+  assert.equal(run(h, 1, [{ rows: [{ do: "times" }], inputs: [0xffffffff] }]).callError,
+    "groupstate: process buffer malformed at group 0: row 0: input index 4294967295 out of range (the deployment has 2 inputs)");
+  assert.equal(run(h, 1, [{ rows: ["x"] }]).callError, "groupstate: process buffer malformed at group 0: short"); // no index
 });
 
 console.log(`${runtime} (v2): ${passed} tests passed`);

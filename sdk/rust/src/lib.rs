@@ -676,11 +676,13 @@ mod wire;
 
 #[cfg(feature = "v2")]
 pub use processor::{
-    apply_initial_state, ListIter, ListState, MapIter, MapKeys, MapState, MapValues, ProcessorHandle, RawJson,
-    StateCodec, StatefulProcessor, Timers, ValueState,
+    apply_initial_state, InputRows, ListIter, ListState, MapIter, MapKeys, MapState, MapValues, ProcessorHandle,
+    RawJson, StateCodec, StatefulProcessor, Timers, ValueState, WithInputs,
 };
 #[cfg(feature = "v2")]
-pub use v2::{ProcessorModule, StateHost, VarKind, ABI_VERSION_V2, MAX_VARS, MAX_VAR_NAME_LEN, STATE_REFUSED};
+pub use v2::{
+    ProcessorModule, StateHost, VarKind, ABI_VERSION_V2, MAX_INPUTS, MAX_INPUT_NAME_LEN, MAX_VARS, MAX_VAR_NAME_LEN, STATE_REFUSED,
+};
 
 #[doc(hidden)]
 #[cfg(feature = "v2")]

@@ -12,7 +12,7 @@ use std::time::Duration;
 use crate::json::{self, Kind, Value};
 use crate::wire::{put_bytes, put_u32, put_u64, Reader};
 use crate::v2::*;
-use crate::{Config, Emitter, Error, ErrorKind, Key, Rows, TimeoutMode};
+use crate::{Config, Emitter, Error, ErrorKind, Key, TimeoutMode};
 
 // ---------------------------------------------------------------------------------------------
 // The processor
@@ -38,11 +38,12 @@ pub trait StatefulProcessor: 'static {
         Self: Sized;
 
     /// Called once per key and micro-batch with that key's rows, in arrival order (at least
-    /// one).
+    /// one). With several inputs (the spec's `inputs:`), [`InputRows::with_inputs`] tells
+    /// each row's input.
     fn handle_input_rows(
         &mut self,
         key: &Key<'_>,
-        rows: Rows<'_>,
+        rows: InputRows<'_>,
         timers: &mut Timers,
         out: &mut Emitter<'_>,
     ) -> Result<(), Error>;
@@ -73,6 +74,114 @@ pub trait StatefulProcessor: 'static {
         apply_initial_state(timers, initial)
     }
 }
+
+// ---------------------------------------------------------------------------------------------
+// Rows
+
+/// The rows of a data call ([`StatefulProcessor::handle_input_rows`]), in arrival order: like
+/// [`crate::Rows`], an iterator of the rows' bytes, each one input message (a JSON object)
+/// borrowed from the input buffer (valid during the call only).
+///
+/// A deployment with several named inputs (the spec's `inputs:`) tells each row's input:
+/// iterate [`InputRows::with_inputs`] for `(input, row)` pairs, the input being one of the
+/// names of [`ProcessorHandle::inputs`]. Without `inputs:` every row's input is `""`.
+///
+/// ```ignore
+/// for (input, row) in rows.with_inputs() {
+///     match input {
+///         "clicks" => ...,
+///         "impressions" => ...,
+///         _ => return Err(Error::msg(format!("unexpected input {:?}", input))),
+///     }
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct InputRows<'a> {
+    buf: &'a [u8], // the rows: [input index u32 when inputs is not empty] + byte string each
+    left: usize,
+    inputs: &'a [String],
+}
+
+impl<'a> InputRows<'a> {
+    /// Iterates `n` rows, for native tests: without inputs (`inputs` empty) `encoded` is as
+    /// [`crate::Rows::encode`] writes it; with inputs, as [`InputRows::encode`] writes it.
+    pub fn new(encoded: &'a [u8], n: usize, inputs: &'a [String]) -> InputRows<'a> {
+        InputRows { buf: encoded, left: n, inputs }
+    }
+
+    /// Rows of several inputs for native tests: each row after the index of its input (in the
+    /// `inputs` given to [`InputRows::new`]), as the process buffer has them.
+    pub fn encode(rows: &[(u32, &[u8])]) -> Vec<u8> {
+        let mut b = Vec::new();
+        for (input, r) in rows {
+            put_u32(&mut b, *input);
+            put_bytes(&mut b, r);
+        }
+        b
+    }
+
+    /// The names of the deployment's inputs, in the spec's order (empty without `inputs:`),
+    /// as [`ProcessorHandle::inputs`] gives them.
+    pub fn inputs(&self) -> &'a [String] {
+        self.inputs
+    }
+
+    /// The rows with their inputs: `(input, row)`, the input's name being `""` without
+    /// `inputs:` in the spec.
+    pub fn with_inputs(self) -> WithInputs<'a> {
+        WithInputs(self)
+    }
+
+    /// The next row and the index of its input (`None` without inputs).
+    fn next_row(&mut self) -> Option<(Option<usize>, &'a [u8])> {
+        if self.left == 0 {
+            return None;
+        }
+        let mut r = Reader::new(self.buf);
+        let input = if self.inputs.is_empty() { None } else { Some(r.u32() as usize) };
+        let row = r.bytes();
+        if r.failed {
+            self.left = 0; // only a hand-made buffer is short: the host's rows were checked
+            return None;
+        }
+        self.buf = &self.buf[r.i..];
+        self.left -= 1;
+        Some((input, row))
+    }
+}
+
+impl<'a> Iterator for InputRows<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        self.next_row().map(|(_, row)| row)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        (self.left, Some(self.left))
+    }
+}
+
+impl ExactSizeIterator for InputRows<'_> {}
+
+/// The iterator of [`InputRows::with_inputs`]: `(input, row)` pairs in arrival order.
+#[derive(Clone, Debug)]
+pub struct WithInputs<'a>(InputRows<'a>);
+
+impl<'a> Iterator for WithInputs<'a> {
+    type Item = (&'a str, &'a [u8]);
+
+    fn next(&mut self) -> Option<(&'a str, &'a [u8])> {
+        let inputs = self.0.inputs;
+        self.0.next_row().map(|(i, row)| (i.and_then(|i| inputs.get(i)).map_or("", |s| s.as_str()), row))
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.0.size_hint()
+    }
+}
+
+impl ExactSizeIterator for WithInputs<'_> {}
 
 /// Exports the module's ABI v2 functions (`gs_abi_version` returning 2, `gs_alloc`, `gs_init`,
 /// `gs_process`) for a [`StatefulProcessor`] type, instead of [`crate::export!`]. Use it once,
@@ -113,12 +222,20 @@ macro_rules! export_processor {
 pub struct ProcessorHandle<'a> {
     pub(crate) e: &'a Shared,
     pub(crate) config: &'a Config,
+    pub(crate) inputs: &'a [String],
 }
 
 impl<'a> ProcessorHandle<'a> {
     /// The deployment's config (name, timeout mode, config object).
     pub fn config(&self) -> &Config {
         self.config
+    }
+
+    /// The names of the deployment's inputs, in the spec's order: empty for a deployment with
+    /// one input (no `inputs:` in the spec). A processor that needs given inputs checks them
+    /// here and fails the init naming the problem.
+    pub fn inputs(&self) -> &[String] {
+        self.inputs
     }
 
     /// Declares a value state variable (Spark's `ValueState`): one `T` per key, or none.

@@ -479,7 +479,7 @@ struct Vars {
     tmap: MapState<String>,
 }
 
-type DataFn = Box<dyn FnMut(&Vars, &Key, Rows, &mut Timers, &mut Emitter) -> Result<(), Error>>;
+type DataFn = Box<dyn FnMut(&Vars, &Key, InputRows, &mut Timers, &mut Emitter) -> Result<(), Error>>;
 type TimerFn = Box<dyn FnMut(&Vars, &Key, i64, &mut Timers, &mut Emitter) -> Result<(), Error>>;
 type InitialFn = Box<dyn FnMut(&Vars, &Key, &[u8], &mut Timers, &mut Emitter) -> Result<(), Error>>;
 
@@ -489,7 +489,7 @@ thread_local! {
     static ON_INITIAL: RefCell<Option<InitialFn>> = RefCell::new(None);
 }
 
-fn on_data(f: impl FnMut(&Vars, &Key, Rows, &mut Timers, &mut Emitter) -> Result<(), Error> + 'static) {
+fn on_data(f: impl FnMut(&Vars, &Key, InputRows, &mut Timers, &mut Emitter) -> Result<(), Error> + 'static) {
     ON_DATA.with(|c| *c.borrow_mut() = Some(Box::new(f)));
 }
 
@@ -519,7 +519,7 @@ impl StatefulProcessor for Scripted {
         })
     }
 
-    fn handle_input_rows(&mut self, key: &Key, rows: Rows, timers: &mut Timers, out: &mut Emitter) -> Result<(), Error> {
+    fn handle_input_rows(&mut self, key: &Key, rows: InputRows, timers: &mut Timers, out: &mut Emitter) -> Result<(), Error> {
         let mut f = ON_DATA.with(|c| c.borrow_mut().take()).expect("no on_data");
         let r = f(&self.v, key, rows, timers, out);
         ON_DATA.with(|c| *c.borrow_mut() = Some(f));
@@ -582,7 +582,7 @@ impl StatefulProcessor for Example {
     fn init(h: &mut ProcessorHandle) -> Result<Self, Error> {
         Ok(Example { count: h.value_state("count"), events: h.list_state_with_ttl("events", Duration::from_secs(60)) })
     }
-    fn handle_input_rows(&mut self, _: &Key, _: Rows, timers: &mut Timers, _: &mut Emitter) -> Result<(), Error> {
+    fn handle_input_rows(&mut self, _: &Key, _: InputRows, timers: &mut Timers, _: &mut Emitter) -> Result<(), Error> {
         if EXAMPLE_MODE.with(|m| *m.borrow()) == 1 {
             return timers.register(60000);
         }
@@ -665,7 +665,7 @@ impl StatefulProcessor for Declarer {
         }
         Ok(Declarer)
     }
-    fn handle_input_rows(&mut self, _: &Key, _: Rows, _: &mut Timers, _: &mut Emitter) -> Result<(), Error> {
+    fn handle_input_rows(&mut self, _: &Key, _: InputRows, _: &mut Timers, _: &mut Emitter) -> Result<(), Error> {
         Ok(())
     }
 }
@@ -1373,4 +1373,272 @@ fn wasm_modules() {
         }
         Err(_) => eprintln!("GROUPSTATE_RUST_V2_MODULES is not set: the v2 modules were not checked (make test-rust builds them)"),
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Several named inputs (init flag HAS_INPUTS)
+
+/// An init buffer v2 with `flags` and, with HAS_INPUTS, the input names after the config.
+fn init_buf_inputs(flags: u32, names: &[&str]) -> Vec<u8> {
+    let mut b = Vec::new();
+    put_u32(&mut b, 2);
+    put_u32(&mut b, TimeoutMode::EventTime as u32);
+    put_u32(&mut b, flags);
+    put_bytes(&mut b, b"test");
+    put_bytes(&mut b, b"{}");
+    if flags & INIT_HAS_INPUTS != 0 {
+        put_u32(&mut b, names.len() as u32);
+        for n in names {
+            put_bytes(&mut b, n.as_bytes());
+        }
+    }
+    b
+}
+
+impl Buf {
+    /// A DATA group whose rows carry the index of their input.
+    fn data_inputs(mut self, key: &str, rows: &[(u32, &str)]) -> Buf {
+        put_u32(&mut self.0, 0);
+        put_bytes(&mut self.0, key.as_bytes());
+        put_u32(&mut self.0, rows.len() as u32);
+        for (input, r) in rows {
+            put_u32(&mut self.0, *input);
+            put_bytes(&mut self.0, r.as_bytes());
+        }
+        self
+    }
+}
+
+thread_local! {
+    static INIT_INPUTS: RefCell<Vec<String>> = RefCell::new(Vec::new());
+}
+
+/// Records the input names it sees at init, and emits `input:row` for each row (through
+/// `with_inputs`) and the rows again through the plain iterator.
+struct Inputs;
+
+impl StatefulProcessor for Inputs {
+    fn init(h: &mut ProcessorHandle) -> Result<Self, Error> {
+        INIT_INPUTS.with(|i| *i.borrow_mut() = h.inputs().to_vec());
+        if h.inputs().iter().any(|n| n == "refused") {
+            return Err(Error::msg(format!("inputs must not be named refused, got {:?}", h.inputs())));
+        }
+        Ok(Inputs)
+    }
+    fn handle_input_rows(&mut self, _: &Key, rows: InputRows, _: &mut Timers, out: &mut Emitter) -> Result<(), Error> {
+        assert_eq!(rows.len(), rows.clone().with_inputs().len());
+        let names = rows.inputs().join(",");
+        out.emit(format!("inputs=[{}]", names));
+        for (input, row) in rows.clone().with_inputs() {
+            out.emit(format!("{}:{}", input, String::from_utf8_lossy(row)));
+        }
+        for row in rows {
+            out.emit(row);
+        }
+        Ok(())
+    }
+}
+
+fn init_message(res: &[u8]) -> (u32, String) {
+    let mut r = Reader::new(res);
+    let st = r.u32();
+    (st, String::from_utf8(r.bytes().to_vec()).unwrap())
+}
+
+#[test]
+fn inputs_at_init() {
+    let mut m = ProcessorModule::<Inputs>::new();
+    let res = m.init(&init_buf_inputs(INIT_HAS_WATERMARK | INIT_HAS_INPUTS, &["impressions", "clicks"])).to_vec();
+    assert_eq!(init_message(&res), (0, String::new()));
+    INIT_INPUTS.with(|i| assert_eq!(*i.borrow(), vec!["impressions".to_string(), "clicks".to_string()]));
+    assert_eq!(m.inputs(), &["impressions".to_string(), "clicks".to_string()]);
+
+    // Without HAS_INPUTS: no names (and a module re-initialized forgets the old ones).
+    let res = m.init(&init_buf_inputs(INIT_HAS_WATERMARK, &[])).to_vec();
+    assert_eq!(init_message(&res), (0, String::new()));
+    INIT_INPUTS.with(|i| assert!(i.borrow().is_empty()));
+    assert!(m.inputs().is_empty());
+
+    // The processor validates the names: its error fails the init.
+    let res = m.init(&init_buf_inputs(INIT_HAS_INPUTS, &["a", "refused"])).to_vec();
+    assert_eq!(init_message(&res), (1, "inputs must not be named refused, got [\"a\", \"refused\"]".to_string()));
+}
+
+#[test]
+fn inputs_init_refused() {
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "unknown flag",
+            init_buf_inputs(INIT_HAS_WATERMARK | 4, &[]),
+            "groupstate: host sets init flags 0x4 this SDK does not implement (rebuild with a newer SDK)",
+        ),
+        (
+            "unknown flags with inputs",
+            init_buf_inputs(INIT_HAS_INPUTS | 0x30, &["a"]),
+            "groupstate: host sets init flags 0x30 this SDK does not implement (rebuild with a newer SDK)",
+        ),
+        ("no inputs", init_buf_inputs(INIT_HAS_INPUTS, &[]), "groupstate: init buffer malformed: input_count 0 (want 1 to 16)"),
+        (
+            "17 inputs",
+            init_buf_inputs(INIT_HAS_INPUTS, &["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k", "l", "m", "n", "o", "p", "q"]),
+            "groupstate: init buffer malformed: input_count 17 (want 1 to 16)",
+        ),
+        ("an empty name", init_buf_inputs(INIT_HAS_INPUTS, &["a", ""]), "groupstate: init buffer malformed: input 1: name is empty"),
+        (
+            "a long name",
+            init_buf_inputs(INIT_HAS_INPUTS, &["abcdefghijklmnopqrstuvwxyz0123456"]),
+            "groupstate: init buffer malformed: input 0: name is longer than 32 bytes",
+        ),
+        (
+            "a name with a capital",
+            init_buf_inputs(INIT_HAS_INPUTS, &["Clicks"]),
+            "groupstate: init buffer malformed: input 0: name does not start with a letter a-z",
+        ),
+        (
+            "a name with a dot",
+            init_buf_inputs(INIT_HAS_INPUTS, &["a_b-c.d"]),
+            "groupstate: init buffer malformed: input 0: name has a byte other than a-z, 0-9, _ and - at offset 5",
+        ),
+        (
+            "a name twice",
+            init_buf_inputs(INIT_HAS_INPUTS, &["a", "b", "a"]),
+            "groupstate: init buffer malformed: input 2: name \"a\" already used by input 0",
+        ),
+        (
+            "names missing",
+            {
+                let mut b = init_buf_inputs(INIT_HAS_INPUTS, &["a"]);
+                b.truncate(b.len() - 1);
+                b
+            },
+            "groupstate: init buffer malformed",
+        ),
+        (
+            "trailing bytes",
+            {
+                let mut b = init_buf_inputs(INIT_HAS_INPUTS, &["a"]);
+                b.push(0);
+                b
+            },
+            "groupstate: init buffer malformed",
+        ),
+        (
+            "names without the flag",
+            {
+                let mut b = init_buf_inputs(0, &[]);
+                put_u32(&mut b, 1);
+                put_bytes(&mut b, b"a");
+                b
+            },
+            "groupstate: init buffer malformed",
+        ),
+        (
+            "a name not UTF-8",
+            {
+                let mut b = init_buf_inputs(INIT_HAS_INPUTS, &["ab"]);
+                *b.last_mut().unwrap() = 0xff;
+                b
+            },
+            "groupstate: init buffer malformed: input 0: name has a byte other than a-z, 0-9, _ and - at offset 1",
+        ),
+    ];
+    for (name, buf, want) in cases {
+        let mut m = ProcessorModule::<Inputs>::new();
+        let res = m.init(&buf).to_vec();
+        assert_eq!(init_message(&res), (1, want.to_string()), "{}", name);
+        // A failed init leaves no processor: process is refused.
+        let input = Buf::new(1, 0, 1).data("\"a\"", &["{}"]).0;
+        assert!(parse_result(m.process(&input)).is_err(), "{}", name);
+    }
+}
+
+#[test]
+fn inputs_per_row() {
+    let mut m = ProcessorModule::<Inputs>::new();
+    m.init(&init_buf_inputs(INIT_HAS_WATERMARK | INIT_HAS_INPUTS, &["impressions", "clicks"]));
+    let input = Buf::new(1000, 0, 2)
+        .data_inputs("\"ad1\"", &[(1, r#"{"c":1}"#), (0, r#"{"i":1}"#), (1, r#"{"c":2}"#)])
+        .data_inputs("7", &[(0, r#"{"i":2}"#)])
+        .0;
+    let res = parse_result(m.process(&input)).unwrap();
+    assert_eq!(res.len(), 2);
+    assert_eq!(res[0].status, 0, "{}", res[0].err);
+    assert_eq!(
+        res[0].emits,
+        vec![
+            "inputs=[impressions,clicks]",
+            r#"clicks:{"c":1}"#,
+            r#"impressions:{"i":1}"#,
+            r#"clicks:{"c":2}"#,
+            r#"{"c":1}"#,
+            r#"{"i":1}"#,
+            r#"{"c":2}"#,
+        ]
+    );
+    assert_eq!(res[1].emits, vec!["inputs=[impressions,clicks]", r#"impressions:{"i":2}"#, r#"{"i":2}"#]);
+
+    // Without HAS_INPUTS a row's input is "" and the rows have no index.
+    let mut m = ProcessorModule::<Inputs>::new();
+    m.init(&init_buf_inputs(INIT_HAS_WATERMARK, &[]));
+    let input = Buf::new(1000, 0, 1).data("\"ad1\"", &[r#"{"c":1}"#]).0;
+    let res = parse_result(m.process(&input)).unwrap();
+    assert_eq!(res[0].emits, vec!["inputs=[]", r#":{"c":1}"#, r#"{"c":1}"#]);
+}
+
+#[test]
+fn inputs_bad_rows_refused() {
+    let mut m = ProcessorModule::<Inputs>::new();
+    m.init(&init_buf_inputs(INIT_HAS_INPUTS, &["impressions", "clicks"]));
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        (
+            "index out of range",
+            Buf::new(1, 0, 2).data_inputs("\"a\"", &[(0, "{}")]).data_inputs("\"b\"", &[(1, "{}"), (2, "{}")]).0,
+            "groupstate: process buffer: malformed: group 1: row 1: input index 2 out of range (the deployment has 2 inputs)",
+        ),
+        (
+            "huge index",
+            Buf::new(1, 0, 1).data_inputs("\"a\"", &[(u32::MAX, "{}")]).0,
+            "groupstate: process buffer: malformed: group 0: row 0: input index 4294967295 out of range (the deployment has 2 inputs)",
+        ),
+        (
+            "rows without their index",
+            Buf::new(1, 0, 1).data("\"a\"", &["x"]).0, // index 1, then a short length
+            "groupstate: process buffer: malformed: group 0: rows truncated",
+        ),
+        (
+            "index without its row",
+            {
+                let mut b = Buf::new(1, 0, 1).0;
+                put_u32(&mut b, 0);
+                put_bytes(&mut b, b"\"a\"");
+                put_u32(&mut b, 1);
+                put_u32(&mut b, 0);
+                b
+            },
+            "groupstate: process buffer: malformed: group 0: rows truncated",
+        ),
+    ];
+    for (name, input, want) in cases {
+        assert_eq!(parse_result(m.process(&input)).unwrap_err(), want, "{}", name);
+    }
+    // TIMERS and INITIAL groups are unchanged by HAS_INPUTS.
+    let input = Buf::new(1, 0, 1).timers("\"a\"", &[5]).0;
+    assert!(parse_result(m.process(&input)).is_ok());
+}
+
+#[test]
+fn input_rows_native() {
+    let names = vec!["x".to_string(), "y".to_string()];
+    let enc = InputRows::encode(&[(1, b"r1"), (0, b"r2")]);
+    let got: Vec<(&str, &[u8])> = InputRows::new(&enc, 2, &names).with_inputs().collect();
+    assert_eq!(got, vec![("y", &b"r1"[..]), ("x", &b"r2"[..])]);
+    let enc = Rows::encode(&[b"r1"]);
+    let got: Vec<(&str, &[u8])> = InputRows::new(&enc, 1, &[]).with_inputs().collect();
+    assert_eq!(got, vec![("", &b"r1"[..])]);
+    // A short hand-made buffer ends the iteration; an index out of range has no name.
+    let enc = InputRows::encode(&[(5, b"r1")]);
+    let got: Vec<(&str, &[u8])> = InputRows::new(&enc[..enc.len() - 1], 1, &names).with_inputs().collect();
+    assert!(got.is_empty());
+    let got: Vec<(&str, &[u8])> = InputRows::new(&enc, 1, &names).with_inputs().collect();
+    assert_eq!(got, vec![("", &b"r1"[..])]);
 }

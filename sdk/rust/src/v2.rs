@@ -8,13 +8,29 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
-use crate::processor::{ProcessorHandle, StatefulProcessor, Timers};
+use crate::processor::{InputRows, ProcessorHandle, StatefulProcessor, Timers};
 use crate::wire::{self, call_error, put_bytes, put_u32, Reader};
 pub(crate) use crate::wire::put_i64;
-use crate::{Config, Emitter, Error, ErrorKind, Key, Rows, TimeoutMode};
+use crate::{Config, Emitter, Error, ErrorKind, Key, TimeoutMode};
 
 /// The ABI version of a module that registers a processor.
 pub const ABI_VERSION_V2: u32 = 2;
+
+/// Init flag `HAS_WATERMARK` (abi/README.md 4.1).
+pub(crate) const INIT_HAS_WATERMARK: u32 = 1 << 0;
+
+/// Init flag `HAS_INPUTS` (abi/README.md 4.1): the input names follow the config, and each row
+/// of a DATA group starts with the index of its input.
+pub(crate) const INIT_HAS_INPUTS: u32 = 1 << 1;
+
+/// The init flags this SDK implements; a v2 module fails its init when the host sets another.
+pub(crate) const INIT_KNOWN_FLAGS: u32 = INIT_HAS_WATERMARK | INIT_HAS_INPUTS;
+
+/// At most this many inputs (abi/README.md 9.3a).
+pub const MAX_INPUTS: usize = 16;
+
+/// At most this many bytes in an input's name.
+pub const MAX_INPUT_NAME_LEN: usize = 32;
 
 /// At most this many state variables (abi/README.md 9.2).
 pub const MAX_VARS: usize = 256;
@@ -405,6 +421,7 @@ pub struct ProcessorModule<P: StatefulProcessor> {
     e: Shared,
     timers: Timers,
     config: Option<Config>,
+    inputs: Vec<String>, // the deployment's input names (HAS_INPUTS), empty without
     processor: Option<P>,
     out: Vec<u8>,
 }
@@ -418,7 +435,14 @@ impl<P: StatefulProcessor> Default for ProcessorModule<P> {
 impl<P: StatefulProcessor> ProcessorModule<P> {
     pub fn new() -> Self {
         let e: Shared = Rc::new(RefCell::new(Engine::new()));
-        ProcessorModule { timers: Timers { e: e.clone() }, e, config: None, processor: None, out: Vec::new() }
+        ProcessorModule {
+            timers: Timers { e: e.clone() },
+            e,
+            config: None,
+            inputs: Vec::new(),
+            processor: None,
+            out: Vec::new(),
+        }
     }
 
     /// Makes the module send its state requests to `h` instead of the host's imports. Outside
@@ -443,6 +467,12 @@ impl<P: StatefulProcessor> ProcessorModule<P> {
         self.e.borrow().requests
     }
 
+    /// The names of the deployment's inputs given by the last init (empty without
+    /// `inputs:` in the spec).
+    pub fn inputs(&self) -> &[String] {
+        &self.inputs
+    }
+
     /// The processor, after a successful init.
     pub fn processor(&mut self) -> Option<&mut P> {
         self.processor.as_mut()
@@ -451,6 +481,7 @@ impl<P: StatefulProcessor> ProcessorModule<P> {
     /// `gs_init`: the init buffer in, the init result v2 out (abi/README.md 9.2).
     pub fn init(&mut self, buf: &[u8]) -> &[u8] {
         self.config = None;
+        self.inputs.clear();
         self.processor = None;
         self.out.clear();
         match self.init_with(buf) {
@@ -476,7 +507,8 @@ impl<P: StatefulProcessor> ProcessorModule<P> {
     }
 
     fn init_with(&mut self, buf: &[u8]) -> Result<(Config, P), String> {
-        let cfg = parse_init_v2(buf)?;
+        let (cfg, inputs) = parse_init_v2(buf)?;
+        self.inputs = inputs;
         {
             let mut e = self.e.borrow_mut();
             e.mode = cfg.timeout_mode();
@@ -485,7 +517,7 @@ impl<P: StatefulProcessor> ProcessorModule<P> {
             e.decl_err = None;
         }
         let p = {
-            let mut h = ProcessorHandle { e: &self.e, config: &cfg };
+            let mut h = ProcessorHandle { e: &self.e, config: &cfg, inputs: &self.inputs };
             P::init(&mut h).map_err(|e| e.to_string())?
         };
         let e = self.e.borrow();
@@ -510,29 +542,65 @@ impl<P: StatefulProcessor> ProcessorModule<P> {
         out.clear();
         match self.processor.as_mut() {
             None => call_error(&mut out, "groupstate: process called before a successful init"),
-            Some(p) => process_buffer(p, &self.e, &mut self.timers, buf, &mut out),
+            Some(p) => process_buffer(p, &self.e, &mut self.timers, &self.inputs, buf, &mut out),
         }
         self.out = out;
         &self.out
     }
 }
 
-/// Parses the init buffer of a v2 module (abi/README.md 4.1 with `abi_version` 2).
-fn parse_init_v2(buf: &[u8]) -> Result<Config, String> {
+/// Parses the init buffer of a v2 module (abi/README.md 4.1 with `abi_version` 2): the config,
+/// and the input names with `HAS_INPUTS`.
+fn parse_init_v2(buf: &[u8]) -> Result<(Config, Vec<String>), String> {
+    let malformed = || "groupstate: init buffer malformed".to_string();
     let mut r = Reader::new(buf);
     let version = r.u32();
     let mode = r.u32();
     let flags = r.u32();
-    let name = r.bytes();
-    let config = r.bytes();
-    if !r.at_end() {
-        return Err("groupstate: init buffer malformed".to_string());
+    if r.failed {
+        return Err(malformed());
     }
     if version != ABI_VERSION_V2 {
         return Err(format!(
             "groupstate: host ABI version {}, module implements version {}",
             version, ABI_VERSION_V2
         ));
+    }
+    if flags & !INIT_KNOWN_FLAGS != 0 {
+        // What follows the config may be laid out as this SDK does not know: stop here.
+        return Err(format!(
+            "groupstate: host sets init flags {:#x} this SDK does not implement (rebuild with a newer SDK)",
+            flags & !INIT_KNOWN_FLAGS
+        ));
+    }
+    let name = r.bytes();
+    let config = r.bytes();
+    let mut inputs = Vec::new();
+    if flags & INIT_HAS_INPUTS != 0 {
+        let n = r.u32();
+        if r.failed {
+            return Err(malformed());
+        }
+        if n == 0 || n as usize > MAX_INPUTS {
+            return Err(format!("{}: input_count {} (want 1 to {})", malformed(), n, MAX_INPUTS));
+        }
+        for i in 0..n as usize {
+            let b = r.bytes();
+            if r.failed {
+                return Err(malformed());
+            }
+            if let Some(p) = input_name_problem(b) {
+                return Err(format!("{}: input {}: name {}", malformed(), i, p));
+            }
+            let name = String::from_utf8_lossy(b).into_owned(); // ASCII: checked above
+            if let Some(j) = inputs.iter().position(|x| *x == name) {
+                return Err(format!("{}: input {}: name {:?} already used by input {}", malformed(), i, name, j));
+            }
+            inputs.push(name);
+        }
+    }
+    if !r.at_end() {
+        return Err(malformed());
     }
     let mode = match mode {
         0 => TimeoutMode::None,
@@ -541,7 +609,26 @@ fn parse_init_v2(buf: &[u8]) -> Result<Config, String> {
         m => return Err(format!("groupstate: unknown timeout mode {}", m)),
     };
     let name = std::str::from_utf8(name).map_err(|_| "groupstate: deployment name is not UTF-8".to_string())?;
-    Config::new(name, mode, flags & 1 != 0, config).map_err(|e| e.to_string())
+    let cfg = Config::new(name, mode, flags & INIT_HAS_WATERMARK != 0, config).map_err(|e| e.to_string())?;
+    Ok((cfg, inputs))
+}
+
+/// What is wrong with an input name (abi/README.md 9.3a: 1-32 bytes of `[a-z0-9_-]` starting
+/// with a letter), or `None`.
+fn input_name_problem(b: &[u8]) -> Option<String> {
+    if b.is_empty() {
+        return Some("is empty".to_string());
+    }
+    if b.len() > MAX_INPUT_NAME_LEN {
+        return Some(format!("is longer than {} bytes", MAX_INPUT_NAME_LEN));
+    }
+    if !b[0].is_ascii_lowercase() {
+        return Some("does not start with a letter a-z".to_string());
+    }
+    match b.iter().position(|&c| !(c.is_ascii_lowercase() || c.is_ascii_digit() || c == b'_' || c == b'-')) {
+        Some(i) => Some(format!("has a byte other than a-z, 0-9, _ and - at offset {}", i)),
+        None => None,
+    }
 }
 
 /// One group of a process buffer v2.
@@ -554,8 +641,9 @@ struct Group<'a> {
 }
 
 /// Reads and checks the next group (abi/README.md 9.3); `first` is the kind of the buffer's
-/// first group.
-fn next_group<'a>(r: &mut Reader<'a>, first: Option<GroupKind>) -> Result<Group<'a>, String> {
+/// first group, `inputs` the number of the deployment's inputs (0 without `HAS_INPUTS`: rows
+/// have no input index).
+fn next_group<'a>(r: &mut Reader<'a>, first: Option<GroupKind>, inputs: usize) -> Result<Group<'a>, String> {
     let kind = r.u32();
     let key = r.bytes();
     if r.failed {
@@ -581,7 +669,16 @@ fn next_group<'a>(r: &mut Reader<'a>, first: Option<GroupKind>) -> Result<Group<
         GroupKind::Data => {
             let n = r.u32();
             let start = r.i;
-            for _ in 0..n {
+            for j in 0..n {
+                if inputs > 0 {
+                    let input = r.u32();
+                    if !r.failed && input as usize >= inputs {
+                        return Err(format!(
+                            "row {}: input index {} out of range (the deployment has {} inputs)",
+                            j, input, inputs
+                        ));
+                    }
+                }
                 r.bytes();
                 if r.failed {
                     break;
@@ -628,7 +725,14 @@ fn next_group<'a>(r: &mut Reader<'a>, first: Option<GroupKind>) -> Result<Group<
 
 /// Runs every group of the process buffer `buf` through `p`, writing the result buffer v2 (or
 /// a whole-call error) to `out`.
-fn process_buffer<P: StatefulProcessor>(p: &mut P, e: &Shared, timers: &mut Timers, buf: &[u8], out: &mut Vec<u8>) {
+fn process_buffer<P: StatefulProcessor>(
+    p: &mut P,
+    e: &Shared,
+    timers: &mut Timers,
+    inputs: &[String],
+    buf: &[u8],
+    out: &mut Vec<u8>,
+) {
     out.clear();
     let mut r = Reader::new(buf);
     let count = r.u32();
@@ -646,7 +750,7 @@ fn process_buffer<P: StatefulProcessor>(p: &mut P, e: &Shared, timers: &mut Time
     put_u32(out, count);
     let mut first = None;
     for i in 0..count {
-        let g = match next_group(&mut r, first) {
+        let g = match next_group(&mut r, first, inputs.len()) {
             Ok(g) => g,
             Err(m) => {
                 return call_error(out, &format!("groupstate: process buffer: malformed: group {}: {}", i, m));
@@ -668,7 +772,7 @@ fn process_buffer<P: StatefulProcessor>(p: &mut P, e: &Shared, timers: &mut Time
         let emits_at = out.len();
         put_u32(out, 0);
         let mut em = Emitter::new(out);
-        let res = call(p, e, timers, &g, &mut em);
+        let res = call(p, e, timers, inputs, &g, &mut em);
         let emitted = em.count();
         let res = {
             let mut en = e.borrow_mut();
@@ -710,12 +814,13 @@ fn call<P: StatefulProcessor>(
     p: &mut P,
     e: &Shared,
     timers: &mut Timers,
+    inputs: &[String],
     g: &Group<'_>,
     out: &mut Emitter<'_>,
 ) -> Result<(), Error> {
     let key = Key::new(g.key);
     match g.kind {
-        GroupKind::Data => p.handle_input_rows(&key, Rows::new(g.body, g.count as usize), timers, out),
+        GroupKind::Data => p.handle_input_rows(&key, InputRows::new(g.body, g.count as usize, inputs), timers, out),
         GroupKind::Initial => p.handle_initial_state(&key, g.initial, timers, out),
         GroupKind::Timers => {
             let n = g.count as usize;

@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use groupstate::json::{self, Kind, Object, ObjectWriter, Value};
 use groupstate::{
-    Config, Emitter, Error, Key, ListState, MapState, ProcessorHandle, Rows, StateCodec, StatefulProcessor, Timers,
+    Config, Emitter, Error, InputRows, Key, ListState, MapState, ProcessorHandle, StateCodec, StatefulProcessor, Timers,
     ValueState,
 };
 
@@ -149,7 +149,7 @@ impl StatefulProcessor for Carts {
 
     /// Applies the rows in arrival order, then moves the abandon timer and sets the reminder of
     /// a cart that has items.
-    fn handle_input_rows(&mut self, user: &Key, rows: Rows, timers: &mut Timers, out: &mut Emitter) -> Result<(), Error> {
+    fn handle_input_rows(&mut self, user: &Key, rows: InputRows, timers: &mut Timers, out: &mut Emitter) -> Result<(), Error> {
         for row in rows {
             let o = Object::parse(row)?;
             let event = o.str("event")?.unwrap_or_default().into_owned();

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use groupstate::json::{Object, ObjectWriter};
-use groupstate::{Emitter, Error, Key, ListState, MapState, ProcessorHandle, Rows, StatefulProcessor, Timers, ValueState};
+use groupstate::{Emitter, Error, InputRows, Key, ListState, MapState, ProcessorHandle, StatefulProcessor, Timers, ValueState};
 
 const IDLE_MS: i64 = 30 * 60 * 1000;
 
@@ -28,7 +28,7 @@ impl StatefulProcessor for PageViews {
         })
     }
 
-    fn handle_input_rows(&mut self, _user: &Key, rows: Rows, timers: &mut Timers, _out: &mut Emitter) -> Result<(), Error> {
+    fn handle_input_rows(&mut self, _user: &Key, rows: InputRows, timers: &mut Timers, _out: &mut Emitter) -> Result<(), Error> {
         let mut total = self.total.get_option()?.unwrap_or(0);
         let mut recent = self.recent.get()?;
         for row in rows {
