@@ -61,6 +61,15 @@ type Report struct {
 	// request, over the ABI v1 module that gets its state with the group (Go, both); the
 	// figures in ABIRowsPerSec ("v1", "v2").
 	ABIv2Ratio            float64            `json:"abi_v2_ratio"`
+	// JoinRowsPerSec is engine throughput of the adjoin sample (a stream-stream join, Go
+	// module) over JoinAds ads, half impressions and half clicks; JoinState its state at every
+	// tenth of the run, and JoinStateGrowth the rows it holds at the end over those at 60%
+	// (about 1 when the state levels off once the watermark moves, as it must).
+	JoinRowsPerSec  float64     `json:"join_rows_per_sec"`
+	JoinAds         int         `json:"join_ads"`
+	JoinRows        int         `json:"join_rows"`
+	JoinState       []JoinPoint `json:"join_state"`
+	JoinStateGrowth float64     `json:"join_state_growth"`
 	ABIRowsPerSec         map[string]float64 `json:"abi_rows_per_sec"`
 	ReplicationRowsPerSec map[string]float64 `json:"replication_rows_per_sec"`
 	LatencyP50Ms          float64            `json:"latency_p50_ms"`
@@ -218,6 +227,23 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.ABIv2Ratio = rep.ABIRowsPerSec["v2"] / rep.ABIRowsPerSec["v1"]
 	logf("abi    v1 %10.0f rows/s, v2 %10.0f rows/s (%.2fx): the same count per key, state with the group or by a state request (Go, %d keys, %d rows)",
 		rep.ABIRowsPerSec["v1"], rep.ABIRowsPerSec["v2"], rep.ABIv2Ratio, rep.Keys, rep.Rows)
+
+	// 2c. A stream-stream join (adjoin): throughput and its state over time.
+	rep.JoinAds, rep.JoinRows = 100_000, 1_000_000
+	if opts.Quick {
+		rep.JoinAds, rep.JoinRows = 20_000, 100_000
+	}
+	joinWasm, err := module("adjoin", "go")
+	if err != nil {
+		return nil, err
+	}
+	settle()
+	if rep.JoinRowsPerSec, rep.JoinState, err = engineJoin(ctx, filepath.Join(tmp, "join"), joinWasm, rep.JoinAds, rep.JoinRows, quiet); err != nil {
+		return nil, fmt.Errorf("bench: join: %w", err)
+	}
+	rep.JoinStateGrowth = joinGrowth(rep.JoinState)
+	logf("join   %10.0f rows/s (adjoin, Go, %d ads, %d rows over %s of event time); rows held at 60%%/80%%/100%%: %s (growth %.2f)",
+		rep.JoinRowsPerSec, rep.JoinAds, rep.JoinRows, joinSpan, joinHeld(rep.JoinState), rep.JoinStateGrowth)
 
 	// 3. End to end through JetStream, against a raw consume and republish.
 	e2eRows := 200_000

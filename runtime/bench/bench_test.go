@@ -15,7 +15,7 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
-func sample(b *testing.B, name, lang string) []byte {
+func sample(b testing.TB, name, lang string) []byte {
 	b.Helper()
 	wasm, err := os.ReadFile(filepath.Join("..", "..", "samples", name, lang, name+".wasm"))
 	if err != nil {
@@ -115,4 +115,43 @@ func BenchmarkABIv2(b *testing.B) {
 	b.ReportMetric(r1, "v1-rows/s")
 	b.ReportMetric(r2, "v2-rows/s")
 	b.ReportMetric(r2/r1, "ratio")
+}
+
+// BenchmarkJoin: the adjoin sample (a stream-stream join) through the engine, 100k ads and 1M
+// rows over 12 hours of event time (join_rows_per_sec), with the rows it holds at the end.
+func BenchmarkJoin(b *testing.B) {
+	wasm := sample(b, "adjoin", "go")
+	var rps float64
+	var points []JoinPoint
+	for b.Loop() {
+		var err error
+		if rps, points, err = engineJoin(context.Background(), b.TempDir(), wasm, 100_000, 1_000_000, quiet); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(rps, "rows/s")
+	b.ReportMetric(float64(points[len(points)-1].Buffered), "rows-held")
+	b.ReportMetric(joinGrowth(points), "growth")
+}
+
+// TestJoinStateLevelsOff: the join's state stops growing once the watermark moves: past the
+// horizon of the delays and the range (3h + 1h of the 12h run), the rows held stay within 10%
+// of each other, and they are about the horizon's share of the rows (not all of them).
+func TestJoinStateLevelsOff(t *testing.T) {
+	wasm := sample(t, "adjoin", "go")
+	_, points, err := engineJoin(context.Background(), t.TempDir(), wasm, 2_000, 40_000, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("state: %+v", points)
+	lo, hi := points[5].Buffered, points[5].Buffered
+	for _, p := range points[5:] {
+		lo, hi = min(lo, p.Buffered), max(hi, p.Buffered)
+	}
+	if float64(hi) > 1.1*float64(lo) {
+		t.Errorf("rows held from 60%% of the run on range from %d to %d: the state grows", lo, hi)
+	}
+	if last := points[len(points)-1]; last.Buffered > last.Rows/2 {
+		t.Errorf("%d of %d rows held at the end: the watermark evicts nothing", last.Buffered, last.Rows)
+	}
 }

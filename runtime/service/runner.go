@@ -175,6 +175,15 @@ func (s *Service) checkRecord(ctx context.Context, rec natsio.Record) (*revision
 	if err := s.rt.ValidateModule(ctx, sp, wasm); err != nil {
 		return nil, err
 	}
+	if sp.HasInputs() {
+		named := make([]natsio.NamedInput, len(sp.Inputs))
+		for i, in := range sp.Inputs {
+			named[i] = natsio.NamedInput{Name: in.Name, Subjects: in.Subjects}
+		}
+		if err := natsio.CheckInputsStream(ctx, s.js, sp.Name, named); err != nil {
+			return nil, err
+		}
+	}
 	return &revision{rec: rec, spec: sp, wasm: wasm, initial: &initialLoad{}}, nil
 }
 

@@ -198,3 +198,31 @@ func InputsPending(ctx context.Context, js jetstream.JetStream, deployment strin
 	}
 	return out, nil
 }
+
+// CheckInputsStream returns an error wrapping [ErrInputsChanged] when deployment's inputs
+// stream exists and sources its inputs through other transforms than inputs' (another
+// input's name or subjects; the streams are not compared, as inputs' Stream may not be known
+// yet), nil when it does not exist or matches. It changes nothing, so a revision can be
+// refused before the running one is touched.
+func CheckInputsStream(ctx context.Context, js jetstream.JetStream, deployment string, inputs []NamedInput) error {
+	st, err := js.Stream(ctx, InputsStream(deployment))
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("natsio: looking up inputs stream %s: %w", InputsStream(deployment), err)
+	}
+	transforms := func(srcs []*jetstream.StreamSource) []jetstream.SubjectTransformConfig {
+		var out []jetstream.SubjectTransformConfig
+		for _, s := range srcs {
+			out = append(out, s.SubjectTransforms...)
+		}
+		return out
+	}
+	old, want := st.CachedInfo().Config.Sources, InputsSources(deployment, inputs)
+	if !sameTransforms(transforms(old), transforms(want)) {
+		return fmt.Errorf("%w: %s sources %s; this revision's inputs would need %s (the inputs' names, subjects and streams are fixed at the first deploy); deploy under a new name",
+			ErrInputsChanged, InputsStream(deployment), describeSources(old), describeSources(want))
+	}
+	return nil
+}

@@ -85,6 +85,15 @@ func TestInputsStream(t *testing.T) {
 	if err := EnsureInputsStream(ctx, js, "dep", changed, 1, time.Hour); !errors.Is(err, ErrInputsChanged) {
 		t.Fatalf("changed inputs: %v, want ErrInputsChanged", err)
 	}
+	if err := CheckInputsStream(ctx, js, "dep", changed); !errors.Is(err, ErrInputsChanged) {
+		t.Fatalf("CheckInputsStream of changed inputs: %v, want ErrInputsChanged", err)
+	}
+	unnamed := append([]NamedInput(nil), inputs...)
+	for i := range unnamed {
+		unnamed[i].Stream = ""
+	}
+	testutil.Require(t, CheckInputsStream(ctx, js, "dep", unnamed))
+	testutil.Require(t, CheckInputsStream(ctx, js, "other", changed)) // no stream yet
 }
 
 func TestSplitInputsSubject(t *testing.T) {
