@@ -3,10 +3,15 @@ package host
 import (
 	"bytes"
 	"context"
+	"errors"
+	"os"
 	"strings"
 	"testing"
 
+	"github.com/tetratelabs/wazero"
+
 	"github.com/groupstate/groupstate/abi"
+	"github.com/groupstate/groupstate/runtime/internal/handler"
 )
 
 // initEchoModule is a module of ABI version v whose gs_alloc always returns offset 1024 and
@@ -96,5 +101,95 @@ func TestInitInputsInvalid(t *testing.T) {
 			}
 			t.Fatalf("%q: err = %v", names, err)
 		}
+	}
+}
+
+// TestProcessV2Inputs runs the adjoin sample's Go module (samples/adjoin, built by the Go SDK)
+// through the host: the module checks the input names at init (so they reached it), and it
+// joins an impression with a click only when each row's input index says which is which.
+// recSession answers every read as if the key held nothing, so what is joined is what one
+// call sees.
+func TestProcessV2Inputs(t *testing.T) {
+	wasm, err := os.ReadFile("../../../samples/adjoin/go/adjoin.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := wazero.NewCompilationCache() // one compilation for the hosts below
+	defer cache.Close(context.Background())
+	cfg := func(flags uint32, names ...string) Config {
+		c := testConfig(wasm)
+		c.Cache = cache
+		c.Init = abi.Init{ABIVersion: abi.Version, Mode: abi.TimeoutEventTime, Flags: abi.InitHasWatermark | flags, Name: []byte("adjoin"), Config: []byte(`{"within":"1h"}`)}
+		for _, n := range names {
+			c.Init.Inputs = append(c.Init.Inputs, []byte(n))
+		}
+		return c
+	}
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no inputs", cfg(0), `adjoin: the spec's inputs must be impressions and clicks, got []`},
+		{"other inputs", cfg(abi.InitHasInputs, "impressions", "views"), `got ["impressions" "views"]`},
+	} {
+		if h, err := New(context.Background(), tc.cfg); err == nil || !errors.Is(err, ErrInit) || !strings.Contains(err.Error(), tc.want) {
+			if h != nil {
+				h.Close(context.Background())
+			}
+			t.Fatalf("%s: err = %v, want %q", tc.name, err, tc.want)
+		}
+	}
+
+	imp, click := []byte(`{"ad_id":"a","ts":36000000}`), []byte(`{"ad_id":"a","ts":37200000}`)
+	for _, tc := range []struct {
+		name   string
+		names  []string
+		inputs []uint32 // of the rows imp, click
+		emits  string
+	}{
+		{"impression then click", []string{"impressions", "clicks"}, []uint32{0, 1}, `{"ad_id":"a","impression_ts":36000000,"click_ts":37200000}`},
+		{"names the other way round", []string{"clicks", "impressions"}, []uint32{1, 0}, `{"ad_id":"a","impression_ts":36000000,"click_ts":37200000}`},
+		// The same rows read as a click at 10:00 then an impression at 10:20: no match.
+		{"rows the other way round", []string{"impressions", "clicks"}, []uint32{1, 0}, ``},
+		{"two impressions", []string{"impressions", "clicks"}, []uint32{0, 0}, ``},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h, err := New(context.Background(), cfg(abi.InitHasInputs, tc.names...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer h.Close(context.Background())
+			call := &handler.CallV2{ProcessingTimeMs: 1000, Groups: []handler.GroupV2{{Kind: abi.GroupData, Key: []byte(`"a"`), Rows: [][]byte{imp, click}, Inputs: tc.inputs}}}
+			res := make([]handler.ResultV2, 1)
+			if err := h.ProcessV2(context.Background(), call, &recSession{cur: -1}, res); err != nil {
+				t.Fatal(err)
+			}
+			if res[0].Err != nil {
+				t.Fatal(res[0].Err)
+			}
+			var emits []string
+			for _, e := range res[0].Emits {
+				emits = append(emits, string(e))
+			}
+			if got := strings.Join(emits, " "); got != tc.emits {
+				t.Fatalf("emits %s, want %s", got, tc.emits)
+			}
+		})
+	}
+
+	// An index the init did not name fails the whole call (the guest's reader checks it).
+	h, err := New(context.Background(), cfg(abi.InitHasInputs, "impressions", "clicks"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	call := &handler.CallV2{ProcessingTimeMs: 1000, Groups: []handler.GroupV2{{Kind: abi.GroupData, Key: []byte(`"a"`), Rows: [][]byte{imp}, Inputs: []uint32{2}}}}
+	res := make([]handler.ResultV2, 1)
+	if err := h.ProcessV2(context.Background(), call, &recSession{cur: -1}, res); err != nil {
+		t.Fatal(err)
+	}
+	if res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "input index 2, the init has 2 inputs") {
+		t.Fatalf("index 2 of 2: %v", res[0].Err)
 	}
 }
