@@ -956,8 +956,9 @@ func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.Batch
 		subject, input := m.Subject, 0
 		switch {
 		case r.inputs != nil:
-			name, orig, ok := natsio.SplitInputsSubject(r.spec.Name, m.Subject)
-			if input, ok = r.inputs[name]; !ok || orig == "" {
+			name, orig, split := natsio.SplitInputsSubject(r.spec.Name, m.Subject)
+			var known bool
+			if input, known = r.inputs[name]; !split || !known {
 				// The inputs stream sources nothing else (natsio.EnsureInputsStream).
 				return nil, nil, fmt.Errorf("input sequence %d: subject %s is not of one of the spec's inputs", m.Sequence, m.Subject)
 			}
