@@ -60,16 +60,16 @@ type Report struct {
 	// (transformWithState) processor, its count in a value state variable read with a state
 	// request, over the ABI v1 module that gets its state with the group (Go, both); the
 	// figures in ABIRowsPerSec ("v1", "v2").
-	ABIv2Ratio            float64            `json:"abi_v2_ratio"`
+	ABIv2Ratio float64 `json:"abi_v2_ratio"`
 	// JoinRowsPerSec is engine throughput of the adjoin sample (a stream-stream join, Go
 	// module) over JoinAds ads, half impressions and half clicks; JoinState its state at every
 	// tenth of the run, and JoinStateGrowth the rows it holds at the end over those at 60%
 	// (about 1 when the state levels off once the watermark moves, as it must).
-	JoinRowsPerSec  float64     `json:"join_rows_per_sec"`
-	JoinAds         int         `json:"join_ads"`
-	JoinRows        int         `json:"join_rows"`
-	JoinState       []JoinPoint `json:"join_state"`
-	JoinStateGrowth float64     `json:"join_state_growth"`
+	JoinRowsPerSec        float64            `json:"join_rows_per_sec"`
+	JoinAds               int                `json:"join_ads"`
+	JoinRows              int                `json:"join_rows"`
+	JoinState             []JoinPoint        `json:"join_state"`
+	JoinStateGrowth       float64            `json:"join_state_growth"`
 	ABIRowsPerSec         map[string]float64 `json:"abi_rows_per_sec"`
 	ReplicationRowsPerSec map[string]float64 `json:"replication_rows_per_sec"`
 	LatencyP50Ms          float64            `json:"latency_p50_ms"`

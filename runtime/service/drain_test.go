@@ -36,8 +36,8 @@ func TestDrain(t *testing.T) {
 	if rep.Partitions != 4 || rep.TimeoutCalls != len(users) || rep.Emitted != len(users) {
 		t.Fatalf("drain report %+v, want 4 partitions, %d timeout calls and rows", rep, len(users))
 	}
-	closed := map[string]bool{}
 	testutil.Eventually(t, "every session closed", func() bool {
+		closed := map[string]bool{} // counted afresh at each poll: a row seen before is not a second close
 		for _, m := range env.streamMsgs("LOGINCOUNT_OUT") {
 			var v struct {
 				UserID string `json:"user_id"`
