@@ -95,19 +95,23 @@ func (a *adjoin) load() ([]impression, []int64) {
 	return slices.Collect(a.impressions.All()), slices.Collect(a.clicks.All())
 }
 
-// store writes both lists back; an empty one is cleared, so a key whose rows have all been
-// evicted holds no state.
-func (a *adjoin) store(imps []impression, clicks []int64) error {
-	if len(imps) == 0 {
-		a.impressions.Clear()
-	} else if err := a.impressions.Put(imps); err != nil {
-		return err
-	}
-	if len(clicks) == 0 {
-		a.clicks.Clear()
+// store writes a list back when the call changed it: the rows from its first `kept` elements
+// on are appended when the ones before are unchanged (changed false: the common case of a
+// data call, one op per row), else the list is written whole; an empty list is cleared, so
+// a key whose rows have all been evicted holds no state.
+func store[T any](l *groupstate.ListState[T], all []T, kept int, changed bool) error {
+	switch {
+	case len(all) == 0:
+		if kept > 0 || changed {
+			l.Clear()
+		}
 		return nil
+	case changed:
+		return l.Put(all)
+	case len(all) > kept:
+		return l.AppendAll(all[kept:])
 	}
-	return a.clicks.Put(clicks)
+	return nil
 }
 
 // HandleInputRows joins each row, in order, with the other side's buffered rows, then
@@ -115,6 +119,8 @@ func (a *adjoin) store(imps []impression, clicks []int64) error {
 // until i + within, a click at c until c.
 func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *groupstate.Timers, out *groupstate.Emitter[pair]) error {
 	imps, clicks := a.load()
+	buffered, bufferedClicks := len(imps), len(clicks) // the elements in the lists already
+	marked := false                                    // one of them was matched by a click of this call
 	n := 0
 	for r := range rows {
 		ts, err := r.ts()
@@ -139,6 +145,7 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 			for k := range imps {
 				if i := imps[k].TS; i <= ts && ts <= i+a.within {
 					out.Emit(pair{AdID: ad.JSON(), ImpressionTS: i, ClickTS: &ts})
+					marked = marked || (k < buffered && !imps[k].Matched)
 					imps[k].Matched = true
 				}
 			}
@@ -150,7 +157,10 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 			return fmt.Errorf("adjoin: row %d comes from unknown input %q", n-1, r.Input())
 		}
 	}
-	return a.store(imps, clicks)
+	if err := store(a.impressions, imps, buffered, marked); err != nil {
+		return err
+	}
+	return store(a.clicks, clicks, bufferedClicks, false)
 }
 
 // HandleExpiredTimer evicts what no row can match any more, now that the watermark has passed
@@ -158,6 +168,7 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 // with click_ts null) and the clicks with c <= timerMs (dropped).
 func (a *adjoin) HandleExpiredTimer(ad groupstate.Key, timerMs int64, t *groupstate.Timers, out *groupstate.Emitter[pair]) error {
 	imps, clicks := a.load()
+	nImps, nClicks := len(imps), len(clicks)
 	keep := imps[:0]
 	for _, im := range imps {
 		if im.TS+a.within > timerMs {
@@ -167,5 +178,8 @@ func (a *adjoin) HandleExpiredTimer(ad groupstate.Key, timerMs int64, t *groupst
 		}
 	}
 	clicks = slices.DeleteFunc(clicks, func(c int64) bool { return c <= timerMs })
-	return a.store(keep, clicks)
+	if err := store(a.impressions, keep, nImps, len(keep) != nImps); err != nil {
+		return err
+	}
+	return store(a.clicks, clicks, nClicks, len(clicks) != nClicks)
 }
