@@ -126,36 +126,18 @@ func EnsureInputsStream(ctx context.Context, js jetstream.JetStream, deployment 
 		MaxAge:      maxAge,
 		Replicas:    replicasFor(js, replicas),
 	}
-	for attempt := 0; ; attempt++ {
-		st, err := js.Stream(ctx, name)
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			_, err = js.CreateStream(ctx, cfg)
-			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && attempt == 0 {
-				continue // a concurrent creator won: check its stream
-			}
-			if err != nil {
-				return fmt.Errorf("natsio: creating inputs stream %s: %w", name, explainReplicas(err, cfg.Replicas))
-			}
-			return nil
-		}
-		if err != nil {
-			return fmt.Errorf("natsio: looking up inputs stream %s: %w", name, err)
-		}
-		old := st.CachedInfo().Config
+	return ensureOwnStream(ctx, js, "inputs stream", cfg, func(old *jetstream.StreamConfig) (bool, error) {
 		if len(old.Subjects) > 0 || !sameSources(old.Sources, srcs) {
-			return fmt.Errorf("%w: %s sources %s, not %s (the inputs' names, subjects and streams are fixed at the first deploy); deploy under a new name",
+			return false, fmt.Errorf("%w: %s sources %s, not %s (the inputs' names, subjects and streams are fixed at the first deploy); deploy under a new name",
 				ErrInputsChanged, name, describeSources(old.Sources), describeSources(srcs))
 		}
 		if old.MaxAge == maxAge && old.Discard == jetstream.DiscardOld {
-			return nil
+			return false, nil
 		}
 		old.MaxAge, old.Discard = maxAge, jetstream.DiscardOld
 		old.Duplicates = capDuplicates(old.Duplicates, maxAge)
-		if _, err := js.UpdateStream(ctx, old); err != nil {
-			return fmt.Errorf("natsio: updating inputs stream %s: %w", name, err)
-		}
-		return nil
-	}
+		return true, nil
+	})
 }
 
 // sameSources tells whether a and b source the same streams through the same transforms, in

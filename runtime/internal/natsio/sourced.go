@@ -209,6 +209,13 @@ func describeSources(srcs []*jetstream.StreamSource) string {
 // ensurePartitioned creates the partitioned stream cfg, or, when it exists, lets fit check
 // its configuration and change it (true: update the stream to it).
 func ensurePartitioned(ctx context.Context, js jetstream.JetStream, cfg jetstream.StreamConfig, fit func(old *jetstream.StreamConfig) (bool, error)) error {
+	return ensureOwnStream(ctx, js, "partitioned stream", cfg, fit)
+}
+
+// ensureOwnStream creates a stream groupstate makes for itself (what names it in errors: a
+// partitioned stream, an inputs stream), or, when it exists, lets fit check its
+// configuration and change it (true: update the stream to it).
+func ensureOwnStream(ctx context.Context, js jetstream.JetStream, what string, cfg jetstream.StreamConfig, fit func(old *jetstream.StreamConfig) (bool, error)) error {
 	name := cfg.Name
 	for attempt := 0; ; attempt++ {
 		st, err := js.Stream(ctx, name)
@@ -218,12 +225,12 @@ func ensurePartitioned(ctx context.Context, js jetstream.JetStream, cfg jetstrea
 				continue // a concurrent creator won: update its stream
 			}
 			if err != nil {
-				return fmt.Errorf("natsio: creating partitioned stream %s: %w", name, explainReplicas(err, cfg.Replicas))
+				return fmt.Errorf("natsio: creating %s %s: %w", what, name, explainReplicas(err, cfg.Replicas))
 			}
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("natsio: looking up partitioned stream %s: %w", name, err)
+			return fmt.Errorf("natsio: looking up %s %s: %w", what, name, err)
 		}
 		old := st.CachedInfo().Config
 		update, err := fit(&old)
@@ -231,7 +238,7 @@ func ensurePartitioned(ctx context.Context, js jetstream.JetStream, cfg jetstrea
 			return err
 		}
 		if _, err := js.UpdateStream(ctx, old); err != nil {
-			return fmt.Errorf("natsio: updating partitioned stream %s: %w", name, err)
+			return fmt.Errorf("natsio: updating %s %s: %w", what, name, err)
 		}
 		return nil
 	}
