@@ -237,8 +237,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	joinSpec, err := os.ReadFile(filepath.Join(opts.SamplesDir, "adjoin", "adjoin.yaml"))
+	if err != nil {
+		return nil, err
+	}
 	settle()
-	if rep.JoinRowsPerSec, rep.JoinState, err = engineJoin(ctx, filepath.Join(tmp, "join"), joinWasm, rep.JoinAds, rep.JoinRows, quiet); err != nil {
+	if rep.JoinRowsPerSec, rep.JoinState, err = engineJoin(ctx, filepath.Join(tmp, "join"), joinSpec, joinWasm, rep.JoinAds, rep.JoinRows, quiet); err != nil {
 		return nil, fmt.Errorf("bench: join: %w", err)
 	}
 	rep.JoinStateGrowth = joinGrowth(rep.JoinState)

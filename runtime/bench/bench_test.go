@@ -15,6 +15,16 @@ import (
 
 var quiet = slog.New(slog.DiscardHandler)
 
+// joinSpecFile reads samples/adjoin/adjoin.yaml.
+func joinSpecFile(t testing.TB) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "..", "samples", "adjoin", "adjoin.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func sample(b testing.TB, name, lang string) []byte {
 	b.Helper()
 	wasm, err := os.ReadFile(filepath.Join("..", "..", "samples", name, lang, name+".wasm"))
@@ -120,12 +130,12 @@ func BenchmarkABIv2(b *testing.B) {
 // BenchmarkJoin: the adjoin sample (a stream-stream join) through the engine, 100k ads and 1M
 // rows over 12 hours of event time (join_rows_per_sec), with the rows it holds at the end.
 func BenchmarkJoin(b *testing.B) {
-	wasm := sample(b, "adjoin", "go")
+	wasm, sp := sample(b, "adjoin", "go"), joinSpecFile(b)
 	var rps float64
 	var points []JoinPoint
 	for b.Loop() {
 		var err error
-		if rps, points, err = engineJoin(context.Background(), b.TempDir(), wasm, 100_000, 1_000_000, quiet); err != nil {
+		if rps, points, err = engineJoin(context.Background(), b.TempDir(), sp, wasm, 100_000, 1_000_000, quiet); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -138,8 +148,8 @@ func BenchmarkJoin(b *testing.B) {
 // horizon of the delays and the range (3h + 1h of the 12h run), the rows held stay within 10%
 // of each other, and they are about the horizon's share of the rows (not all of them).
 func TestJoinStateLevelsOff(t *testing.T) {
-	wasm := sample(t, "adjoin", "go")
-	_, points, err := engineJoin(context.Background(), t.TempDir(), wasm, 2_000, 40_000, quiet)
+	wasm, sp := sample(t, "adjoin", "go"), joinSpecFile(t)
+	_, points, err := engineJoin(context.Background(), t.TempDir(), sp, wasm, 2_000, 40_000, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

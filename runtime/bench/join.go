@@ -11,25 +11,6 @@ import (
 	"github.com/groupstate/groupstate/state"
 )
 
-// joinSpec is samples/adjoin/adjoin.yaml: impressions (2h late at most) joined with the clicks
-// (3h) within 1h after them.
-const joinSpec = `
-name: adjoin
-module: adjoin.wasm
-inputs:
-  - name: impressions
-    subjects: ["ads.impressions.>"]
-    key: {field: ad_id}
-    event_time: {field: ts, watermark_delay: 2h}
-  - name: clicks
-    subjects: ["ads.clicks.>"]
-    key: {field: ad_id}
-    event_time: {field: ts, watermark_delay: 3h}
-timeout: event_time
-output: {subject: adjoin.out}
-config: {within: 1h}
-`
-
 // joinSpan is the event time the join benchmark's rows cover: long past the state's
 // horizon (the 3h delay and the 1h range), so the state has time to level off.
 const joinSpan = 12 * time.Hour
@@ -45,12 +26,14 @@ type JoinPoint struct {
 	Keys     int `json:"keys"`
 }
 
-// engineJoin runs the adjoin module wasm over rows rows of ads ads through the engine, half
+// engineJoin runs the adjoin sample (its spec specYAML, samples/adjoin/adjoin.yaml: impressions
+// 2h late at most joined with the clicks, 3h, within 1h after them; its module wasm) over rows
+// rows of ads ads through the engine, half
 // impressions and half clicks, event time advancing evenly over joinSpan (each click 0-90
 // minutes after the batch's impressions' time, so some match and some do not), and returns
 // rows/s and the state at every tenth of the way.
-func engineJoin(ctx context.Context, dir string, wasm []byte, ads, rows int, logger *slog.Logger) (float64, []JoinPoint, error) {
-	sp, err := spec.ParseSpec([]byte(joinSpec))
+func engineJoin(ctx context.Context, dir string, specYAML, wasm []byte, ads, rows int, logger *slog.Logger) (float64, []JoinPoint, error) {
+	sp, err := spec.ParseSpec(specYAML)
 	if err != nil {
 		return 0, nil, err
 	}
