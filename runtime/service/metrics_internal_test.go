@@ -7,6 +7,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/engine"
 )
 
 // TestMetricsSumPartitions: the gauges stay labelled by deployment only; with several of a
@@ -49,4 +50,43 @@ func gaugeValue(t *testing.T, g prometheus.Gauge) float64 {
 		t.Fatal(err)
 	}
 	return m.GetGauge().GetValue()
+}
+
+// TestMetricsByInput: a deployment with several inputs has each input's rows and late rows
+// counted, and its lag and watermark lag set, under its own input label.
+func TestMetricsByInput(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	rep := &engine.BatchReport{RowsIn: 5, LateRows: 1, Inputs: []engine.InputReport{{Name: "a", RowsIn: 2}, {Name: "b", RowsIn: 3, LateRows: 1}}}
+	m.batch("d", rep)
+	m.batch("d", rep)
+	for _, c := range []struct {
+		input      string
+		rows, late float64
+	}{{"a", 4, 0}, {"b", 6, 2}} {
+		if got := counterValue(t, m.inputRowsBy.WithLabelValues("d", c.input)); got != c.rows {
+			t.Errorf("input %s: %v rows, want %v", c.input, got, c.rows)
+		}
+		if got := counterValue(t, m.lateRowsBy.WithLabelValues("d", c.input)); got != c.late {
+			t.Errorf("input %s: %v late rows, want %v", c.input, got, c.late)
+		}
+	}
+	if got := counterValue(t, m.inputRows.WithLabelValues("d")); got != 10 {
+		t.Errorf("the deployment's rows: %v, want 10", got)
+	}
+	m.status("d", 0, &client.Status{State: client.StatusRunning, Inputs: []client.InputStatus{{Name: "a", Lag: 7, WatermarkMs: 1000}, {Name: "b"}}}, true)
+	if got := gaugeValue(t, m.inputLagBy.WithLabelValues("d", "a")); got != 7 {
+		t.Errorf("input a's lag %v, want 7", got)
+	}
+	if got := gaugeValue(t, m.watermarkLagBy.WithLabelValues("d", "a")); got < 1e9 {
+		t.Errorf("input a's watermark lag %v s, want since 1970", got)
+	}
+}
+
+func counterValue(t *testing.T, c prometheus.Counter) float64 {
+	t.Helper()
+	var m dto.Metric
+	if err := c.Write(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
 }
