@@ -99,21 +99,32 @@ class Adjoin extends StatefulProcessor {
     return c.error === null;
   }
 
-  // Writes both lists back; an empty one is cleared, so a key whose rows have all been
-  // evicted holds no state.
-  store(): void {
-    if (this.imps.length == 0) this.impressions.clear();
-    else {
-      const els = new Array<string>(this.imps.length);
-      for (let i = 0; i < this.imps.length; i++) {
-        els[i] = new JsonWriter().i64("ts", this.imps[i].ts).bool("matched", this.imps[i].matched).toString();
-      }
-      this.impressions.put(els);
+  // Writes list l of n elements back when the call changed it: the elements from its first
+  // `kept` on are appended when the ones before are unchanged (changed false: the common case
+  // of a data call, one op per row), else the list is written whole; an empty list is cleared,
+  // so a key whose rows have all been evicted holds no state. els are the elements to write:
+  // all n when changed, else the ones from `kept` on.
+  store(l: ListState, n: i32, els: Array<string>, kept: i32, changed: bool): void {
+    if (n == 0) {
+      if (kept > 0 || changed) l.clear();
+    } else if (changed) l.put(els);
+    else if (n > kept) l.appendAll(els);
+  }
+
+  // Writes the impressions back (see store).
+  storeImpressions(kept: i32, changed: bool): void {
+    const els = new Array<string>();
+    for (let i = changed ? 0 : kept; i < this.imps.length; i++) {
+      els.push(new JsonWriter().i64("ts", this.imps[i].ts).bool("matched", this.imps[i].matched).toString());
     }
-    if (this.clickTs.length == 0) { this.clicks.clear(); return; }
-    const els = new Array<string>(this.clickTs.length);
-    for (let i = 0; i < this.clickTs.length; i++) els[i] = this.clickTs[i].toString();
-    this.clicks.put(els);
+    this.store(this.impressions, this.imps.length, els, kept, changed);
+  }
+
+  // Writes the clicks back (see store).
+  storeClicks(kept: i32, changed: bool): void {
+    const els = new Array<string>();
+    for (let i = changed ? 0 : kept; i < this.clickTs.length; i++) els.push(this.clickTs[i].toString());
+    this.store(this.clicks, this.clickTs.length, els, kept, changed);
   }
 
   // Emits {"ad_id", "impression_ts", "click_ts"}; click_ts null (hasClick false) for an
@@ -130,6 +141,8 @@ class Adjoin extends StatefulProcessor {
   // click at c until c.
   handleInputRows(c: Call): void {
     if (!this.load(c)) return;
+    const buffered = this.imps.length, bufferedClicks = this.clickTs.length; // the elements in the lists already
+    let marked = false; // one of them was matched by a click of this call
     for (let n = 0; n < c.rowCount; n++) {
       const input = c.rowInput(n);
       const o = JsonObject.parse(c.row(n));
@@ -152,6 +165,7 @@ class Adjoin extends StatefulProcessor {
           const im = this.imps[k];
           if (im.ts <= ts && ts <= im.ts + this.withinMs) {
             this.emit(c, im.ts, ts, true);
+            marked = marked || (k < buffered && !im.matched);
             im.matched = true;
           }
         }
@@ -162,7 +176,8 @@ class Adjoin extends StatefulProcessor {
         return;
       }
     }
-    this.store();
+    this.storeImpressions(buffered, marked);
+    this.storeClicks(bufferedClicks, false);
   }
 
   // Evicts what no row can match any more, now that the watermark has passed timerMs: the
@@ -170,6 +185,7 @@ class Adjoin extends StatefulProcessor {
   // click_ts null) and the clicks with c <= timerMs (dropped).
   handleExpiredTimer(c: Call, timerMs: i64): void {
     if (!this.load(c)) return;
+    const nImps = this.imps.length, nClicks = this.clickTs.length;
     const keep = new Array<Impression>();
     for (let k = 0; k < this.imps.length; k++) {
       const im = this.imps[k];
@@ -180,7 +196,8 @@ class Adjoin extends StatefulProcessor {
     const clicks = new Array<i64>();
     for (let k = 0; k < this.clickTs.length; k++) if (this.clickTs[k] > timerMs) clicks.push(this.clickTs[k]);
     this.clickTs = clicks;
-    this.store();
+    this.storeImpressions(nImps, keep.length != nImps);
+    this.storeClicks(nClicks, clicks.length != nClicks);
   }
 }
 

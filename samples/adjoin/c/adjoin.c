@@ -103,33 +103,38 @@ static int load(gs_group *g) {
 	return rc < 0 ? rc : GS_OK;
 }
 
-/* Writes both lists back; an empty one is cleared, so a key whose rows have all been evicted
- * holds no state. */
-static int store(gs_group *g) {
+/* Writes list l back when the call changed it, its n elements encoded by enc: the elements
+ * from its first `kept` on are appended when the ones before are unchanged (changed false: the
+ * common case of a data call, one op per row), else the list is written whole; an empty list
+ * is cleared, so a key whose rows have all been evicted holds no state. */
+static int store(gs_group *g, gs_list_var l, size_t n, size_t kept, bool changed, int (*enc)(gs_group *, size_t, gs_slice *)) {
+	if (n == 0) return kept > 0 || changed ? gs_list_clear(g, l) : GS_OK;
+	size_t from = changed ? 0 : kept;
+	if (from >= n) return GS_OK;
+	gs_slice *els = gs_arena_alloc((n - from) * sizeof *els);
+	if (!els) return gs_fail(g, "adjoin: out of memory");
 	int rc;
-	if (nimps == 0) {
-		if ((rc = gs_list_clear(g, impressions_var))) return rc;
-	} else {
-		gs_slice *els = gs_arena_alloc(nimps * sizeof *els);
-		if (!els) return gs_fail(g, "adjoin: out of memory");
-		for (size_t i = 0; i < nimps; i++) {
-			gs_jw w;
-			gs_jw_begin(&w);
-			gs_jw_int64(&w, "ts", imps[i].ts);
-			gs_jw_bool(&w, "matched", imps[i].matched);
-			if ((rc = gs_jw_end(&w, &els[i]))) return rc;
-		}
-		if ((rc = gs_list_put(g, impressions_var, els, nimps))) return rc;
-	}
-	if (nclicks == 0) return gs_list_clear(g, clicks_var);
-	gs_slice *els = gs_arena_alloc(nclicks * sizeof *els);
-	char *nums = gs_arena_alloc(nclicks * 21);
-	if (!els || !nums) return gs_fail(g, "adjoin: out of memory");
-	for (size_t i = 0; i < nclicks; i++) {
-		char *d = nums + 21 * i;
-		els[i] = (gs_slice){d, (size_t)snprintf(d, 21, "%lld", (long long)clicks[i])};
-	}
-	return gs_list_put(g, clicks_var, els, nclicks);
+	for (size_t i = from; i < n; i++)
+		if ((rc = enc(g, i, &els[i - from]))) return rc;
+	return changed ? gs_list_put(g, l, els, n) : gs_list_append_all(g, l, els, n - from);
+}
+
+/* Encodes imps[i]: {"ts", "matched"}. */
+static int enc_impression(gs_group *g, size_t i, gs_slice *out) {
+	(void)g;
+	gs_jw w;
+	gs_jw_begin(&w);
+	gs_jw_int64(&w, "ts", imps[i].ts);
+	gs_jw_bool(&w, "matched", imps[i].matched);
+	return gs_jw_end(&w, out);
+}
+
+/* Encodes clicks[i]: a number. */
+static int enc_click(gs_group *g, size_t i, gs_slice *out) {
+	char *d = gs_arena_alloc(21);
+	if (!d) return gs_fail(g, "adjoin: out of memory");
+	*out = (gs_slice){d, (size_t)snprintf(d, 21, "%lld", (long long)clicks[i])};
+	return GS_OK;
 }
 
 /* Emits {"ad_id", "impression_ts", "click_ts"}, click_ts null for an unmatched impression. */
@@ -188,6 +193,8 @@ static int row_ts(gs_group *g, size_t n, gs_slice input, gs_slice row, int64_t *
 static int on_rows(gs_group *g) {
 	int rc;
 	if ((rc = load(g))) return rc;
+	size_t buffered = nimps, buffered_clicks = nclicks; /* the elements in the lists already */
+	bool marked = false;                                /* one of them was matched by a click of this call */
 	gs_rows it = gs_rows_begin(g);
 	gs_slice row;
 	char msg[96];
@@ -210,6 +217,7 @@ static int on_rows(gs_group *g) {
 			for (size_t k = 0; k < nimps; k++) {
 				if (imps[k].ts <= ts && ts <= add(imps[k].ts, within_ms)) {
 					if ((rc = emit(g, imps[k].ts, &ts))) return rc;
+					marked = marked || (k < buffered && !imps[k].matched);
 					imps[k].matched = true;
 				}
 			}
@@ -221,7 +229,8 @@ static int on_rows(gs_group *g) {
 			return gs_fail(g, msg);
 		}
 	}
-	return store(g);
+	if ((rc = store(g, impressions_var, nimps, buffered, marked, enc_impression))) return rc;
+	return store(g, clicks_var, nclicks, buffered_clicks, false, enc_click);
 }
 
 /* Evicts what no row can match any more, now that the watermark has passed timer_ms: the
@@ -230,7 +239,7 @@ static int on_rows(gs_group *g) {
 static int on_timer(gs_group *g, int64_t timer_ms) {
 	int rc;
 	if ((rc = load(g))) return rc;
-	size_t keep = 0;
+	size_t n_imps = nimps, n_clicks = nclicks, keep = 0;
 	for (size_t k = 0; k < nimps; k++) {
 		if (add(imps[k].ts, within_ms) > timer_ms) imps[keep++] = imps[k];
 		else if (!imps[k].matched && (rc = emit(g, imps[k].ts, NULL))) return rc;
@@ -240,7 +249,8 @@ static int on_timer(gs_group *g, int64_t timer_ms) {
 	for (size_t k = 0; k < nclicks; k++)
 		if (clicks[k] > timer_ms) clicks[keep++] = clicks[k];
 	nclicks = keep;
-	return store(g);
+	if ((rc = store(g, impressions_var, nimps, n_imps, nimps != n_imps, enc_impression))) return rc;
+	return store(g, clicks_var, nclicks, n_clicks, nclicks != n_clicks, enc_click);
 }
 
 static const gs_processor processor = {init, on_rows, on_timer, NULL};

@@ -80,25 +80,30 @@ fn quoted(names: &[String]) -> String {
     format!("[{}]", q.join(" "))
 }
 
+/// Writes a list back when the call changed it: the elements from its first `kept` on are
+/// appended when the ones before are unchanged (`changed` false: the common case of a data call,
+/// one op per row), else the list is written whole; an empty list is cleared, so a key whose rows
+/// have all been evicted holds no state.
+fn store<T: StateCodec>(l: &ListState<T>, all: &[T], kept: usize, changed: bool) -> Result<(), Error> {
+    if all.is_empty() {
+        if kept > 0 || changed {
+            l.clear();
+        }
+        return Ok(());
+    }
+    if changed {
+        return l.put(all);
+    }
+    if all.len() > kept {
+        return l.append_all(&all[kept..]);
+    }
+    Ok(())
+}
+
 impl Adjoin {
     /// Reads both lists.
     fn load(&self) -> Result<(Vec<Impression>, Vec<i64>), Error> {
         Ok((self.impressions.get()?, self.clicks.get()?))
-    }
-
-    /// Writes both lists back; an empty one is cleared, so a key whose rows have all been
-    /// evicted holds no state.
-    fn store(&self, imps: &[Impression], clicks: &[i64]) -> Result<(), Error> {
-        if imps.is_empty() {
-            self.impressions.clear();
-        } else {
-            self.impressions.put(imps)?;
-        }
-        if clicks.is_empty() {
-            self.clicks.clear();
-            return Ok(());
-        }
-        self.clicks.put(clicks)
     }
 
     /// Emits {"ad_id", "impression_ts", "click_ts"}, click_ts null for an unmatched impression.
@@ -140,6 +145,8 @@ impl StatefulProcessor for Adjoin {
     /// click at c until c.
     fn handle_input_rows(&mut self, ad: &Key, rows: InputRows, timers: &mut Timers, out: &mut Emitter) -> Result<(), Error> {
         let (mut imps, mut clicks) = self.load()?;
+        let (buffered, buffered_clicks) = (imps.len(), clicks.len()); // the elements in the lists already
+        let mut marked = false; // one of them was matched by a click of this call
         for (n, (input, row)) in rows.with_inputs().enumerate() {
             let ts = row_ts(row).map_err(|e| Error::msg(format!("adjoin: row {} ({}): {}", n, input, e)))?;
             match input {
@@ -159,6 +166,7 @@ impl StatefulProcessor for Adjoin {
                         let i = imps[k].ts;
                         if i <= ts && ts <= i.wrapping_add(self.within) {
                             self.emit(ad, i, Some(ts), out);
+                            marked = marked || (k < buffered && !imps[k].matched);
                             imps[k].matched = true;
                         }
                     }
@@ -168,7 +176,8 @@ impl StatefulProcessor for Adjoin {
                 _ => return Err(Error::msg(format!("adjoin: row {} comes from unknown input \"{}\"", n, input))),
             }
         }
-        self.store(&imps, &clicks)
+        store(&self.impressions, &imps, buffered, marked)?;
+        store(&self.clicks, &clicks, buffered_clicks, false)
     }
 
     /// Evicts what no row can match any more, now that the watermark has passed `timer_ms`: the
@@ -176,6 +185,7 @@ impl StatefulProcessor for Adjoin {
     /// click_ts null) and the clicks with c <= timer_ms (dropped).
     fn handle_expired_timer(&mut self, ad: &Key, timer_ms: i64, _timers: &mut Timers, out: &mut Emitter) -> Result<(), Error> {
         let (imps, mut clicks) = self.load()?;
+        let (n_imps, n_clicks) = (imps.len(), clicks.len());
         let mut keep = Vec::with_capacity(imps.len());
         for im in imps {
             if im.ts.wrapping_add(self.within) > timer_ms {
@@ -185,7 +195,8 @@ impl StatefulProcessor for Adjoin {
             }
         }
         clicks.retain(|&c| c > timer_ms);
-        self.store(&keep, &clicks)
+        store(&self.impressions, &keep, n_imps, keep.len() != n_imps)?;
+        store(&self.clicks, &clicks, n_clicks, clicks.len() != n_clicks)
     }
 }
 
