@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -102,21 +103,24 @@ func (e *natsEnv) publishAll(ctx context.Context, subject string, n int, row fun
 	}
 }
 
-// waitCount times from the first message on stream to the n-th.
-func (e *natsEnv) waitCount(ctx context.Context, stream string, n int) (time.Duration, error) {
-	var first time.Time
+// consumerCreated returns when the server created consumer name on stream: when a deployment
+// started reading its input (the runner creates its consumer as it opens, right before its
+// first fetch), the start of its processing.
+func (e *natsEnv) consumerCreated(ctx context.Context, stream, name string) (time.Time, error) {
+	c, err := e.js.Consumer(ctx, stream, name)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("the deployment's consumer: %w", err)
+	}
+	return c.CachedInfo().Created, nil
+}
+
+// waitCount waits until stream holds n messages and returns the time from since to then.
+func (e *natsEnv) waitCount(ctx context.Context, stream string, n int, since time.Time) (time.Duration, error) {
 	deadline := time.Now().Add(5 * time.Minute)
 	for time.Now().Before(deadline) {
-		s, err := e.js.Stream(ctx, stream)
-		if err == nil {
-			info, err := s.Info(ctx)
-			if err == nil {
-				if info.State.Msgs > 0 && first.IsZero() {
-					first = time.Now()
-				}
-				if info.State.Msgs >= uint64(n) {
-					return time.Since(first), nil
-				}
+		if s, err := e.js.Stream(ctx, stream); err == nil {
+			if info, err := s.Info(ctx); err == nil && info.State.Msgs >= uint64(n) {
+				return time.Since(since), nil
 			}
 		}
 		time.Sleep(2 * time.Millisecond)
@@ -134,8 +138,10 @@ output: {subject: e2e.out, stream: E2E_OUT}
 `
 
 // endToEnd returns rows/s of groupstate (JetStream in, WASM, Pebble, JetStream out, with
-// exactly-once) and of a raw nats.go consume-and-republish of the same rows. Each row has its
-// own key, so each yields one output. Both are timed from their first output to their last.
+// exactly-once) and of the fastest raw pass-through of the same rows (passThrough). Each row
+// has its own key, so each yields one output. The rows wait in each side's input stream; each
+// side is timed from the moment it starts processing (the raw consumer starts; the server
+// creates the deployment's consumer) to its last output stored.
 func endToEnd(ctx context.Context, dir string, wasm []byte, rows int, logger *slog.Logger) (e2e, raw float64, err error) {
 	env, err := startEnv(ctx, dir, logger)
 	if err != nil {
@@ -159,35 +165,16 @@ func endToEnd(ctx context.Context, dir string, wasm []byte, rows int, logger *sl
 	if err != nil {
 		return 0, 0, err
 	}
-	rawDone := make(chan error, 1)
-	go func() {
-		for moved := 0; moved < rows; {
-			batch, err := cons.Fetch(10_000, jetstream.FetchMaxWait(100*time.Millisecond))
-			if err != nil {
-				rawDone <- err
-				return
-			}
-			var last jetstream.Msg
-			for m := range batch.Messages() {
-				if _, err := env.js.PublishAsync("raw.out", m.Data()); err != nil {
-					rawDone <- err
-					return
-				}
-				last = m
-				moved++
-			}
-			<-env.js.PublishAsyncComplete()
-			if last != nil {
-				last.Ack()
-			}
-		}
-		rawDone <- nil
-	}()
-	rawTime, err := env.waitCount(ctx, "RAW_OUT", rows)
+	rawStart := time.Now()
+	stopRaw, err := passThrough(env.js, cons, "raw.out")
 	if err != nil {
 		return 0, 0, err
 	}
-	if err := <-rawDone; err != nil {
+	rawTime, err := env.waitCount(ctx, "RAW_OUT", rows, rawStart)
+	if rerr := stopRaw(); err == nil {
+		err = rerr
+	}
+	if err != nil {
 		return 0, 0, err
 	}
 
@@ -201,7 +188,11 @@ func endToEnd(ctx context.Context, dir string, wasm []byte, rows int, logger *sl
 	if err := env.deploy(ctx, e2eSpec, wasm); err != nil {
 		return 0, 0, err
 	}
-	gsTime, err := env.waitCount(ctx, "E2E_OUT", rows)
+	gsStart, err := env.consumerCreated(ctx, "E2E_IN", "groupstate-e2e")
+	if err != nil {
+		return 0, 0, err
+	}
+	gsTime, err := env.waitCount(ctx, "E2E_OUT", rows, gsStart)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -219,7 +210,9 @@ replication: %s
 `
 
 // replicationCost returns rows/s of the same deployment without replication and with
-// replication: changelog, each timed from its first output to its last, over the same rows
+// replication: changelog, each timed from the server creating its consumer to its last
+// output stored,
+// over the same rows
 // waiting in its input stream (so the two see the same batches).
 func replicationCost(ctx context.Context, dir string, wasm []byte, rows int, logger *slog.Logger) (none, changelog float64, err error) {
 	env, err := startEnv(ctx, dir, logger)
@@ -244,7 +237,11 @@ func replicationCost(ctx context.Context, dir string, wasm []byte, rows int, log
 		if err := env.deploy(ctx, fmt.Sprintf(replicationSpec, name, subj, subj, out, mode), wasm); err != nil {
 			return 0, 0, err
 		}
-		d, err := env.waitCount(ctx, out+"_OUT", rows)
+		started, err := env.consumerCreated(ctx, strings.ToUpper(subj)+"_IN", "groupstate-"+name)
+		if err != nil {
+			return 0, 0, err
+		}
+		d, err := env.waitCount(ctx, out+"_OUT", rows, started)
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s: %w", mode, err)
 		}
@@ -334,4 +331,81 @@ func latency(ctx context.Context, dir string, wasm []byte, rate, secs int, logge
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	pct := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))].Microseconds()) / 1000 }
 	return pct(0.50), pct(0.99), nil
+}
+
+// passThrough is the raw baseline of the end-to-end figure, the fastest pass-through a Go
+// engineer would write with nats.go: it consumes cons with prefetch (Consume), republishes
+// each message to subject asynchronously with the headers groupstate's outputs carry (a
+// deployment, a key, a batch and a Nats-Msg-Id, so the stream deduplicates as it does for
+// groupstate), and acknowledges the input (AckAll) only once the publishes before it were
+// acknowledged by the output stream: at least once, like groupstate without its state. stop
+// ends it and returns the first error it met.
+func passThrough(js jetstream.JetStream, cons jetstream.Consumer, subject string) (stop func() error, err error) {
+	type pending struct {
+		in  jetstream.Msg
+		ack jetstream.PubAckFuture
+	}
+	queue := make(chan pending, 16384)
+	var firstErr error
+	var mu sync.Mutex
+	fail := func(err error) {
+		mu.Lock()
+		if firstErr == nil {
+			firstErr = err
+		}
+		mu.Unlock()
+	}
+	acked := make(chan struct{})
+	go func() { // acknowledges inputs in order, each once its publish was acknowledged
+		defer close(acked)
+		var last jetstream.Msg
+		for p := range queue {
+			select {
+			case <-p.ack.Ok():
+			case err := <-p.ack.Err():
+				fail(err)
+			}
+			last = p.in
+			if len(queue) == 0 { // caught up: acknowledge everything so far at once
+				_ = last.Ack()
+				last = nil
+			}
+		}
+		if last != nil {
+			_ = last.Ack()
+		}
+	}()
+	n := 0
+	cc, err := cons.Consume(func(m jetstream.Msg) {
+		n++
+		meta, _ := m.Metadata()
+		seq := uint64(n)
+		if meta != nil {
+			seq = meta.Sequence.Stream
+		}
+		h := nats.Header{}
+		h.Set("Gs-Deployment", "raw")
+		h.Set("Gs-Key", fmt.Sprintf(`"u%07d"`, seq))
+		h.Set("Gs-Batch", strconv.FormatUint(seq/10_000+1, 10))
+		h.Set(jetstream.MsgIDHeader, fmt.Sprintf("raw.%d", seq))
+		f, err := js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: m.Data(), Header: h})
+		if err != nil {
+			fail(err)
+			return
+		}
+		queue <- pending{in: m, ack: f}
+	}, jetstream.PullMaxMessages(10_000))
+	if err != nil {
+		close(queue)
+		return nil, err
+	}
+	return func() error {
+		cc.Stop()
+		<-cc.Closed()
+		close(queue)
+		<-acked
+		mu.Lock()
+		defer mu.Unlock()
+		return firstErr
+	}, nil
 }
