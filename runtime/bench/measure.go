@@ -68,8 +68,9 @@ config: {gap: 5s}
 `
 
 // engineSessions runs rows rows over keys keys of the sessions workload through the engine,
-// with the WASM module wasm or (nil) the same handler compiled natively, and returns rows/s.
-func engineSessions(ctx context.Context, dir string, wasm []byte, keys, rows int, logger *slog.Logger) (float64, error) {
+// with the WASM module wasm or (nil) the same handler compiled natively, in natives
+// instances that split each call among them as a module's instances do, and returns rows/s.
+func engineSessions(ctx context.Context, dir string, wasm []byte, natives, keys, rows int, logger *slog.Logger) (float64, error) {
 	sp, err := spec.ParseSpec([]byte(sessionsSpec))
 	if err != nil {
 		return 0, err
@@ -89,9 +90,13 @@ func engineSessions(ctx context.Context, dir string, wasm []byte, keys, rows int
 	if wasm != nil {
 		cfg.Wasm = wasm
 	} else {
-		m := groupstate.NewModule()
-		session.Register(m)
-		nativehook.Use(&cfg, m)
+		mods := make([]handler.BufferModule, max(natives, 1))
+		for i := range mods {
+			m := groupstate.NewModule()
+			session.Register(m)
+			mods[i] = m
+		}
+		nativehook.Use(&cfg, mods...)
 	}
 	eng, err := rt.NewEngine(ctx, cfg)
 	if err != nil {

@@ -3,9 +3,11 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"testing"
 
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/handler"
 	"github.com/groupstate/groupstate/runtime/internal/nativehook"
 	"github.com/groupstate/groupstate/samples/sessions/go/session"
 	groupstate "github.com/groupstate/groupstate/sdk/go"
@@ -20,15 +22,26 @@ import (
 func BenchmarkEngineSessions(b *testing.B) {
 	const keys, batchRows = 100_000, 10_000
 	sp := specFromYAML(b, sessionsServiceSpec)
-	for _, kind := range []string{"native", "go", "rust", "c", "assemblyscript"} {
+	// native runs one instance; native_cpus as many as a module gets by default (the CPUs),
+	// each call split among them as among a module's instances.
+	for _, kind := range []string{"native", "native_cpus", "go", "rust", "c", "assemblyscript"} {
 		b.Run(kind, func(b *testing.B) {
 			cfg := engine.Config{Spec: sp, Store: openStore(b, ""), Sink: engine.SinkFunc(discardSink)}
-			if kind != "native" {
+			switch kind {
+			case "native", "native_cpus":
+				n := 1
+				if kind == "native_cpus" {
+					n = runtime.NumCPU()
+				}
+				mods := make([]handler.BufferModule, n)
+				for i := range mods {
+					m := groupstate.NewModule()
+					session.Register(m)
+					mods[i] = m
+				}
+				nativehook.Use(&cfg, mods...)
+			default:
 				cfg.Wasm = readFile(b, "../../samples/sessions/"+kind+"/sessions.wasm")
-			} else {
-				m := groupstate.NewModule()
-				session.Register(m)
-				nativehook.Use(&cfg, m)
 			}
 			eng, err := sharedRuntime(b).NewEngine(context.Background(), cfg)
 			require(b, err)

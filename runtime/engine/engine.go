@@ -55,7 +55,7 @@ var (
 )
 
 func init() {
-	nativehook.Use = func(cfg any, m handler.BufferModule) { cfg.(*Config).native = m }
+	nativehook.Use = func(cfg any, mods ...handler.BufferModule) { cfg.(*Config).native = mods }
 }
 
 // Config configures an [Engine]. Spec, Wasm, Store and Sink are required.
@@ -110,7 +110,7 @@ type Config struct {
 	// engine gets only its keys ([InitialState.Partition]). Default: nil, none.
 	InitialState *InitialState
 
-	native handler.BufferModule // in place of Wasm, for groupstate's own tests (nativehook)
+	native []handler.BufferModule // in place of Wasm, for groupstate's own tests (nativehook)
 	// chunkKeys and chunkBytes replace TimeoutChunkKeys and TimeoutChunkBytes (tests).
 	chunkKeys, chunkBytes int
 }
@@ -325,12 +325,14 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 
 	if cfg.native != nil {
-		init := initFor(sp)
-		st, msg, err := abi.ParseInitResult(cfg.native.Init(abi.AppendInit(nil, init)))
-		if err != nil || st != abi.StatusOK {
-			return nil, fmt.Errorf("%w: %s", ErrModuleInit, msg)
+		init := abi.AppendInit(nil, initFor(sp))
+		for _, m := range cfg.native {
+			st, msg, err := abi.ParseInitResult(m.Init(init))
+			if err != nil || st != abi.StatusOK {
+				return nil, fmt.Errorf("%w: %s", ErrModuleInit, msg)
+			}
 		}
-		e.h = handler.NewNative(cfg.native)
+		e.h = handler.NewNative(cfg.native...)
 	} else {
 		h, err := r.moduleHost(ctx, cfg, logger)
 		if err != nil {

@@ -6,7 +6,8 @@ package nativehook
 
 import "github.com/groupstate/groupstate/runtime/internal/handler"
 
-// Use makes the engine configuration cfg (an *engine.Config) run m in-process instead of a
-// WebAssembly module. Package engine sets it when it is initialized; it panics on anything
-// but an *engine.Config.
-var Use func(cfg any, m handler.BufferModule)
+// Use makes the engine configuration cfg (an *engine.Config) run mods in-process instead of
+// a WebAssembly module: one, or several instances of the same handler, among which each call's
+// groups are split and run in parallel (as a module's instances are). Package engine sets it
+// when it is initialized; it panics on anything but an *engine.Config.
+var Use func(cfg any, mods ...handler.BufferModule)
