@@ -1,6 +1,7 @@
 package testutil
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -207,12 +208,18 @@ func (c *Cluster) stopAll() {
 }
 
 // WaitReady waits until the meta cluster has a leader that every running node agrees on
-// and that sees every other running node as a current peer, failing the test after 15 s.
+// and that sees every other running node as a current peer, and until a stream with a
+// replica on every running node can be placed (the leader learns each peer's resources from
+// its first statistics, after the peer joined: before, a create fails with "no suitable
+// peers for placement, peer offline"), failing the test after 15 s.
 func (c *Cluster) WaitReady(t testing.TB) {
 	t.Helper()
 	deadline := time.Now().Add(clusterReady)
 	for {
 		err := c.metaReady()
+		if err == nil {
+			err = c.placementReady()
+		}
 		if err == nil {
 			return
 		}
@@ -221,6 +228,32 @@ func (c *Cluster) WaitReady(t testing.TB) {
 		}
 		time.Sleep(pollInterval)
 	}
+}
+
+// placementReady creates, and deletes, a memory stream with a replica on every running node.
+func (c *Cluster) placementReady() error {
+	running := 0
+	for _, srv := range c.servers {
+		if srv != nil {
+			running++
+		}
+	}
+	nc, err := nats.Connect(c.URLs(), nats.Name("testutil-ready"))
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	const name = "TESTUTIL_READY"
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: name, Subjects: []string{"testutil.ready"}, Replicas: running, Storage: jetstream.MemoryStorage}); err != nil {
+		return fmt.Errorf("%w: placing a stream on %d nodes: %v", errNotReady, running, err)
+	}
+	return js.DeleteStream(ctx, name)
 }
 
 // errNotReady is what [Cluster.metaReady] reports the first thing missing with.
