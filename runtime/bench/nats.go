@@ -103,15 +103,18 @@ func (e *natsEnv) publishAll(ctx context.Context, subject string, n int, row fun
 	}
 }
 
-// consumerCreated returns when the server created consumer name on stream: when a deployment
-// started reading its input (the runner creates its consumer as it opens, right before its
-// first fetch), the start of its processing.
-func (e *natsEnv) consumerCreated(ctx context.Context, stream, name string) (time.Time, error) {
-	c, err := e.js.Consumer(ctx, stream, name)
+// startedAt returns when deployment name started running (its status's started_at: its
+// consumer, state and module instances ready, right before its first batch), the start of
+// its processing; deploy has waited for it.
+func (e *natsEnv) startedAt(ctx context.Context, name string) (time.Time, error) {
+	st, err := e.client.Status(ctx, name)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("the deployment's consumer: %w", err)
+		return time.Time{}, err
 	}
-	return c.CachedInfo().Created, nil
+	if st.StartedAt.IsZero() {
+		return time.Time{}, fmt.Errorf("deployment %s has no start time", name)
+	}
+	return st.StartedAt, nil
 }
 
 // waitCount waits until stream holds n messages and returns the time from since to then.
@@ -140,8 +143,8 @@ output: {subject: e2e.out, stream: E2E_OUT}
 // endToEnd returns rows/s of groupstate (JetStream in, WASM, Pebble, JetStream out, with
 // exactly-once) and of the fastest raw pass-through of the same rows (passThrough). Each row
 // has its own key, so each yields one output. The rows wait in each side's input stream; each
-// side is timed from the moment it starts processing (the raw consumer starts; the server
-// creates the deployment's consumer) to its last output stored.
+// side is timed from the moment it starts processing (the raw consumer starts; the deployment
+// is running, its status's started_at) to its last output stored.
 func endToEnd(ctx context.Context, dir string, wasm []byte, rows int, logger *slog.Logger) (e2e, raw float64, err error) {
 	env, err := startEnv(ctx, dir, logger)
 	if err != nil {
@@ -188,7 +191,7 @@ func endToEnd(ctx context.Context, dir string, wasm []byte, rows int, logger *sl
 	if err := env.deploy(ctx, e2eSpec, wasm); err != nil {
 		return 0, 0, err
 	}
-	gsStart, err := env.consumerCreated(ctx, "E2E_IN", "groupstate-e2e")
+	gsStart, err := env.startedAt(ctx, "e2e")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -210,7 +213,7 @@ replication: %s
 `
 
 // replicationCost returns rows/s of the same deployment without replication and with
-// replication: changelog, each timed from the server creating its consumer to its last
+// replication: changelog (the best of two runs each), each timed from the deployment running (started_at) to its last
 // output stored,
 // over the same rows
 // waiting in its input stream (so the two see the same batches).
@@ -223,9 +226,13 @@ func replicationCost(ctx context.Context, dir string, wasm []byte, rows int, log
 	row := func(i int) []byte {
 		return fmt.Appendf(nil, `{"user_id":"u%07d","ts":%d}`, i, 1_700_000_000_000+int64(i))
 	}
+	// Each side runs twice, in turns (none, changelog, none, changelog), and keeps its best:
+	// a run of this size lasts about a second, in which one hiccup of the shared machine (a
+	// compaction, the server's own flush) moves a single figure by half.
 	var rates [2]float64
-	for i, mode := range []string{"none", "changelog"} {
-		name := "repl-" + mode
+	for round := range 4 {
+		i, mode := round%2, []string{"none", "changelog"}[round%2]
+		name := fmt.Sprintf("repl-%s-%d", mode, round/2)
 		subj := strings.ReplaceAll(name, "-", "")
 		if _, err := env.js.CreateStream(ctx, jetstream.StreamConfig{Name: strings.ToUpper(subj) + "_IN", Subjects: []string{subj + ".in"}}); err != nil {
 			return 0, 0, err
@@ -237,7 +244,7 @@ func replicationCost(ctx context.Context, dir string, wasm []byte, rows int, log
 		if err := env.deploy(ctx, fmt.Sprintf(replicationSpec, name, subj, subj, out, mode), wasm); err != nil {
 			return 0, 0, err
 		}
-		started, err := env.consumerCreated(ctx, strings.ToUpper(subj)+"_IN", "groupstate-"+name)
+		started, err := env.startedAt(ctx, name)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -245,7 +252,7 @@ func replicationCost(ctx context.Context, dir string, wasm []byte, rows int, log
 		if err != nil {
 			return 0, 0, fmt.Errorf("%s: %w", mode, err)
 		}
-		rates[i] = float64(rows) / d.Seconds()
+		rates[i] = max(rates[i], float64(rows)/d.Seconds())
 	}
 	return rates[0], rates[1], nil
 }
