@@ -84,7 +84,7 @@ type Report struct {
 	// the ceiling e2e_rows_per_sec sits under.
 	NATSPubRowsPerSec     float64 `json:"nats_pub_rows_per_sec"`
 	NATSConsumeRowsPerSec float64 `json:"nats_consume_rows_per_sec"`
-	WarmRestartMs         float64            `json:"warm_restart_ms"`
+	WarmRestartMs         float64 `json:"warm_restart_ms"`
 	// Memory is RSS as state grows to MemoryKeys keys; MemoryGrowth is RSS at the end over RSS
 	// at a tenth of the way (flat is 1).
 	Memory       []MemoryPoint `json:"memory"`
