@@ -165,13 +165,24 @@ func (b *batch) skipCommit(ctx context.Context, start time.Time) (*BatchReport, 
 		return nil, err
 	}
 	b.rep.BatchID, b.rep.Skipped = e.progress.BatchID, true
+	return b.report(start, false), nil
+}
+
+// report completes the batch's report with what the engine's last commit left (the
+// watermark the next batch runs at, the partition's max event time, the inputs' watermarks,
+// whether the watermark moved) and the time since start, and returns a copy the caller owns.
+// NeedsNoDataBatch is set when the watermark moved under event-time timeouts, or when more
+// (timers left for another batch).
+func (b *batch) report(start time.Time, more bool) *BatchReport {
+	e := b.e
 	b.rep.WatermarkMs = e.progress.WatermarkMs
 	b.rep.MaxEventMs = e.reportedMax()
 	b.reportInputs()
-	b.reportInputs()
+	b.rep.WatermarkAdvanced = e.progress.WatermarkMs > b.W
+	b.rep.NeedsNoDataBatch = more || (b.rep.WatermarkAdvanced && e.rules.Mode == timeouts.EventTime)
 	b.rep.Duration = time.Since(start)
 	rep := b.rep
-	return &rep, nil
+	return &rep
 }
 
 // finish runs the rest of the open batch (Progress().Open): its timeout calls left, at its
@@ -194,7 +205,6 @@ func (e *Engine) finish(ctx context.Context, start time.Time) (*BatchReport, err
 // runChunks calls the handler on the batch's groups and commits them, then, while more
 // timeouts are left (more), the next chunk's. position is the first chunk's input position.
 func (b *batch) runChunks(ctx context.Context, position uint64, more bool, start time.Time) (*BatchReport, error) {
-	e := b.e
 	for {
 		if err := b.call(ctx); err != nil {
 			return nil, err
@@ -221,14 +231,7 @@ func (b *batch) runChunks(ctx context.Context, position uint64, more bool, start
 			return nil, err
 		}
 	}
-	b.rep.WatermarkMs = e.progress.WatermarkMs
-	b.rep.MaxEventMs = e.reportedMax()
-	b.reportInputs()
-	b.rep.WatermarkAdvanced = e.progress.WatermarkMs > b.W
-	b.rep.NeedsNoDataBatch = b.rep.WatermarkAdvanced && e.rules.Mode == timeouts.EventTime
-	b.rep.Duration = time.Since(start)
-	rep := b.rep
-	return &rep, nil
+	return b.report(start, false), nil
 }
 
 // checkInput refuses input over trigger.max_rows or trigger.max_bytes (a single row may be

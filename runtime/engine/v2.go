@@ -148,14 +148,7 @@ func (e *Engine) runV2(ctx context.Context, in BatchInput, start time.Time) (*Ba
 	}
 	v.vars = vars
 	b.committed(ctx, p)
-	b.rep.WatermarkMs = e.progress.WatermarkMs
-	b.rep.MaxEventMs = e.reportedMax()
-	b.reportInputs()
-	b.rep.WatermarkAdvanced = e.progress.WatermarkMs > b.W
-	b.rep.NeedsNoDataBatch = more || (b.rep.WatermarkAdvanced && e.rules.Mode == timeouts.EventTime)
-	b.rep.Duration = time.Since(start)
-	rep := b.rep
-	return &rep, nil
+	return b.report(start, more), nil
 }
 
 // collectTimers makes the TIMERS phase's groups: the timers expired before the batch's bound
