@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/spec"
-	"github.com/groupstate/groupstate/state"
 )
 
 // v2CountModule is testdata/v2count: logincount's logic without a timeout, as an ABI v2
@@ -32,26 +30,11 @@ output: {subject: count.out}
 // engineCount runs rows rows over keys keys of the counting workload through the engine with
 // the module wasm (ABI v1 or v2), and returns rows/s.
 func engineCount(ctx context.Context, dir string, wasm []byte, keys, rows int, logger *slog.Logger) (float64, error) {
-	sp, err := spec.ParseSpec([]byte(countSpec))
+	eng, err := startEngine(ctx, dir, []byte(countSpec), wasm, nil, logger)
 	if err != nil {
 		return 0, err
 	}
-	st, err := state.Open(dir, &state.Options{Logger: logger})
-	if err != nil {
-		return 0, err
-	}
-	defer st.Close()
-	rt, err := engine.New(engine.Options{Logger: logger})
-	if err != nil {
-		return 0, err
-	}
-	defer rt.Close(ctx)
-	eng, err := rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: wasm, Store: st, Logger: logger,
-		Sink: engine.SinkFunc(func(context.Context, string, []state.OutboxEntry) error { return nil })})
-	if err != nil {
-		return 0, err
-	}
-	defer eng.Close(ctx)
+	defer eng.close(ctx)
 	const batchRows = 10_000
 	batch := make([]engine.Row, batchRows)
 	next := 0

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/spec"
-	"github.com/groupstate/groupstate/state"
 )
 
 // joinSpan is the event time the join benchmark's rows cover: long past the state's
@@ -28,31 +26,15 @@ type JoinPoint struct {
 
 // engineJoin runs the adjoin sample (its spec specYAML, samples/adjoin/adjoin.yaml: impressions
 // 2h late at most joined with the clicks, 3h, within 1h after them; its module wasm) over rows
-// rows of ads ads through the engine, half
-// impressions and half clicks, event time advancing evenly over joinSpan (each click 0-90
+// rows of ads ads through the engine, half impressions and half clicks, event time advancing evenly over joinSpan (each click 0-90
 // minutes after the batch's impressions' time, so some match and some do not), and returns
 // rows/s and the state at every tenth of the way.
 func engineJoin(ctx context.Context, dir string, specYAML, wasm []byte, ads, rows int, logger *slog.Logger) (float64, []JoinPoint, error) {
-	sp, err := spec.ParseSpec(specYAML)
+	eng, err := startEngine(ctx, dir, specYAML, wasm, nil, logger)
 	if err != nil {
 		return 0, nil, err
 	}
-	st, err := state.Open(dir, &state.Options{Logger: logger})
-	if err != nil {
-		return 0, nil, err
-	}
-	defer st.Close()
-	rt, err := engine.New(engine.Options{Logger: logger})
-	if err != nil {
-		return 0, nil, err
-	}
-	defer rt.Close(ctx)
-	eng, err := rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: wasm, Store: st, Logger: logger,
-		Sink: engine.SinkFunc(func(context.Context, string, []state.OutboxEntry) error { return nil })})
-	if err != nil {
-		return 0, nil, err
-	}
-	defer eng.Close(ctx)
+	defer eng.close(ctx)
 	batchRows := max(min(10_000, rows/10), 1) // ten batches at least: ten points
 	batches := max(rows/batchRows, 1)
 	step := joinSpan.Milliseconds() / int64(batches)
@@ -88,7 +70,7 @@ func engineJoin(ctx context.Context, dir string, specYAML, wasm []byte, ads, row
 		spent += time.Since(start)
 		if (b+1)%max(batches/10, 1) == 0 {
 			p := JoinPoint{Rows: (b + 1) * batchRows, EventHours: float64(int64(b+1)*step) / float64(time.Hour.Milliseconds())}
-			err := st.Deployment(sp.Name).VarKeys(nil, 0, func(_ []byte, _, timers int) error {
+			err := eng.store.Deployment(eng.Spec().Name).VarKeys(nil, 0, func(_ []byte, _, timers int) error {
 				p.Buffered += timers
 				p.Keys++
 				return nil

@@ -10,11 +10,9 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
 	"github.com/groupstate/groupstate/runtime/internal/host"
-	"github.com/groupstate/groupstate/runtime/internal/nativehook"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/samples/sessions/go/session"
 	groupstate "github.com/groupstate/groupstate/sdk/go"
-	"github.com/groupstate/groupstate/state"
 )
 
 // invoke measures ns per key group of logincount calls carrying n groups, for about d.
@@ -71,38 +69,20 @@ config: {gap: 5s}
 // with the WASM module wasm or (nil) the same handler compiled natively, in natives
 // instances that split each call among them as a module's instances do, and returns rows/s.
 func engineSessions(ctx context.Context, dir string, wasm []byte, natives, keys, rows int, logger *slog.Logger) (float64, error) {
-	sp, err := spec.ParseSpec([]byte(sessionsSpec))
-	if err != nil {
-		return 0, err
-	}
-	st, err := state.Open(dir, &state.Options{Logger: logger})
-	if err != nil {
-		return 0, err
-	}
-	defer st.Close()
-	rt, err := engine.New(engine.Options{Logger: logger})
-	if err != nil {
-		return 0, err
-	}
-	defer rt.Close(ctx)
-	cfg := engine.Config{Spec: sp, Store: st, Logger: logger,
-		Sink: engine.SinkFunc(func(context.Context, string, []state.OutboxEntry) error { return nil })}
-	if wasm != nil {
-		cfg.Wasm = wasm
-	} else {
-		mods := make([]handler.BufferModule, max(natives, 1))
+	var mods []handler.BufferModule
+	if wasm == nil {
+		mods = make([]handler.BufferModule, max(natives, 1))
 		for i := range mods {
 			m := groupstate.NewModule()
 			session.Register(m)
 			mods[i] = m
 		}
-		nativehook.Use(&cfg, mods...)
 	}
-	eng, err := rt.NewEngine(ctx, cfg)
+	eng, err := startEngine(ctx, dir, []byte(sessionsSpec), wasm, mods, logger)
 	if err != nil {
 		return 0, err
 	}
-	defer eng.Close(ctx)
+	defer eng.close(ctx)
 	const batchRows = 10_000
 	batch := make([]engine.Row, batchRows)
 	next := 0

@@ -1,0 +1,57 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/handler"
+	"github.com/groupstate/groupstate/runtime/internal/nativehook"
+	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/state"
+)
+
+// benchEngine is an engine started for a measurement over a store of its own, with a sink
+// that drops every output.
+type benchEngine struct {
+	*engine.Engine
+	store *state.Store
+	rt    *engine.Runtime
+}
+
+// startEngine starts the engine of specYAML over a new store in dir, running the module wasm,
+// or, when wasm is nil, natives in-process (several instances of the same handler). Close it
+// with close.
+func startEngine(ctx context.Context, dir string, specYAML []byte, wasm []byte, natives []handler.BufferModule, logger *slog.Logger) (*benchEngine, error) {
+	sp, err := spec.ParseSpec(specYAML)
+	if err != nil {
+		return nil, err
+	}
+	st, err := state.Open(dir, &state.Options{Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	rt, err := engine.New(engine.Options{Logger: logger})
+	if err != nil {
+		st.Close()
+		return nil, err
+	}
+	cfg := engine.Config{Spec: sp, Wasm: wasm, Store: st, Logger: logger,
+		Sink: engine.SinkFunc(func(context.Context, string, []state.OutboxEntry) error { return nil })}
+	if wasm == nil {
+		nativehook.Use(&cfg, natives...)
+	}
+	eng, err := rt.NewEngine(ctx, cfg)
+	if err != nil {
+		return nil, errors.Join(err, rt.Close(ctx), st.Close())
+	}
+	return &benchEngine{Engine: eng, store: st, rt: rt}, nil
+}
+
+// close closes the engine, its runtime and its store.
+func (b *benchEngine) close(ctx context.Context) {
+	b.Engine.Close(ctx)
+	b.rt.Close(ctx)
+	b.store.Close()
+}
