@@ -90,6 +90,21 @@ type Report struct {
 	Memory       []MemoryPoint `json:"memory"`
 	MemoryKeys   int           `json:"memory_keys"`
 	MemoryGrowth float64       `json:"memory_growth"`
+	// StateGrowthRatio is engine throughput on existing keys (the C logincount, batches of
+	// 10k rows on keys drawn uniformly) with state for MemoryKeys keys over the same with
+	// 100k keys (a tenth of MemoryKeys when less; target >= 0.7); StateRowsPerSec both
+	// figures.
+	StateGrowthRatio float64      `json:"state_growth_ratio"`
+	StateRowsPerSec  []StatePoint `json:"state_rows_per_sec"`
+	// TimeoutRatio is the rate of timeout calls when TimeoutKeys keys' processing-time
+	// timeouts expire in one batch over the rate of the data calls that set them (C
+	// logincount; target >= 0.5); TimeoutRSSMB the highest RSS while they fired (it must stay
+	// within the flat RSS of Memory).
+	TimeoutRatio           float64 `json:"timeout_ratio"`
+	TimeoutKeys            int     `json:"timeout_keys"`
+	TimeoutCallsPerSec     float64 `json:"timeout_calls_per_sec"`
+	TimeoutDataCallsPerSec float64 `json:"timeout_data_calls_per_sec"`
+	TimeoutRSSMB           float64 `json:"timeout_rss_mb"`
 	Keys         int           `json:"engine_keys"`
 	Rows         int           `json:"engine_rows"`
 	Seconds      float64       `json:"seconds"`
@@ -341,18 +356,40 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	probeRows := 300_000
+	if opts.Quick {
+		probeRows = 50_000
+	}
 	settle()
-	points, err := memory(ctx, filepath.Join(tmp, "memory"), cWasm, rep.MemoryKeys, quiet)
+	points, growth, err := memory(ctx, filepath.Join(tmp, "memory"), cWasm, rep.MemoryKeys, probeRows, quiet)
 	if err != nil {
 		return nil, fmt.Errorf("bench: memory: %w", err)
 	}
-	rep.Memory = points
+	rep.Memory, rep.StateRowsPerSec = points, growth
 	if len(points) > 1 && points[0].RSSMB > 0 {
 		rep.MemoryGrowth = points[len(points)-1].RSSMB / points[0].RSSMB
 	}
 	for _, p := range points {
 		logf("memory %10d keys of state: RSS %.0f MB", p.Keys, p.RSSMB)
 	}
+	rep.StateGrowthRatio = growth[len(growth)-1].RowsPerSec / growth[0].RowsPerSec
+	logf("state  %10.0f rows/s on existing keys with %d keys of state, %.0f with %d (%.2fx)",
+		growth[len(growth)-1].RowsPerSec, growth[len(growth)-1].Keys, growth[0].RowsPerSec, growth[0].Keys, rep.StateGrowthRatio)
+
+	// 7. Timeouts: many keys expiring at once.
+	rep.TimeoutKeys = 1_000_000
+	if opts.Quick {
+		rep.TimeoutKeys = 100_000
+	}
+	settle()
+	tf, err := timeoutsAtOnce(ctx, filepath.Join(tmp, "timeouts"), cWasm, rep.TimeoutKeys, quiet)
+	if err != nil {
+		return nil, fmt.Errorf("bench: timeouts: %w", err)
+	}
+	rep.TimeoutCallsPerSec, rep.TimeoutDataCallsPerSec, rep.TimeoutRSSMB = tf.TimeoutCallsPerSec, tf.DataCallsPerSec, tf.RSSMB
+	rep.TimeoutRatio = tf.TimeoutCallsPerSec / tf.DataCallsPerSec
+	logf("timeouts %8.0f calls/s firing %d timeouts at once, %.0f data calls/s setting them (%.2fx), RSS at most %.0f MB",
+		tf.TimeoutCallsPerSec, rep.TimeoutKeys, tf.DataCallsPerSec, rep.TimeoutRatio, tf.RSSMB)
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
 }
