@@ -105,9 +105,9 @@ type Report struct {
 	TimeoutCallsPerSec     float64 `json:"timeout_calls_per_sec"`
 	TimeoutDataCallsPerSec float64 `json:"timeout_data_calls_per_sec"`
 	TimeoutRSSMB           float64 `json:"timeout_rss_mb"`
-	Keys         int           `json:"engine_keys"`
-	Rows         int           `json:"engine_rows"`
-	Seconds      float64       `json:"seconds"`
+	Keys                   int     `json:"engine_keys"`
+	Rows                   int     `json:"engine_rows"`
+	Seconds                float64 `json:"seconds"`
 }
 
 // settle collects the garbage of the previous measurement, so its heap does not pause the
