@@ -28,6 +28,7 @@ type instance struct {
 	logger    *slog.Logger
 	stop      api.MutableGlobal         // the stop flag of an instrumented module; nil otherwise
 	current   atomic.Pointer[callState] // the call in progress, for the module's log output
+	env       *guestEnv                 // the module's clocks and random source
 	out       *logWriter
 	errOut    *logWriter
 }
@@ -36,6 +37,7 @@ type instance struct {
 type callState struct {
 	groups []handler.Group
 	group  atomic.Int32 // index of the group the guest said it is running, -1 before any
+	env    callEnv      // the call's T, for the module's clocks and random source
 
 	// Of an ABI v2 call only (sess != nil), used on the call's goroutine only:
 	groupsV2 []handler.GroupV2 // the call's groups
@@ -78,10 +80,11 @@ func (h *Host) newInstance(ctx context.Context) (*instance, error) {
 	in := &instance{logger: h.cfg.Logger, stack: make([]uint64, 2)}
 	in.out = &logWriter{in: in, stream: "stdout"}
 	in.errOut = &logWriter{in: in, stream: "stderr"}
-	mc := wazero.NewModuleConfig().
+	in.env = newGuestEnv(in, h.cfg.Init.Name)
+	mc := in.env.configure(wazero.NewModuleConfig().
 		WithName("").
 		WithStdout(in.out).
-		WithStderr(in.errOut)
+		WithStderr(in.errOut))
 	if h.instrumented {
 		mc = mc.WithStartFunctions() // run below, where the stop flag can interrupt it
 	} else {
@@ -223,7 +226,7 @@ func (in *instance) runProcess(ctx context.Context, cs *callState, size int, enc
 
 // process runs one guest call for sub. An error means the instance is no longer usable.
 func (in *instance) process(ctx context.Context, sub *handler.Call, res []handler.Result, lim Limits) error {
-	out, err := in.runProcess(ctx, &callState{groups: sub.Groups}, handler.EncodedSize(sub), func(dst []byte) []byte {
+	out, err := in.runProcess(ctx, &callState{groups: sub.Groups, env: callEnv{timeMs: sub.ProcessingTimeMs}}, handler.EncodedSize(sub), func(dst []byte) []byte {
 		return handler.Encode(dst, sub)
 	}, lim)
 	if err != nil {
