@@ -109,11 +109,11 @@ func (e *guestEnv) Read(p []byte) (int, error) {
 			e.inCall = false
 		}
 	default:
-		g := cs.group.Load()
-		kind, key, ok := cs.groupSeed(int(g))
+		g := cs.groupIndex()
+		kind, key, ok := cs.groupSeed(g)
 		mark := int32(1)
 		if ok {
-			mark = 2 + g
+			mark = 2 + int32(g)
 		}
 		if cs.env.seeded != mark {
 			if ok {

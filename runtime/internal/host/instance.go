@@ -27,7 +27,7 @@ type instance struct {
 	stack     []uint64
 	logger    *slog.Logger
 	stop      api.MutableGlobal         // the stop flag of an instrumented module; nil otherwise
-	current   atomic.Pointer[callState] // the call in progress, for the module's log output
+	current   atomic.Pointer[callState] // the call in progress, for the module's output, clocks and random source
 	env       *guestEnv                 // the module's clocks and random source
 	out       *logWriter
 	errOut    *logWriter
@@ -49,12 +49,16 @@ type callState struct {
 	answers  []byte  // the answers of the last state request
 }
 
+// groupIndex returns the index of the group the guest said it is running (-1 before any, and
+// possibly out of range): what tags its output and picks its random stream.
+func (c *callState) groupIndex() int { return int(c.group.Load()) }
+
 // key returns the key of the group in progress, or "" when unknown.
 func (c *callState) key() string {
 	if c == nil {
 		return ""
 	}
-	i := int(c.group.Load())
+	i := c.groupIndex()
 	if c.sess != nil {
 		if i < 0 || i >= len(c.groupsV2) {
 			return ""
@@ -80,11 +84,12 @@ func (h *Host) newInstance(ctx context.Context) (*instance, error) {
 	in := &instance{logger: h.cfg.Logger, stack: make([]uint64, 2)}
 	in.out = &logWriter{in: in, stream: "stdout"}
 	in.errOut = &logWriter{in: in, stream: "stderr"}
-	in.env = newGuestEnv(in, h.cfg.Init.Name)
-	mc := in.env.configure(wazero.NewModuleConfig().
+	mc := wazero.NewModuleConfig().
 		WithName("").
 		WithStdout(in.out).
-		WithStderr(in.errOut))
+		WithStderr(in.errOut)
+	in.env = newGuestEnv(in, h.cfg.Init.Name)
+	mc = in.env.configure(mc)
 	if h.instrumented {
 		mc = mc.WithStartFunctions() // run below, where the stop flag can interrupt it
 	} else {
