@@ -27,7 +27,8 @@ type instance struct {
 	stack     []uint64
 	logger    *slog.Logger
 	stop      api.MutableGlobal         // the stop flag of an instrumented module; nil otherwise
-	current   atomic.Pointer[callState] // the call in progress, for the module's log output
+	current   atomic.Pointer[callState] // the call in progress, for the module's output, clocks and random source
+	env       *guestEnv                 // the module's clocks and random source
 	out       *logWriter
 	errOut    *logWriter
 }
@@ -36,6 +37,7 @@ type instance struct {
 type callState struct {
 	groups []handler.Group
 	group  atomic.Int32 // index of the group the guest said it is running, -1 before any
+	env    callEnv      // the call's T, for the module's clocks and random source
 
 	// Of an ABI v2 call only (sess != nil), used on the call's goroutine only:
 	groupsV2 []handler.GroupV2 // the call's groups
@@ -47,12 +49,16 @@ type callState struct {
 	answers  []byte  // the answers of the last state request
 }
 
+// groupIndex returns the index of the group the guest said it is running (-1 before any, and
+// possibly out of range): what tags its output and picks its random stream.
+func (c *callState) groupIndex() int { return int(c.group.Load()) }
+
 // key returns the key of the group in progress, or "" when unknown.
 func (c *callState) key() string {
 	if c == nil {
 		return ""
 	}
-	i := int(c.group.Load())
+	i := c.groupIndex()
 	if c.sess != nil {
 		if i < 0 || i >= len(c.groupsV2) {
 			return ""
@@ -82,6 +88,8 @@ func (h *Host) newInstance(ctx context.Context) (*instance, error) {
 		WithName("").
 		WithStdout(in.out).
 		WithStderr(in.errOut)
+	in.env = newGuestEnv(in, h.cfg.Init.Name)
+	mc = in.env.configure(mc)
 	if h.instrumented {
 		mc = mc.WithStartFunctions() // run below, where the stop flag can interrupt it
 	} else {
@@ -223,7 +231,7 @@ func (in *instance) runProcess(ctx context.Context, cs *callState, size int, enc
 
 // process runs one guest call for sub. An error means the instance is no longer usable.
 func (in *instance) process(ctx context.Context, sub *handler.Call, res []handler.Result, lim Limits) error {
-	out, err := in.runProcess(ctx, &callState{groups: sub.Groups}, handler.EncodedSize(sub), func(dst []byte) []byte {
+	out, err := in.runProcess(ctx, &callState{groups: sub.Groups, env: callEnv{timeMs: sub.ProcessingTimeMs}}, handler.EncodedSize(sub), func(dst []byte) []byte {
 		return handler.Encode(dst, sub)
 	}, lim)
 	if err != nil {
