@@ -107,6 +107,9 @@ func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*Batc
 	}
 	b.groupRows(in.Rows)
 	b.nextW, b.ownMax, b.recordMax = e.nextWatermark(b)
+	if in.NextWatermarkMs != nil {
+		b.nextW = *in.NextWatermarkMs
+	}
 	if err := b.addData(); err != nil {
 		return nil, err
 	}
@@ -343,7 +346,7 @@ func (b *batch) begin(in BatchInput) {
 	b.sb = e.ks.NewBatch(b.id)
 	b.initialApplied = false
 	b.inMax, b.nextIn, b.inputsPending = nil, nil, false
-	b.man = newManifest(in)
+	b.man = newManifest(in, e.progress)
 	if e.multi != nil {
 		n := len(e.inputs)
 		b.inMax, b.nextIn = make([]int64, n), make([]int64, n)
@@ -371,7 +374,7 @@ func (b *batch) resume() error {
 	b.from = o.Next
 	b.rep = BatchReport{BatchID: b.id}
 	b.inMax, b.nextIn, b.inputsPending = nil, nil, false
-	b.man = Manifest{Continued: true}
+	b.man = Manifest{Continued: true, HadState: true}
 	b.groups, b.nData, b.nInit, b.vals = b.groups[:0], 0, 0, b.vals[:0]
 	b.sb = e.ks.NewBatch(b.id)
 	err := e.ks.SkippedTimeouts(func(key []byte) error {
@@ -392,7 +395,7 @@ func (b *batch) next() {
 	b.release()
 	b.id++
 	b.sb = b.e.ks.NewBatch(b.id)
-	b.man = Manifest{Continued: true, Drain: b.man.Drain}
+	b.man = Manifest{Continued: true, HadState: true, Drain: b.man.Drain}
 	b.groups, b.nData, b.nInit, b.vals = b.groups[:0], 0, 0, b.vals[:0]
 }
 

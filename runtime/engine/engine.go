@@ -168,6 +168,10 @@ type BatchInput struct {
 	// chunks and is interrupted between them (a crash) is finished as an ordinary batch: drain
 	// again.
 	Drain bool
+	// NextWatermarkMs, when not nil, is the watermark the batch commits, in place of the one
+	// its rows (and Config.SharedWatermark) give: a batch run again as its [Manifest]
+	// recorded it (a replay) moves the watermark as it did then. Default nil.
+	NextWatermarkMs *int64
 }
 
 // BatchReport describes the batch a RunBatch ran: committed, or skipped (Skipped). Each

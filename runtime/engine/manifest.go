@@ -29,6 +29,9 @@ type Manifest struct {
 	// Position is the input position the batch committed (BatchInput.Position, or the one
 	// before it when the batch gave none).
 	Position uint64 `json:"position"`
+	// HadState tells that the deployment held state (a key with a value or a timeout) when
+	// the batch began: a replay that starts at a batch without it starts from empty state.
+	HadState bool `json:"had_state,omitempty"`
 	// Continued marks a later chunk of a batch (no rows of its own), Open a chunk after which
 	// more of its batch follows, and Drain a draining batch (BatchInput.Drain).
 	Continued bool `json:"continued,omitempty"`
@@ -36,9 +39,10 @@ type Manifest struct {
 	Drain     bool `json:"drain,omitempty"`
 }
 
-// newManifest starts the manifest of a batch of in (its first chunk).
-func newManifest(in BatchInput) Manifest {
-	m := Manifest{Rows: len(in.Rows), Drain: in.Drain}
+// newManifest starts the manifest of a batch of in (its first chunk), run after the commit
+// that wrote p.
+func newManifest(in BatchInput, p state.Progress) Manifest {
+	m := Manifest{Rows: len(in.Rows), Drain: in.Drain, HadState: p.Keys > 0 || p.TimerKeys > 0}
 	for i := range in.Rows {
 		if q := in.Rows[i].Sequence; q != 0 {
 			if m.FirstSequence == 0 || q < m.FirstSequence {

@@ -53,13 +53,13 @@ func TestManifests(t *testing.T) {
 		if got[0] != want1 {
 			t.Errorf("batch 1's manifest %+v, want %+v", got[0], want1)
 		}
-		want2 := engine.Manifest{Batch: 2, ProcessingTimeMs: 5000, WatermarkMs: 100, NextWatermarkMs: 100, Rows: 7, FirstSequence: 1, LastSequence: 7, Position: 2, Open: true}
+		want2 := engine.Manifest{Batch: 2, ProcessingTimeMs: 5000, WatermarkMs: 100, NextWatermarkMs: 100, Rows: 7, FirstSequence: 1, LastSequence: 7, Position: 2, HadState: true, Open: true}
 		if got[1] != want2 {
 			t.Errorf("batch 2's first chunk's manifest %+v, want %+v", got[1], want2)
 		}
 		for i, m := range got[2:] {
 			final := i == len(got)-3
-			want := engine.Manifest{Batch: uint64(i + 3), ProcessingTimeMs: 5000, WatermarkMs: 100, NextWatermarkMs: 100, Position: 2, Continued: true, Open: !final}
+			want := engine.Manifest{Batch: uint64(i + 3), ProcessingTimeMs: 5000, WatermarkMs: 100, NextWatermarkMs: 100, Position: 2, HadState: true, Continued: true, Open: !final}
 			if final {
 				want.NextWatermarkMs = 400
 			}
@@ -67,5 +67,27 @@ func TestManifests(t *testing.T) {
 				t.Errorf("chunk manifest %+v, want %+v", m, want)
 			}
 		}
+	}
+}
+
+// TestNextWatermarkOverride: a batch given BatchInput.NextWatermarkMs commits that watermark,
+// not the one its rows give; without it, its rows' (event time 100, no delay).
+func TestNextWatermarkOverride(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		override *int64
+		want     int64
+	}{
+		{"rows", nil, 100},
+		{"recorded", new(int64(40)), 40},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			eng := newEngine(t, specFromYAML(t, chunkSpec), probeWasm(t), nil, &collector{})
+			rep, err := eng.RunBatch(context.Background(), engine.BatchInput{ProcessingTimeMs: 1000, Rows: rows(`{"k":"a","ts":100}`), NextWatermarkMs: tc.override})
+			require(t, err)
+			if rep.WatermarkMs != tc.want || eng.Progress().WatermarkMs != tc.want {
+				t.Errorf("watermark %d (progress %d), want %d", rep.WatermarkMs, eng.Progress().WatermarkMs, tc.want)
+			}
+		})
 	}
 }
