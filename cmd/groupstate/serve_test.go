@@ -127,6 +127,31 @@ func TestServeDeployFlow(t *testing.T) {
 	if out, _, code := cli("status", "logincount"); code != 0 || !strings.Contains(out, "rows in:             3\n") {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
+	// replay: the running module on the recorded history emits what was published (exit 0),
+	// and so does the same logic in Rust; another module does not (exit 1, with the first
+	// difference of each key, all of them in --json); a module that cannot be read is exit 2.
+	for _, lang := range []string{"go", "rust"} {
+		if out, errOut, code := cli("replay", "logincount", "--module", inRepo("samples/logincount/"+lang+"/logincount.wasm")); code != 0 ||
+			!strings.Contains(out, "replayed 3 batches (3 input rows)") || !strings.Contains(out, "same outputs") {
+			t.Fatalf("replay with the %s logincount: exit %d\n%s%s", lang, code, out, errOut)
+		}
+	}
+	dedup := inRepo("samples/dedup/go/dedup.wasm")
+	if out, errOut, code := cli("replay", "logincount", "--module", dedup, "--key", "ada"); code != 1 ||
+		!strings.Contains(out, `key "ada", batch`) || strings.Contains(out, `key "bob"`) {
+		t.Fatalf("replay of ada with another module: exit %d\n%s%s", code, out, errOut)
+	}
+	var rep struct {
+		Differences []struct {
+			Key string `json:"key"`
+		} `json:"differences"`
+	}
+	if out, _, code := cli("replay", "logincount", "--module", dedup, "--json"); code != 1 || json.Unmarshal([]byte(out), &rep) != nil || len(rep.Differences) != 3 {
+		t.Fatalf("replay --json with another module: exit %d\n%s", code, out)
+	}
+	if _, errOut, code := cli("replay", "logincount", "--module", inRepo("no.wasm")); code != 2 || !strings.Contains(errOut, "no.wasm") {
+		t.Fatalf("replay with a missing module: exit %d\n%s", code, errOut)
+	}
 	// Prometheus metrics, labelled by deployment, and the health endpoints.
 	waitCLI(t, func() bool {
 		body := httpGet(t, metrics+"/metrics")
