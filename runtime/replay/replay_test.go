@@ -85,17 +85,17 @@ func (e *env) waitRunning(name string) {
 	})
 }
 
-// waitPosition waits until the deployment committed input position pos.
-func (e *env) waitPosition(pos uint64) {
+// waitPosition waits until deployment name committed input position pos.
+func (e *env) waitPosition(name string, pos uint64) {
 	testutil.Eventually(e.t, fmt.Sprintf("position %d", pos), func() bool {
-		st, err := e.client.Status(context.Background(), "logincount")
+		st, err := e.client.Status(context.Background(), name)
 		return err == nil && st.Position >= pos
 	})
 }
 
-func (e *env) publish(rows ...string) {
+func (e *env) publish(subject string, rows ...string) {
 	for _, r := range rows {
-		_, err := e.js.Publish(context.Background(), "logins.web", []byte(r))
+		_, err := e.js.Publish(context.Background(), subject, []byte(r))
 		testutil.Require(e.t, err)
 	}
 }
@@ -119,10 +119,10 @@ func history(e *env) int {
 	n := 0
 	login := func(users ...int) {
 		for _, u := range users {
-			e.publish(fmt.Sprintf(`{"user_id":"u%d"}`, u))
+			e.publish("logins.web", fmt.Sprintf(`{"user_id":"u%d"}`, u))
 			n++
 		}
-		e.waitPosition(uint64(n))
+		e.waitPosition("logincount", uint64(n))
 	}
 	login(0, 1, 2, 0, 3)
 	login(4, 0)
@@ -212,3 +212,68 @@ func TestReplayHistoryGone(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+const sessionsSpec = `
+name: sessions
+module: unused.wasm
+input: {subjects: ["clicks.>"]}
+key: {field: user_id}
+event_time: {field: ts, watermark_delay: 10s}
+timeout: event_time
+output: {subject: sessions.out, stream: SESSIONS_OUT}
+late: {subject: sessions.late, stream: SESSIONS_LATE}
+config: {gap: 5s}
+`
+
+// TestReplayEventTime: the sessions sample (event-time timeouts, a watermark 10s behind the
+// clicks) over rounds of clicks with a late one and a restart: replayed with its module, the
+// same sessions; with a gap of 10s instead of 5s, the sessions 5s to 10s apart merge: exactly
+// u1's two sessions become one.
+func TestReplayEventTime(t *testing.T) {
+	e := startEnv(t)
+	wasm := testutil.ReadFile(t, "../../samples/sessions/go/sessions.wasm")
+	_, err := e.client.Deploy(context.Background(), parseSpec(t, sessionsSpec), wasm)
+	testutil.Require(t, err)
+	e.waitRunning("sessions")
+	n := 0
+	click := func(clicks ...string) {
+		e.publish("clicks.web", clicks...)
+		n += len(clicks)
+		e.waitPosition("sessions", uint64(n))
+	}
+	c := func(user string, ts int) string { return fmt.Sprintf(`{"user_id":%q,"ts":%d}`, user, ts) }
+	click(c("u1", 10_000), c("u2", 11_000), c("u1", 12_000))
+	click(c("u1", 19_000), c("u2", 30_000)) // u1: 7s after 12s, a new session with a 5s gap
+	e.stopRuntime()
+	e.startRuntime()
+	e.waitRunning("sessions")
+	click(c("u1", 5_000))                    // late: the watermark is at 20s
+	click(c("u3", 60_000), c("u2", 61_000)) // the watermark passes every session before
+	testutil.Eventually(t, "sessions closed", func() bool { // status counts since the restart
+		st, err := e.client.Status(context.Background(), "sessions")
+		return err == nil && st.TimeoutsFired == 2 && st.LateRows == 1
+	})
+	d, err := e.client.Get(context.Background(), "sessions")
+	testutil.Require(t, err)
+	rep, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: d.Spec, Module: wasm})
+	testutil.Require(t, err)
+	if !rep.Same() || rep.Rows != n || rep.Equal < 3 {
+		t.Fatalf("replay of the running module: %+v, want every one of %d rows run and the same sessions", rep, n)
+	}
+	wider := *d.Spec
+	wider.Config = map[string]any{"gap": "10s"}
+	rep, err = replay.Run(context.Background(), replay.Options{JS: e.js, Spec: &wider, Module: wasm})
+	testutil.Require(t, err)
+	for _, diff := range rep.Differences {
+		t.Logf("batch %d key %s: old %s new %s", diff.Batch, diff.Key, diff.Old, diff.New)
+	}
+	// u1's session of 10s-12s is not closed when the watermark passes 17s; it goes on at 19s
+	// and closes once at 24s with all three clicks. Nothing else changes.
+	if len(rep.Differences) != 2 || rep.OnlyOld != 1 || rep.Changed != 1 || rep.OnlyNew != 0 {
+		t.Fatalf("replay with a 10s gap: %+v, want u1's two sessions merged into one", rep)
+	}
+	merged := rep.Differences[1]
+	if string(merged.Key) != `"u1"` || len(merged.New) != 1 || string(merged.New[0]) != `{"user_id":"u1","start":10000,"end":19000,"events":3}` {
+		t.Errorf("the merged session: %+v", merged)
+	}
+}
