@@ -247,8 +247,8 @@ func TestReplayEventTime(t *testing.T) {
 	e.stopRuntime()
 	e.startRuntime()
 	e.waitRunning("sessions")
-	click(c("u1", 5_000))                    // late: the watermark is at 20s
-	click(c("u3", 60_000), c("u2", 61_000)) // the watermark passes every session before
+	click(c("u1", 5_000))                                   // late: the watermark is at 20s
+	click(c("u3", 60_000), c("u2", 61_000))                 // the watermark passes every session before
 	testutil.Eventually(t, "sessions closed", func() bool { // status counts since the restart
 		st, err := e.client.Status(context.Background(), "sessions")
 		return err == nil && st.TimeoutsFired == 2 && st.LateRows == 1
