@@ -110,7 +110,9 @@ func Decode(buf []byte, results []Result) error {
 	if int(rr.Count()) != len(results) {
 		return fmt.Errorf("%w: %d results for %d groups", abi.ErrMalformed, rr.Count(), len(results))
 	}
-	d := decoder{size: len(buf)}
+	// The arena holds states and emitted rows: the buffer without its header and the fixed
+	// fields of every group result.
+	d := decoder{size: max(len(buf)-abi.ResultHeaderSize-abi.GroupResultFixedSize*len(results), 0)}
 	var g abi.GroupResult
 	for i := range results {
 		ok, err := rr.Next(&g)
@@ -133,7 +135,7 @@ func Decode(buf []byte, results []Result) error {
 
 // decoder holds the memory one Decode copies into, allocated when first needed.
 type decoder struct {
-	size  int      // the buffer's: what the arena needs at most
+	size  int      // what the arena needs at most
 	arena []byte   // states and emitted rows, each a distinct part of the buffer
 	emits [][]byte // the Emits of every result, back to back
 }
@@ -169,7 +171,8 @@ func (d *decoder) one(g *abi.GroupResult, left int) Result {
 			d.emits = make([][]byte, 0, int(g.EmitCount)+left-1) // a guess: one per group
 		}
 		start := len(d.emits)
-		for e := range g.Emits() {
+		c := g.EmitCursor()
+		for e, ok := c.Next(); ok; e, ok = c.Next() {
 			d.emits = append(d.emits, d.copy(e))
 		}
 		r.Emits = d.emits[start:len(d.emits):len(d.emits)]
