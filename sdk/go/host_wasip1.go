@@ -17,6 +17,14 @@ func logImport(level int32, ptr unsafe.Pointer, length uint32)
 // hostGroupBegin tells the host that the handler is about to run for group index.
 func hostGroupBegin(index uint32) { groupBegin(index) }
 
+// groupCell is the module's group cell (abi.ExportGroupCell): the index of the group whose
+// handler runs, which the host reads when the module logs or writes to stdout or stderr.
+var groupCell uint32
+
+// setGroupCell says that the handler is about to run for group index (noGroup: none), by
+// writing the group cell: a store, where group_begin is a host call.
+func setGroupCell(index uint32) { groupCell = index }
+
 // hostLog writes msg to the host's log.
 func hostLog(level int32, msg string) {
 	logImport(level, unsafe.Pointer(unsafe.StringData(msg)), uint32(len(msg)))

@@ -27,6 +27,7 @@ type instance struct {
 	stack     []uint64
 	logger    *slog.Logger
 	stop      api.MutableGlobal         // the stop flag of an instrumented module; nil otherwise
+	cell      uint32                    // the group cell of a v1 module (gs_group_cell); 0: none
 	current   atomic.Pointer[callState] // the call in progress, for the module's log output
 	out       *logWriter
 	errOut    *logWriter
@@ -36,6 +37,10 @@ type instance struct {
 type callState struct {
 	groups []handler.Group
 	group  atomic.Int32 // index of the group the guest said it is running, -1 before any
+	// cell, when not 0, is where the guest writes the index of the group it is running (a
+	// v1 module's gs_group_cell, in mem): it replaces group for the key tag.
+	cell uint32
+	mem  api.Memory
 
 	// Of an ABI v2 call only (sess != nil), used on the call's goroutine only:
 	groupsV2 []handler.GroupV2 // the call's groups
@@ -53,6 +58,10 @@ func (c *callState) key() string {
 		return ""
 	}
 	i := int(c.group.Load())
+	if c.cell != 0 {
+		v, _ := c.mem.ReadUint32Le(c.cell) // inside the memory, which never shrinks (handshake)
+		i = int(int32(v))
+	}
 	if c.sess != nil {
 		if i < 0 || i >= len(c.groupsV2) {
 			return ""
@@ -156,13 +165,35 @@ func (in *instance) handshake(ctx context.Context, h *Host) error {
 	if st != abi.StatusOK {
 		return fmt.Errorf("%w: %s", ErrInit, msg)
 	}
-	if h.version == 0 {
-		h.version, h.decls = v, decls
-		return nil
-	}
-	if v != h.version || !slices.Equal(decls, h.decls) {
+	if h.version != 0 && (v != h.version || !slices.Equal(decls, h.decls)) {
 		return fmt.Errorf("%w: this instance's %s or declarations differ from the first instance's (a module must be deterministic)", ErrInit, abi.ExportABIVersion)
 	}
+	if v == abi.Version {
+		if err := in.groupCell(ctx); err != nil {
+			return err
+		}
+	}
+	if h.version == 0 {
+		h.version, h.decls = v, decls
+	}
+	return nil
+}
+
+// groupCell asks a v1 module that exports gs_group_cell where its group cell is
+// (abi/README.md 2.1). A cell outside the memory fails the instance's init.
+func (in *instance) groupCell(ctx context.Context) error {
+	fn := in.mod.ExportedFunction(abi.ExportGroupCell)
+	if fn == nil {
+		return nil
+	}
+	if err := in.invoke(ctx, fn); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInit, abi.ExportGroupCell, describeTrap(err))
+	}
+	p := uint32(in.stack[0])
+	if _, ok := in.mem.ReadUint32Le(p); p != 0 && !ok {
+		return fmt.Errorf("%w: %s returned %#x, outside the module's memory", ErrInit, abi.ExportGroupCell, p)
+	}
+	in.cell = p
 	return nil
 }
 
@@ -223,7 +254,7 @@ func (in *instance) runProcess(ctx context.Context, cs *callState, size int, enc
 
 // process runs one guest call for sub. An error means the instance is no longer usable.
 func (in *instance) process(ctx context.Context, sub *handler.Call, res []handler.Result, lim Limits) error {
-	out, err := in.runProcess(ctx, &callState{groups: sub.Groups}, handler.EncodedSize(sub), func(dst []byte) []byte {
+	out, err := in.runProcess(ctx, &callState{groups: sub.Groups, cell: in.cell, mem: in.mem}, handler.EncodedSize(sub), func(dst []byte) []byte {
 		return handler.Encode(dst, sub)
 	}, lim)
 	if err != nil {
