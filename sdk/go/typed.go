@@ -218,6 +218,13 @@ func (s *GroupState[S]) Remove() {
 // HasTimedOut reports whether this is a timeout call; see [RawState.HasTimedOut].
 func (s *GroupState[S]) HasTimedOut() bool { return s.raw.timedOut }
 
+// RowCount returns the number of rows of the call (0 for a timeout call) without iterating
+// over them. A handler that only counts its rows should call it rather than range over the
+// rows: a range loop over an iterator the compiler cannot see costs two or three allocations
+// per call (the loop body moves to the heap), which under WebAssembly is most of what a small
+// handler costs.
+func (s *GroupState[S]) RowCount() int { return s.g.count }
+
 // SetTimeoutDuration sets a processing-time timeout; see [RawState.SetTimeoutDuration].
 func (s *GroupState[S]) SetTimeoutDuration(d time.Duration) error {
 	return s.raw.SetTimeoutDuration(d)
