@@ -96,7 +96,19 @@ func Each(obj []byte, f func(name, value []byte) error) error {
 				return err
 			}
 		case s.i < len(b) && (b[s.i] == '-' || (b[s.i] >= '0' && b[s.i] <= '9')):
-			if err := s.number(); err != nil {
+			// A plain integer (no leading zero, no fraction, no exponent) is scanned here;
+			// anything else by number, which checks the whole grammar.
+			j := s.i
+			if b[j] == '-' {
+				j++
+			}
+			k := j
+			for k < len(b) && b[k] >= '0' && b[k] <= '9' {
+				k++
+			}
+			if k > j && (k-j == 1 || b[j] != '0') && (k == len(b) || (b[k] != '.' && b[k] != 'e' && b[k] != 'E')) {
+				s.i = k
+			} else if err := s.number(); err != nil {
 				return err
 			}
 		default:
