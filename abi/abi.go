@@ -78,7 +78,9 @@ const (
 
 	// ImportGroupBegin is "group_begin": (index i32) -> (). Optional. A module calls it before
 	// running the handler for the group at index (0-based) of the current process buffer, so
-	// the host can tag what the module writes to stdout and stderr with that group's key.
+	// the host can tag what the module writes to stdout and stderr with that group's key. A v1
+	// module may instead write the index into its group cell ([ExportGroupCell]); ABI v2
+	// requires this import.
 	ImportGroupBegin = "group_begin"
 
 	// ImportLog is "log": (level i32, ptr i32, len i32) -> (). Optional. Writes the UTF-8
