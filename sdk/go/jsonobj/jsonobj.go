@@ -133,6 +133,9 @@ func Each(obj []byte, f func(name, value []byte) error) error {
 // plainStringEnd returns the index of the first quote, backslash or control character at or
 // after i in b (len(b) if none): where a string's plain run ends.
 func plainStringEnd(b []byte, i int) int {
+	for len(b)-i >= 8 && !special(word(b, i)) {
+		i += 8
+	}
 	for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
 		i++
 	}
