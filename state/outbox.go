@@ -17,9 +17,12 @@ const (
 	OutboxDeadLetter OutboxKind = 2
 	// OutboxLate is a late row, for the late subject.
 	OutboxLate OutboxKind = 3
+	// OutboxManifest is a batch's manifest (what it read and the time it ran at; see
+	// runtime/engine.Manifest), for the deployment's manifest subject.
+	OutboxManifest OutboxKind = 4
 )
 
-// String returns "output", "dead_letter", "late" or "kind(N)".
+// String returns "output", "dead_letter", "late", "manifest" or "kind(N)".
 func (k OutboxKind) String() string {
 	switch k {
 	case OutboxOutput:
@@ -28,6 +31,8 @@ func (k OutboxKind) String() string {
 		return "dead_letter"
 	case OutboxLate:
 		return "late"
+	case OutboxManifest:
+		return "manifest"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }

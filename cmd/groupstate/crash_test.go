@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/replay"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
@@ -272,6 +273,27 @@ func TestKill9(t *testing.T) {
 		counted[string(m.Data)] = true
 	}
 	t.Logf("%d rows, %d kills, %d unique events out once each, %d count outputs, no losses, no duplicates", rows, kills, len(seen), len(counted))
+
+	// The history the kills cut up replays, with each deployment's module, to the very
+	// outputs it published.
+	for _, name := range []string{"dedup", "counts"} {
+		d, err := gs.Get(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wasm, err := os.ReadFile(d.Spec.Module)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := replay.Run(ctx, replay.Options{JS: js, Spec: d.Spec, Module: wasm})
+		if err != nil {
+			t.Fatalf("replay of %s: %v", name, err)
+		}
+		if !rep.Same() || rep.Rows != rows || rep.Equal == 0 {
+			t.Fatalf("replay of %s after %d kills: %+v, want all %d rows run and the same outputs", name, kills, rep, rows)
+		}
+		t.Logf("replay of %s: %d batches, %d rows, %d outputs equal", name, rep.Batches, rep.Rows, rep.Equal)
+	}
 }
 
 // streamMessages returns every message in the stream name (none when it does not exist).

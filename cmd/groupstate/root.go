@@ -21,6 +21,7 @@ with the per-key function compiled to WebAssembly from Go, Rust, C or AssemblySc
 		newListCommand(),
 		newStatusCommand(),
 		newStateCommand(),
+		newReplayCommand(),
 		newPubCommand(),
 		newTailCommand(),
 		newTestCommand(),

@@ -127,6 +127,39 @@ func TestServeDeployFlow(t *testing.T) {
 	if out, _, code := cli("status", "logincount"); code != 0 || !strings.Contains(out, "rows in:             3\n") {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
+	// replay: the running module on the recorded history emits what was published (exit 0),
+	// and so does the same logic in Rust; another module does not (exit 1, with the first
+	// difference of each key, all of them in --json); a module that cannot be read is exit 2.
+	for _, lang := range []string{"go", "rust"} {
+		if out, errOut, code := cli("replay", "logincount", "--module", inRepo("samples/logincount/"+lang+"/logincount.wasm")); code != 0 ||
+			!strings.Contains(out, "batches (3 input rows) of logincount") || !strings.Contains(out, "same outputs") {
+			t.Fatalf("replay with the %s logincount: exit %d\n%s%s", lang, code, out, errOut)
+		}
+	}
+	dedup := inRepo("samples/dedup/go/dedup.wasm")
+	if out, errOut, code := cli("replay", "logincount", "--module", dedup, "--key", "ada"); code != 1 ||
+		!strings.Contains(out, `key "ada", batch`) || strings.Contains(out, `key "bob"`) {
+		t.Fatalf("replay of ada with another module: exit %d\n%s%s", code, out, errOut)
+	}
+	var rep struct {
+		Differences []struct {
+			Key string `json:"key"`
+		} `json:"differences"`
+	}
+	rout, _, rcode := cli("replay", "logincount", "--module", dedup, "--json")
+	keys := map[string]bool{}
+	if rcode != 1 || json.Unmarshal([]byte(rout), &rep) != nil {
+		t.Fatalf("replay --json with another module: exit %d\n%s", rcode, rout)
+	}
+	for _, d := range rep.Differences {
+		keys[d.Key] = true
+	}
+	if len(keys) != 2 { // ada's and bob's outputs differ, in however many batches they came
+		t.Fatalf("replay --json with another module: the differences of %v, want ada's and bob's\n%s", keys, rout)
+	}
+	if _, errOut, code := cli("replay", "logincount", "--module", inRepo("no.wasm")); code != 2 || !strings.Contains(errOut, "no.wasm") {
+		t.Fatalf("replay with a missing module: exit %d\n%s", code, errOut)
+	}
 	// Prometheus metrics, labelled by deployment, and the health endpoints.
 	waitCLI(t, func() bool {
 		body := httpGet(t, metrics+"/metrics")

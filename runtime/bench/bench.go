@@ -90,9 +90,27 @@ type Report struct {
 	Memory       []MemoryPoint `json:"memory"`
 	MemoryKeys   int           `json:"memory_keys"`
 	MemoryGrowth float64       `json:"memory_growth"`
-	Keys         int           `json:"engine_keys"`
-	Rows         int           `json:"engine_rows"`
-	Seconds      float64       `json:"seconds"`
+	// StateGrowthRatio is engine throughput on a working set of 100k existing keys, spread over all of them (a tenth
+	// of MemoryKeys when less; the C logincount, batches of 10k rows on keys drawn uniformly)
+	// when the store holds MemoryKeys keys over the same when it holds just those (target >=
+	// 0.7). StateUniformRatio is the same throughput with every key of the MemoryKeys in the
+	// working set over the first figure (it reads Pebble for every row: the worst case).
+	// StateRowsPerSec holds the three figures.
+	StateGrowthRatio  float64      `json:"state_growth_ratio"`
+	StateUniformRatio float64      `json:"state_uniform_ratio"`
+	StateRowsPerSec   []StatePoint `json:"state_rows_per_sec"`
+	// TimeoutRatio is the rate of timeout calls when TimeoutKeys keys' processing-time
+	// timeouts expire in one batch over the rate of the data calls that set them (C
+	// logincount; target >= 0.5); TimeoutRSSMB the highest RSS while they fired (it must stay
+	// within the flat RSS of Memory).
+	TimeoutRatio           float64 `json:"timeout_ratio"`
+	TimeoutKeys            int     `json:"timeout_keys"`
+	TimeoutCallsPerSec     float64 `json:"timeout_calls_per_sec"`
+	TimeoutDataCallsPerSec float64 `json:"timeout_data_calls_per_sec"`
+	TimeoutRSSMB           float64 `json:"timeout_rss_mb"`
+	Keys                   int     `json:"engine_keys"`
+	Rows                   int     `json:"engine_rows"`
+	Seconds                float64 `json:"seconds"`
 }
 
 // settle collects the garbage of the previous measurement, so its heap does not pause the
@@ -341,18 +359,44 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
+	probeRows := 300_000
+	if opts.Quick {
+		probeRows = 50_000
+	}
 	settle()
-	points, err := memory(ctx, filepath.Join(tmp, "memory"), cWasm, rep.MemoryKeys, quiet)
+	points, growth, err := memory(ctx, filepath.Join(tmp, "memory"), cWasm, rep.MemoryKeys, probeRows, quiet)
 	if err != nil {
 		return nil, fmt.Errorf("bench: memory: %w", err)
 	}
-	rep.Memory = points
+	rep.Memory, rep.StateRowsPerSec = points, growth
 	if len(points) > 1 && points[0].RSSMB > 0 {
 		rep.MemoryGrowth = points[len(points)-1].RSSMB / points[0].RSSMB
 	}
 	for _, p := range points {
 		logf("memory %10d keys of state: RSS %.0f MB", p.Keys, p.RSSMB)
 	}
+	rep.StateGrowthRatio = growth[1].RowsPerSec / growth[0].RowsPerSec
+	rep.StateUniformRatio = growth[2].RowsPerSec / growth[0].RowsPerSec
+	for _, p := range growth {
+		logf("state  %10.0f rows/s on %d active keys with %d keys of state", p.RowsPerSec, p.ActiveKeys, p.Keys)
+	}
+	logf("state  growth %.2fx (the same working set in more state), %.2fx with all the state working",
+		rep.StateGrowthRatio, rep.StateUniformRatio)
+
+	// 7. Timeouts: many keys expiring at once.
+	rep.TimeoutKeys = 1_000_000
+	if opts.Quick {
+		rep.TimeoutKeys = 100_000
+	}
+	settle()
+	tf, err := timeoutsAtOnce(ctx, filepath.Join(tmp, "timeouts"), cWasm, rep.TimeoutKeys, quiet)
+	if err != nil {
+		return nil, fmt.Errorf("bench: timeouts: %w", err)
+	}
+	rep.TimeoutCallsPerSec, rep.TimeoutDataCallsPerSec, rep.TimeoutRSSMB = tf.TimeoutCallsPerSec, tf.DataCallsPerSec, tf.RSSMB
+	rep.TimeoutRatio = tf.TimeoutCallsPerSec / tf.DataCallsPerSec
+	logf("timeouts %8.0f calls/s firing %d timeouts at once, %.0f data calls/s setting them (%.2fx), RSS at most %.0f MB",
+		tf.TimeoutCallsPerSec, rep.TimeoutKeys, tf.DataCallsPerSec, rep.TimeoutRatio, tf.RSSMB)
 	rep.Seconds = time.Since(start).Seconds()
 	return rep, nil
 }

@@ -193,3 +193,50 @@ func TestJoinStateLevelsOff(t *testing.T) {
 		t.Errorf("%d of %d rows held at the end: the watermark evicts nothing", last.Buffered, last.Rows)
 	}
 }
+
+// BenchmarkStateGrowth: engine throughput on a working set of 100k keys with state for 100k
+// keys and for 1M, and on all 1M keys (state_rows_per_sec, state_growth_ratio,
+// state_uniform_ratio; the bench's full run goes to 10M).
+func BenchmarkStateGrowth(b *testing.B) {
+	wasm := sample(b, "logincount", "c")
+	var growth []StatePoint
+	for b.Loop() {
+		var err error
+		if _, growth, err = memory(context.Background(), b.TempDir(), wasm, 1_000_000, 200_000, quiet); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(growth[0].RowsPerSec, "rows/s-100k")
+	b.ReportMetric(growth[1].RowsPerSec, "rows/s-1M")
+	b.ReportMetric(growth[2].RowsPerSec, "rows/s-1M-all")
+	b.ReportMetric(growth[1].RowsPerSec/growth[0].RowsPerSec, "ratio")
+	b.ReportMetric(growth[2].RowsPerSec/growth[0].RowsPerSec, "ratio-all")
+}
+
+// BenchmarkTimeouts: 1M keys' timeouts expire in one batch (timeout_calls_per_sec,
+// timeout_data_calls_per_sec, timeout_ratio, timeout_rss_mb).
+func BenchmarkTimeouts(b *testing.B) {
+	wasm := sample(b, "logincount", "c")
+	var f TimeoutsFigures
+	for b.Loop() {
+		var err error
+		if f, err = timeoutsAtOnce(context.Background(), b.TempDir(), wasm, 1_000_000, quiet); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(f.TimeoutCallsPerSec, "timeout-calls/s")
+	b.ReportMetric(f.DataCallsPerSec, "data-calls/s")
+	b.ReportMetric(f.TimeoutCallsPerSec/f.DataCallsPerSec, "ratio")
+	b.ReportMetric(f.RSSMB, "rss-MB")
+}
+
+// TestTimeoutsAtOnce: every timeout fires in the one batch, over several chunks.
+func TestTimeoutsAtOnce(t *testing.T) {
+	f, err := timeoutsAtOnce(context.Background(), t.TempDir(), sample(t, "logincount", "c"), 40_000, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f.TimeoutCallsPerSec <= 0 || f.DataCallsPerSec <= 0 || f.RSSMB <= 0 {
+		t.Errorf("figures %+v: want every one positive", f)
+	}
+}

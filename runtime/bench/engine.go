@@ -4,6 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2"
 
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
@@ -18,6 +22,7 @@ type benchEngine struct {
 	*engine.Engine
 	store *state.Store
 	rt    *engine.Runtime
+	busy  *atomic.Int64 // Pebble's flushes and compactions running
 }
 
 // startEngine starts the engine of specYAML over a new store in dir, running the module wasm,
@@ -28,7 +33,15 @@ func startEngine(ctx context.Context, dir string, specYAML []byte, wasm []byte, 
 	if err != nil {
 		return nil, err
 	}
-	st, err := state.Open(dir, &state.Options{Logger: logger})
+	busy := new(atomic.Int64)
+	st, err := state.Open(dir, &state.Options{Logger: logger, Tune: func(o *pebble.Options) {
+		o.EventListener = &pebble.EventListener{
+			FlushBegin:      func(pebble.FlushInfo) { busy.Add(1) },
+			FlushEnd:        func(pebble.FlushInfo) { busy.Add(-1) },
+			CompactionBegin: func(pebble.CompactionInfo) { busy.Add(1) },
+			CompactionEnd:   func(pebble.CompactionInfo) { busy.Add(-1) },
+		}
+	}})
 	if err != nil {
 		return nil, err
 	}
@@ -46,7 +59,7 @@ func startEngine(ctx context.Context, dir string, specYAML []byte, wasm []byte, 
 	if err != nil {
 		return nil, errors.Join(err, rt.Close(ctx), st.Close())
 	}
-	return &benchEngine{Engine: eng, store: st, rt: rt}, nil
+	return &benchEngine{Engine: eng, store: st, rt: rt, busy: busy}, nil
 }
 
 // close closes the engine, its runtime and its store.
@@ -54,4 +67,12 @@ func (b *benchEngine) close(ctx context.Context) {
 	b.Engine.Close(ctx)
 	b.rt.Close(ctx)
 	b.store.Close()
+}
+
+// quiesce waits, up to a minute, until Pebble runs no flush or compaction: the debt of the
+// writes before does not weigh on the measurement after.
+func (b *benchEngine) quiesce() {
+	for deadline := time.Now().Add(time.Minute); b.busy.Load() > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -107,6 +107,9 @@ func (e *Engine) run(ctx context.Context, in BatchInput, start time.Time) (*Batc
 	}
 	b.groupRows(in.Rows)
 	b.nextW, b.ownMax, b.recordMax = e.nextWatermark(b)
+	if in.NextWatermarkMs != nil {
+		b.nextW = *in.NextWatermarkMs
+	}
 	if err := b.addData(); err != nil {
 		return nil, err
 	}
@@ -273,8 +276,9 @@ type batch struct {
 	T, W     int64 // processing time and watermark (docs/semantics.md, "A micro-batch")
 	bound    int64 // timeouts before it expire (timeouts.Rules.ExpiryBound), if hasBound
 	hasBound bool
-	nextW    int64 // the watermark the batch commits when it closes
-	maxEvt   int64 // largest event time read, late rows included; timeouts.NoEventTime if none
+	nextW    int64    // the watermark the batch commits when it closes
+	maxEvt   int64    // largest event time read, late rows included; timeouts.NoEventTime if none
+	man      Manifest // the chunk's manifest, when Config.Manifests (see manifest.go)
 	// inMax is, for a deployment with several inputs (nil otherwise), the largest event time
 	// read of each input (timeouts.NoEventTime if none), and nextIn each input's watermark
 	// after the batch; inputsPending: the chunk's commit records nextIn.
@@ -342,6 +346,7 @@ func (b *batch) begin(in BatchInput) {
 	b.sb = e.ks.NewBatch(b.id)
 	b.initialApplied = false
 	b.inMax, b.nextIn, b.inputsPending = nil, nil, false
+	b.man = newManifest(in, e.progress)
 	if e.multi != nil {
 		n := len(e.inputs)
 		b.inMax, b.nextIn = make([]int64, n), make([]int64, n)
@@ -369,6 +374,7 @@ func (b *batch) resume() error {
 	b.from = o.Next
 	b.rep = BatchReport{BatchID: b.id}
 	b.inMax, b.nextIn, b.inputsPending = nil, nil, false
+	b.man = Manifest{Continued: true, HadState: true}
 	b.groups, b.nData, b.nInit, b.vals = b.groups[:0], 0, 0, b.vals[:0]
 	b.sb = e.ks.NewBatch(b.id)
 	err := e.ks.SkippedTimeouts(func(key []byte) error {
@@ -389,6 +395,7 @@ func (b *batch) next() {
 	b.release()
 	b.id++
 	b.sb = b.e.ks.NewBatch(b.id)
+	b.man = Manifest{Continued: true, HadState: true, Drain: b.man.Drain}
 	b.groups, b.nData, b.nInit, b.vals = b.groups[:0], 0, 0, b.vals[:0]
 }
 
@@ -422,6 +429,9 @@ func (b *batch) release() {
 // its next watermark. It changes nothing of the engine: the caller adopts the Progress it
 // returns.
 func (b *batch) commit(position uint64, more bool) (state.Progress, error) {
+	if b.e.manifests {
+		b.appendManifest(position, more)
+	}
 	for i := range b.outbox {
 		b.outbox[i].ID = b.sb.AppendOutbox(&b.outbox[i])
 	}

@@ -105,6 +105,11 @@ type Config struct {
 	// then carry the deployment's name but not the engine's Logger attributes. Default: ""
 	// (every engine starts its own).
 	ShareModule string
+	// Manifests makes every commit record the batch's [Manifest] in its outbox, as its last
+	// entry, of kind state.OutboxManifest: committed with the batch and delivered with its
+	// outputs, so a deployment's history can be run again (replayed) exactly. Default false.
+	Manifests bool
+
 	// InitialState, when set, is applied in the engine's first batch, once per keyspace: if
 	// the keyspace never applied one and holds no state (see [InitialState]). A partition's
 	// engine gets only its keys ([InitialState.Partition]). Default: nil, none.
@@ -163,6 +168,10 @@ type BatchInput struct {
 	// chunks and is interrupted between them (a crash) is finished as an ordinary batch: drain
 	// again.
 	Drain bool
+	// NextWatermarkMs, when not nil, is the watermark the batch commits, in place of the one
+	// its rows (and Config.SharedWatermark) give: a batch run again as its [Manifest]
+	// recorded it (a replay) moves the watermark as it did then. Default nil.
+	NextWatermarkMs *int64
 }
 
 // BatchReport describes the batch a RunBatch ran: committed, or skipped (Skipped). Each
@@ -246,16 +255,17 @@ type Engine struct {
 	rules timeouts.Rules
 	// inputs are the rules of the deployment's inputs (one for a spec without inputs), by
 	// Row.Input; multi is the state of a deployment with several (nil with one).
-	inputs   []inputRule
-	multi    *multiInput
-	hasTime  bool           // the deployment has event time
-	bound    WatermarkBound // Config.SharedWatermark; nil: none
-	h        handler.Handler
-	ks       *state.Deployment
-	sink     Sink
-	logger   *slog.Logger
-	progress state.Progress // the last commit's: the batch id, watermark and position to go on from
-	pending  bool           // the outbox may hold undelivered entries
+	inputs    []inputRule
+	multi     *multiInput
+	hasTime   bool           // the deployment has event time
+	manifests bool           // Config.Manifests
+	bound     WatermarkBound // Config.SharedWatermark; nil: none
+	h         handler.Handler
+	ks        *state.Deployment
+	sink      Sink
+	logger    *slog.Logger
+	progress  state.Progress // the last commit's: the batch id, watermark and position to go on from
+	pending   bool           // the outbox may hold undelivered entries
 	// acksUnsynced: an acknowledgement was written since the last synced write. A batch's
 	// commit syncs it (the log is sequential); when none follows, syncAcks must.
 	acksUnsynced bool
@@ -305,6 +315,7 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		e.chunkKeys, e.chunkBytes = cfg.chunkKeys, cfg.chunkBytes
 	}
 	e.batch = batch{e: e, seed: maphash.MakeSeed()}
+	e.manifests = cfg.Manifests
 	e.hasTime = sp.HasEventTime()
 	if e.hasTime && !sp.HasInputs() {
 		e.bound = cfg.SharedWatermark // without event time there is no watermark to share

@@ -76,6 +76,9 @@ func (e *Engine) runV2(ctx context.Context, in BatchInput, start time.Time) (*Ba
 	}
 	b.groupRows(in.Rows)
 	b.nextW, b.ownMax, b.recordMax = e.nextWatermark(b)
+	if in.NextWatermarkMs != nil {
+		b.nextW = *in.NextWatermarkMs
+	}
 
 	vars := v.vars
 	declared := vars != nil

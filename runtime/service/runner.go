@@ -314,7 +314,21 @@ func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec) (string, err
 			return "", fmt.Errorf("%s stream: %w", o.what, err)
 		}
 	}
+	if _, err := natsio.EnsureManifestsStream(ctx, s.js, sp.Name, s.cfg.Replicas, inputsMaxAge(sp)); err != nil {
+		return "", fmt.Errorf("manifests stream: %w", err)
+	}
 	return inStream, nil
+}
+
+// inputsMaxAge is how long the longest-kept of sp's input streams that groupstate sets keeps
+// rows: what the streams that only make sense beside them (the inputs stream, the manifests)
+// keep.
+func inputsMaxAge(sp *spec.Spec) time.Duration {
+	var maxAge time.Duration
+	for _, in := range sp.InputList() {
+		maxAge = max(maxAge, cmp.Or(in.MaxAge.Std(), spec.DefaultStreamMaxAge))
+	}
+	return maxAge
 }
 
 // ensureInputs ensures the streams of a deployment with several inputs: each input's (its
@@ -323,7 +337,6 @@ func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec) (string, err
 // The inputs stream keeps rows as long as the longest-kept input stream groupstate sets.
 func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec) (string, error) {
 	named := make([]natsio.NamedInput, len(sp.Inputs))
-	maxAge := time.Duration(0)
 	for i, in := range sp.Inputs {
 		st, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: in.Stream, Fallback: natsio.StreamName(sp.Name + "_IN_" + in.Name),
 			Subjects: in.Subjects, MaxAge: in.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas})
@@ -331,8 +344,8 @@ func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec) (string, erro
 			return "", fmt.Errorf("input %s: %w", in.Name, err)
 		}
 		named[i] = natsio.NamedInput{Name: in.Name, Stream: st, Subjects: in.Subjects}
-		maxAge = max(maxAge, cmp.Or(in.MaxAge.Std(), spec.DefaultStreamMaxAge))
 	}
+	maxAge := inputsMaxAge(sp)
 	if err := natsio.EnsureInputsStream(ctx, s.js, sp.Name, named, s.cfg.Replicas, maxAge); err != nil {
 		return "", err
 	}
@@ -378,10 +391,11 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 	if err != nil {
 		return "", err
 	}
-	pub := natsio.NewPublisher(s.js, natsio.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject}).
+	pub := natsio.NewPublisher(s.js, natsio.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject,
+		Manifest: natsio.ManifestSubject(sp.Name, r.part)}).
 		WithInstance(cmp.Or(r.instance, r.store.ID())).WithGeneration(p.Generation, p.GenerationFrom)
 	cfg := engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger(),
-		SharedWatermark: r.engineBound()}
+		SharedWatermark: r.engineBound(), Manifests: true}
 	if r.bySubject() {
 		cfg.WrongPartition = r.wrongPartition
 	}

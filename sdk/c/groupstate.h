@@ -704,6 +704,7 @@ GS__V1_EXPORT("gs_init") int64_t GS__V1_NAME(gs_init)(int32_t ptr, int32_t len) 
 }
 
 static int64_t gs__call_error(const char *msg) {
+	gs__group_cell = 0xFFFFFFFFu; /* no group runs after a whole-call error */
 	gs__out_len = 0;
 	gs__out_u32(1);
 	gs__out_str(msg, strlen(msg));

@@ -32,8 +32,8 @@ func hostLog(level int32, msg string) {
 
 // stateImport is the host's groupstate.state import (ABI v2, abi/README.md section 9.5). Only
 // the ABI v2 code calls it, and that code is reachable only from [RegisterProcessor]: the
-// linker drops this import from every module that does not register a processor, so an ABI
-// v1 module imports only group_begin and log (TestWasmFixtures checks both).
+// linker drops this import (and group_begin) from every module that does not register a
+// processor, so an ABI v1 module imports at most log (TestWasmFixtures checks both kinds).
 //
 //go:wasmimport groupstate state
 func stateImport(reqPtr unsafe.Pointer, reqLen uint32, respPtr unsafe.Pointer, respCap uint32) int32

@@ -28,7 +28,8 @@ type instance struct {
 	logger    *slog.Logger
 	stop      api.MutableGlobal         // the stop flag of an instrumented module; nil otherwise
 	cell      uint32                    // the group cell of a v1 module (gs_group_cell); 0: none
-	current   atomic.Pointer[callState] // the call in progress, for the module's log output
+	current   atomic.Pointer[callState] // the call in progress, for the module's output, clocks and random source
+	env       *guestEnv                 // the module's clocks and random source
 	out       *logWriter
 	errOut    *logWriter
 }
@@ -38,9 +39,10 @@ type callState struct {
 	groups []handler.Group
 	group  atomic.Int32 // index of the group the guest said it is running, -1 before any
 	// cell, when not 0, is where the guest writes the index of the group it is running (a
-	// v1 module's gs_group_cell, in mem): it replaces group for the key tag.
+	// v1 module's gs_group_cell, in mem): it replaces group.
 	cell uint32
 	mem  api.Memory
+	env  callEnv // the call's T, for the module's clocks and random source
 
 	// Of an ABI v2 call only (sess != nil), used on the call's goroutine only:
 	groupsV2 []handler.GroupV2 // the call's groups
@@ -52,16 +54,23 @@ type callState struct {
 	answers  []byte  // the answers of the last state request
 }
 
+// groupIndex returns the index of the group the guest said it is running, through its group
+// cell or else group_begin (-1 before any, and possibly out of range): what tags its output
+// and picks its random stream.
+func (c *callState) groupIndex() int {
+	if c.cell != 0 {
+		v, _ := c.mem.ReadUint32Le(c.cell) // inside the memory, which never shrinks (handshake)
+		return int(int32(v))
+	}
+	return int(c.group.Load())
+}
+
 // key returns the key of the group in progress, or "" when unknown.
 func (c *callState) key() string {
 	if c == nil {
 		return ""
 	}
-	i := int(c.group.Load())
-	if c.cell != 0 {
-		v, _ := c.mem.ReadUint32Le(c.cell) // inside the memory, which never shrinks (handshake)
-		i = int(int32(v))
-	}
+	i := c.groupIndex()
 	if c.sess != nil {
 		if i < 0 || i >= len(c.groupsV2) {
 			return ""
@@ -91,6 +100,8 @@ func (h *Host) newInstance(ctx context.Context) (*instance, error) {
 		WithName("").
 		WithStdout(in.out).
 		WithStderr(in.errOut)
+	in.env = newGuestEnv(in, h.cfg.Init.Name)
+	mc = in.env.configure(mc)
 	if h.instrumented {
 		mc = mc.WithStartFunctions() // run below, where the stop flag can interrupt it
 	} else {
@@ -254,7 +265,7 @@ func (in *instance) runProcess(ctx context.Context, cs *callState, size int, enc
 
 // process runs one guest call for sub. An error means the instance is no longer usable.
 func (in *instance) process(ctx context.Context, sub *handler.Call, res []handler.Result, lim Limits) error {
-	out, err := in.runProcess(ctx, &callState{groups: sub.Groups, cell: in.cell, mem: in.mem}, handler.EncodedSize(sub), func(dst []byte) []byte {
+	out, err := in.runProcess(ctx, &callState{groups: sub.Groups, cell: in.cell, mem: in.mem, env: callEnv{timeMs: sub.ProcessingTimeMs}}, handler.EncodedSize(sub), func(dst []byte) []byte {
 		return handler.Encode(dst, sub)
 	}, lim)
 	if err != nil {

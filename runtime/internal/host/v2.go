@@ -73,7 +73,7 @@ func (h *Host) runChunkV2(ctx context.Context, budget *retryBudget, call *handle
 // module's init had abi.InitHasInputs). An error means the instance is no longer usable.
 func (in *instance) processV2(ctx context.Context, sub *handler.CallV2, lo int, sess handler.StateSession, res []handler.ResultV2, lim Limits, inputs bool) error {
 	n := len(sub.Groups)
-	cs := &callState{groupsV2: sub.Groups, lo: lo, sess: sess, cur: -1, begun: make([]bool, n), refused: make([]error, n)}
+	cs := &callState{env: callEnv{timeMs: sub.ProcessingTimeMs}, groupsV2: sub.Groups, lo: lo, sess: sess, cur: -1, begun: make([]bool, n), refused: make([]error, n)}
 	out, err := in.runProcess(ctx, cs, handler.EncodedSizeV2(sub, inputs), func(dst []byte) []byte {
 		return handler.EncodeV2(dst, sub, inputs)
 	}, lim)

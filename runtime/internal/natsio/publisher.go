@@ -62,6 +62,9 @@ type Subjects struct {
 	// Late receives late rows (state.OutboxLate). May be empty: late entries
 	// are then dropped (the caller only writes them when a late subject is set).
 	Late string
+	// Manifest receives batch manifests (state.OutboxManifest; see [ManifestSubject]). May
+	// be empty: manifests are then dropped.
+	Manifest string
 }
 
 // Publisher publishes outbox entries to JetStream; the service hands it to the engine as
@@ -229,7 +232,8 @@ func truncate(s string, n int) string {
 
 // Deliver publishes entries in order: state.OutboxOutput to Subjects.Output,
 // state.OutboxDeadLetter to Subjects.DeadLetter, state.OutboxLate to
-// Subjects.Late (dropped when Late is empty). Each message carries the entry's
+// Subjects.Late and state.OutboxManifest to Subjects.Manifest (each of the last
+// two dropped when its subject is empty). Each message carries the entry's
 // payload and headers plus HeaderDeployment, HeaderKey (when the key is not
 // empty), HeaderBatch and Nats-Msg-Id = [MsgID]. Publishes are asynchronous,
 // at most [PublishWindow] awaiting acknowledgement at once, and Deliver
@@ -278,6 +282,11 @@ func (d *Delivery) send(ctx context.Context, entries []state.OutboxEntry) error 
 				continue
 			}
 			subject = p.subj.Late
+		case state.OutboxManifest:
+			if p.subj.Manifest == "" {
+				continue
+			}
+			subject = p.subj.Manifest
 		}
 		if subject == "" {
 			return fmt.Errorf("%w: %s kind %s", ErrNoSubject, p.msgID(deployment, e.ID), e.Kind)

@@ -21,6 +21,10 @@
 //	{"open": path}     try to open a file: emits {"tag": "open", "ok", "error"}
 //	{"env": name}      look up an environment variable: emits {"tag": "env", "set", "value", "environ"}
 //	{"dial": addr}     try a TCP connection: emits {"tag": "dial", "ok", "error"}
+//	{"clock": tag}     emit {"tag", "key", "wall_ns": time.Now().UnixNano()}
+//	{"random": n}      emit {"tag": "random", "key", "hex": n bytes of crypto/rand, in hex}
+//	{"init": tag}      emit {"tag", "wall_ns", "hex"}: time.Now().UnixNano() and 8 bytes of
+//	                   crypto/rand, both read when the instance started (in init)
 //
 // An op whose state-handle call fails emits {"tag": "error", "op": i, "error": msg}.
 // A timeout call runs the ops stored under "on_timeout" in the state value, if the state is
@@ -32,6 +36,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net"
@@ -59,6 +65,9 @@ type op struct {
 	Open    string          `json:"open"`
 	Env     string          `json:"env"`
 	Dial    string          `json:"dial"`
+	Clock   string          `json:"clock"`
+	Random  int             `json:"random"`
+	Init    string          `json:"init"`
 }
 
 type row struct {
@@ -67,7 +76,15 @@ type row struct {
 
 var sink [][]byte
 
+// What the instance read of its clock and random source when it started.
+var (
+	initWall   int64
+	initRandom = make([]byte, 8)
+)
+
 func init() {
+	initWall = time.Now().UnixNano()
+	rand.Read(initRandom)
 	groupstate.HandleRaw(handle)
 }
 
@@ -151,6 +168,17 @@ func run(g *groupstate.RawGroup, ops []op) error {
 				c.Close()
 			}
 			emitResult(g, "dial", err)
+		case o.Clock != "":
+			e, _ := json.Marshal(map[string]any{"tag": o.Clock, "key": json.RawMessage(g.Key().JSON()), "wall_ns": time.Now().UnixNano()})
+			g.Emit(e)
+		case o.Random > 0:
+			b := make([]byte, o.Random)
+			rand.Read(b)
+			e, _ := json.Marshal(map[string]any{"tag": "random", "key": json.RawMessage(g.Key().JSON()), "hex": hex.EncodeToString(b)})
+			g.Emit(e)
+		case o.Init != "":
+			e, _ := json.Marshal(map[string]any{"tag": o.Init, "wall_ns": initWall, "hex": hex.EncodeToString(initRandom)})
+			g.Emit(e)
 		case o.AllocMB > 0:
 			b := make([]byte, o.AllocMB<<20)
 			for j := range b {

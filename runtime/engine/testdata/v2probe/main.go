@@ -25,6 +25,8 @@
 //	{"emit_raw": s}     emit the bytes of s (not necessarily JSON)
 //	{"fail": msg}       return an error
 //	{"exit": code}      os.Exit (a trap for the host)
+//	{"clock": tag}      emit {"tag", "key", "wall_ns": time.Now().UnixNano()}
+//	{"random": n}       emit {"tag": "random", "key", "hex": n bytes of crypto/rand, in hex}
 //
 // A timer call emits {"tag": "timer", "key", "ts"} and runs the ops stored with on_timer.
 // The initial state is applied by the SDK's default (variables by name).
@@ -35,6 +37,8 @@
 package main
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"iter"
@@ -63,6 +67,8 @@ type op struct {
 	EmitRaw string            `json:"emit_raw"`
 	Fail    string            `json:"fail"`
 	Exit    *int              `json:"exit"`
+	Clock   string            `json:"clock"`
+	Random  int               `json:"random"`
 }
 
 type row struct {
@@ -193,6 +199,12 @@ func (p *probe) run(key groupstate.Key, ops []op, t *groupstate.Timers, out *gro
 			return errors.New(o.Fail)
 		case o.Exit != nil:
 			os.Exit(*o.Exit)
+		case o.Clock != "":
+			emitObj(out, map[string]any{"tag": o.Clock, "key": k, "wall_ns": time.Now().UnixNano()})
+		case o.Random > 0:
+			b := make([]byte, o.Random)
+			rand.Read(b)
+			emitObj(out, map[string]any{"tag": "random", "key": k, "hex": hex.EncodeToString(b)})
 		}
 	}
 	return nil

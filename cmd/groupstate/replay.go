@@ -1,0 +1,157 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/replay"
+)
+
+// maxShownKeys is how many keys' first differences replay prints (--json has them all).
+const maxShownKeys = 20
+
+// newReplayCommand returns `groupstate replay`.
+func newReplayCommand() *cobra.Command {
+	var cf connFlags
+	var module string
+	var keys []string
+	var from, to uint64
+	var since time.Duration
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "replay NAME --module NEW.wasm",
+		Short: "Run a deployment's recorded history against a module and compare the outputs",
+		Long: `Runs the batches the deployment recorded (their rows fetched from the input stream by
+sequence, at their recorded processing time and watermark) against the module, from empty
+state, in an isolated store, and compares its outputs with the ones the deployment published,
+batch by batch and key by key. The running deployment is not touched. --from, --to and --since
+bound the batches compared (the ones before still run, to make their state). --key limits the
+comparison to some keys (taken as JSON when they are a JSON number or string, else as strings).
+Exit status: 0 when the outputs are the same, 1 when they differ, 2 on errors.`,
+		Example: `  groupstate replay logincount --module fixed.wasm
+  groupstate replay logincount --module fixed.wasm --key alice --since 24h
+  groupstate replay logincount --module fixed.wasm --json > diff.json`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			err := runReplay(cmd, &cf, args[0], module, keys, from, to, since, asJSON)
+			var ex *exitError
+			if err != nil && !errors.As(err, &ex) {
+				return &exitError{code: 2, msg: "groupstate: " + err.Error()}
+			}
+			return err
+		},
+	}
+	cf.register(cmd)
+	fl := cmd.Flags()
+	fl.StringVar(&module, "module", "", "the module to replay with (.wasm); required")
+	fl.StringArrayVar(&keys, "key", nil, "compare only this key (repeatable)")
+	fl.Uint64Var(&from, "from", 0, "compare batches from this batch id on")
+	fl.Uint64Var(&to, "to", 0, "compare batches up to this batch id")
+	fl.DurationVar(&since, "since", 0, "compare the batches of this last span of processing time (24h, 30m)")
+	fl.BoolVar(&asJSON, "json", false, "print the whole report, every difference, as JSON")
+	_ = cmd.MarkFlagRequired("module")
+	cmd.MarkFlagsMutuallyExclusive("from", "since")
+	return cmd
+}
+
+func runReplay(cmd *cobra.Command, cf *connFlags, name, module string, keys []string, from, to uint64, since time.Duration, asJSON bool) error {
+	wasm, err := os.ReadFile(module)
+	if err != nil {
+		return err
+	}
+	nc, err := cf.connect(cmd, "replay")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	c, err := client.New(cmd.Context(), nc)
+	if err != nil {
+		return err
+	}
+	defer c.Close(cmd.Context())
+	d, err := c.Get(cmd.Context(), name)
+	if err != nil {
+		return err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	opts := replay.Options{JS: js, Spec: d.Spec, Module: wasm, FromBatch: from, ToBatch: to, Since: since,
+		Progress: progressLine(cmd.ErrOrStderr(), "batch")}
+	for _, k := range keys {
+		opts.Keys = append(opts.Keys, client.KeyFromArg(k))
+	}
+	rep, err := replay.Run(cmd.Context(), opts)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if asJSON {
+		b, _ := json.MarshalIndent(rep, "", "  ")
+		fmt.Fprintln(out, string(b))
+	} else {
+		printReplay(out, name, module, rep)
+	}
+	if !rep.Same() {
+		return &exitError{code: 1}
+	}
+	return nil
+}
+
+// printReplay prints the summary of rep and the first difference of each key.
+func printReplay(w io.Writer, name, module string, rep *replay.Report) {
+	fmt.Fprintf(w, "replayed %d batches (%d input rows) of %s with %s; compared %d batches, %d keys\n",
+		rep.Batches, rep.Rows, name, module, rep.Compared, rep.Keys)
+	fmt.Fprintf(w, "output rows: %d equal, %d changed, %d only old, %d only new\n", rep.Equal, rep.Changed, rep.OnlyOld, rep.OnlyNew)
+	if rep.Same() {
+		fmt.Fprintln(w, "same outputs")
+		return
+	}
+	shown := map[string]bool{}
+	fmt.Fprintln(w, "first difference of each key:")
+	for _, d := range rep.Differences {
+		if shown[string(d.Key)] {
+			continue
+		}
+		if len(shown) == maxShownKeys {
+			fmt.Fprintf(w, "  ... more keys differ: --json lists every difference\n")
+			break
+		}
+		shown[string(d.Key)] = true
+		fmt.Fprintf(w, "  key %s, batch %d (partition %d):\n    old: %s\n    new: %s\n", d.Key, d.Batch, d.Partition, rowsText(d.Old), rowsText(d.New))
+	}
+}
+
+// rowsText joins rows for printing; "(none)" when there are none.
+func rowsText(rows []json.RawMessage) string {
+	if len(rows) == 0 {
+		return "(none)"
+	}
+	b, _ := json.Marshal(rows)
+	return string(b)
+}
+
+// progressLine returns a progress callback that rewrites one line of w ("batch 120 of 4000"),
+// at most five times a second, and ends the line when done reaches total.
+func progressLine(w io.Writer, what string) func(done, total int) {
+	var last time.Time
+	return func(done, total int) {
+		if done < total && time.Since(last) < 200*time.Millisecond {
+			return
+		}
+		last = time.Now()
+		fmt.Fprintf(w, "\r%s %d of %d", what, done, total)
+		if done == total {
+			fmt.Fprintln(w)
+		}
+	}
+}

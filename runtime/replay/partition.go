@@ -1,0 +1,211 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/state"
+)
+
+// replayer runs the partitions' histories in one store.
+type replayer struct {
+	opts  Options
+	rt    *engine.Runtime
+	store *state.Store
+	rep   *Report
+	total int // batches of all partitions
+	done  int
+	old   []outputs
+}
+
+// emitted collects the outputs of a replayed batch, by key, in emission order.
+type emitted struct {
+	mu    sync.Mutex
+	byKey map[string][][]byte
+}
+
+// Deliver implements engine.Sink.
+func (e *emitted) Deliver(_ context.Context, _ string, entries []state.OutboxEntry) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, en := range entries {
+		if en.Kind == state.OutboxOutput {
+			e.byKey[string(en.Key)] = append(e.byKey[string(en.Key)], slices.Clone(en.Payload))
+		}
+	}
+	return nil
+}
+
+// input is where a partition's rows are: a stream and the filters of its consumer.
+func (r *replayer) input(ctx context.Context, p int) (stream string, filters []string, err error) {
+	sp := r.opts.Spec
+	switch {
+	case sp.Partitions > 1:
+		return natsio.PartitionedStream(sp.Name), []string{natsio.PartitionFilter(sp.Name, p, sp.Key.SubjectToken > 0)}, nil
+	case sp.HasInputs():
+		return natsio.InputsStream(sp.Name), []string{natsio.InputsFilter(sp.Name)}, nil
+	case sp.Input.Stream != "":
+		return sp.Input.Stream, sp.Input.Subjects, nil
+	}
+	stream, err = r.opts.JS.StreamNameBySubject(ctx, sp.Input.Subjects[0])
+	if err != nil {
+		return "", nil, fmt.Errorf("replay: the stream of input subject %s: %w", sp.Input.Subjects[0], err)
+	}
+	return stream, sp.Input.Subjects, nil
+}
+
+// row makes the engine row of a stored input message, as the runtime made it.
+func (r *replayer) row(m natsio.StoredMsg) (engine.Row, error) {
+	sp := r.opts.Spec
+	row := engine.Row{Data: m.Data, Subject: m.Subject, Sequence: m.Sequence}
+	switch {
+	case sp.HasInputs():
+		name, orig, ok := natsio.SplitInputsSubject(sp.Name, m.Subject)
+		i := slices.IndexFunc(sp.Inputs, func(in spec.NamedInput) bool { return in.Name == name })
+		if !ok || i < 0 {
+			return row, fmt.Errorf("replay: input sequence %d: subject %s is not of one of the spec's inputs", m.Sequence, m.Subject)
+		}
+		row.Subject, row.Input = orig, i
+	case sp.Partitions > 1:
+		row.Subject = natsio.InputSubject(sp.Name, &natsio.Msg{Subject: m.Subject})
+	}
+	return row, nil
+}
+
+// partition replays partition p's history.
+func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
+	if len(hist) == 0 {
+		return nil
+	}
+	sp := r.opts.Spec
+	if hist[0].HadState {
+		return fmt.Errorf("%w: partition %d's oldest recorded batch (%d, at %s) ran on state made by batches no longer recorded: replay runs from empty state",
+			ErrHistoryGone, p, hist[0].Batch, timeOf(hist[0].ProcessingTimeMs))
+	}
+	stream, filters, err := r.input(ctx, p)
+	if err != nil {
+		return err
+	}
+	from := uint64(0)
+	for _, b := range hist {
+		if b.Rows > 0 {
+			from = b.FirstSequence
+			break
+		}
+	}
+	st, err := r.opts.JS.Stream(ctx, stream)
+	if err != nil {
+		return fmt.Errorf("replay: input stream %s: %w", stream, err)
+	}
+	if first := st.CachedInfo().State.FirstSeq; from > 0 && first > from {
+		return fmt.Errorf("%w: input stream %s no longer holds sequence %d (its first is %d), which batch %d read", ErrHistoryGone, stream, from, first, firstBatchAt(hist, from))
+	}
+	rd, err := natsio.OpenStreamReader(ctx, r.opts.JS, stream, filters, from)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	var eng *engine.Engine
+	defer func() {
+		if eng != nil {
+			eng.Close(context.Background())
+		}
+	}()
+	sink := &emitted{}
+	for _, b := range hist {
+		if eng == nil {
+			cfg := engine.Config{Spec: sp, Wasm: r.opts.Module, Store: r.store, Keyspace: fmt.Sprintf("replay-%d", p), Sink: sink, Logger: r.opts.Logger}
+			if eng, err = r.rt.NewEngine(ctx, cfg); err != nil {
+				return err
+			}
+		}
+		rows, err := r.rows(ctx, rd, stream, b)
+		if err != nil {
+			return err
+		}
+		sink.byKey = map[string][][]byte{}
+		nextW := b.nextW
+		in := engine.BatchInput{ProcessingTimeMs: b.ProcessingTimeMs, Rows: rows, Position: b.Position, Drain: b.Drain, NextWatermarkMs: &nextW}
+		if _, err := eng.RunBatch(ctx, in); err != nil {
+			return fmt.Errorf("replay: partition %d, batch %d: %w", p, b.Batch, err)
+		}
+		r.rep.Batches++
+		r.rep.Rows += len(rows)
+		if b.compared {
+			r.compare(p, b, sink.byKey)
+		}
+		r.done++
+		if r.opts.Progress != nil {
+			r.opts.Progress(r.done, r.total)
+		}
+	}
+	return nil
+}
+
+// firstBatchAt is the id of the batch of hist that read sequence seq (0: none).
+func firstBatchAt(hist []batch, seq uint64) uint64 {
+	for _, b := range hist {
+		if b.Rows > 0 && b.FirstSequence <= seq && seq <= b.LastSequence {
+			return b.Batch
+		}
+	}
+	return 0
+}
+
+// rows reads batch b's rows from rd: the messages from its first sequence to its last.
+func (r *replayer) rows(ctx context.Context, rd *natsio.StreamReader, stream string, b batch) ([]engine.Row, error) {
+	if b.Rows == 0 {
+		return nil, nil
+	}
+	rows := make([]engine.Row, 0, b.Rows)
+	for len(rows) < b.Rows {
+		m, ok, err := rd.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !ok || m.Sequence > b.LastSequence {
+			return nil, fmt.Errorf("%w: input stream %s holds %d of the %d rows of batch %d (sequences %d to %d)",
+				ErrHistoryGone, stream, len(rows), b.Rows, b.Batch, b.FirstSequence, b.LastSequence)
+		}
+		if m.Sequence < b.FirstSequence {
+			continue // read again after a crash, before the position: in no batch
+		}
+		row, err := r.row(m)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
+
+// compare compares a replayed batch's outputs with the recorded batch's.
+func (r *replayer) compare(p int, b batch, got map[string][][]byte) {
+	r.rep.Compared++
+	old := map[string][][]byte{}
+	for _, id := range b.ids {
+		for k, rows := range r.old[p][id] {
+			old[k] = append(old[k], rows...)
+		}
+	}
+	keys := map[string]bool{}
+	for k := range old {
+		keys[k] = true
+	}
+	for k := range got {
+		keys[k] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		if len(r.opts.Keys) > 0 && !slices.ContainsFunc(r.opts.Keys, func(want []byte) bool { return string(want) == k }) {
+			continue
+		}
+		r.rep.Keys++
+		r.rep.compare(p, b.Batch, []byte(k), old[k], got[k])
+	}
+}

@@ -1,0 +1,129 @@
+// Package replay runs a deployment's recorded history again, against the module it runs or a
+// new one, and compares the outputs with those the deployment published.
+//
+// Every batch a deployment commits records its manifest (engine.Manifest) on the deployment's
+// manifests stream: the input sequences it read, its processing time T and its watermarks.
+// Modules are deterministic (abi/README.md, "Determinism"), so running the recorded batches
+// again, with their rows fetched from the input stream by sequence and at their T and
+// watermark, gives the same state and outputs; a changed module gives what it would have
+// emitted on the same history. [Run] does that in an isolated store, from the deployment's
+// first batch (state empty), and compares, batch by batch and key by key, the new outputs
+// with the ones on the deployment's output stream.
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/spec"
+)
+
+// Errors of [Run].
+var (
+	// ErrNoHistory: the deployment has no recorded batch to replay.
+	ErrNoHistory = errors.New("replay: no recorded batch")
+	// ErrHistoryGone: a stream no longer holds what the replay needs (its retention removed
+	// it); the message names the first missing sequence.
+	ErrHistoryGone = errors.New("replay: history no longer retained")
+	// ErrIncomplete is an Options value missing.
+	ErrIncomplete = errors.New("replay: JS, Spec and Module are required")
+)
+
+// Options configures [Run].
+type Options struct {
+	// JS is a JetStream context of the deployment's NATS. Required.
+	JS jetstream.JetStream
+	// Spec is the deployment's spec, as deployed (client.Deployment.Spec). Required.
+	Spec *spec.Spec
+	// Module is the module to run the history with (the deployment's own, or a new one).
+	// Required.
+	Module []byte
+	// Keys, when not empty, limits the comparison to these keys (canonical JSON keys, as
+	// client.KeyFromArg makes them). Every key still runs: state is not per-key isolated
+	// from the watermark.
+	Keys [][]byte
+	// FromBatch and ToBatch limit the comparison to the batches whose ids lie between them
+	// (0: no bound); Since, when > 0, to the batches that ran at most Since before the last
+	// recorded one. The batches before still run, to make the state the compared ones start
+	// from.
+	FromBatch, ToBatch uint64
+	Since              time.Duration
+	// Progress, when set, is called after each batch with the batches run and their total.
+	Progress func(done, total int)
+	// Dir is the directory of the isolated state store (default: a temporary directory,
+	// removed when Run returns).
+	Dir string
+	// Logger receives the engine's logs. Default: discarded.
+	Logger *slog.Logger
+}
+
+// Report is the outcome of a [Run].
+type Report struct {
+	// Batches is the number of batches run, Compared of those compared, Rows the input rows
+	// run.
+	Batches  int `json:"batches"`
+	Compared int `json:"compared_batches"`
+	Rows     int `json:"input_rows"`
+	// Keys is the number of keys with outputs in the compared batches (old or new).
+	Keys int `json:"keys"`
+	// Output rows of the compared batches, per key in emission order: Equal rows are the same
+	// bytes at the same place, Changed rows differ, OnlyOld rows the deployment published and
+	// the replay did not emit, OnlyNew the other way.
+	Equal   int `json:"equal"`
+	Changed int `json:"changed"`
+	OnlyOld int `json:"only_old"`
+	OnlyNew int `json:"only_new"`
+	// Differences lists every batch and key whose rows differ, in batch and key order.
+	Differences []Difference `json:"differences"`
+}
+
+// Same reports whether the replay emitted exactly what the deployment published.
+func (r *Report) Same() bool { return r.Changed == 0 && r.OnlyOld == 0 && r.OnlyNew == 0 }
+
+// Difference is a batch and key whose output rows differ.
+type Difference struct {
+	// Partition and Batch are the recorded batch (its id in the partition's history); Key its
+	// canonical JSON key.
+	Partition int             `json:"partition"`
+	Batch     uint64          `json:"batch"`
+	Key       json.RawMessage `json:"key"`
+	// Old are the rows the deployment published, New the rows the replay emitted.
+	Old []json.RawMessage `json:"old"`
+	New []json.RawMessage `json:"new"`
+}
+
+// compare adds the comparison of a batch's rows of one key to the report.
+func (r *Report) compare(part int, batch uint64, key []byte, old, new [][]byte) {
+	d := Difference{Partition: part, Batch: batch, Key: json.RawMessage(key)}
+	differs := false
+	for i := range max(len(old), len(new)) {
+		switch {
+		case i >= len(new):
+			r.OnlyOld++
+			differs = true
+		case i >= len(old):
+			r.OnlyNew++
+			differs = true
+		case bytes.Equal(old[i], new[i]):
+			r.Equal++
+		default:
+			r.Changed++
+			differs = true
+		}
+	}
+	if !differs {
+		return
+	}
+	for _, o := range old {
+		d.Old = append(d.Old, json.RawMessage(o))
+	}
+	for _, n := range new {
+		d.New = append(d.New, json.RawMessage(n))
+	}
+	r.Differences = append(r.Differences, d)
+}

@@ -1,0 +1,279 @@
+package replay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/replay"
+	"github.com/groupstate/groupstate/runtime/service"
+	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+const logincountSpec = `
+name: logincount
+module: unused.wasm
+input: {subjects: ["logins.>"]}
+key: {field: user_id}
+timeout: processing_time
+output: {subject: logincount.out, stream: LOGINCOUNT_OUT}
+config: {idle_timeout: 10s}
+`
+
+// env is an embedded NATS server with a groupstate runtime on a manual clock.
+type env struct {
+	t      *testing.T
+	nc     *nats.Conn
+	js     jetstream.JetStream
+	client *client.Client
+	clock  *timeouts.ManualClock
+	dir    string
+	stop   context.CancelFunc
+	done   chan error
+}
+
+func startEnv(t *testing.T) *env {
+	t.Helper()
+	srv, err := service.StartEmbedded(service.EmbeddedOptions{DataDir: t.TempDir(), Port: -1, Logger: testutil.DiscardLogger()})
+	testutil.Require(t, err)
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	nc, err := service.Connect(service.ConnOptions{URL: srv.ClientURL(), Logger: testutil.DiscardLogger()})
+	testutil.Require(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	testutil.Require(t, err)
+	c, err := client.New(context.Background(), nc)
+	testutil.Require(t, err)
+	t.Cleanup(func() { c.Close(context.Background()) })
+	e := &env{t: t, nc: nc, js: js, client: c, clock: timeouts.NewManualClock(time.UnixMilli(1_000_000_000)), dir: t.TempDir()}
+	e.startRuntime()
+	t.Cleanup(e.stopRuntime)
+	return e
+}
+
+// startRuntime starts the runtime over the env's data directory.
+func (e *env) startRuntime() {
+	svc, err := service.New(context.Background(), service.Options{DataDir: e.dir, Conn: e.nc, Logger: testutil.DiscardLogger(), Clock: e.clock})
+	testutil.Require(e.t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	e.stop, e.done = cancel, make(chan error, 1)
+	go func() { e.done <- svc.Run(ctx) }()
+}
+
+// stopRuntime stops the runtime (a clean shutdown: the batch in flight commits).
+func (e *env) stopRuntime() {
+	if e.stop != nil {
+		e.stop()
+		<-e.done
+		e.stop = nil
+	}
+}
+
+func (e *env) waitRunning(name string) {
+	testutil.EventuallyWithin(e.t, 2*time.Minute, name+" running", func() bool {
+		st, err := e.client.Status(context.Background(), name)
+		return err == nil && st.State == client.StatusRunning
+	})
+}
+
+// waitPosition waits until deployment name committed input position pos.
+func (e *env) waitPosition(name string, pos uint64) {
+	testutil.Eventually(e.t, fmt.Sprintf("position %d", pos), func() bool {
+		st, err := e.client.Status(context.Background(), name)
+		return err == nil && st.Position >= pos
+	})
+}
+
+func (e *env) publish(subject string, rows ...string) {
+	for _, r := range rows {
+		_, err := e.js.Publish(context.Background(), subject, []byte(r))
+		testutil.Require(e.t, err)
+	}
+}
+
+func logincountWasm(t testing.TB) []byte {
+	return testutil.ReadFile(t, "../../samples/logincount/go/logincount.wasm")
+}
+
+func parseSpec(t testing.TB, y string) *spec.Spec {
+	sp, err := spec.ParseSpec([]byte(y))
+	testutil.Require(t, err)
+	return sp
+}
+
+// history runs logincount over NATS: logins of five users, their sessions closed by the idle
+// timeout, a restart of the runtime, then more logins; it returns the number of rows.
+func history(e *env) int {
+	_, err := e.client.Deploy(context.Background(), parseSpec(e.t, logincountSpec), logincountWasm(e.t))
+	testutil.Require(e.t, err)
+	e.waitRunning("logincount")
+	n := 0
+	login := func(users ...int) {
+		for _, u := range users {
+			e.publish("logins.web", fmt.Sprintf(`{"user_id":"u%d"}`, u))
+			n++
+		}
+		e.waitPosition("logincount", uint64(n))
+	}
+	login(0, 1, 2, 0, 3)
+	login(4, 0)
+	e.clock.Advance(11 * time.Second) // every session times out
+	testutil.Eventually(e.t, "5 sessions closed", func() bool {
+		st, err := e.client.Status(context.Background(), "logincount")
+		return err == nil && st.TimeoutsFired >= 5
+	})
+	login(1, 1, 2)
+	e.stopRuntime()
+	e.startRuntime()
+	e.waitRunning("logincount")
+	login(2, 3)
+	e.clock.Advance(5 * time.Second)
+	login(3)
+	return n
+}
+
+// TestReplaySameModule: replaying a deployment's history with its own module emits exactly
+// what it published, batch by batch and key by key, across timeouts and a restart.
+func TestReplaySameModule(t *testing.T) {
+	e := startEnv(t)
+	rows := history(e)
+	d, err := e.client.Get(context.Background(), "logincount")
+	testutil.Require(t, err)
+	var progress []int
+	rep, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t),
+		Progress: func(done, total int) { progress = append(progress, done) }})
+	testutil.Require(t, err)
+	t.Logf("report %+v", rep)
+	if !rep.Same() || rep.Rows != rows || rep.Equal == 0 || rep.Compared != rep.Batches {
+		t.Fatalf("replay of the running module: %+v, want every one of %d rows run and every output equal", rep, rows)
+	}
+	if len(progress) != rep.Batches || progress[len(progress)-1] != rep.Batches {
+		t.Errorf("progress %v over %d batches", progress, rep.Batches)
+	}
+}
+
+// TestReplayChangedHandler: the same history run with a longer idle timeout (1h instead of
+// 10s) closes no session: the closing outputs are only in the old run, and the counts after
+// them go on from the old counts instead of starting again; with Keys, only that key's.
+func TestReplayChangedHandler(t *testing.T) {
+	e := startEnv(t)
+	history(e)
+	d, err := e.client.Get(context.Background(), "logincount")
+	testutil.Require(t, err)
+	changed := *d.Spec
+	changed.Config = map[string]any{"idle_timeout": "1h"}
+	rep, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: &changed, Module: logincountWasm(t)})
+	testutil.Require(t, err)
+	// The old run closed every session in batch 7, so u1's two logins after counted 2 and u2's
+	// 1 then 2 and 3 (after the restart); the new run counts on: 3, then 2 and 3 and 4.
+	if rep.OnlyOld != 5 || rep.Changed == 0 {
+		t.Fatalf("replay with a 1h timeout: %+v, want the 5 closing outputs only in the old run, and the counts after them changed", rep)
+	}
+	for _, diff := range rep.Differences {
+		t.Logf("batch %d key %s: old %s new %s", diff.Batch, diff.Key, diff.Old, diff.New)
+	}
+	one, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: &changed, Module: logincountWasm(t), Keys: [][]byte{[]byte(`"u1"`)}})
+	testutil.Require(t, err)
+	for _, diff := range one.Differences {
+		if string(diff.Key) != `"u1"` {
+			t.Errorf("difference of key %s, want only u1's", diff.Key)
+		}
+	}
+	if len(one.Differences) == 0 {
+		t.Errorf("no difference for u1: %+v", one)
+	}
+}
+
+// TestReplayHistoryGone: a history whose input rows the stream no longer holds is refused,
+// naming the first missing sequence.
+func TestReplayHistoryGone(t *testing.T) {
+	e := startEnv(t)
+	history(e)
+	d, err := e.client.Get(context.Background(), "logincount")
+	testutil.Require(t, err)
+	in, err := e.js.StreamNameBySubject(context.Background(), "logins.web")
+	testutil.Require(t, err)
+	s, err := e.js.Stream(context.Background(), in)
+	testutil.Require(t, err)
+	testutil.Require(t, s.Purge(context.Background(), jetstream.WithPurgeSequence(3)))
+	_, err = replay.Run(context.Background(), replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t)})
+	if !errors.Is(err, replay.ErrHistoryGone) || !contains(err.Error(), "no longer holds sequence 1") {
+		t.Fatalf("replay after the stream lost rows 1 and 2: %v, want ErrHistoryGone naming sequence 1", err)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+const sessionsSpec = `
+name: sessions
+module: unused.wasm
+input: {subjects: ["clicks.>"]}
+key: {field: user_id}
+event_time: {field: ts, watermark_delay: 10s}
+timeout: event_time
+output: {subject: sessions.out, stream: SESSIONS_OUT}
+late: {subject: sessions.late, stream: SESSIONS_LATE}
+config: {gap: 5s}
+`
+
+// TestReplayEventTime: the sessions sample (event-time timeouts, a watermark 10s behind the
+// clicks) over rounds of clicks with a late one and a restart: replayed with its module, the
+// same sessions; with a gap of 10s instead of 5s, the sessions 5s to 10s apart merge: exactly
+// u1's two sessions become one.
+func TestReplayEventTime(t *testing.T) {
+	e := startEnv(t)
+	wasm := testutil.ReadFile(t, "../../samples/sessions/go/sessions.wasm")
+	_, err := e.client.Deploy(context.Background(), parseSpec(t, sessionsSpec), wasm)
+	testutil.Require(t, err)
+	e.waitRunning("sessions")
+	n := 0
+	click := func(clicks ...string) {
+		e.publish("clicks.web", clicks...)
+		n += len(clicks)
+		e.waitPosition("sessions", uint64(n))
+	}
+	c := func(user string, ts int) string { return fmt.Sprintf(`{"user_id":%q,"ts":%d}`, user, ts) }
+	click(c("u1", 10_000), c("u2", 11_000), c("u1", 12_000))
+	click(c("u1", 19_000), c("u2", 30_000)) // u1: 7s after 12s, a new session with a 5s gap
+	e.stopRuntime()
+	e.startRuntime()
+	e.waitRunning("sessions")
+	click(c("u1", 5_000))                    // late: the watermark is at 20s
+	click(c("u3", 60_000), c("u2", 61_000)) // the watermark passes every session before
+	testutil.Eventually(t, "sessions closed", func() bool { // status counts since the restart
+		st, err := e.client.Status(context.Background(), "sessions")
+		return err == nil && st.TimeoutsFired == 2 && st.LateRows == 1
+	})
+	d, err := e.client.Get(context.Background(), "sessions")
+	testutil.Require(t, err)
+	rep, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: d.Spec, Module: wasm})
+	testutil.Require(t, err)
+	if !rep.Same() || rep.Rows != n || rep.Equal < 3 {
+		t.Fatalf("replay of the running module: %+v, want every one of %d rows run and the same sessions", rep, n)
+	}
+	wider := *d.Spec
+	wider.Config = map[string]any{"gap": "10s"}
+	rep, err = replay.Run(context.Background(), replay.Options{JS: e.js, Spec: &wider, Module: wasm})
+	testutil.Require(t, err)
+	for _, diff := range rep.Differences {
+		t.Logf("batch %d key %s: old %s new %s", diff.Batch, diff.Key, diff.Old, diff.New)
+	}
+	// u1's session of 10s-12s is not closed when the watermark passes 17s; it goes on at 19s
+	// and closes once at 24s with all three clicks. Nothing else changes.
+	if len(rep.Differences) != 2 || rep.OnlyOld != 1 || rep.Changed != 1 || rep.OnlyNew != 0 {
+		t.Fatalf("replay with a 10s gap: %+v, want u1's two sessions merged into one", rep)
+	}
+	merged := rep.Differences[1]
+	if string(merged.Key) != `"u1"` || len(merged.New) != 1 || string(merged.New[0]) != `{"user_id":"u1","start":10000,"end":19000,"events":3}` {
+		t.Errorf("the merged session: %+v", merged)
+	}
+}

@@ -1,0 +1,201 @@
+package replay
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/partition"
+	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/state"
+)
+
+// Run replays the deployment's recorded history with opts.Module and compares its outputs
+// with the deployment's (see the package documentation). Each partition's history runs from
+// its oldest recorded batch, which must have run on empty state (the deployment's first
+// batch, or the first after its state was reset): else Run fails with [ErrHistoryGone], as
+// it does when the input stream no longer holds rows of a recorded batch. (A deploy
+// --reset-state emptied the deployment's state without a batch: a replay over it keeps the
+// state it made, so replay the history after it only once the batches before it are no
+// longer kept.)
+func Run(ctx context.Context, opts Options) (*Report, error) {
+	if opts.JS == nil || opts.Spec == nil || opts.Module == nil {
+		return nil, ErrIncomplete
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	sp := opts.Spec
+	parts := max(sp.Partitions, 1)
+	hist := make([][]batch, parts)
+	total := 0
+	for p := range parts {
+		var err error
+		if hist[p], err = readHistory(ctx, opts.JS, sp.Name, p); err != nil {
+			return nil, err
+		}
+		total += len(hist[p])
+	}
+	if total == 0 {
+		return nil, fmt.Errorf("%w: deployment %s has no batch manifest on stream %s", ErrNoHistory, sp.Name, natsio.ManifestsStream(sp.Name))
+	}
+	markCompared(hist, opts)
+	old, err := readOutputs(ctx, opts.JS, sp, parts)
+	if err != nil {
+		return nil, err
+	}
+	dir := opts.Dir
+	if dir == "" {
+		if dir, err = os.MkdirTemp("", "groupstate-replay-"); err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+	}
+	st, err := state.Open(dir, &state.Options{Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	defer st.Close()
+	rt, err := engine.New(engine.Options{Logger: opts.Logger})
+	if err != nil {
+		return nil, err
+	}
+	defer rt.Close(ctx)
+	r := &replayer{opts: opts, rt: rt, store: st, rep: &Report{}, total: total, old: old}
+	for p := range parts {
+		if err := r.partition(ctx, p, hist[p]); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(r.rep.Differences, func(a, b Difference) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Batch, b.Batch), bytes.Compare(a.Key, b.Key))
+	})
+	return r.rep, nil
+}
+
+// batch is a recorded batch: its manifests (the first chunk's, and those of the chunks that
+// continued it).
+type batch struct {
+	engine.Manifest          // the first chunk's
+	ids             []uint64 // of every chunk
+	nextW           int64    // the watermark its last chunk committed
+	compared        bool
+}
+
+// readHistory reads partition p's recorded batches, in order.
+func readHistory(ctx context.Context, js jetstream.JetStream, deployment string, p int) ([]batch, error) {
+	name := natsio.ManifestsStream(deployment)
+	if _, err := js.Stream(ctx, name); errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, fmt.Errorf("%w: deployment %s has no manifests stream %s (deployed with a runtime that did not record manifests?)", ErrNoHistory, deployment, name)
+	} else if err != nil {
+		return nil, err
+	}
+	rd, err := natsio.OpenStreamReader(ctx, js, name, []string{natsio.ManifestSubject(deployment, p)}, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	var hist []batch
+	for {
+		m, ok, err := rd.Next(ctx)
+		if err != nil || !ok {
+			return hist, err
+		}
+		var man engine.Manifest
+		if err := json.Unmarshal(m.Data, &man); err != nil {
+			return nil, fmt.Errorf("replay: manifest at sequence %d of %s: %w", m.Sequence, name, err)
+		}
+		switch {
+		case man.Continued && len(hist) > 0:
+			b := &hist[len(hist)-1]
+			b.ids, b.nextW = append(b.ids, man.Batch), man.NextWatermarkMs
+		case man.Continued:
+			// The rest of a batch whose first chunk is no longer kept: nothing to run.
+		default:
+			hist = append(hist, batch{Manifest: man, ids: []uint64{man.Batch}, nextW: man.NextWatermarkMs})
+		}
+	}
+}
+
+// markCompared marks the batches whose outputs are compared (opts' bounds).
+func markCompared(hist [][]batch, opts Options) {
+	var last int64
+	for _, h := range hist {
+		for _, b := range h {
+			last = max(last, b.ProcessingTimeMs)
+		}
+	}
+	for _, h := range hist {
+		for i := range h {
+			b := &h[i]
+			b.compared = (opts.FromBatch == 0 || b.Batch >= opts.FromBatch) && (opts.ToBatch == 0 || b.Batch <= opts.ToBatch) &&
+				(opts.Since <= 0 || b.ProcessingTimeMs >= last-opts.Since.Milliseconds())
+		}
+	}
+}
+
+// outputs are a partition's published outputs: by batch id, by key, in publication order.
+type outputs map[uint64]map[string][][]byte
+
+// readOutputs reads the deployment's published outputs from its output stream, per
+// partition (the partition of each output's key).
+func readOutputs(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, parts int) ([]outputs, error) {
+	name := sp.Output.Stream
+	if name == "" {
+		var err error
+		if name, err = js.StreamNameBySubject(ctx, sp.Output.Subject); err != nil {
+			return nil, fmt.Errorf("replay: the stream of output subject %s: %w", sp.Output.Subject, err)
+		}
+	}
+	rd, err := natsio.OpenStreamReader(ctx, js, name, []string{sp.Output.Subject}, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer rd.Close()
+	out := make([]outputs, parts)
+	for p := range out {
+		out[p] = outputs{}
+	}
+	seen := map[string]bool{}
+	for {
+		m, ok, err := rd.Next(ctx)
+		if err != nil || !ok {
+			return out, err
+		}
+		if m.Header.Get(natsio.HeaderDeployment) != sp.Name {
+			continue
+		}
+		if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
+			if seen[id] {
+				continue // published again after the duplicate window
+			}
+			seen[id] = true
+		}
+		id, err := strconv.ParseUint(m.Header.Get(natsio.HeaderBatch), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("replay: output at sequence %d of %s has no batch id: %w", m.Sequence, name, err)
+		}
+		key := m.Header.Get(natsio.HeaderKey)
+		byKey := out[partition.Of([]byte(key), parts)][id]
+		if byKey == nil {
+			byKey = map[string][][]byte{}
+			out[partition.Of([]byte(key), parts)][id] = byKey
+		}
+		byKey[key] = append(byKey[key], m.Data)
+	}
+}
+
+// timeOf formats a batch's processing time for messages.
+func timeOf(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
