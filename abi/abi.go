@@ -58,6 +58,15 @@ const (
 	// ExportInitialize is "_initialize", the WASI reactor initializer. Optional; when present
 	// the host calls it once per instance before anything else.
 	ExportInitialize = "_initialize"
+
+	// ExportGroupCell is "gs_group_cell": () -> i32. Optional, ABI v1 only. Returns the offset
+	// of a 4-byte cell (u32, little-endian, unaligned) in the module's memory, or 0 for none.
+	// The host calls it once per instance, after a successful [ExportInit]. The module writes
+	// into the cell the index of the group whose handler is about to run (0xFFFFFFFF outside
+	// any group), and the host reads it only when the module logs or writes to stdout or
+	// stderr, to tag the output with that group's key: a module with a cell need not call
+	// [ImportGroupBegin] (a host function call per group). See abi/README.md 2.1.
+	ExportGroupCell = "gs_group_cell"
 )
 
 // Names of the host functions a module may import, all from the module [ImportModule].
@@ -69,7 +78,9 @@ const (
 
 	// ImportGroupBegin is "group_begin": (index i32) -> (). Optional. A module calls it before
 	// running the handler for the group at index (0-based) of the current process buffer, so
-	// the host can tag what the module writes to stdout and stderr with that group's key.
+	// the host can tag what the module writes to stdout and stderr with that group's key. A v1
+	// module may instead write the index into its group cell ([ExportGroupCell]); ABI v2
+	// requires this import.
 	ImportGroupBegin = "group_begin"
 
 	// ImportLog is "log": (level i32, ptr i32, len i32) -> (). Optional. Writes the UTF-8

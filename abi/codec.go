@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"iter"
+	"slices"
 )
 
 // ErrMalformed is returned by the readers when a buffer is shorter than its contents claim,
@@ -18,6 +19,9 @@ const (
 	ProcessHeaderSize = 4 + 8 + 8
 	// ResultHeaderSize is the size of a result buffer's header: status u32, group_count u32.
 	ResultHeaderSize = 4 + 4
+	// GroupResultFixedSize is the size of a group result without its emits, state and error:
+	// emit_count, status, action, flags u32, timeout_ms i64, state_len, error_len u32.
+	GroupResultFixedSize = 4 + 4 + 4 + 4 + 8 + 4 + 4
 )
 
 // Result flags of a group.
@@ -332,6 +336,12 @@ func (g *GroupResult) Emits() iter.Seq[[]byte] {
 	}
 }
 
+// EmitCursor returns a cursor over the rows the call emitted, like [GroupResult.Emits] but
+// without a closure.
+func (g *GroupResult) EmitCursor() RowCursor {
+	return RowCursor{r: reader{b: g.emits}, left: g.EmitCount}
+}
+
 // ResultWriter builds a result buffer in one pass, without copying emitted rows twice:
 //
 //	status u32, group_count u32, then per group:
@@ -374,11 +384,17 @@ func (w *ResultWriter) Emit(row []byte) {
 // calls is written instead).
 func (w *ResultWriter) EndGroup(r GroupResult) {
 	le.PutUint32(w.buf[w.emitsAt:], w.emitting)
-	w.buf = appendU32(w.buf, uint32(r.Status))
-	w.buf = appendU32(w.buf, uint32(r.Action))
-	w.buf = appendU32(w.buf, r.Flags)
-	w.buf = appendI64(w.buf, r.TimeoutMs)
-	w.buf = appendBytes(w.buf, r.State)
+	// The fixed fields in one step (one capacity check, stores in place): this runs once per
+	// group inside every Go module, where each append's check is a jump.
+	n := len(w.buf)
+	w.buf = slices.Grow(w.buf, GroupResultFixedSize-4+len(r.State)+len(r.Error))[:n+GroupResultFixedSize-8]
+	b := w.buf[n:]
+	le.PutUint32(b[0:], uint32(r.Status))
+	le.PutUint32(b[4:], uint32(r.Action))
+	le.PutUint32(b[8:], r.Flags)
+	le.PutUint64(b[12:], uint64(r.TimeoutMs))
+	le.PutUint32(b[20:], uint32(len(r.State)))
+	w.buf = append(w.buf, r.State...)
 	w.buf = appendBytes(w.buf, r.Error)
 	w.count++
 }
@@ -459,28 +475,56 @@ func (rr *ResultReader) Next(g *GroupResult) (bool, error) {
 	}
 	rr.left--
 	r := &rr.r
-	g.EmitCount = r.u32()
-	start := r.off
-	for i := uint32(0); i < g.EmitCount && r.err == nil; i++ {
-		r.bytes()
-	}
 	if r.err != nil {
 		return false, r.err
 	}
-	g.emits = r.b[start:r.off]
-	g.Status = Status(r.u32())
-	g.Action = Action(r.u32())
-	g.Flags = r.u32()
-	g.TimeoutMs = r.i64()
-	g.State = r.bytes()
-	g.Error = r.bytes()
-	if r.err != nil {
-		return false, r.err
+	// One function with its own offset rather than a reader call per field, as in
+	// InputReader.Next: this runs once per group of every call on the host.
+	b, off := r.b, r.off
+	if len(b)-off < 4 {
+		return false, r.malformed()
 	}
+	g.EmitCount = le.Uint32(b[off:])
+	off += 4
+	start := off
+	for i := uint32(0); i < g.EmitCount; i++ {
+		if len(b)-off < 4 {
+			return false, r.malformed()
+		}
+		n := int(le.Uint32(b[off:]))
+		off += 4
+		if n > len(b)-off {
+			return false, r.malformed()
+		}
+		off += n
+	}
+	g.emits = b[start:off]
+	// status, action, flags, timeout_ms, state_len: 24 bytes.
+	if len(b)-off < 24 {
+		return false, r.malformed()
+	}
+	g.Status = Status(le.Uint32(b[off:]))
+	g.Action = Action(le.Uint32(b[off+4:]))
+	g.Flags = le.Uint32(b[off+8:])
+	g.TimeoutMs = int64(le.Uint64(b[off+12:]))
+	n := int(le.Uint32(b[off+20:]))
+	off += 24
+	if n > len(b)-off-4 { // the state, then error_len
+		return false, r.malformed()
+	}
+	g.State = b[off : off+n : off+n]
+	off += n
+	n = int(le.Uint32(b[off:]))
+	off += 4
+	if n > len(b)-off {
+		return false, r.malformed()
+	}
+	g.Error = b[off : off+n : off+n]
+	off += n
 	if g.Status > StatusError || (g.Status == StatusOK && g.Action > ActionRemove) {
-		r.err = ErrMalformed
-		return false, r.err
+		return false, r.malformed()
 	}
+	r.off = off
 	return true, nil
 }
 

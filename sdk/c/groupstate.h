@@ -19,9 +19,10 @@
  *
  * (-mbulk-memory is optional and makes memcpy and memset native copies in the host.)
  *
- * The implementation exports memory, gs_abi_version, gs_alloc, gs_init and gs_process, and
- * imports only groupstate.group_begin, groupstate.log (when gs_log is used) and, on a fatal
- * out-of-memory, wasi_snapshot_preview1.fd_write. See docs/handlers/c.md and abi/README.md.
+ * The implementation exports memory, gs_abi_version, gs_alloc, gs_init, gs_process and
+ * gs_group_cell (abi/README.md 2.1a: it announces each group by writing its index there, not
+ * with a host call), and imports only groupstate.log (when gs_log is used), on a fatal
+ * out-of-memory wasi_snapshot_preview1.fd_write, and with GS_ABI_V2 groupstate.group_begin. See docs/handlers/c.md and abi/README.md.
  *
  * ABI v2 (transformWithState processors: named value/list/map state variables, timers, an
  * initial state): `#define GS_ABI_V2` before every include and register a gs_processor with
@@ -626,6 +627,12 @@ static const char *gs__cat_n(gs_slice v) { /* v as a NUL-terminated arena string
 
 GS__V1_EXPORT("gs_abi_version") int32_t GS__V1_NAME(gs_abi_version)(void) { return GS_ABI_VERSION; }
 
+/* The group cell (abi/README.md 2.1a): the index of the group whose handler runs, 0xFFFFFFFF
+ * outside any group. The host reads it when the module logs or writes to stdout or stderr. */
+static volatile uint32_t gs__group_cell = 0xFFFFFFFFu;
+
+GS__EXPORT("gs_group_cell") int32_t gs_group_cell(void) { return (int32_t)(uintptr_t)&gs__group_cell; }
+
 GS__EXPORT("gs_alloc") int32_t gs_alloc(int32_t size) {
 	uint32_t n = (uint32_t)size;
 	if (size <= 0 || n > (1u << 30)) return 0;
@@ -697,6 +704,7 @@ GS__V1_EXPORT("gs_init") int64_t GS__V1_NAME(gs_init)(int32_t ptr, int32_t len) 
 }
 
 static int64_t gs__call_error(const char *msg) {
+	gs__group_cell = 0xFFFFFFFFu; /* no group runs after a whole-call error */
 	gs__out_len = 0;
 	gs__out_u32(1);
 	gs__out_str(msg, strlen(msg));
@@ -705,6 +713,7 @@ static int64_t gs__call_error(const char *msg) {
 
 GS__V1_EXPORT("gs_process") int64_t GS__V1_NAME(gs_process)(int32_t ptr, int32_t len) {
 	gs__out_len = 0;
+	gs__group_cell = 0xFFFFFFFFu;
 	gs__arena_reset();
 	if (!gs__ready) return gs__call_error("groupstate: process called before a successful init");
 	gs__rd r = {(const unsigned char *)(uintptr_t)(uint32_t)ptr, (const unsigned char *)(uintptr_t)(uint32_t)ptr + (uint32_t)len, false};
@@ -742,7 +751,7 @@ GS__V1_EXPORT("gs_process") int64_t GS__V1_NAME(gs_process)(int32_t ptr, int32_t
 		g.v2 = false;
 #endif
 		gs__arena_reset();
-		gs__host_group_begin((int32_t)i);
+		gs__group_cell = (uint32_t)i;
 		size_t emits_at = gs__out_len;
 		gs__out_u32(0);
 		gs__emitted = 0;
@@ -775,6 +784,7 @@ GS__V1_EXPORT("gs_process") int64_t GS__V1_NAME(gs_process)(int32_t ptr, int32_t
 			gs__out_len += 28 + vlen;
 		}
 	}
+	gs__group_cell = 0xFFFFFFFFu;
 	if (r.p != r.end) return gs__call_error("groupstate: trailing bytes in process buffer");
 	return gs__pack();
 }

@@ -126,9 +126,9 @@
 // a [StateHost] with [Module.SetStateHost].
 //
 // Under wasip1 the package exports the ABI v1 functions (gs_abi_version, gs_alloc, gs_init,
-// gs_process; gs_abi_version returns 2 for a processor's module) and imports
-// groupstate.group_begin and groupstate.log (and groupstate.state, only in a module that
-// registers a processor), see package
+// gs_process; gs_abi_version returns 2 for a processor's module) and the group cell
+// gs_group_cell, and imports groupstate.log (and groupstate.group_begin and groupstate.state,
+// only in a module that registers a processor), see package
 // github.com/groupstate/groupstate/abi. On other platforms the same code builds natively and
 // a [Module] can be driven directly with ABI buffers, which is how tests and benchmarks run a
 // handler without WebAssembly.

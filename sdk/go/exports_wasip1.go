@@ -51,6 +51,13 @@ func gsAlloc(size int32) uint32 {
 	return uint32(uintptr(unsafe.Pointer(unsafe.SliceData(inputBuf))))
 }
 
+// gsGroupCell is the gs_group_cell export: where the module writes the index of the group
+// whose handler runs (abi/README.md 2.1), so that an ABI v1 module announces each group with
+// a store instead of a groupstate.group_begin call. The host calls it once per instance.
+//
+//go:wasmexport gs_group_cell
+func gsGroupCell() uint32 { return uint32(uintptr(unsafe.Pointer(&groupCell))) }
+
 // gsInit is the gs_init export.
 //
 //go:wasmexport gs_init

@@ -7,6 +7,9 @@ import "github.com/groupstate/groupstate/abi"
 // hostGroupBegin does nothing outside WebAssembly.
 func hostGroupBegin(index uint32) {}
 
+// setGroupCell does nothing outside WebAssembly.
+func setGroupCell(index uint32) {}
+
 // hostLog does nothing outside WebAssembly.
 func hostLog(level int32, msg string) {}
 

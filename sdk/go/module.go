@@ -154,50 +154,71 @@ func (m *Module) Process(in []byte) []byte {
 	if err := m.in.Reset(in); err != nil {
 		return m.callError("groupstate: process buffer: " + err.Error())
 	}
+	m.w.Reset()
+	setGroupCell(noGroup)
+	defer setGroupCell(noGroup)
+	for i := 0; i >= 0; {
+		var msg string
+		if i, msg = m.runGroups(i); msg != "" {
+			return m.callError(msg)
+		}
+	}
+	return m.w.Bytes()
+}
+
+// noGroup is the group cell's value outside any group.
+const noGroup = ^uint32(0)
+
+// runGroups runs the handler for group i and the groups after it, reading them from m.in, and
+// returns -1 after the last one, or a whole-call error message for a malformed buffer. A panic
+// in the handler fails only its group: runGroups then writes that group's result and returns
+// the index of the next group, for Process to go on from there. One deferred recover per call
+// rather than one per group: under WebAssembly every call costs, and the loop stays flat.
+func (m *Module) runGroups(i int) (next int, callErr string) {
+	g := &m.g
+	defer func() {
+		if v := recover(); v != nil {
+			m.endGroup(fmt.Errorf("panic: %v", v))
+			next = g.index + 1
+		}
+	}()
 	h := m.in.Header()
 	hasWM := m.config.hasWatermark
-	m.w.Reset()
-	for i := 0; ; i++ {
+	for ; ; i++ {
 		ok, err := m.in.Next(&m.group)
 		if err != nil {
-			return m.callError(fmt.Sprintf("groupstate: process buffer: group %d: %v", i, err))
+			return -1, fmt.Sprintf("groupstate: process buffer: group %d: %v", i, err)
 		}
 		if !ok {
-			break
+			return -1, ""
 		}
-		hostGroupBegin(uint32(i))
-		g := &m.g
+		setGroupCell(uint32(i))
 		g.index = i
 		g.key = Key{raw: m.group.Key}
 		g.count = int(m.group.RowCount)
 		g.err = nil
 		g.state.reset(&m.group, h, m.config.mode, hasWM)
 		m.w.BeginGroup()
-		err = m.call(g)
-		if err == nil {
-			err = g.err
-		}
-		var r abi.GroupResult
-		if err != nil {
-			r.Status = abi.StatusError
-			m.errb = append(m.errb[:0], err.Error()...)
-			r.Error = m.errb
-		} else {
-			g.state.result(&r)
-		}
-		m.w.EndGroup(r)
+		m.endGroup(m.handler(g))
 	}
-	return m.w.Bytes()
 }
 
-// call runs the handler for g, turning a panic into an error.
-func (m *Module) call(g *RawGroup) (err error) {
-	defer func() {
-		if v := recover(); v != nil {
-			err = fmt.Errorf("panic: %v", v)
-		}
-	}()
-	return m.handler(g)
+// endGroup writes the result of the group in progress, failed with err (or with the failure
+// the typed layer recorded) when there is one.
+func (m *Module) endGroup(err error) {
+	g := &m.g
+	if err == nil {
+		err = g.err
+	}
+	var r abi.GroupResult
+	if err != nil {
+		r.Status = abi.StatusError
+		m.errb = append(m.errb[:0], err.Error()...)
+		r.Error = m.errb
+	} else {
+		g.state.result(&r)
+	}
+	m.w.EndGroup(r)
 }
 
 func (m *Module) callError(msg string) []byte {

@@ -7,6 +7,8 @@ import (
 	"iter"
 	"reflect"
 	"time"
+
+	"github.com/groupstate/groupstate/abi"
 )
 
 // Handle registers h as the handler of the module, with rows decoded from JSON into R, a
@@ -45,7 +47,7 @@ func Typed[R, S, O any](h func(key Key, rows iter.Seq[R], state *GroupState[S], 
 		}
 		t.g = g
 		t.state.begin(g)
-		t.out.sink, t.out.jenc = g, g.enc
+		t.out.sink, t.out.jenc, t.out.w = g, g.enc, g.w
 		return h(g.key, t.rows, &t.state, &t.out)
 	}
 }
@@ -136,9 +138,11 @@ type GroupState[S any] struct {
 	g       *RawGroup
 	cached  S
 	cacheOK bool
-	scratch S                // the value being encoded by Update
-	dec     json.Unmarshaler // bound to &cached, when *S has UnmarshalJSON
-	enc     JSONAppender     // bound to &scratch, when S has AppendJSON
+	// decodeErr is the error of the last decode(false) that failed, until Get returns it.
+	decodeErr error
+	scratch   S                // the value being encoded by Update
+	dec       json.Unmarshaler // bound to &cached, when *S has UnmarshalJSON
+	enc       JSONAppender     // bound to &scratch, when S has AppendJSON
 }
 
 // begin prepares s for a call of g.
@@ -159,20 +163,12 @@ func (s *GroupState[S]) Get() (S, error) {
 		return zero, ErrNoState
 	}
 	if !s.cacheOK {
-		var zero S
-		s.cached = zero
-		var err error
-		if s.dec != nil {
-			err = s.dec.UnmarshalJSON(s.raw.value)
-		} else {
-			err = json.Unmarshal(s.raw.value, &s.cached)
+		if !s.decode(false) {
+			var zero S
+			v, err := s.cached, s.decodeErr
+			s.cached, s.decodeErr = zero, nil
+			return v, err
 		}
-		if err != nil {
-			v := s.cached
-			s.cached = zero
-			return v, fmt.Errorf("groupstate: decoding state: %w", err)
-		}
-		s.cacheOK = true
 	}
 	return s.cached, nil
 }
@@ -180,22 +176,53 @@ func (s *GroupState[S]) Get() (S, error) {
 // GetOption returns the state value and true, or the zero S and false when there is none. A
 // stored value that does not decode into S fails the group and reads as absent.
 func (s *GroupState[S]) GetOption() (S, bool) {
-	v, err := s.Get()
-	if err != nil {
-		if err != ErrNoState {
-			s.g.fail(err)
-		}
-		var zero S
-		return zero, false
+	// Small enough to be inlined into the handler, so decoding is one call: s.cached is the
+	// zero S whenever !s.cacheOK (begin, Remove and a failed decode(true) reset it).
+	ok := s.cacheOK || (s.raw.exists && s.decode(true))
+	return s.cached, ok
+}
+
+// decode decodes the stored value into s.cached and reports whether it could. On error
+// s.cached holds what the decoding left in it and s.decodeErr the error, unless failGroup,
+// which resets s.cached and fails the group with the error instead.
+func (s *GroupState[S]) decode(failGroup bool) bool {
+	var zero S
+	s.cached = zero
+	var err error
+	if s.dec != nil {
+		err = s.dec.UnmarshalJSON(s.raw.value)
+	} else {
+		err = json.Unmarshal(s.raw.value, &s.cached)
 	}
-	return v, true
+	if err != nil {
+		err = fmt.Errorf("groupstate: decoding state: %w", err)
+		if failGroup {
+			s.cached = zero
+			s.g.fail(err)
+		} else {
+			s.decodeErr = err
+		}
+		return false
+	}
+	s.cacheOK = true
+	return true
 }
 
 // Update sets the state value to v, encoded as JSON. A value that encodes to null (a nil
 // pointer, map or slice) is [ErrNullState]; an encoding error is returned as is. On error the
 // state is unchanged.
 func (s *GroupState[S]) Update(v S) error {
-	b, err := encodeValue(s.g.enc, s.enc, &s.scratch, v)
+	var b []byte
+	var err error
+	if s.enc != nil { // encodeValue's fast path, in place: one call less per Update
+		s.scratch = v
+		b, err = s.enc.AppendJSON(s.g.enc.fast[:0])
+		s.g.enc.fast = b
+		var zero S
+		s.scratch = zero
+	} else {
+		b, err = s.g.enc.encode(v)
+	}
 	if err != nil {
 		return fmt.Errorf("groupstate: encoding state: %w", err)
 	}
@@ -218,6 +245,13 @@ func (s *GroupState[S]) Remove() {
 // HasTimedOut reports whether this is a timeout call; see [RawState.HasTimedOut].
 func (s *GroupState[S]) HasTimedOut() bool { return s.raw.timedOut }
 
+// RowCount returns the number of rows of the call (0 for a timeout call) without iterating
+// over them. A handler that only counts its rows should call it rather than range over the
+// rows: a range loop over an iterator the compiler cannot see costs two or three allocations
+// per call (the loop body moves to the heap), which under WebAssembly is most of what a small
+// handler costs.
+func (s *GroupState[S]) RowCount() int { return s.g.count }
+
 // SetTimeoutDuration sets a processing-time timeout; see [RawState.SetTimeoutDuration].
 func (s *GroupState[S]) SetTimeoutDuration(d time.Duration) error {
 	return s.raw.SetTimeoutDuration(d)
@@ -236,18 +270,33 @@ func (s *GroupState[S]) CurrentProcessingTimeMs() int64 { return s.raw.procTimeM
 // Emitter emits values of type O, encoded as JSON, as the group's output rows. It is valid
 // only during the call that received it.
 type Emitter[O any] struct {
-	sink    emitSink     // the call's output: a *RawGroup (ABI v1) or a *v2Module (ABI v2)
-	jenc    *jsonEncoder // the module's encoder
-	scratch O            // the value being encoded by Emit
-	enc     JSONAppender // bound to &scratch, when O has AppendJSON
+	sink    emitSink          // the call's output: a *RawGroup (ABI v1) or a *v2Module (ABI v2)
+	w       *abi.ResultWriter // ABI v1: the sink's result writer, written directly; nil for v2
+	jenc    *jsonEncoder      // the module's encoder
+	scratch O                 // the value being encoded by Emit
+	enc     JSONAppender      // bound to &scratch, when O has AppendJSON
 }
 
 // Emit encodes v as JSON (without HTML escaping) and emits it as one output row. A value that
 // fails to encode fails the group.
 func (e *Emitter[O]) Emit(v O) {
-	b, err := encodeValue(e.jenc, e.enc, &e.scratch, v)
+	var b []byte
+	var err error
+	if e.enc != nil { // encodeValue's fast path, in place: one call less per Emit
+		e.scratch = v
+		b, err = e.enc.AppendJSON(e.jenc.fast[:0])
+		e.jenc.fast = b
+		var zero O
+		e.scratch = zero
+	} else {
+		b, err = e.jenc.encode(v)
+	}
 	if err != nil {
 		e.sink.fail(fmt.Errorf("emit: %w", err))
+		return
+	}
+	if e.w != nil {
+		e.w.Emit(b) // what RawGroup.Emit does, without the interface call
 		return
 	}
 	e.sink.Emit(b)

@@ -125,3 +125,23 @@ func TestTypedNullState(t *testing.T) {
 		t.Fatalf("results %+v %+v", r1, r2)
 	}
 }
+
+// TestTypedRowCount: RowCount is the number of rows of the call, 0 for a timeout call, and
+// counting with it allocates nothing.
+func TestTypedRowCount(t *testing.T) {
+	m := typedModule(t, abi.TimeoutProcessingTime, func(key Key, rows iter.Seq[struct{}], st *GroupState[int], out *Emitter[int]) error {
+		out.Emit(st.RowCount())
+		return nil
+	})
+	buf := processBuf(1, 0,
+		group{key: `"a"`, rows: []string{`{}`, `{}`, `{}`}},
+		group{key: `"b"`, flags: abi.GroupTimedOut},
+		group{key: `"c"`, rows: []string{`{}`}},
+	)
+	res := parseResults(t, m.Process(buf))
+	for i, want := range []string{"3", "0", "1"} {
+		if res[i].status != abi.StatusOK || len(res[i].emits) != 1 || res[i].emits[0] != want {
+			t.Errorf("group %d: %+v, want the emit %s", i, res[i], want)
+		}
+	}
+}

@@ -96,21 +96,22 @@ func Encode(dst []byte, call *Call) []byte {
 // buffer is malformed or holds a different number of groups; the error then applies to every
 // group of the call.
 //
-// The copies are fresh memory, never reused: a result stays valid for as long as the caller
-// keeps it. All the states and emitted rows of one call share one byte slice (sized by the
-// buffer, which bounds them), and all the emit lists one slice of slices, so a call costs a
-// few allocations instead of a few per group; keeping any one of them keeps that call's whole
-// slice alive, so copy what must outlive the batch. Each State and Emits slice has its
-// capacity capped at its length, so appending to one never writes into another.
+// The results are fresh memory, never reused: a result stays valid for as long as the caller
+// keeps it. Decode copies the whole buffer once (one copy is cheaper than one per state and
+// emitted row) and the states and emitted rows of the call alias that copy, and all the emit
+// lists share one slice of slices, so a call costs a few allocations instead of a few per
+// group; keeping any one of them keeps that call's whole copy alive, so copy what must outlive
+// the batch. Each State and Emits slice has its capacity capped at its length, so appending to
+// one never writes into another.
 func Decode(buf []byte, results []Result) error {
-	rr, err := abi.NewResultReader(buf)
+	rr, err := abi.NewResultReader(append([]byte(nil), buf...))
 	if err != nil {
 		return err
 	}
 	if int(rr.Count()) != len(results) {
 		return fmt.Errorf("%w: %d results for %d groups", abi.ErrMalformed, rr.Count(), len(results))
 	}
-	d := decoder{size: len(buf)}
+	var d decoder
 	var g abi.GroupResult
 	for i := range results {
 		ok, err := rr.Next(&g)
@@ -131,24 +132,13 @@ func Decode(buf []byte, results []Result) error {
 	return nil
 }
 
-// decoder holds the memory one Decode copies into, allocated when first needed.
+// decoder holds the emit lists of one Decode, allocated when first needed.
 type decoder struct {
-	size  int      // the buffer's: what the arena needs at most
-	arena []byte   // states and emitted rows, each a distinct part of the buffer
 	emits [][]byte // the Emits of every result, back to back
 }
 
-// copy appends b to the arena and returns the copy (never nil), its capacity capped.
-func (d *decoder) copy(b []byte) []byte {
-	if d.arena == nil {
-		d.arena = make([]byte, 0, d.size)
-	}
-	start := len(d.arena)
-	d.arena = append(d.arena, b...)
-	return d.arena[start:len(d.arena):len(d.arena)]
-}
-
-// one decodes a group result; left counts it and the groups after it.
+// one decodes a group result, whose slices alias Decode's copy of the buffer (capacities
+// capped by the reader); left counts it and the groups after it.
 func (d *decoder) one(g *abi.GroupResult, left int) Result {
 	if g.Status != abi.StatusOK {
 		msg := string(g.Error)
@@ -162,15 +152,16 @@ func (d *decoder) one(g *abi.GroupResult, left int) Result {
 		r.TimeoutSet, r.TimeoutMs = true, g.TimeoutMs
 	}
 	if g.Action == abi.ActionUpdate {
-		r.State = d.copy(g.State)
+		r.State = g.State // never nil, even when empty: it is a slice of the copy
 	}
 	if g.EmitCount > 0 {
 		if d.emits == nil {
 			d.emits = make([][]byte, 0, int(g.EmitCount)+left-1) // a guess: one per group
 		}
 		start := len(d.emits)
-		for e := range g.Emits() {
-			d.emits = append(d.emits, d.copy(e))
+		c := g.EmitCursor()
+		for e, ok := c.Next(); ok; e, ok = c.Next() {
+			d.emits = append(d.emits, e)
 		}
 		r.Emits = d.emits[start:len(d.emits):len(d.emits)]
 	}

@@ -131,18 +131,18 @@ func EncodeV2(dst []byte, call *CallV2, inputs bool) []byte {
 	return dst
 }
 
-// DecodeV2 reads a v2 result buffer into results, copying what it keeps into one arena per
-// call (as Decode does). A *abi.CallError is returned as it is; any other error applies to
-// every group of the call (a malformed result).
+// DecodeV2 reads a v2 result buffer into results, which alias one copy of the buffer per call
+// (as Decode does). A *abi.CallError is returned as it is; any other error applies to every
+// group of the call (a malformed result).
 func DecodeV2(buf []byte, results []ResultV2) error {
-	rr, err := abi.NewResultReaderV2(buf)
+	rr, err := abi.NewResultReaderV2(append([]byte(nil), buf...))
 	if err != nil {
 		return err
 	}
 	if int(rr.Count()) != len(results) {
 		return fmt.Errorf("%w: %d results for %d groups", abi.ErrMalformed, rr.Count(), len(results))
 	}
-	d := decoder{size: len(buf)}
+	var d decoder
 	var g abi.GroupResultV2
 	for i := range results {
 		ok, err := rr.Next(&g)
@@ -162,7 +162,7 @@ func DecodeV2(buf []byte, results []ResultV2) error {
 		}
 		r := ResultV2{}
 		if len(g.Ops) > 0 {
-			r.Ops = d.copy(g.Ops)
+			r.Ops = g.Ops
 		}
 		if g.EmitCount > 0 {
 			if d.emits == nil {
@@ -171,7 +171,7 @@ func DecodeV2(buf []byte, results []ResultV2) error {
 			start := len(d.emits)
 			c := g.EmitCursor()
 			for e, ok := c.Next(); ok; e, ok = c.Next() {
-				d.emits = append(d.emits, d.copy(e))
+				d.emits = append(d.emits, e)
 			}
 			r.Emits = d.emits[start:len(d.emits):len(d.emits)]
 		}

@@ -27,6 +27,7 @@ type instance struct {
 	stack     []uint64
 	logger    *slog.Logger
 	stop      api.MutableGlobal         // the stop flag of an instrumented module; nil otherwise
+	cell      uint32                    // the group cell of a v1 module (gs_group_cell); 0: none
 	current   atomic.Pointer[callState] // the call in progress, for the module's output, clocks and random source
 	env       *guestEnv                 // the module's clocks and random source
 	out       *logWriter
@@ -37,7 +38,11 @@ type instance struct {
 type callState struct {
 	groups []handler.Group
 	group  atomic.Int32 // index of the group the guest said it is running, -1 before any
-	env    callEnv      // the call's T, for the module's clocks and random source
+	// cell, when not 0, is where the guest writes the index of the group it is running (a
+	// v1 module's gs_group_cell, in mem): it replaces group.
+	cell uint32
+	mem  api.Memory
+	env  callEnv // the call's T, for the module's clocks and random source
 
 	// Of an ABI v2 call only (sess != nil), used on the call's goroutine only:
 	groupsV2 []handler.GroupV2 // the call's groups
@@ -49,9 +54,16 @@ type callState struct {
 	answers  []byte  // the answers of the last state request
 }
 
-// groupIndex returns the index of the group the guest said it is running (-1 before any, and
-// possibly out of range): what tags its output and picks its random stream.
-func (c *callState) groupIndex() int { return int(c.group.Load()) }
+// groupIndex returns the index of the group the guest said it is running, through its group
+// cell or else group_begin (-1 before any, and possibly out of range): what tags its output
+// and picks its random stream.
+func (c *callState) groupIndex() int {
+	if c.cell != 0 {
+		v, _ := c.mem.ReadUint32Le(c.cell) // inside the memory, which never shrinks (handshake)
+		return int(int32(v))
+	}
+	return int(c.group.Load())
+}
 
 // key returns the key of the group in progress, or "" when unknown.
 func (c *callState) key() string {
@@ -164,13 +176,35 @@ func (in *instance) handshake(ctx context.Context, h *Host) error {
 	if st != abi.StatusOK {
 		return fmt.Errorf("%w: %s", ErrInit, msg)
 	}
-	if h.version == 0 {
-		h.version, h.decls = v, decls
-		return nil
-	}
-	if v != h.version || !slices.Equal(decls, h.decls) {
+	if h.version != 0 && (v != h.version || !slices.Equal(decls, h.decls)) {
 		return fmt.Errorf("%w: this instance's %s or declarations differ from the first instance's (a module must be deterministic)", ErrInit, abi.ExportABIVersion)
 	}
+	if v == abi.Version {
+		if err := in.groupCell(ctx); err != nil {
+			return err
+		}
+	}
+	if h.version == 0 {
+		h.version, h.decls = v, decls
+	}
+	return nil
+}
+
+// groupCell asks a v1 module that exports gs_group_cell where its group cell is
+// (abi/README.md 2.1). A cell outside the memory fails the instance's init.
+func (in *instance) groupCell(ctx context.Context) error {
+	fn := in.mod.ExportedFunction(abi.ExportGroupCell)
+	if fn == nil {
+		return nil
+	}
+	if err := in.invoke(ctx, fn); err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrInit, abi.ExportGroupCell, describeTrap(err))
+	}
+	p := uint32(in.stack[0])
+	if _, ok := in.mem.ReadUint32Le(p); p != 0 && !ok {
+		return fmt.Errorf("%w: %s returned %#x, outside the module's memory", ErrInit, abi.ExportGroupCell, p)
+	}
+	in.cell = p
 	return nil
 }
 
@@ -231,7 +265,7 @@ func (in *instance) runProcess(ctx context.Context, cs *callState, size int, enc
 
 // process runs one guest call for sub. An error means the instance is no longer usable.
 func (in *instance) process(ctx context.Context, sub *handler.Call, res []handler.Result, lim Limits) error {
-	out, err := in.runProcess(ctx, &callState{groups: sub.Groups, env: callEnv{timeMs: sub.ProcessingTimeMs}}, handler.EncodedSize(sub), func(dst []byte) []byte {
+	out, err := in.runProcess(ctx, &callState{groups: sub.Groups, cell: in.cell, mem: in.mem, env: callEnv{timeMs: sub.ProcessingTimeMs}}, handler.EncodedSize(sub), func(dst []byte) []byte {
 		return handler.Encode(dst, sub)
 	}, lim)
 	if err != nil {

@@ -27,6 +27,15 @@ var requiredExports = []struct {
 	{abi.ExportProcess, []api.ValueType{i32, i32}, []api.ValueType{i64}},
 }
 
+// optionalExports are the functions a module may export, with the signatures they must then
+// have.
+var optionalExports = []struct {
+	name            string
+	params, results []api.ValueType
+}{
+	{abi.ExportGroupCell, nil, []api.ValueType{i32}},
+}
+
 // hostImports are the functions of the groupstate import module. groupstate.state is ABI v2's
 // (abi/README.md 9.5); the host defines it for every module, and a v1 module simply does not
 // import it (if one does, its calls are refused: a v1 call has no state session).
@@ -61,6 +70,13 @@ func validate(cm wazero.CompiledModule) error {
 		if !sameTypes(def.ParamTypes(), want.params) || !sameTypes(def.ResultTypes(), want.results) {
 			problems = append(problems, fmt.Sprintf("export %q has signature %s, want %s", want.name,
 				signature(def.ParamTypes(), def.ResultTypes()), signature(want.params, want.results)))
+		}
+	}
+	for _, opt := range optionalExports {
+		def, ok := exports[opt.name]
+		if ok && (!sameTypes(def.ParamTypes(), opt.params) || !sameTypes(def.ResultTypes(), opt.results)) {
+			problems = append(problems, fmt.Sprintf("export %q has signature %s, want %s", opt.name,
+				signature(def.ParamTypes(), def.ResultTypes()), signature(opt.params, opt.results)))
 		}
 	}
 	if _, ok := cm.ExportedMemories()[abi.ExportMemory]; !ok {

@@ -96,7 +96,19 @@ func Each(obj []byte, f func(name, value []byte) error) error {
 				return err
 			}
 		case s.i < len(b) && (b[s.i] == '-' || (b[s.i] >= '0' && b[s.i] <= '9')):
-			if err := s.number(); err != nil {
+			// A plain integer (no leading zero, no fraction, no exponent) is scanned here;
+			// anything else by number, which checks the whole grammar.
+			j := s.i
+			if b[j] == '-' {
+				j++
+			}
+			k := j
+			for k < len(b) && b[k] >= '0' && b[k] <= '9' {
+				k++
+			}
+			if k > j && (k-j == 1 || b[j] != '0') && (k == len(b) || (b[k] != '.' && b[k] != 'e' && b[k] != 'E')) {
+				s.i = k
+			} else if err := s.number(); err != nil {
 				return err
 			}
 		default:
@@ -121,6 +133,9 @@ func Each(obj []byte, f func(name, value []byte) error) error {
 // plainStringEnd returns the index of the first quote, backslash or control character at or
 // after i in b (len(b) if none): where a string's plain run ends.
 func plainStringEnd(b []byte, i int) int {
+	for len(b)-i >= 8 && !special(word(b, i)) {
+		i += 8
+	}
 	for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
 		i++
 	}

@@ -46,7 +46,13 @@ func (w *Writer) name(name string) {
 // plainName reports whether name needs no escaping: printable ASCII without quote or
 // backslash (every name a Go program writes as a literal, in practice).
 func plainName(name string) bool {
-	for i := 0; i < len(name); i++ {
+	i := 0
+	for ; len(name)-i >= 8; i += 8 {
+		if w := word(name, i); special(w) || w&highs != 0 {
+			return false
+		}
+	}
+	for ; i < len(name); i++ {
 		if c := name[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
 			return false
 		}
