@@ -105,8 +105,8 @@ func (p *Publisher) WithGeneration(gen, genFrom uint64) *Publisher {
 // "deployment.batch.seq" without an instance; from generation 1 on, "g<gen>." precedes the
 // batch. It is deterministic, so a re-delivery is dropped by the stream's duplicate window.
 func MsgID(deployment, instance string, gen uint64, id state.OutboxID) string {
-	b := make([]byte, 0, len(deployment)+len(instance)+48)
-	b = append(b, deployment...)
+	var buf [96]byte // on the stack for the usual lengths: one allocation, the string
+	b := append(buf[:0], deployment...)
 	b = append(b, '.')
 	if instance != "" {
 		b = append(b, instance...)
@@ -272,7 +272,7 @@ func (p *Publisher) Start(ctx context.Context, deployment string, entries []stat
 func (d *Delivery) send(ctx context.Context, entries []state.OutboxEntry) error {
 	p, deployment := d.p, d.deployment
 	d.window = make([]inflight, 0, min(len(entries), PublishWindow))
-	var hv headerValues
+	var out reusedMsg
 	for i := range entries {
 		e := &entries[i]
 		var subject string
@@ -303,9 +303,12 @@ func (d *Delivery) send(ctx context.Context, entries []state.OutboxEntry) error 
 				d.head = 0
 			}
 		}
-		m := &nats.Msg{Subject: subject, Data: e.Payload, Header: hv.headers(e, deployment, p.msgID(deployment, e.ID))}
+		m := out.output(e, subject, deployment, p.msgID(deployment, e.ID))
+		if m == nil {
+			m = p.message(e, subject, deployment)
+		}
 		m = p.fit(m)
-		f := inflight{msg: m, id: e.ID, idx: d.published, at: time.Now()}
+		f := inflight{e: e, subject: subject, idx: d.published, at: time.Now()}
 		m.Reply = d.acks.reply(f.idx)
 		err := d.nc.PublishMsg(m)
 		m.Reply = ""
@@ -324,43 +327,51 @@ func (d *Delivery) send(ctx context.Context, entries []state.OutboxEntry) error 
 	return nil
 }
 
-// headerValues makes the headers of one delivery's messages. The values every message of the
-// delivery shares (the deployment, the batch of consecutive entries) are one slice each, and a
-// message's own key and message id share one allocation: nats.go only reads header values.
-type headerValues struct {
-	deployment []string
-	batch      []string
-	batchID    uint64
+// message returns the message of e on subject: its payload with headers HeaderDeployment,
+// HeaderKey (when e has a key), HeaderBatch, Nats-Msg-Id ([MsgID]) and those of [entryHeaders].
+func (p *Publisher) message(e *state.OutboxEntry, subject, deployment string) *nats.Msg {
+	h := entryHeaders(e)
+	h.Set(HeaderDeployment, deployment)
+	if len(e.Key) > 0 {
+		h.Set(HeaderKey, string(e.Key))
+	}
+	h.Set(HeaderBatch, strconv.FormatUint(e.ID.BatchID, 10))
+	h.Set(jetstream.MsgIDHeader, p.msgID(deployment, e.ID))
+	return &nats.Msg{Subject: subject, Data: e.Payload, Header: h}
 }
 
-// headers returns the headers of e's message: HeaderDeployment, HeaderKey (when e has a key),
-// HeaderBatch and Nats-Msg-Id msgID, and those of [entryHeaders].
-func (hv *headerValues) headers(e *state.OutboxEntry, deployment, msgID string) nats.Header {
-	h := entryHeaders(e)
-	if hv.deployment == nil || hv.deployment[0] != deployment {
-		hv.deployment = []string{deployment}
+// reusedMsg is the one message a delivery sends its outputs with, the message of
+// [Publisher.message] made again for each: nats.go encodes a message's headers into the
+// connection's buffer before PublishMsg returns and keeps nothing of it, so the map and its
+// value slices are made once per delivery and only the values change. The delivery keeps
+// the entry, not the message, for what happens after the publish (see [Delivery.await]).
+type reusedMsg struct {
+	msg                        nats.Msg
+	deployment, batch, key, id []string
+	batchID                    uint64
+}
+
+// output returns e's message, or nil when e is not a plain output with a key (a dead letter,
+// a late row, or a timeout call's output without one): [Publisher.message] makes those.
+func (r *reusedMsg) output(e *state.OutboxEntry, subject, deployment, msgID string) *nats.Msg {
+	if len(e.Key) == 0 || e.Reason != "" || e.Error != "" || e.Subject != "" || e.Sequence != 0 || e.TimeoutCall {
+		return nil
 	}
-	if hv.batch == nil || hv.batchID != e.ID.BatchID {
-		hv.batch, hv.batchID = []string{strconv.FormatUint(e.ID.BatchID, 10)}, e.ID.BatchID
+	if r.msg.Header == nil {
+		r.deployment, r.batch, r.key, r.id = []string{""}, []string{""}, []string{""}, []string{""}
+		r.msg.Header = nats.Header{HeaderDeployment: r.deployment, HeaderBatch: r.batch, HeaderKey: r.key, jetstream.MsgIDHeader: r.id}
 	}
-	h[HeaderDeployment] = hv.deployment
-	h[HeaderBatch] = hv.batch
-	if len(e.Key) == 0 {
-		h[jetstream.MsgIDHeader] = []string{msgID}
-		return h
+	if r.batch[0] == "" || r.batchID != e.ID.BatchID {
+		r.batch[0], r.batchID = strconv.FormatUint(e.ID.BatchID, 10), e.ID.BatchID
 	}
-	own := []string{string(e.Key), msgID}
-	h[HeaderKey] = own[0:1:1]
-	h[jetstream.MsgIDHeader] = own[1:2:2]
-	return h
+	r.deployment[0], r.key[0], r.id[0] = deployment, string(e.Key), msgID
+	r.msg.Subject, r.msg.Data = subject, e.Payload
+	return &r.msg
 }
 
 // entryHeaders returns the headers that carry e's reason, error, input subject and sequence
 // and timeout-call mark (none for an output), with room for the ones every message gets.
 func entryHeaders(e *state.OutboxEntry) nats.Header {
-	if e.Reason == "" && e.Error == "" && e.Subject == "" && e.Sequence == 0 && !e.TimeoutCall {
-		return make(nats.Header, 4) // an output: the four of every message
-	}
 	h := make(nats.Header, 8)
 	if e.Reason != "" {
 		h.Set(HeaderReason, e.Reason)
@@ -400,10 +411,10 @@ type Delivery struct {
 
 // inflight is a publish awaiting its acknowledgement.
 type inflight struct {
-	msg *nats.Msg
-	id  state.OutboxID
-	idx int       // its index in the delivery's acks
-	at  time.Time // when it was sent
+	e       *state.OutboxEntry // what it was made of
+	subject string
+	idx     int       // its index in the delivery's acks
+	at      time.Time // when it was sent
 }
 
 // Wait returns nil once every message of the delivery was acknowledged by its
@@ -484,11 +495,12 @@ func (d *Delivery) await(ctx context.Context, f inflight) error {
 				return fmt.Errorf("natsio: awaiting publish acknowledgements: %w", ctx.Err())
 			}
 		}
-		if d.p.refused(f.msg, err) {
-			err = d.p.replace(ctx, f.msg, err)
+		m := d.p.fit(d.p.message(f.e, f.subject, d.deployment)) // the message sent
+		if d.p.refused(m, err) {
+			err = d.p.replace(ctx, m, err)
 		}
 		if err != nil {
-			return fmt.Errorf("natsio: publishing %s to %s: %w", d.p.msgID(d.deployment, f.id), f.msg.Subject, err)
+			return fmt.Errorf("natsio: publishing %s to %s: %w", d.p.msgID(d.deployment, f.e.ID), m.Subject, err)
 		}
 		return nil
 	}
