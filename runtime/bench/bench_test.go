@@ -5,8 +5,16 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/service"
+	"github.com/groupstate/groupstate/state"
 )
 
 // These benchmarks run the measurements of groupstate bench one by one, for profiling with go
@@ -238,5 +246,56 @@ func TestTimeoutsAtOnce(t *testing.T) {
 	}
 	if f.TimeoutCallsPerSec <= 0 || f.DataCallsPerSec <= 0 || f.RSSMB <= 0 {
 		t.Errorf("figures %+v: want every one positive", f)
+	}
+}
+
+// TestPassThroughHeaders: the raw baseline publishes what groupstate's contract makes it
+// publish for an output: the same header names, values of the same shape (the message id
+// deployment.instance.batch.seq), so the server stores and deduplicates the same bytes.
+func TestPassThroughHeaders(t *testing.T) {
+	j := testutil.StartJetStream(t)
+	ctx := context.Background()
+	for _, s := range []jetstream.StreamConfig{{Name: "IN", Subjects: []string{"in"}}, {Name: "OUT", Subjects: []string{"out"}}} {
+		if _, err := j.JS.CreateStream(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := j.JS.Publish(ctx, "in", []byte(`{"user_id":"u0000001"}`)); err != nil {
+		t.Fatal(err)
+	}
+	cons, err := j.JS.CreateOrUpdateConsumer(ctx, "IN", jetstream.ConsumerConfig{Durable: "raw", AckPolicy: jetstream.AckAllPolicy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop, err := passThrough(j.JS, cons, "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	st, err := j.JS.Stream(ctx, "OUT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m *jetstream.RawStreamMsg
+	testutil.EventuallyWithin(t, 5*time.Second, "the output", func() bool {
+		m, err = st.GetMsg(ctx, 1)
+		return err == nil
+	})
+	want := map[string]string{
+		service.HeaderDeployment: "raw",
+		service.HeaderKey:        `"u0000001"`,
+		service.HeaderBatch:      "1",
+		jetstream.MsgIDHeader:    natsio.MsgID("raw", rawInstance, 0, state.OutboxID{BatchID: 1, Seq: 1}),
+	}
+	if len(m.Header) != len(want) {
+		t.Fatalf("headers %v, want %v", m.Header, want)
+	}
+	for k, v := range want {
+		if got := m.Header.Get(k); got != v {
+			t.Fatalf("header %s = %q, want %q (all: %v)", k, got, v, m.Header)
+		}
+	}
+	if id := m.Header.Get(jetstream.MsgIDHeader); strings.Count(id, ".") != 3 || len(strings.Split(id, ".")[1]) != 16 {
+		t.Fatalf("message id %q is not deployment.instance.batch.seq", id)
 	}
 }

@@ -17,8 +17,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/state"
 )
 
 // natsEnv is an embedded NATS server with file storage, a connection and a running service.
@@ -340,11 +342,15 @@ func latency(ctx context.Context, dir string, wasm []byte, rate, secs int, logge
 	return pct(0.50), pct(0.99), nil
 }
 
+// rawInstance stands for the state store identity in the raw baseline's message ids (a
+// store's ID is 16 hex digits).
+const rawInstance = "0123456789abcdef"
+
 // passThrough is the raw baseline of the end-to-end figure, the fastest pass-through a Go
 // engineer would write with nats.go: it consumes cons with prefetch (Consume), republishes
-// each message to subject asynchronously with the headers groupstate's outputs carry (a
-// deployment, a key, a batch and a Nats-Msg-Id, so the stream deduplicates as it does for
-// groupstate), and acknowledges the input (AckAll) only once the publishes before it were
+// each message to subject asynchronously with the headers groupstate's outputs carry (the
+// same names, values of the same lengths, and a Nats-Msg-Id of the same shape, so the stream
+// stores and deduplicates what it does for groupstate), and acknowledges the input (AckAll) only once the publishes before it were
 // acknowledged by the output stream: at least once, like groupstate without its state. stop
 // ends it and returns the first error it met.
 func passThrough(js jetstream.JetStream, cons jetstream.Consumer, subject string) (stop func() error, err error) {
@@ -390,11 +396,12 @@ func passThrough(js jetstream.JetStream, cons jetstream.Consumer, subject string
 		if meta != nil {
 			seq = meta.Sequence.Stream
 		}
+		batch := seq/10_000 + 1 // groupstate's batches: trigger.max_rows
 		h := nats.Header{}
-		h.Set("Gs-Deployment", "raw")
-		h.Set("Gs-Key", fmt.Sprintf(`"u%07d"`, seq))
-		h.Set("Gs-Batch", strconv.FormatUint(seq/10_000+1, 10))
-		h.Set(jetstream.MsgIDHeader, fmt.Sprintf("raw.%d", seq))
+		h.Set(service.HeaderDeployment, "raw")
+		h.Set(service.HeaderKey, fmt.Sprintf(`"u%07d"`, seq))
+		h.Set(service.HeaderBatch, strconv.FormatUint(batch, 10))
+		h.Set(jetstream.MsgIDHeader, natsio.MsgID("raw", rawInstance, 0, state.OutboxID{BatchID: batch, Seq: uint32(seq % 10_000)}))
 		f, err := js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: m.Data(), Header: h})
 		if err != nil {
 			fail(err)

@@ -18,19 +18,17 @@ import (
 // [Publisher.Deliver] keep awaiting an acknowledgement at once. It is larger
 // than a batch's outputs usually are (the default trigger.max_rows is 10000),
 // so that [Publisher.Start] returns without waiting for acknowledgements and
-// the engine runs the next batch while they arrive. The JetStream context must
-// allow as many pending publishes ([PublishAsyncMaxPending]); with a smaller
-// limit (jetstream's default is 4000) a publish waits for a free slot.
+// the engine runs the next batch while they arrive.
 const PublishWindow = 16384
 
 // PublishAsyncMaxPending is the async publish limit the runtime gives its
-// JetStream context (jetstream.WithPublishAsyncMaxPending): room for four
-// deployments delivering a full window at once.
+// JetStream context (jetstream.WithPublishAsyncMaxPending), which the router
+// publishes through ([Publisher] awaits its own acknowledgements, see pubacks.go).
 const PublishAsyncMaxPending = 4 * PublishWindow
 
-// PublishAckTimeout is how long an asynchronous publish of the runtime's
-// JetStream context waits for its acknowledgement before failing (for example
-// when the connection dropped mid-delivery); the outbox delivers it again.
+// PublishAckTimeout is how long an asynchronous publish (of a [Publisher], or
+// of the runtime's JetStream context) waits for its acknowledgement before
+// failing (for example when a reply was lost); the outbox delivers it again.
 const PublishAckTimeout = 15 * time.Second
 
 // publishStallWait is how long one publish may wait for a free slot in the
@@ -110,8 +108,8 @@ func (p *Publisher) WithGeneration(gen, genFrom uint64) *Publisher {
 // "deployment.batch.seq" without an instance; from generation 1 on, "g<gen>." precedes the
 // batch. It is deterministic, so a re-delivery is dropped by the stream's duplicate window.
 func MsgID(deployment, instance string, gen uint64, id state.OutboxID) string {
-	b := make([]byte, 0, len(deployment)+len(instance)+48)
-	b = append(b, deployment...)
+	var buf [96]byte // on the stack for the usual lengths: one allocation, the string
+	b := append(buf[:0], deployment...)
 	b = append(b, '.')
 	if instance != "" {
 		b = append(b, instance...)
@@ -257,6 +255,15 @@ func (p *Publisher) Start(ctx context.Context, deployment string, entries []stat
 		close(d.sent)
 		return d
 	}
+	nc := p.js.Conn()
+	acks, err := newPubAcks(nc, len(entries))
+	if err != nil {
+		d.err = fmt.Errorf("natsio: subscribing for publish acknowledgements: %w", err)
+		close(d.sent)
+		return d
+	}
+	d.acks, d.nc = acks, nc
+	d.status = nc.StatusChanged(nats.RECONNECTING, nats.CLOSED)
 	go func() {
 		defer close(d.sent)
 		d.err = d.send(ctx, entries)
@@ -269,6 +276,7 @@ func (p *Publisher) Start(ctx context.Context, deployment string, entries []stat
 func (d *Delivery) send(ctx context.Context, entries []state.OutboxEntry) error {
 	p, deployment := d.p, d.deployment
 	d.window = make([]inflight, 0, min(len(entries), PublishWindow))
+	var out reusedMsg
 	for i := range entries {
 		e := &entries[i]
 		var subject string
@@ -304,15 +312,15 @@ func (d *Delivery) send(ctx context.Context, entries []state.OutboxEntry) error 
 				d.head = 0
 			}
 		}
-		m := &nats.Msg{Subject: subject, Data: e.Payload, Header: entryHeaders(e)}
-		m.Header.Set(HeaderDeployment, deployment)
-		if len(e.Key) > 0 {
-			m.Header.Set(HeaderKey, string(e.Key))
+		m := out.output(e, subject, deployment, p.msgID(deployment, e.ID))
+		if m == nil {
+			m = p.message(e, subject, deployment)
 		}
-		m.Header.Set(HeaderBatch, strconv.FormatUint(e.ID.BatchID, 10))
-		m.Header.Set(jetstream.MsgIDHeader, p.msgID(deployment, e.ID))
 		m = p.fit(m)
-		fut, err := p.js.PublishMsgAsync(m, jetstream.WithStallWait(publishStallWait))
+		f := inflight{e: e, subject: subject, idx: d.published, at: time.Now()}
+		m.Reply = d.acks.reply(f.idx)
+		err := d.nc.PublishMsg(m)
+		m.Reply = ""
 		if err != nil && p.refused(m, err) {
 			err = p.replace(ctx, m, err) // published in order: every earlier message is sent
 			if err == nil {
@@ -322,9 +330,52 @@ func (d *Delivery) send(ctx context.Context, entries []state.OutboxEntry) error 
 		if err != nil {
 			return fmt.Errorf("natsio: publishing %s to %s: %w", p.msgID(deployment, e.ID), m.Subject, err)
 		}
-		d.window = append(d.window, inflight{fut: fut, id: e.ID})
+		d.published++
+		d.window = append(d.window, f)
 	}
 	return nil
+}
+
+// message returns the message of e on subject: its payload with headers HeaderDeployment,
+// HeaderKey (when e has a key), HeaderBatch, Nats-Msg-Id ([MsgID]) and those of [entryHeaders].
+func (p *Publisher) message(e *state.OutboxEntry, subject, deployment string) *nats.Msg {
+	h := entryHeaders(e)
+	h.Set(HeaderDeployment, deployment)
+	if len(e.Key) > 0 {
+		h.Set(HeaderKey, string(e.Key))
+	}
+	h.Set(HeaderBatch, strconv.FormatUint(e.ID.BatchID, 10))
+	h.Set(jetstream.MsgIDHeader, p.msgID(deployment, e.ID))
+	return &nats.Msg{Subject: subject, Data: e.Payload, Header: h}
+}
+
+// reusedMsg is the one message a delivery sends its outputs with, the message of
+// [Publisher.message] made again for each: nats.go encodes a message's headers into the
+// connection's buffer before PublishMsg returns and keeps nothing of it, so the map and its
+// value slices are made once per delivery and only the values change. The delivery keeps
+// the entry, not the message, for what happens after the publish (see [Delivery.await]).
+type reusedMsg struct {
+	msg                        nats.Msg
+	deployment, batch, key, id []string
+	batchID                    uint64
+}
+
+// output returns e's message, or nil when e is not a plain output with a key (a dead letter,
+// a late row, or a timeout call's output without one): [Publisher.message] makes those.
+func (r *reusedMsg) output(e *state.OutboxEntry, subject, deployment, msgID string) *nats.Msg {
+	if len(e.Key) == 0 || e.Reason != "" || e.Error != "" || e.Subject != "" || e.Sequence != 0 || e.TimeoutCall {
+		return nil
+	}
+	if r.msg.Header == nil {
+		r.deployment, r.batch, r.key, r.id = []string{""}, []string{""}, []string{""}, []string{""}
+		r.msg.Header = nats.Header{HeaderDeployment: r.deployment, HeaderBatch: r.batch, HeaderKey: r.key, jetstream.MsgIDHeader: r.id}
+	}
+	if r.batch[0] == "" || r.batchID != e.ID.BatchID {
+		r.batch[0], r.batchID = strconv.FormatUint(e.ID.BatchID, 10), e.ID.BatchID
+	}
+	r.deployment[0], r.key[0], r.id[0] = deployment, string(e.Key), msgID
+	r.msg.Subject, r.msg.Data = subject, e.Payload
+	return &r.msg
 }
 
 // entryHeaders returns the headers that carry e's reason, error, input subject and sequence
@@ -354,15 +405,25 @@ type Delivery struct {
 	p          *Publisher
 	deployment string
 	sent       chan struct{} // closed when the sending goroutine is done
+	nc         *nats.Conn
+	acks       *pubAcks         // nil: nothing was sent
+	status     chan nats.Status // the connection's RECONNECTING and CLOSED, while acks is open
 	// Written by the sending goroutine until sent is closed, then by Wait.
-	window []inflight // window[head:] are awaiting acknowledgement
-	head   int
-	err    error
+	window       []inflight // window[head:] are awaiting acknowledgement
+	head         int
+	published    int         // publishes sent with a reply subject of acks
+	timer        *time.Timer // bounds the wait for the oldest publish awaited (nil until one waits)
+	disconnected bool        // the connection dropped while publishes were awaited
+	waited       bool        // Wait has its result
+	err          error
 }
 
+// inflight is a publish awaiting its acknowledgement.
 type inflight struct {
-	fut jetstream.PubAckFuture
-	id  state.OutboxID
+	e       *state.OutboxEntry // what it was made of
+	subject string
+	idx     int       // its index in the delivery's acks
+	at      time.Time // when it was sent
 }
 
 // Wait returns nil once every message of the delivery was acknowledged by its
@@ -371,14 +432,18 @@ type inflight struct {
 // to end first, so no message of the delivery is sent after Wait returned.
 // After an error it also waits until every publish still pending has an
 // outcome, so nothing of the delivery lands once Wait returned (unless ctx
-// ended first), and the caller delivers all entries again. Wait may be called
-// more than once; it returns the same result.
+// ended first, the connection dropped or [PublishAckTimeout] passed), and the
+// caller delivers all entries again. Wait may be called more than once; it
+// returns the same result.
 func (d *Delivery) Wait(ctx context.Context) error {
 	// The sending must be over whatever ctx says: after an error the caller sends everything
 	// again, and a goroutine still sending the old copies could then land a message after a
 	// later one. It ends soon by itself: it stops at the first error, checks Start's ctx
-	// before every message, and a publish waits at most publishStallWait for a slot.
+	// before every message, and an acknowledgement is awaited at most PublishAckTimeout.
 	<-d.sent
+	if d.acks == nil || d.waited {
+		return d.err
+	}
 	for d.err == nil && d.head < len(d.window) {
 		d.err = d.await(ctx, d.window[d.head])
 		if d.err == nil || ctx.Err() == nil {
@@ -388,38 +453,94 @@ func (d *Delivery) Wait(ctx context.Context) error {
 	if d.err != nil {
 		d.settle(ctx)
 	}
+	d.acks.close()
+	d.nc.RemoveStatusListener(d.status)
+	if d.timer != nil {
+		d.timer.Stop()
+	}
+	d.waited = true
 	return d.err
 }
 
-// settle waits, after the delivery failed, until every publish still pending has an outcome
-// (or ctx ends). JetStream retries an asynchronous publish that found no stream (in case a
-// stream leader is moving), so a later message of a failed delivery could otherwise still land
-// after the caller sent the outbox again, ahead of an earlier one.
+// settle waits, after the delivery failed, until every publish sent has an outcome (or ctx
+// ends, the connection dropped or PublishAckTimeout passed since the last was sent): a later
+// message of a failed delivery that the server still stores could otherwise land after the
+// caller sent the outbox again, ahead of an earlier one.
 func (d *Delivery) settle(ctx context.Context) {
-	for _, f := range d.window[d.head:] {
-		select {
-		case <-f.fut.Ok():
-		case <-f.fut.Err():
-		case <-ctx.Done():
-			return
+	var last time.Time
+	if len(d.window) > 0 {
+		last = d.window[len(d.window)-1].at
+	}
+	for d.acks.received() < d.published {
+		if err := d.idle(ctx, last); err != nil {
+			break
 		}
 	}
 	d.head = len(d.window)
 }
 
+// pending returns how many publishes of the delivery have no outcome yet.
+func (d *Delivery) pending() int {
+	if d.acks == nil {
+		return 0
+	}
+	return d.published - d.acks.received()
+}
+
+// await waits for the outcome of f, the oldest publish awaited. A publish the server refused
+// for good is replaced by a dead letter (see [Publisher.replace]).
 func (d *Delivery) await(ctx context.Context, f inflight) error {
-	select {
-	case <-f.fut.Ok():
-		return nil
-	case err := <-f.fut.Err():
-		if m := f.fut.Msg(); d.p.refused(m, err) {
+	for {
+		st, err := d.acks.outcome(f.idx)
+		switch st {
+		case ackOK:
+			return nil
+		case ackPending:
+			err = d.idle(ctx, f.at)
+			if err == nil {
+				continue
+			}
+			if ctx.Err() != nil {
+				return fmt.Errorf("natsio: awaiting publish acknowledgements: %w", ctx.Err())
+			}
+		}
+		m := d.p.fit(d.p.message(f.e, f.subject, d.deployment)) // the message sent
+		if d.p.refused(m, err) {
 			err = d.p.replace(ctx, m, err)
 		}
 		if err != nil {
-			return fmt.Errorf("natsio: publishing %s to %s: %w", d.p.msgID(d.deployment, f.id), f.fut.Msg().Subject, err)
+			return fmt.Errorf("natsio: publishing %s to %s: %w", d.p.msgID(d.deployment, f.e.ID), m.Subject, err)
 		}
 		return nil
+	}
+}
+
+// idle waits for the next acknowledgement of the delivery. It fails with
+// [jetstream.ErrAsyncPublishTimeout] once PublishAckTimeout passed since sentAt (when the
+// publish awaited was sent), with [nats.ErrDisconnected] when the connection dropped (its
+// acknowledgements may be lost; the outbox delivers it again), or with ctx's error.
+func (d *Delivery) idle(ctx context.Context, sentAt time.Time) error {
+	if d.disconnected {
+		return nats.ErrDisconnected
+	}
+	wait := time.Until(sentAt.Add(PublishAckTimeout))
+	if wait <= 0 {
+		return jetstream.ErrAsyncPublishTimeout
+	}
+	if d.timer == nil {
+		d.timer = time.NewTimer(wait)
+	}
+	select {
+	case <-d.acks.signal:
+		return nil
+	case <-d.status:
+		d.disconnected = true
+		return nats.ErrDisconnected
 	case <-ctx.Done():
-		return fmt.Errorf("natsio: awaiting publish acknowledgements: %w", ctx.Err())
+		return ctx.Err()
+	case <-d.timer.C:
+		// Set for an earlier publish, or this one's time is up: the next call tells.
+		d.timer.Reset(max(time.Until(sentAt.Add(PublishAckTimeout)), 0))
+		return nil
 	}
 }

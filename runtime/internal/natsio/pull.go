@@ -61,6 +61,12 @@ type pull struct {
 	// lost is set when the server delivered messages that did not arrive: the caller must
 	// treat the request's end as a gap.
 	lost bool
+	// The context next waits with: its parent's, bounded by bound. It is made again only when
+	// either changes (a status arrived, drain's own parent), not for every delivery.
+	wctx    context.Context
+	wcancel context.CancelFunc
+	wparent context.Context
+	wbound  time.Time
 }
 
 // apiPrefix is the JetStream API prefix js sends its requests with.
@@ -112,7 +118,24 @@ func startPull(nc *nats.Conn, subject string, req pullRequest) (*pull, error) {
 
 // close drops the request's inbox: anything the server still sends to it is lost (and shows
 // as a gap in the consumer's numbering at the next delivery).
-func (p *pull) close() { _ = p.sub.Unsubscribe() }
+func (p *pull) close() {
+	if p.wcancel != nil {
+		p.wcancel()
+	}
+	_ = p.sub.Unsubscribe()
+}
+
+// waitCtx returns ctx bounded by bound, made once for each pair.
+func (p *pull) waitCtx(ctx context.Context, bound time.Time) context.Context {
+	if p.wctx == nil || p.wparent != ctx || !p.wbound.Equal(bound) {
+		if p.wcancel != nil {
+			p.wcancel()
+		}
+		p.wctx, p.wcancel = context.WithDeadline(ctx, bound)
+		p.wparent, p.wbound = ctx, bound
+	}
+	return p.wctx
+}
 
 // done tells whether every delivery of the request has been received.
 func (p *pull) done() bool {
@@ -134,9 +157,7 @@ func (p *pull) next(ctx context.Context) (*nats.Msg, error) {
 		if p.delivered >= 0 {
 			bound = p.overtaken
 		}
-		wctx, cancel := context.WithDeadline(ctx, bound)
-		m, err := p.sub.NextMsgWithContext(wctx)
-		cancel()
+		m, err := p.sub.NextMsgWithContext(p.waitCtx(ctx, bound))
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, cerr

@@ -374,6 +374,8 @@ func (s *Source) Fetch(ctx context.Context, max, maxBytes int, wait time.Duratio
 			if maxBytes > 0 {
 				req.MaxBytes = maxBytes - used
 			}
+			// Room for what the server counted pending, at once rather than by doubling.
+			out = slices.Grow(out, int(min(uint64(req.Batch), s.pending)))
 		}
 		p, err := startPull(s.nc, s.next, req)
 		if err != nil {
