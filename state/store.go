@@ -77,6 +77,13 @@ func Open(dir string, opts *Options) (*Store, error) {
 		// Point lookups (Get) are exact keys: bloom filters skip most tables.
 		popts.Levels[i].FilterPolicy = bloom.FilterPolicy(10)
 	}
+	// Every batch rewrites the values of its keys, spread over the whole key space, and the
+	// hot-state cache serves most reads: compactions, not reads, are what grows with the
+	// state. Fewer, larger ones (more L0 tables before compacting them into a larger base
+	// level) write less (see RATIONALE.md, "Pebble's compactions").
+	popts.L0CompactionThreshold = 8
+	popts.L0StopWritesThreshold = 24
+	popts.LBaseMaxBytes = 256 << 20
 	if o.Tune != nil {
 		o.Tune(popts)
 	}
