@@ -222,7 +222,7 @@ func BenchmarkStateGrowth(b *testing.B) {
 }
 
 // BenchmarkTimeouts: 1M keys' timeouts expire in one batch (timeout_calls_per_sec,
-// timeout_data_calls_per_sec, timeout_ratio, timeout_rss_mb).
+// timeout_data_calls_per_sec, timeout_ratio, timeout_rss_mb, timeout_fill_rss_mb).
 func BenchmarkTimeouts(b *testing.B) {
 	wasm := sample(b, "logincount", "c")
 	var f TimeoutsFigures
@@ -236,6 +236,7 @@ func BenchmarkTimeouts(b *testing.B) {
 	b.ReportMetric(f.DataCallsPerSec, "data-calls/s")
 	b.ReportMetric(f.TimeoutCallsPerSec/f.DataCallsPerSec, "ratio")
 	b.ReportMetric(f.RSSMB, "rss-MB")
+	b.ReportMetric(f.FillRSSMB, "fill-rss-MB")
 }
 
 // TestTimeoutsAtOnce: every timeout fires in the one batch, over several chunks.
@@ -244,7 +245,7 @@ func TestTimeoutsAtOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f.TimeoutCallsPerSec <= 0 || f.DataCallsPerSec <= 0 || f.RSSMB <= 0 {
+	if f.TimeoutCallsPerSec <= 0 || f.DataCallsPerSec <= 0 || f.RSSMB <= 0 || f.FillRSSMB <= 0 {
 		t.Errorf("figures %+v: want every one positive", f)
 	}
 }

@@ -69,6 +69,11 @@ func memory(ctx context.Context, dir string, wasm []byte, keys, probeRows int, l
 			return nil, nil, err
 		}
 		done += memoryBatchRows
+		// RSS first: the probes read all over the state, which is not what this point measures.
+		if done%step == 0 {
+			settle()
+			points = append(points, MemoryPoint{Keys: done, RSSMB: rssMB()})
+		}
 		if done == small || done == keys {
 			active := []int{small}
 			if done == keys {
@@ -83,10 +88,6 @@ func memory(ctx context.Context, dir string, wasm []byte, keys, probeRows int, l
 				}
 				growth = append(growth, StatePoint{Keys: done, ActiveKeys: n, RowsPerSec: rps})
 			}
-		}
-		if done%step == 0 {
-			settle()
-			points = append(points, MemoryPoint{Keys: done, RSSMB: rssMB()})
 		}
 	}
 	return points, growth, nil

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"sync"
+	"math"
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/engine"
@@ -29,8 +29,29 @@ type TimeoutsFigures struct {
 	// of them expired in one batch.
 	DataCallsPerSec    float64
 	TimeoutCallsPerSec float64
-	// RSSMB is the highest RSS seen while the timeouts fired (sampled every 50 ms).
-	RSSMB float64
+	// RSSMB is the highest RSS seen while the timeouts fired, FillRSSMB while the data calls
+	// set them (both sampled every 50 ms, garbage included): bounded, the first is not above
+	// the second.
+	RSSMB, FillRSSMB float64
+}
+
+// sampleRSS records the highest RSS into peak, every 50 ms, until the returned stop is called.
+func sampleRSS(peak *float64) (stop func()) {
+	done, sampled := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(sampled)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			*peak = math.Max(*peak, rssMB())
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return func() { close(done); <-sampled }
 }
 
 // timeoutsAtOnce gives keys keys state and a processing-time timeout a minute ahead
@@ -46,6 +67,7 @@ func timeoutsAtOnce(ctx context.Context, dir string, wasm []byte, keys int, logg
 	defer eng.close(ctx)
 	t0 := time.Now().UnixMilli()
 	batch := make([]engine.Row, memoryBatchRows)
+	stop := sampleRSS(&f.FillRSSMB)
 	start := time.Now()
 	for done := 0; done < keys; done += len(batch) {
 		n := min(len(batch), keys-done)
@@ -53,32 +75,19 @@ func timeoutsAtOnce(ctx context.Context, dir string, wasm []byte, keys int, logg
 			batch[i].Data = fmt.Appendf(batch[i].Data[:0], `{"user_id":"user-%09d"}`, done+i)
 		}
 		if _, err := eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: t0, Rows: batch[:n]}); err != nil {
+			stop()
 			return f, err
 		}
 	}
 	f.DataCallsPerSec = float64(keys) / time.Since(start).Seconds()
+	stop()
 	settle()
 
-	stop, sampled := make(chan struct{}), sync.WaitGroup{}
-	sampled.Add(1)
-	go func() {
-		defer sampled.Done()
-		tick := time.NewTicker(50 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			f.RSSMB = max(f.RSSMB, rssMB())
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	stop = sampleRSS(&f.RSSMB)
 	start = time.Now()
 	rep, err := eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: t0 + 2*time.Minute.Milliseconds()})
 	elapsed := time.Since(start)
-	close(stop)
-	sampled.Wait()
+	stop()
 	if err != nil {
 		return f, err
 	}
