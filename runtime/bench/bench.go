@@ -17,7 +17,7 @@ import (
 
 // Options configures [Run].
 type Options struct {
-	// Quick runs small sizes, to finish in under a minute (CI's smoke run).
+	// Quick runs small sizes, to finish in about a minute (CI's smoke run).
 	Quick bool
 	// SamplesDir is the samples folder holding the modules (default "samples").
 	SamplesDir string
