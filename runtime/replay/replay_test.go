@@ -159,6 +159,18 @@ func TestReplaySameModule(t *testing.T) {
 	if len(progress) != rep.Batches || progress[len(progress)-1] != rep.Batches {
 		t.Errorf("progress %v over %d batches", progress, rep.Batches)
 	}
+	// The last 6 seconds of processing time (the clock moved 5s before the last batch): every
+	// batch runs, the last ones are compared.
+	recent, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t), Since: 6 * time.Second})
+	testutil.Require(t, err)
+	if !recent.Same() || recent.Batches != rep.Batches || recent.Compared == 0 || recent.Compared >= rep.Compared {
+		t.Errorf("replay of the last 6s: %+v, want every batch run and some of them compared", recent)
+	}
+	from, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t), FromBatch: 1 << 40})
+	testutil.Require(t, err)
+	if from.Compared != 0 || from.Batches != rep.Batches {
+		t.Errorf("replay from a batch after the last: %+v, want every batch run and none compared", from)
+	}
 }
 
 // TestReplayChangedHandler: the same history run with a longer idle timeout (1h instead of

@@ -51,8 +51,8 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	if total == 0 {
 		return nil, fmt.Errorf("%w: deployment %s has no batch manifest on stream %s", ErrNoHistory, sp.Name, natsio.ManifestsStream(sp.Name))
 	}
-	markCompared(hist, opts)
-	old, err := readOutputs(ctx, opts.JS, sp, parts)
+	wanted, since := markCompared(hist, opts)
+	old, err := readOutputs(ctx, opts.JS, sp, parts, wanted, since)
 	if err != nil {
 		return nil, err
 	}
@@ -129,29 +129,42 @@ func readHistory(ctx context.Context, js jetstream.JetStream, deployment string,
 	}
 }
 
-// markCompared marks the batches whose outputs are compared (opts' bounds).
-func markCompared(hist [][]batch, opts Options) {
+// markCompared marks the batches whose outputs are compared (opts' bounds) and returns their
+// ids per partition and the processing time of the earliest (its outputs were published
+// after it).
+func markCompared(hist [][]batch, opts Options) (wanted []map[uint64]bool, since int64) {
 	var last int64
 	for _, h := range hist {
 		for _, b := range h {
 			last = max(last, b.ProcessingTimeMs)
 		}
 	}
-	for _, h := range hist {
+	since = last
+	wanted = make([]map[uint64]bool, len(hist))
+	for p, h := range hist {
+		wanted[p] = map[uint64]bool{}
 		for i := range h {
 			b := &h[i]
 			b.compared = (opts.FromBatch == 0 || b.Batch >= opts.FromBatch) && (opts.ToBatch == 0 || b.Batch <= opts.ToBatch) &&
 				(opts.Since <= 0 || b.ProcessingTimeMs >= last-opts.Since.Milliseconds())
+			if b.compared {
+				for _, id := range b.ids {
+					wanted[p][id] = true
+				}
+				since = min(since, b.ProcessingTimeMs)
+			}
 		}
 	}
+	return wanted, since
 }
 
 // outputs are a partition's published outputs: by batch id, by key, in publication order.
 type outputs map[uint64]map[string][][]byte
 
-// readOutputs reads the deployment's published outputs from its output stream, per
-// partition (the partition of each output's key).
-func readOutputs(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, parts int) ([]outputs, error) {
+// readOutputs reads the deployment's published outputs of the wanted batches (per partition:
+// the partition of each output's key) from its output stream, from the messages stored at
+// processing time since (epoch ms) on: only those are kept in memory.
+func readOutputs(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, parts int, wanted []map[uint64]bool, since int64) ([]outputs, error) {
 	name := sp.Output.Stream
 	if name == "" {
 		var err error
@@ -159,7 +172,7 @@ func readOutputs(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, par
 			return nil, fmt.Errorf("replay: the stream of output subject %s: %w", sp.Output.Subject, err)
 		}
 	}
-	rd, err := natsio.OpenStreamReader(ctx, js, name, []string{sp.Output.Subject}, 0)
+	rd, err := natsio.OpenStreamReaderAt(ctx, js, name, []string{sp.Output.Subject}, time.UnixMilli(since).Add(-clockSkew))
 	if err != nil {
 		return nil, err
 	}
@@ -188,14 +201,23 @@ func readOutputs(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, par
 			return nil, fmt.Errorf("replay: output at sequence %d of %s has no batch id: %w", m.Sequence, name, err)
 		}
 		key := m.Header.Get(natsio.HeaderKey)
-		byKey := out[partition.Of([]byte(key), parts)][id]
+		p := partition.Of([]byte(key), parts)
+		if !wanted[p][id] {
+			continue
+		}
+		byKey := out[p][id]
 		if byKey == nil {
 			byKey = map[string][][]byte{}
-			out[partition.Of([]byte(key), parts)][id] = byKey
+			out[p][id] = byKey
 		}
 		byKey[key] = append(byKey[key], m.Data)
 	}
 }
+
+// clockSkew is how far behind the runtime's clock (which gave a batch its processing time) the
+// NATS server's clock (which stamps the outputs it stores) may be: outputs are read from the
+// earliest compared batch's processing time less this.
+const clockSkew = 10 * time.Minute
 
 // timeOf formats a batch's processing time for messages.
 func timeOf(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }

@@ -34,6 +34,15 @@ type StreamReader struct {
 // OpenStreamReader opens a reader of the messages of stream whose subjects match filters
 // (every message when filters is empty), from sequence from on (0 or 1: the first). Close it.
 func OpenStreamReader(ctx context.Context, js jetstream.JetStream, stream string, filters []string, from uint64) (*StreamReader, error) {
+	return openStreamReader(ctx, js, stream, filters, from, time.Time{})
+}
+
+// OpenStreamReaderAt is [OpenStreamReader] from the first message stored at or after since.
+func OpenStreamReaderAt(ctx context.Context, js jetstream.JetStream, stream string, filters []string, since time.Time) (*StreamReader, error) {
+	return openStreamReader(ctx, js, stream, filters, 0, since)
+}
+
+func openStreamReader(ctx context.Context, js jetstream.JetStream, stream string, filters []string, from uint64, since time.Time) (*StreamReader, error) {
 	cfg := jetstream.ConsumerConfig{
 		FilterSubjects:    filters,
 		DeliverPolicy:     jetstream.DeliverAllPolicy,
@@ -41,7 +50,10 @@ func OpenStreamReader(ctx context.Context, js jetstream.JetStream, stream string
 		InactiveThreshold: time.Minute,
 		MemoryStorage:     true,
 	}
-	if from > 1 {
+	switch {
+	case !since.IsZero():
+		cfg.DeliverPolicy, cfg.OptStartTime = jetstream.DeliverByStartTimePolicy, &since
+	case from > 1:
 		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, from
 	}
 	cons, err := js.CreateConsumer(ctx, stream, cfg)
