@@ -346,7 +346,9 @@ func (b *batch) begin(in BatchInput) {
 	b.sb = e.ks.NewBatch(b.id)
 	b.initialApplied = false
 	b.inMax, b.nextIn, b.inputsPending = nil, nil, false
-	b.man = newManifest(in, e.progress)
+	if e.manifests {
+		b.man = newManifest(in, e.progress) // a pass over the rows, only when recorded
+	}
 	if e.multi != nil {
 		n := len(e.inputs)
 		b.inMax, b.nextIn = make([]int64, n), make([]int64, n)
