@@ -77,6 +77,15 @@ type Record struct {
 	InitialState string `json:"initial_state,omitempty"`
 	// InitialStateSize is the initial-state file's size in bytes.
 	InitialStateSize int64 `json:"initial_state_size,omitempty"`
+	// ShadowOf, when not empty, names the primary this deployment shadows (deploy --shadow):
+	// it runs the primary's recorded batches again, row for row, from the primary's manifests,
+	// with its own state, and publishes on its spec's subjects made shadow ones
+	// (spec.Spec.AsShadowOf). Promote clears it.
+	ShadowOf string `json:"shadow_of,omitempty"`
+	// Promoting, on a shadow, asks its runtime to make it the primary: once the primary has
+	// stopped and the shadow ran every batch it recorded, the runtime moves the shadow's
+	// position to the primary's input position and stores the record without ShadowOf.
+	Promoting bool `json:"promoting,omitempty"`
 	// Revision is the KV revision, filled on read.
 	Revision uint64 `json:"-"`
 }
