@@ -92,6 +92,22 @@ type Deployment struct {
 	// ResetState tells that the deployment was deployed with [ResetState] and its runtime has
 	// not done the reset yet.
 	ResetState bool `json:"reset_state,omitempty"`
+	// ShadowOf, for a shadow deployment ([AsShadowOf]), names its primary; Spec is then the
+	// spec as deployed, and [Deployment.RunSpec] the one it runs with. Promoting tells that
+	// [Client.Promote] asked to make it the primary and its runtime has not yet.
+	ShadowOf  string `json:"shadow_of,omitempty"`
+	Promoting bool   `json:"promoting,omitempty"`
+	// runSpec is what RunSpec returns (nil: Spec).
+	runSpec *spec.Spec
+}
+
+// RunSpec is the spec the deployment runs with: Spec, or for a shadow, Spec with its
+// primary's subjects made shadow ones (spec.Spec.AsShadowOf), as stored at its deploy.
+func (d *Deployment) RunSpec() *spec.Spec {
+	if d.runSpec != nil {
+		return d.runSpec
+	}
+	return d.Spec
 }
 
 // DeployOption changes what [Client.Deploy] does.
@@ -399,7 +415,14 @@ func deploymentOf(rec natsio.Record) (*Deployment, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Deployment{Name: rec.Name, Spec: sp, ModuleDigest: rec.ModuleDigest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rec.Revision, ResetState: rec.ResetState != ""}, nil
+	d := &Deployment{Name: rec.Name, Spec: sp, ModuleDigest: rec.ModuleDigest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rec.Revision, ResetState: rec.ResetState != "",
+		ShadowOf: rec.ShadowOf, Promoting: rec.Promoting}
+	if rec.ShadowOf != "" {
+		if d.runSpec, err = api.RunSpecOf(rec); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 // Status returns the deployment's last published status. For a deployment with

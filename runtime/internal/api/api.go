@@ -118,8 +118,21 @@ type Error struct {
 
 // SpecOf decodes and validates the spec stored in a deployment record.
 func SpecOf(rec natsio.Record) (*spec.Spec, error) {
+	return decodeSpec(rec.Spec)
+}
+
+// RunSpecOf returns the spec the deployment of rec runs with: for a shadow (rec.ShadowOf),
+// its shadow spec (rec.ShadowSpec), else its spec.
+func RunSpecOf(rec natsio.Record) (*spec.Spec, error) {
+	if rec.ShadowOf != "" && len(rec.ShadowSpec) > 0 {
+		return decodeSpec(rec.ShadowSpec)
+	}
+	return decodeSpec(rec.Spec)
+}
+
+func decodeSpec(data []byte) (*spec.Spec, error) {
 	var sp spec.Spec
-	if err := json.Unmarshal(rec.Spec, &sp); err != nil {
+	if err := json.Unmarshal(data, &sp); err != nil {
 		return nil, fmt.Errorf("%w: stored spec: %v", spec.ErrInvalidSpec, err)
 	}
 	sp.EnsureDefaults()

@@ -82,6 +82,10 @@ type Record struct {
 	// with its own state, and publishes on its spec's subjects made shadow ones
 	// (spec.Spec.AsShadowOf). Promote clears it.
 	ShadowOf string `json:"shadow_of,omitempty"`
+	// ShadowSpec is the spec a shadow runs with while it shadows (Spec made a shadow's, see
+	// spec.Spec.AsShadowOf), stored at its deploy so that it does not depend on the primary's
+	// record, which promote removes. Promote clears it: the deployment then runs with Spec.
+	ShadowSpec json.RawMessage `json:"shadow_spec,omitempty"`
 	// Promoting, on a shadow, asks its runtime to make it the primary: once the primary has
 	// stopped and the shadow ran every batch it recorded, the runtime moves the shadow's
 	// position to the primary's input position and stores the record without ShadowOf.
