@@ -8,8 +8,8 @@ import (
 	"sync"
 
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
-	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -42,42 +42,6 @@ func (e *emitted) Deliver(_ context.Context, _ string, entries []state.OutboxEnt
 	return nil
 }
 
-// input is where a partition's rows are: a stream and the filters of its consumer.
-func (r *replayer) input(ctx context.Context, p int) (stream string, filters []string, err error) {
-	sp := r.opts.Spec
-	switch {
-	case sp.Partitions > 1:
-		return natsio.PartitionedStream(sp.Name), []string{natsio.PartitionFilter(sp.Name, p, sp.Key.SubjectToken > 0)}, nil
-	case sp.HasInputs():
-		return natsio.InputsStream(sp.Name), []string{natsio.InputsFilter(sp.Name)}, nil
-	case sp.Input.Stream != "":
-		return sp.Input.Stream, sp.Input.Subjects, nil
-	}
-	stream, err = r.opts.JS.StreamNameBySubject(ctx, sp.Input.Subjects[0])
-	if err != nil {
-		return "", nil, fmt.Errorf("replay: the stream of input subject %s: %w", sp.Input.Subjects[0], err)
-	}
-	return stream, sp.Input.Subjects, nil
-}
-
-// row makes the engine row of a stored input message, as the runtime made it.
-func (r *replayer) row(m natsio.StoredMsg) (engine.Row, error) {
-	sp := r.opts.Spec
-	row := engine.Row{Data: m.Data, Subject: m.Subject, Sequence: m.Sequence}
-	switch {
-	case sp.HasInputs():
-		name, orig, ok := natsio.SplitInputsSubject(sp.Name, m.Subject)
-		i := slices.IndexFunc(sp.Inputs, func(in spec.NamedInput) bool { return in.Name == name })
-		if !ok || i < 0 {
-			return row, fmt.Errorf("replay: input sequence %d: subject %s is not of one of the spec's inputs", m.Sequence, m.Subject)
-		}
-		row.Subject, row.Input = orig, i
-	case sp.Partitions > 1:
-		row.Subject = natsio.InputSubject(sp.Name, &natsio.Msg{Subject: m.Subject})
-	}
-	return row, nil
-}
-
 // partition replays partition p's history.
 func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
 	if len(hist) == 0 {
@@ -88,7 +52,7 @@ func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
 		return fmt.Errorf("%w: partition %d's oldest recorded batch (%d, at %s) ran on state made by batches no longer recorded: replay runs from empty state",
 			ErrHistoryGone, p, hist[0].Batch, timeOf(hist[0].ProcessingTimeMs))
 	}
-	stream, filters, err := r.input(ctx, p)
+	stream, filters, err := history.Input(ctx, r.opts.JS, sp, p)
 	if err != nil {
 		return err
 	}
@@ -125,7 +89,7 @@ func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
 				return err
 			}
 		}
-		rows, err := r.rows(ctx, rd, stream, b)
+		rows, err := history.Rows(ctx, rd, stream, sp, b.Manifest)
 		if err != nil {
 			return err
 		}
@@ -156,33 +120,6 @@ func firstBatchAt(hist []batch, seq uint64) uint64 {
 		}
 	}
 	return 0
-}
-
-// rows reads batch b's rows from rd: the messages from its first sequence to its last.
-func (r *replayer) rows(ctx context.Context, rd *natsio.StreamReader, stream string, b batch) ([]engine.Row, error) {
-	if b.Rows == 0 {
-		return nil, nil
-	}
-	rows := make([]engine.Row, 0, b.Rows)
-	for len(rows) < b.Rows {
-		m, ok, err := rd.Next(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if !ok || m.Sequence > b.LastSequence {
-			return nil, fmt.Errorf("%w: input stream %s holds %d of the %d rows of batch %d (sequences %d to %d)",
-				ErrHistoryGone, stream, len(rows), b.Rows, b.Batch, b.FirstSequence, b.LastSequence)
-		}
-		if m.Sequence < b.FirstSequence {
-			continue // read again after a crash, before the position: in no batch
-		}
-		row, err := r.row(m)
-		if err != nil {
-			return nil, err
-		}
-		rows = append(rows, row)
-	}
-	return rows, nil
 }
 
 // compare compares a replayed batch's outputs with the recorded batch's.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
 
@@ -29,7 +30,7 @@ var (
 	ErrNoHistory = errors.New("replay: no recorded batch")
 	// ErrHistoryGone: a stream no longer holds what the replay needs (its retention removed
 	// it); the message names the first missing sequence.
-	ErrHistoryGone = errors.New("replay: history no longer retained")
+	ErrHistoryGone = history.ErrGone
 	// ErrIncomplete is an Options value missing.
 	ErrIncomplete = errors.New("replay: JS, Spec and Module are required")
 )

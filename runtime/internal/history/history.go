@@ -1,0 +1,89 @@
+// Package history reads what a deployment's recorded batches read (engine.Manifest): the
+// input stream and filters of a partition, and a batch's rows, fetched by sequence and made
+// into engine rows as the runtime made them. Replay and shadow deployments run batches again
+// from it.
+package history
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/spec"
+)
+
+// ErrGone is returned when a stream no longer holds what a recorded batch read (its retention
+// removed it); the message names the batch and its sequences.
+var ErrGone = errors.New("history: no longer retained")
+
+// Input returns where partition p of the deployment of sp reads its rows: the stream and the
+// filters of its consumer.
+func Input(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, p int) (stream string, filters []string, err error) {
+	switch {
+	case sp.Partitions > 1:
+		return natsio.PartitionedStream(sp.Name), []string{natsio.PartitionFilter(sp.Name, p, sp.Key.SubjectToken > 0)}, nil
+	case sp.HasInputs():
+		return natsio.InputsStream(sp.Name), []string{natsio.InputsFilter(sp.Name)}, nil
+	case sp.Input.Stream != "":
+		return sp.Input.Stream, sp.Input.Subjects, nil
+	}
+	stream, err = js.StreamNameBySubject(ctx, sp.Input.Subjects[0])
+	if err != nil {
+		return "", nil, fmt.Errorf("history: the stream of input subject %s: %w", sp.Input.Subjects[0], err)
+	}
+	return stream, sp.Input.Subjects, nil
+}
+
+// Row makes the engine row of a stored input message of the deployment of sp, as its runtime
+// made it.
+func Row(sp *spec.Spec, m natsio.StoredMsg) (engine.Row, error) {
+	row := engine.Row{Data: m.Data, Subject: m.Subject, Sequence: m.Sequence}
+	switch {
+	case sp.HasInputs():
+		name, orig, ok := natsio.SplitInputsSubject(sp.Name, m.Subject)
+		i := slices.IndexFunc(sp.Inputs, func(in spec.NamedInput) bool { return in.Name == name })
+		if !ok || i < 0 {
+			return row, fmt.Errorf("history: input sequence %d: subject %s is not of one of the spec's inputs", m.Sequence, m.Subject)
+		}
+		row.Subject, row.Input = orig, i
+	case sp.Partitions > 1:
+		row.Subject = natsio.InputSubject(sp.Name, &natsio.Msg{Subject: m.Subject})
+	}
+	return row, nil
+}
+
+// Rows reads the rows of the recorded batch man from rd, which reads the batch's input stream
+// (named stream, for errors) and is at or before the batch's first sequence: the man.Rows
+// messages from its first sequence to its last, made into rows with Row. Messages before the
+// first sequence are skipped (read again after a crash, before the position: in no batch).
+// Fewer messages than the batch read fail with [ErrGone].
+func Rows(ctx context.Context, rd *natsio.StreamReader, stream string, sp *spec.Spec, man engine.Manifest) ([]engine.Row, error) {
+	if man.Rows == 0 {
+		return nil, nil
+	}
+	rows := make([]engine.Row, 0, man.Rows)
+	for len(rows) < man.Rows {
+		m, ok, err := rd.Next(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if !ok || m.Sequence > man.LastSequence {
+			return nil, fmt.Errorf("%w: input stream %s holds %d of the %d rows of batch %d (sequences %d to %d)",
+				ErrGone, stream, len(rows), man.Rows, man.Batch, man.FirstSequence, man.LastSequence)
+		}
+		if m.Sequence < man.FirstSequence {
+			continue
+		}
+		row, err := Row(sp, m)
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, row)
+	}
+	return rows, nil
+}
