@@ -116,6 +116,7 @@ type DeployOption func(*deployOptions)
 type deployOptions struct {
 	resetState bool
 	initial    []byte // WithInitialState's file; nil: none
+	shadowOf   string // AsShadowOf's primary; empty: not a shadow
 }
 
 // WithInitialState gives a new deployment its initial state: data is an initial-state file
@@ -163,6 +164,13 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 	}
 	rec := natsio.Record{Name: sp.Name, Spec: specJSON, ModuleDigest: digest, ModuleSize: int64(len(wasm)), DeployedAt: time.Now().UTC()}
 	prev, err := c.reg.Get(ctx, sp.Name)
+	if o.shadowOf != "" {
+		if serr := c.shadowRecord(ctx, &rec, sp, o, prev, err); serr != nil {
+			return nil, serr
+		}
+	} else if err == nil && prev.ShadowOf != "" {
+		return nil, fmt.Errorf("%w: %s is a shadow of %s: deploy it again as one (--shadow %s), or promote it first", ErrShadow, sp.Name, prev.ShadowOf, prev.ShadowOf)
+	}
 	if o.initial != nil {
 		switch {
 		case err == nil:
@@ -210,7 +218,8 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 	if err != nil {
 		return nil, fmt.Errorf("client: storing the deployment: %w", err)
 	}
-	return &Deployment{Name: sp.Name, Spec: sp, ModuleDigest: digest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rev, ResetState: rec.ResetState != ""}, nil
+	rec.Revision = rev
+	return deploymentOf(rec)
 }
 
 // fixedAtFirstDeploy refuses a redeploy that changes what the deployment's state is laid

@@ -42,6 +42,9 @@ func (in *inputOpen) wait() (string, *natsio.Source, error) {
 // openInput ensures r's streams and creates the consumer it reads, rewound to its ack floor,
 // marking each step in t.
 func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (string, *natsio.Source, error) {
+	if r.shadowing() {
+		return r.openShadowInput(ctx, t)
+	}
 	sp := r.spec
 	inStream, err := r.ensureStreams(ctx)
 	t.mark("input_streams")

@@ -73,6 +73,9 @@ type runner struct {
 	// timings), for the log line of a takeover.
 	opened   []any
 	instance string // of the output message ids; empty: the store's ID
+	// shadowIn reads the input rows of a shadow's primary's batches (nil: not a shadow; see
+	// shadow.go). Only the loop uses it.
+	shadowIn *shadowIn
 	// handoverAsked is when the plan first moved the partition to another runtime while this
 	// runner held it (it hands over once the newcomer's copy is warm); zero otherwise. Only
 	// the service's loop uses it.
@@ -161,7 +164,7 @@ func (s *Service) check(ctx context.Context, rec natsio.Record) (*revision, erro
 
 // checkRecord is check without the reuse.
 func (s *Service) checkRecord(ctx context.Context, rec natsio.Record) (*revision, error) {
-	sp, err := api.SpecOf(rec)
+	sp, err := api.RunSpecOf(rec)
 	if err != nil {
 		return nil, err
 	}
@@ -229,6 +232,9 @@ func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, initial: rv.initial, store: store, logger: logger, done: make(chan struct{}), drainReq: make(chan chan drainResult), lease: o.lease, instance: o.instance, snaps: o.snapshots,
 		part: o.part, parts: max(sp.Partitions, 1)}
 	r.key = unitKey(sp.Name, r.part, r.parts)
+	if rec.ShadowOf != "" {
+		r.shadowIn = &shadowIn{}
+	}
 	if sp.HasInputs() {
 		r.inputs = make(map[string]int, len(sp.Inputs))
 		for i, in := range sp.Inputs {
@@ -778,11 +784,13 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 		// never shares the consumer with it.
 		f.stop()
 	}()
+	defer r.closeShadow()
 	var pending []natsio.Msg // fetched, not yet committed
 	noData := false
+	more := false // a shadow's pending holds part of a primary batch: fetch the rest
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		if len(pending) == 0 && !noData {
+		if (len(pending) == 0 || more) && !noData {
 			var res fetchResult
 			select {
 			case res = <-f.out:
@@ -818,9 +826,36 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 				r.fault(ctx, fmt.Errorf("fetching input: %w", res.err), &backoff)
 				continue
 			}
-			pending = res.msgs
+			if r.shadowing() {
+				if len(res.msgs) == 0 && !more && r.rec.Promoting {
+					if r.promoteOrFault(ctx, &backoff) {
+						<-ctx.Done() // promoted: the service runs it again as a primary
+						return
+					}
+					continue
+				}
+				res.msgs = r.dropRun(after, res.msgs)
+				if len(pending) == 0 && len(res.msgs) == 0 {
+					r.publishStatus(after, false) // what the last batches did, once the throttle lets it
+					continue                      // caught up with the primary: no batch of the shadow's own
+				}
+			}
+			pending = append(pending, res.msgs...)
 		}
-		batch, rest := cutBatch(pending, int(r.spec.Trigger.MaxBytes))
+		var batch, rest []natsio.Msg
+		if r.shadowing() {
+			var err error
+			if batch, rest, more, err = cutShadow(pending); err != nil {
+				r.fail(err)
+				return
+			}
+			if more {
+				pending = rest
+				continue
+			}
+		} else {
+			batch, rest = cutBatch(pending, int(r.spec.Trigger.MaxBytes))
+		}
 		rep, last, err := r.runBatch(batchCtx, batch)
 		if err != nil && batchCtx.Err() != nil && !errors.Is(err, state.ErrFailed) {
 			r.logger.Info("batch in flight cancelled by a stop; its input will be redelivered", "err", err)
@@ -858,8 +893,8 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 		if last != nil {
 			r.ack(after, *last)
 		}
-		pending = rest // what did not fit trigger.max_bytes runs next, before another fetch
-		noData = rep.NeedsNoDataBatch
+		pending = rest                                  // what did not fit trigger.max_bytes runs next, before another fetch
+		noData = rep.NeedsNoDataBatch && !r.shadowing() // a shadow runs the primary's batches only
 		backoff = 100 * time.Millisecond
 		r.record(rep)
 		r.publishWatermark(rep)
@@ -957,6 +992,9 @@ func (r *runner) prefetch(ctx context.Context) (<-chan fetchResult, <-chan struc
 // runBatch runs one batch of msgs (possibly none), skipping rows at or before the committed
 // position (redeliveries after a crash). It returns the last message, to acknowledge.
 func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.BatchReport, *natsio.Msg, error) {
+	if r.shadowing() {
+		return r.runShadowBatch(ctx, msgs)
+	}
 	pos := r.eng.Progress().Position
 	rows := make([]engine.Row, 0, len(msgs))
 	var last *natsio.Msg

@@ -367,7 +367,8 @@ func (s *Service) clearReset(ctx context.Context, rec natsio.Record, r *runner) 
 // nothing to do: same module and spec, no reset asked, and r neither failed nor faulting (a
 // same-spec redeploy restarts a runner that keeps failing its batches or fetches).
 func (r *runner) runs(rec natsio.Record) bool {
-	if r == nil || rec.ResetState != "" || r.rec.ModuleDigest != rec.ModuleDigest || string(r.rec.Spec) != string(rec.Spec) {
+	if r == nil || rec.ResetState != "" || r.rec.ModuleDigest != rec.ModuleDigest || string(r.rec.Spec) != string(rec.Spec) ||
+		r.rec.ShadowOf != rec.ShadowOf || r.rec.Promoting != rec.Promoting || string(r.rec.ShadowSpec) != string(rec.ShadowSpec) {
 		return false
 	}
 	r.mu.Lock()

@@ -1,0 +1,187 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/api"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/spec"
+)
+
+// Errors of shadow deployments.
+var (
+	// ErrShadow is returned by [Client.Deploy] with [AsShadowOf], and by [Client.Promote], when
+	// the deployments are not in a state that allows it; the message says why.
+	ErrShadow = errors.New("client: shadow")
+	// ErrShadowHistory is returned by [Client.Deploy] with [AsShadowOf] when the primary's
+	// oldest recorded batch ran on state made by batches no longer recorded: a shadow starts
+	// from empty state and runs the primary's batches from its first one.
+	ErrShadowHistory = errors.New("client: the primary's history no longer starts from empty state")
+)
+
+// AsShadowOf makes the deploy a shadow of deployment primary (deploy --shadow): the new
+// deployment runs primary's recorded batches again, live and row for row (same rows, same
+// processing time and watermark), from primary's first recorded batch, with its own module,
+// state and consumer, and publishes on its spec's subjects, those that are primary's made
+// shadow ones (spec.Spec.AsShadowOf: "<subject>.shadow"). Nothing of primary is touched.
+// Compare their outputs with groupstate diff (replay.Diff) and make the shadow the primary
+// with [Client.Promote]. The spec must be allowed to shadow primary's
+// (spec.Spec.CheckShadowOf); [ResetState] and [WithInitialState] are refused with it.
+func AsShadowOf(primary string) DeployOption {
+	return func(o *deployOptions) { o.shadowOf = primary }
+}
+
+// shadowRecord makes rec, the record of a deploy of sp with [AsShadowOf], a shadow's, after
+// checking that sp can shadow the primary (prev, getErr: what the registry holds of sp's
+// name).
+func (c *Client) shadowRecord(ctx context.Context, rec *natsio.Record, sp *spec.Spec, o deployOptions, prev natsio.Record, getErr error) error {
+	if o.resetState || o.initial != nil {
+		return fmt.Errorf("%w: a shadow's state is made by its primary's history: --reset-state and --initial-state do not apply", ErrShadow)
+	}
+	prec, err := c.reg.Get(ctx, o.shadowOf)
+	if errors.Is(err, natsio.ErrNotFound) {
+		return fmt.Errorf("%w: %q (the primary of the shadow)", ErrNotDeployed, o.shadowOf)
+	}
+	if err != nil {
+		return err
+	}
+	if prec.ShadowOf != "" {
+		return fmt.Errorf("%w: %s is itself a shadow (of %s); shadow a primary", ErrShadow, o.shadowOf, prec.ShadowOf)
+	}
+	psp, err := api.SpecOf(prec)
+	if err != nil {
+		return err
+	}
+	if err := sp.CheckShadowOf(psp); err != nil {
+		return err
+	}
+	switch {
+	case getErr == nil && prev.ShadowOf != o.shadowOf:
+		return fmt.Errorf("%w: %s is deployed and is not a shadow of %s: a shadow starts from its primary's history; deploy it under a new name", ErrShadow, sp.Name, o.shadowOf)
+	case getErr == nil && prev.Promoting:
+		return fmt.Errorf("%w: %s is being promoted", ErrShadow, sp.Name)
+	case getErr != nil && !errors.Is(getErr, natsio.ErrNotFound):
+		return fmt.Errorf("client: reading the deployment: %w", getErr)
+	}
+	if err := c.checkShadowHistory(ctx, o.shadowOf); err != nil {
+		return err
+	}
+	run := sp.AsShadowOf(psp)
+	if err := run.ValidateForService(); err != nil {
+		return err
+	}
+	if rec.ShadowSpec, err = json.Marshal(run); err != nil {
+		return err
+	}
+	rec.ShadowOf = o.shadowOf
+	return nil
+}
+
+// checkShadowHistory checks that primary's recorded history starts from empty state.
+func (c *Client) checkShadowHistory(ctx context.Context, primary string) error {
+	name := natsio.ManifestsStream(primary)
+	st, err := c.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return fmt.Errorf("%w: %s records no batch manifests (no stream %s): it runs on a runtime older than shadows; restart its runtime with this version first", ErrShadow, primary, name)
+	}
+	if err != nil {
+		return err
+	}
+	first := st.CachedInfo().State.FirstSeq
+	if st.CachedInfo().State.Msgs == 0 {
+		return nil // no batch yet: the shadow follows from the first
+	}
+	raw, err := st.GetMsg(ctx, first)
+	if err != nil {
+		return fmt.Errorf("client: reading %s's oldest batch manifest: %w", primary, err)
+	}
+	var m engine.Manifest
+	if err := json.Unmarshal(raw.Data, &m); err != nil {
+		return fmt.Errorf("client: %s's oldest batch manifest (sequence %d): %w", primary, first, err)
+	}
+	if m.HadState {
+		return fmt.Errorf("%w: %s's oldest recorded batch (%d, at %s) ran on state made by batches its manifests stream %s no longer keeps",
+			ErrShadowHistory, primary, m.Batch, time.UnixMilli(m.ProcessingTimeMs).UTC().Format(time.RFC3339), name)
+	}
+	return nil
+}
+
+// Promote makes the shadow deployment name its primary's successor: it undeploys the
+// primary, waits until the primary's runtime stopped it, asks the shadow's runtime to run
+// every batch the primary recorded and then to read the input itself from the primary's
+// position on, with the shadow's state kept, and publish on its spec's own subjects (the
+// primary's, unless the spec named others); and waits until it does. Outputs of the
+// primary's batch in flight at the undeploy, which the primary never committed, come from
+// the promoted deployment. It returns when the shadow runs as a primary, or when ctx ends
+// (the promotion then goes on without the caller). The promoted deployment keeps its name.
+func (c *Client) Promote(ctx context.Context, name string) error {
+	rec, err := c.reg.Get(ctx, name)
+	if errors.Is(err, natsio.ErrNotFound) {
+		return fmt.Errorf("%w: %q", ErrNotDeployed, name)
+	}
+	if err != nil {
+		return err
+	}
+	if rec.ShadowOf == "" {
+		return fmt.Errorf("%w: %s is not a shadow", ErrShadow, name)
+	}
+	primary := rec.ShadowOf
+	if !rec.Promoting {
+		if err := c.stopPrimary(ctx, primary); err != nil {
+			return err
+		}
+		rec.Promoting = true
+		if _, err := c.reg.Update(ctx, rec); err != nil {
+			return fmt.Errorf("client: asking %s's runtime to promote it: %w", name, err)
+		}
+	}
+	for {
+		rec, err := c.reg.Get(ctx, name)
+		if err != nil {
+			return fmt.Errorf("client: waiting for %s's promotion: %w", name, err)
+		}
+		if rec.ShadowOf == "" {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("client: waiting for %s's runtime to promote it (it goes on): %w", name, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// stopPrimary undeploys primary (when it still is) and waits until its runtime stopped it:
+// its status no longer says running, or its owner does not answer.
+func (c *Client) stopPrimary(ctx context.Context, primary string) error {
+	owner, err := c.reg.Owner(ctx, primary)
+	if err != nil {
+		return err
+	}
+	if err := c.Undeploy(ctx, primary); err != nil && !errors.Is(err, ErrNotDeployed) {
+		return fmt.Errorf("client: undeploying the primary %s: %w", primary, err)
+	}
+	for {
+		st, err := c.unitStatus(ctx, primary)
+		if err != nil || st.State != StatusRunning {
+			return nil // no status (it never ran), or stopped
+		}
+		if owner != "" {
+			if up, perr := api.Ping(ctx, c.nc, owner); perr == nil && !up {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("client: waiting for the primary %s to stop: %w", primary, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}

@@ -1,0 +1,240 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/history"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+)
+
+// A shadow deployment (deploy --shadow) runs its primary's batches again, live: its
+// consumer reads the primary's manifests stream instead of the input, and each primary batch
+// (a first chunk and the chunks that continued it) runs as one batch of the shadow with the
+// same rows, fetched from the input stream by sequence, at the same processing time and
+// watermark. The shadow's input position is the manifests stream's sequence of the last
+// manifest it ran, so a restart resumes exactly; its own manifests carry it (which is how
+// groupstate diff pairs its batches with the primary's). Promote (record.Promoting, set once
+// the primary stopped) waits for the shadow to run every batch the primary recorded, then
+// moves its position to the primary's input position and stores the record as a primary.
+
+// shadowIn is a shadow's reader of its primary's input rows. Only the loop uses it.
+type shadowIn struct {
+	stream string               // the input stream
+	rd     *natsio.StreamReader // nil: not open
+	next   uint64               // the sequence rd reads next (at least)
+}
+
+// shadowing tells whether r runs a shadow.
+func (r *runner) shadowing() bool { return r.rec.ShadowOf != "" }
+
+// openShadowInput ensures the shadow's streams and creates its consumer of the primary's
+// manifests (of its partition), returning the manifests stream's name.
+func (r *runner) openShadowInput(ctx context.Context, t *timings) (string, *natsio.Source, error) {
+	if _, err := r.ensureStreams(ctx); err != nil {
+		return "", nil, err
+	}
+	t.mark("input_streams")
+	primary := r.rec.ShadowOf
+	stream := natsio.ManifestsStream(primary)
+	src, err := natsio.NewSource(ctx, r.s.js, stream, natsio.ConsumerName(r.spec.Name), []string{natsio.ManifestSubject(primary, r.part)})
+	t.mark("input_consumer")
+	if err != nil {
+		return "", nil, fmt.Errorf("consumer of primary %s's batch manifests (stream %s): %w", primary, stream, err)
+	}
+	return stream, src, nil
+}
+
+// dropRun drops the manifests of msgs the shadow ran already (at or before its position:
+// delivered again after a restart), acknowledging the last of them.
+func (r *runner) dropRun(ctx context.Context, msgs []natsio.Msg) []natsio.Msg {
+	pos := r.eng.Progress().Position
+	i := 0
+	for i < len(msgs) && msgs[i].Sequence <= pos {
+		i++
+	}
+	if i > 0 {
+		r.ack(ctx, msgs[i-1])
+	}
+	return msgs[i:]
+}
+
+// cutShadow returns the manifests of the first primary batch in pending (its first chunk and
+// the continued ones up to the one not open) and the rest; more tells that the batch's last
+// chunk is not in pending yet (fetch more). Continued chunks that lead pending (of a batch
+// whose first chunk the stream no longer holds) are dropped: there is nothing to run.
+func cutShadow(pending []natsio.Msg) (batch, rest []natsio.Msg, more bool, err error) {
+	start := 0
+	for i := range pending {
+		var m engine.Manifest
+		if err := json.Unmarshal(pending[i].Data, &m); err != nil {
+			return nil, nil, false, fmt.Errorf("manifest at sequence %d: %w", pending[i].Sequence, err)
+		}
+		if i == start && m.Continued {
+			start = i + 1
+			continue
+		}
+		if !m.Open {
+			return pending[start : i+1], pending[i+1:], false, nil
+		}
+	}
+	return nil, pending[start:], true, nil
+}
+
+// runShadowBatch runs the primary batch whose manifests are msgs (see cutShadow) and returns
+// the last manifest, to acknowledge.
+func (r *runner) runShadowBatch(ctx context.Context, msgs []natsio.Msg) (*engine.BatchReport, *natsio.Msg, error) {
+	last := &msgs[len(msgs)-1]
+	var first, end engine.Manifest
+	if err := json.Unmarshal(msgs[0].Data, &first); err != nil {
+		return nil, nil, fmt.Errorf("manifest at sequence %d: %w", msgs[0].Sequence, err)
+	}
+	if err := json.Unmarshal(last.Data, &end); err != nil {
+		return nil, nil, fmt.Errorf("manifest at sequence %d: %w", last.Sequence, err)
+	}
+	rows, err := r.shadowRows(ctx, first)
+	if err != nil {
+		return nil, nil, err
+	}
+	nextW := end.NextWatermarkMs
+	in := engine.BatchInput{ProcessingTimeMs: first.ProcessingTimeMs, Rows: rows, Position: last.Sequence, Drain: first.Drain, NextWatermarkMs: &nextW}
+	rep, err := r.eng.RunBatch(ctx, in)
+	return rep, last, err
+}
+
+// shadowRows reads the rows of the primary's batch man from the input stream.
+func (r *runner) shadowRows(ctx context.Context, man engine.Manifest) ([]engine.Row, error) {
+	if man.Rows == 0 {
+		return nil, nil
+	}
+	in := r.shadowIn
+	for attempt := 0; ; attempt++ {
+		if in.rd == nil || man.FirstSequence < in.next {
+			if err := r.openShadowRows(ctx, man.FirstSequence); err != nil {
+				return nil, err
+			}
+		}
+		rows, err := history.Rows(ctx, in.rd, in.stream, r.spec, man)
+		if err == nil {
+			in.next = man.LastSequence + 1
+			return rows, nil
+		}
+		// The reader reads what the stream held when it was opened, and its consumer goes
+		// after a minute without reads: open it again, once, before taking the rows as gone.
+		in.rd.Close()
+		in.rd = nil
+		if attempt == 1 || ctx.Err() != nil {
+			return nil, fmt.Errorf("rows of primary %s's batch %d: %w", r.rec.ShadowOf, man.Batch, err)
+		}
+	}
+}
+
+// openShadowRows opens the shadow's reader of the input stream at sequence from.
+func (r *runner) openShadowRows(ctx context.Context, from uint64) error {
+	in := r.shadowIn
+	if in.rd != nil {
+		in.rd.Close()
+		in.rd = nil
+	}
+	stream, filters, err := history.Input(ctx, r.s.js, r.spec, r.part)
+	if err != nil {
+		return err
+	}
+	rd, err := natsio.OpenStreamReader(ctx, r.s.js, stream, filters, from)
+	if err != nil {
+		return err
+	}
+	in.stream, in.rd, in.next = stream, rd, from
+	return nil
+}
+
+// closeShadow closes the shadow's reader, when it has one.
+func (r *runner) closeShadow() {
+	if r.shadowIn != nil && r.shadowIn.rd != nil {
+		r.shadowIn.rd.Close()
+		r.shadowIn.rd = nil
+	}
+}
+
+// errPrimaryRunning is why a promotion waits: the primary has recorded batches the shadow has
+// not run yet.
+var errPrimaryRunning = errors.New("the primary still records batches")
+
+// promote, for a shadow being promoted that ran every batch its primary recorded, moves its
+// position to the primary's input position (that of the primary's last recorded batch) and
+// stores its record as a primary's; the service then restarts it reading the input. It
+// returns whether it did; false with no error when batches are left to run.
+func (r *runner) promote(ctx context.Context) (bool, error) {
+	primary := r.rec.ShadowOf
+	mstream, err := r.s.js.Stream(ctx, natsio.ManifestsStream(primary))
+	if err != nil {
+		return false, fmt.Errorf("promoting: primary %s's manifests stream: %w", primary, err)
+	}
+	p, err := r.ks.Progress()
+	if err != nil {
+		return false, err
+	}
+	lastSeq := mstream.CachedInfo().State.LastSeq
+	if p.Position < lastSeq {
+		return false, nil
+	}
+	var position uint64
+	if lastSeq > 0 {
+		raw, err := mstream.GetMsg(ctx, lastSeq)
+		if err != nil {
+			return false, fmt.Errorf("promoting: primary %s's last manifest (sequence %d): %w", primary, lastSeq, err)
+		}
+		var m engine.Manifest
+		if err := json.Unmarshal(raw.Data, &m); err != nil {
+			return false, fmt.Errorf("promoting: primary %s's last manifest (sequence %d): %w", primary, lastSeq, err)
+		}
+		position = m.Position
+	}
+	in, _, err := history.Input(ctx, r.s.js, r.spec, r.part)
+	if err != nil {
+		return false, err
+	}
+	st, err := r.s.js.Stream(ctx, in)
+	if err != nil {
+		return false, fmt.Errorf("promoting: input stream %s: %w", in, err)
+	}
+	b := r.ks.NewBatch(p.BatchID + 1)
+	b.SetInputCreated(st.CachedInfo().Created.UnixNano())
+	b.SetProgress(p.WatermarkMs, position)
+	if p.Generation != 0 {
+		b.SetGeneration(p.Generation)
+	}
+	if p.Open.Active {
+		b.SetOpen(p.Open)
+	}
+	if _, err := b.Commit(); err != nil {
+		return false, err
+	}
+	rec := r.rec
+	rec.ShadowOf, rec.ShadowSpec, rec.Promoting = "", nil, false
+	rec.DeployedAt = time.Now().UTC()
+	if _, err := r.s.reg.Update(ctx, rec); err != nil {
+		return false, fmt.Errorf("promoting: storing %s as a primary: %w", rec.Name, err)
+	}
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r.s.js.DeleteConsumer(dctx, natsio.ManifestsStream(primary), natsio.ConsumerName(r.spec.Name)); err != nil {
+		r.logger.Warn("deleting the consumer of the old primary's manifests failed", "err", err)
+	}
+	r.logger.Info("shadow promoted: it reads the input from the old primary's position on", "old_primary", primary, "position", position)
+	return true, nil
+}
+
+// promoteOrFault runs promote and tells whether it promoted; an error goes to the status
+// (see fault), and the promotion is tried again after the next fetch.
+func (r *runner) promoteOrFault(ctx context.Context, backoff *time.Duration) bool {
+	done, err := r.promote(ctx)
+	if err != nil {
+		r.fault(ctx, err, backoff)
+	}
+	return done
+}

@@ -1,0 +1,162 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/service"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+// loginsFrom publishes n logins of users u0..u9 asynchronously (in order) and waits for
+// their acknowledgements.
+func (e *natsEnv) loginsFrom(n int) {
+	e.t.Helper()
+	for i := range n {
+		_, err := e.js.PublishAsync("logins.web", fmt.Appendf(nil, `{"user_id":"u%d"}`, i%10))
+		testutil.Require(e.t, err)
+	}
+	select {
+	case <-e.js.PublishAsyncComplete():
+	case <-time.After(testutil.PollDeadline):
+		e.t.Fatal("publishing timed out")
+	}
+}
+
+// outputsBy returns the payloads on stream published by deployment name, in stream order,
+// failing on a message id seen twice.
+func (e *natsEnv) outputsBy(stream, name string) []string {
+	e.t.Helper()
+	var out []string
+	ids := map[string]bool{}
+	for _, m := range e.streamMsgs(stream) {
+		if m.Header.Get(service.HeaderDeployment) != name {
+			continue
+		}
+		id := m.Header.Get(jetstream.MsgIDHeader)
+		if ids[id] {
+			e.t.Fatalf("message id %s twice on %s", id, stream)
+		}
+		ids[id] = true
+		out = append(out, string(m.Data))
+	}
+	return out
+}
+
+// caughtUp tells whether shadow ran every batch its primary recorded.
+func (e *natsEnv) caughtUp(primary, shadow string) bool {
+	s, err := e.js.Stream(context.Background(), natsio.ManifestsStream(primary))
+	if err != nil {
+		return false
+	}
+	st, err := e.client.Status(context.Background(), shadow)
+	return err == nil && st.Position == s.CachedInfo().State.LastSeq
+}
+
+// TestShadowAndPromote: a shadow of logincount (the same module, under another name) deployed
+// while the primary runs and rows keep coming runs the primary's batches again: the same
+// outputs, on logincount.out.shadow, while the primary's output stream holds exactly its own
+// (count and unique ids). Promoted, the primary is gone and the shadow reads the input from
+// the primary's position on with its state: the next logins count on from the totals before.
+func TestShadowAndPromote(t *testing.T) {
+	env := startNATS(t)
+	ctx := context.Background()
+	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	env.startService(t.TempDir(), clock)
+	env.deploy(logincountSpec, logincountWasm(t))
+	env.waitRunning("logincount")
+	env.loginsFrom(200)
+
+	shadowSpec := specFromYAML(t, strings.Replace(logincountSpec, "name: logincount", "name: logincount-v2", 1))
+	d, err := env.client.Deploy(ctx, shadowSpec, logincountWasm(t), client.AsShadowOf("logincount"))
+	testutil.Require(t, err)
+	if d.ShadowOf != "logincount" || d.RunSpec().Output.Subject != "logincount.out.shadow" || d.RunSpec().DeadLetter.Subject != "logincount.dlq.shadow" {
+		t.Fatalf("shadow deployment %+v, run spec output %+v", d, d.RunSpec().Output)
+	}
+	env.loginsFrom(200) // while the shadow starts and catches up
+	env.waitRunning("logincount-v2")
+	env.waitPosition("logincount", 400)
+	clock.Advance(11 * time.Second) // every session closes (idle_timeout 10s)
+	testutil.Eventually(t, "the sessions closed", func() bool {
+		st, err := env.client.Status(ctx, "logincount")
+		return err == nil && st.TimeoutsFired == 10
+	})
+	env.loginsFrom(50)
+
+	// 450 logins, 10 users: totals up to 40, the closing of 10 sessions, then totals 1 to 5.
+	testutil.EventuallyWithin(t, compileDeadline, "the primary's 450 rows run and the shadow caught up", func() bool {
+		st, err := env.client.Status(ctx, "logincount")
+		return err == nil && st.Position == 450 && env.caughtUp("logincount", "logincount-v2")
+	})
+	primary := env.outputsBy("LOGINCOUNT_OUT", "logincount")
+	if len(env.outputsBy("LOGINCOUNT_OUT", "logincount-v2")) != 0 {
+		t.Fatal("the shadow published on the primary's output stream")
+	}
+	shadowStream, err := env.js.StreamNameBySubject(ctx, "logincount.out.shadow")
+	testutil.Require(t, err)
+	shadow := env.outputsBy(shadowStream, "logincount-v2")
+	if fmt.Sprint(byUser(t, shadow)) != fmt.Sprint(byUser(t, primary)) {
+		t.Fatalf("the shadow's outputs differ from the primary's:\nprimary %v\nshadow  %v", byUser(t, primary), byUser(t, shadow))
+	}
+	if closed := strings.Count(strings.Join(primary, ""), "session_closed"); closed != 10 {
+		t.Fatalf("%d sessions closed, want 10: %v", closed, primary)
+	}
+
+	pctx, cancel := context.WithTimeout(ctx, compileDeadline)
+	defer cancel()
+	testutil.Require(t, env.client.Promote(pctx, "logincount-v2"))
+	if _, err := env.client.Get(ctx, "logincount"); !errors.Is(err, client.ErrNotDeployed) {
+		t.Fatalf("the old primary after promote: %v, want it undeployed", err)
+	}
+	d, err = env.client.Get(ctx, "logincount-v2")
+	testutil.Require(t, err)
+	if d.ShadowOf != "" || d.RunSpec().Output.Subject != "logincount.out" {
+		t.Fatalf("promoted deployment %+v, output %+v", d, d.RunSpec().Output)
+	}
+	env.waitRunning("logincount-v2")
+	env.loginsFrom(10)
+	testutil.EventuallyWithin(t, compileDeadline, "the promoted deployment's outputs on logincount.out", func() bool {
+		return len(env.outputsBy("LOGINCOUNT_OUT", "logincount-v2")) == 10
+	})
+	for _, o := range env.outputsBy("LOGINCOUNT_OUT", "logincount-v2") {
+		if !strings.Contains(o, `"total_logins":6`) {
+			t.Errorf("after promote: %s, want every user's total at 6 (5 before)", o)
+		}
+	}
+	if n := len(env.outputsBy("LOGINCOUNT_OUT", "logincount")); n != len(primary) {
+		t.Errorf("the old primary published %d outputs, then %d", len(primary), n)
+	}
+}
+
+// waitPosition waits until deployment name committed input position pos.
+func (e *natsEnv) waitPosition(name string, pos uint64) {
+	e.t.Helper()
+	testutil.EventuallyWithin(e.t, compileDeadline, fmt.Sprintf("%s at position %d", name, pos), func() bool {
+		st, err := e.client.Status(context.Background(), name)
+		return err == nil && st.Position >= pos
+	})
+}
+
+// byUser groups logincount outputs by user, in order.
+func byUser(t *testing.T, outs []string) map[string][]string {
+	t.Helper()
+	m := map[string][]string{}
+	for _, o := range outs {
+		var v struct {
+			UserID string `json:"user_id"`
+		}
+		testutil.Require(t, json.Unmarshal([]byte(o), &v), o)
+		m[v.UserID] = append(m[v.UserID], o)
+	}
+	return m
+}
