@@ -37,8 +37,7 @@ var (
 	// ErrDiffIncomplete is a DiffOptions value missing.
 	ErrDiffIncomplete = errors.New("replay: JS, Primary and Shadow are required")
 	// ErrNotShadow: [Diff]'s shadow cannot be a shadow of its primary (the same name, or
-	// another number of partitions). The CLI also returns it when the registry does not
-	// record the shadow as its primary's (promoted already, or never one).
+	// another number of partitions).
 	ErrNotShadow = errors.New("replay: not a shadow")
 )
 
