@@ -111,6 +111,12 @@ func runReplay(cmd *cobra.Command, cf *connFlags, name, module string, keys []st
 func printReplay(w io.Writer, name, module string, rep *replay.Report) {
 	fmt.Fprintf(w, "replayed %d batches (%d input rows) of %s with %s; compared %d batches, %d keys\n",
 		rep.Batches, rep.Rows, name, module, rep.Compared, rep.Keys)
+	printReport(w, rep)
+}
+
+// printReport prints rep's counts of output rows and the first difference of each key (the
+// lines after printReplay's and printDiff's headers).
+func printReport(w io.Writer, rep *replay.Report) {
 	fmt.Fprintf(w, "output rows: %d equal, %d changed, %d only old, %d only new\n", rep.Equal, rep.Changed, rep.OnlyOld, rep.OnlyNew)
 	if rep.Same() {
 		fmt.Fprintln(w, "same outputs")

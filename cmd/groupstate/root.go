@@ -22,6 +22,7 @@ with the per-key function compiled to WebAssembly from Go, Rust, C or AssemblySc
 		newStatusCommand(),
 		newStateCommand(),
 		newReplayCommand(),
+		newDiffCommand(),
 		newPubCommand(),
 		newTailCommand(),
 		newTestCommand(),

@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 
@@ -125,24 +124,5 @@ func firstBatchAt(hist []batch, seq uint64) uint64 {
 // compare compares a replayed batch's outputs with the recorded batch's.
 func (r *replayer) compare(p int, b batch, got map[string][][]byte) {
 	r.rep.Compared++
-	old := map[string][][]byte{}
-	for _, id := range b.ids {
-		for k, rows := range r.old[p][id] {
-			old[k] = append(old[k], rows...)
-		}
-	}
-	keys := map[string]bool{}
-	for k := range old {
-		keys[k] = true
-	}
-	for k := range got {
-		keys[k] = true
-	}
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		if len(r.opts.Keys) > 0 && !slices.ContainsFunc(r.opts.Keys, func(want []byte) bool { return string(want) == k }) {
-			continue
-		}
-		r.rep.Keys++
-		r.rep.compare(p, b.Batch, []byte(k), old[k], got[k])
-	}
+	r.rep.compareBatch(p, b.Batch, r.opts.Keys, r.old[p].of(b.ids), got)
 }

@@ -16,6 +16,8 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,7 +26,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/spec"
 )
 
-// Errors of [Run].
+// Errors of [Run] and [Diff].
 var (
 	// ErrNoHistory: the deployment has no recorded batch to replay.
 	ErrNoHistory = errors.New("replay: no recorded batch")
@@ -33,6 +35,11 @@ var (
 	ErrHistoryGone = history.ErrGone
 	// ErrIncomplete is an Options value missing.
 	ErrIncomplete = errors.New("replay: JS, Spec and Module are required")
+	// ErrDiffIncomplete is a DiffOptions value missing.
+	ErrDiffIncomplete = errors.New("replay: JS, Primary and Shadow are required")
+	// ErrNotShadow: [Diff]'s shadow cannot be a shadow of its primary (the same name, or
+	// another number of partitions).
+	ErrNotShadow = errors.New("replay: not a shadow")
 )
 
 // Options configures [Run].
@@ -63,10 +70,11 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Report is the outcome of a [Run].
+// Report is the outcome of a [Run] or a [Diff].
 type Report struct {
 	// Batches is the number of batches run, Compared of those compared, Rows the input rows
-	// run.
+	// run. For a [Diff], Batches and Compared are the shadow's batches compared and Rows
+	// their input rows.
 	Batches  int `json:"batches"`
 	Compared int `json:"compared_batches"`
 	Rows     int `json:"input_rows"`
@@ -88,14 +96,34 @@ func (r *Report) Same() bool { return r.Changed == 0 && r.OnlyOld == 0 && r.Only
 
 // Difference is a batch and key whose output rows differ.
 type Difference struct {
-	// Partition and Batch are the recorded batch (its id in the partition's history); Key its
-	// canonical JSON key.
+	// Partition and Batch are the recorded batch (its id in the partition's history; for a
+	// [Diff], the primary's batch); Key its canonical JSON key.
 	Partition int             `json:"partition"`
 	Batch     uint64          `json:"batch"`
 	Key       json.RawMessage `json:"key"`
-	// Old are the rows the deployment published, New the rows the replay emitted.
+	// Old are the rows the deployment published, New the rows the replay emitted (for a
+	// [Diff], the primary's and the shadow's).
 	Old []json.RawMessage `json:"old"`
 	New []json.RawMessage `json:"new"`
+}
+
+// compareBatch adds the comparison of a batch's outputs, old and new by key, to the report:
+// of every key either has (only those of keys when it is not empty), in key order.
+func (r *Report) compareBatch(part int, batch uint64, keys [][]byte, old, new map[string][][]byte) {
+	all := map[string]bool{}
+	for k := range old {
+		all[k] = true
+	}
+	for k := range new {
+		all[k] = true
+	}
+	for _, k := range slices.Sorted(maps.Keys(all)) {
+		if len(keys) > 0 && !slices.ContainsFunc(keys, func(want []byte) bool { return string(want) == k }) {
+			continue
+		}
+		r.Keys++
+		r.compare(part, batch, []byte(k), old[k], new[k])
+	}
 }
 
 // compare adds the comparison of a batch's rows of one key to the report.

@@ -43,6 +43,20 @@ type env struct {
 
 func startEnv(t *testing.T) *env {
 	t.Helper()
+	nc, js := startNATS(t)
+	c, err := client.New(context.Background(), nc)
+	testutil.Require(t, err)
+	t.Cleanup(func() { c.Close(context.Background()) })
+	e := &env{t: t, nc: nc, js: js, client: c, clock: timeouts.NewManualClock(time.UnixMilli(1_000_000_000)), dir: t.TempDir()}
+	e.startRuntime()
+	t.Cleanup(e.stopRuntime)
+	return e
+}
+
+// startNATS starts an embedded NATS server with JetStream, stopped when t ends, and returns a
+// connection to it.
+func startNATS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
 	srv, err := service.StartEmbedded(service.EmbeddedOptions{DataDir: t.TempDir(), Port: -1, Logger: testutil.DiscardLogger()})
 	testutil.Require(t, err)
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
@@ -51,13 +65,7 @@ func startEnv(t *testing.T) *env {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	testutil.Require(t, err)
-	c, err := client.New(context.Background(), nc)
-	testutil.Require(t, err)
-	t.Cleanup(func() { c.Close(context.Background()) })
-	e := &env{t: t, nc: nc, js: js, client: c, clock: timeouts.NewManualClock(time.UnixMilli(1_000_000_000)), dir: t.TempDir()}
-	e.startRuntime()
-	t.Cleanup(e.stopRuntime)
-	return e
+	return nc, js
 }
 
 // startRuntime starts the runtime over the env's data directory.

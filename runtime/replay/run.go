@@ -18,7 +18,6 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
-	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -52,7 +51,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("%w: deployment %s has no batch manifest on stream %s", ErrNoHistory, sp.Name, natsio.ManifestsStream(sp.Name))
 	}
 	wanted, since := markCompared(hist, opts)
-	old, err := readOutputs(ctx, opts.JS, sp, parts, wanted, since)
+	old, err := readOutputs(ctx, opts.JS, sp.Name, sp.Output.Subject, sp.Output.Stream, parts, wanted, since)
 	if err != nil {
 		return nil, err
 	}
@@ -90,6 +89,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 type batch struct {
 	engine.Manifest          // the first chunk's
 	ids             []uint64 // of every chunk
+	seqs            []uint64 // of every chunk's manifest in the manifests stream
 	nextW           int64    // the watermark its last chunk committed
 	compared        bool
 }
@@ -120,11 +120,11 @@ func readHistory(ctx context.Context, js jetstream.JetStream, deployment string,
 		switch {
 		case man.Continued && len(hist) > 0:
 			b := &hist[len(hist)-1]
-			b.ids, b.nextW = append(b.ids, man.Batch), man.NextWatermarkMs
+			b.ids, b.seqs, b.nextW = append(b.ids, man.Batch), append(b.seqs, m.Sequence), man.NextWatermarkMs
 		case man.Continued:
 			// The rest of a batch whose first chunk is no longer kept: nothing to run.
 		default:
-			hist = append(hist, batch{Manifest: man, ids: []uint64{man.Batch}, nextW: man.NextWatermarkMs})
+			hist = append(hist, batch{Manifest: man, ids: []uint64{man.Batch}, seqs: []uint64{m.Sequence}, nextW: man.NextWatermarkMs})
 		}
 	}
 }
@@ -161,18 +161,20 @@ func markCompared(hist [][]batch, opts Options) (wanted []map[uint64]bool, since
 // outputs are a partition's published outputs: by batch id, by key, in publication order.
 type outputs map[uint64]map[string][][]byte
 
-// readOutputs reads the deployment's published outputs of the wanted batches (per partition:
-// the partition of each output's key) from its output stream, from the messages stored at
-// processing time since (epoch ms) on: only those are kept in memory.
-func readOutputs(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, parts int, wanted []map[uint64]bool, since int64) ([]outputs, error) {
-	name := sp.Output.Stream
+// readOutputs reads the outputs deployment published on subject (stored in stream, or when
+// it is "", in the stream that captures subject) of the wanted batches (per partition: the
+// partition of each output's key, among parts), from the messages stored at processing time
+// since (epoch ms) on: only those are kept in memory. Outputs of other deployments on the
+// same subject are skipped, and so are those published again (same message id).
+func readOutputs(ctx context.Context, js jetstream.JetStream, deployment, subject, stream string, parts int, wanted []map[uint64]bool, since int64) ([]outputs, error) {
+	name := stream
 	if name == "" {
 		var err error
-		if name, err = js.StreamNameBySubject(ctx, sp.Output.Subject); err != nil {
-			return nil, fmt.Errorf("replay: the stream of output subject %s: %w", sp.Output.Subject, err)
+		if name, err = js.StreamNameBySubject(ctx, subject); err != nil {
+			return nil, fmt.Errorf("replay: the stream of output subject %s: %w", subject, err)
 		}
 	}
-	rd, err := natsio.OpenStreamReaderAt(ctx, js, name, []string{sp.Output.Subject}, time.UnixMilli(since).Add(-clockSkew))
+	rd, err := natsio.OpenStreamReaderAt(ctx, js, name, []string{subject}, time.UnixMilli(since).Add(-clockSkew))
 	if err != nil {
 		return nil, err
 	}
@@ -187,7 +189,7 @@ func readOutputs(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, par
 		if err != nil || !ok {
 			return out, err
 		}
-		if m.Header.Get(natsio.HeaderDeployment) != sp.Name {
+		if m.Header.Get(natsio.HeaderDeployment) != deployment {
 			continue
 		}
 		if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
@@ -221,3 +223,14 @@ const clockSkew = 10 * time.Minute
 
 // timeOf formats a batch's processing time for messages.
 func timeOf(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
+
+// of returns the outputs of the batches ids (a batch's chunks), by key, in the order of ids.
+func (o outputs) of(ids []uint64) map[string][][]byte {
+	byKey := map[string][][]byte{}
+	for _, id := range ids {
+		for k, rows := range o[id] {
+			byKey[k] = append(byKey[k], rows...)
+		}
+	}
+	return byKey
+}
