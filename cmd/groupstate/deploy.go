@@ -14,10 +14,10 @@ import (
 // newDeployCommand returns `groupstate deploy`, which validates a spec and module and stores them in NATS.
 func newDeployCommand() *cobra.Command {
 	var cf connFlags
-	var specPath, modulePath, initialPath string
+	var specPath, modulePath, initialPath, shadowOf string
 	var resetState, confirm bool
 	cmd := &cobra.Command{
-		Use:   "deploy -f SPEC [--module WASM] [--initial-state FILE] [--reset-state --confirm]",
+		Use:   "deploy -f SPEC [--module WASM] [--initial-state FILE] [--reset-state --confirm] [--shadow PRIMARY]",
 		Short: "Validate and deploy a handler (redeploying a name replaces the module and keeps state)",
 		Long: `Validates the spec and the module (the module is compiled and initialized with the spec's
 config, so one that would fail at start is refused now), stores both in NATS, and the runtimes
@@ -34,11 +34,19 @@ then takes the deployment. It cannot be undone.
 starting from its state, a key without called once with no rows. It is for a new deployment
 only (a redeploy keeps the state the deployment has); the runtime applies it to a keyspace that
 has committed nothing, so a name undeployed before, whose state stays on its runtime, resumes
-that state instead: deploy under a new name.`,
+that state instead: deploy under a new name.
+
+--shadow PRIMARY deploys the spec (under its own name) as a shadow of the deployment PRIMARY:
+it runs PRIMARY's recorded batches again, live, from PRIMARY's first recorded batch (the same
+rows, processing time and watermark), with its own module, state and consumer, and publishes
+on its spec's subjects, those that are PRIMARY's with ".shadow" appended. PRIMARY is not
+touched. Compare them with groupstate diff PRIMARY NAME; make the shadow the primary with
+groupstate promote NAME.`,
 		Example: `  groupstate deploy -f samples/logincount/logincount.yaml
   groupstate deploy -f my.yaml --module build/handler.wasm
   groupstate deploy -f my.yaml --initial-state carts-initial.jsonl
-  groupstate deploy -f my.yaml --reset-state --confirm`,
+  groupstate deploy -f my.yaml --reset-state --confirm
+  groupstate deploy -f logincount-v2.yaml --module fixed.wasm --shadow logincount`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if confirm && !resetState {
@@ -60,6 +68,9 @@ that state instead: deploy under a new name.`,
 			if resetState {
 				opts = append(opts, client.ResetState())
 			}
+			if shadowOf != "" {
+				opts = append(opts, client.AsShadowOf(shadowOf))
+			}
 			if initialPath != "" {
 				if resetState {
 					return fmt.Errorf("--initial-state starts a new deployment, --reset-state empties one that exists: give one of them")
@@ -75,6 +86,11 @@ that state instead: deploy under a new name.`,
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "deployed %s (module sha256 %s, %d bytes, revision %d)\n", d.Name, d.ModuleDigest, d.ModuleSize, d.Revision)
+			if d.ShadowOf != "" {
+				fmt.Fprintf(cmd.OutOrStdout(), "a shadow of %s: it runs %s's batches again from its first recorded one, and publishes on %s\n"+
+					"compare: groupstate diff %s %s; promote: groupstate promote %s\n",
+					d.ShadowOf, d.ShadowOf, d.RunSpec().Output.Subject, d.ShadowOf, d.Name, d.Name)
+			}
 			if initialPath != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "its initial state (%s) is applied in its first batch\n", initialPath)
 			}
@@ -89,6 +105,7 @@ that state instead: deploy under a new name.`,
 	cmd.Flags().StringVar(&modulePath, "module", "", "module to deploy instead of the spec's module")
 	cmd.Flags().BoolVar(&resetState, "reset-state", false, "drop the deployment's state and start from empty state at the input position (needs --confirm)")
 	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm --reset-state")
+	cmd.Flags().StringVar(&shadowOf, "shadow", "", "deploy as a shadow of this deployment (its batches run again, outputs on <subject>.shadow)")
 	cmd.Flags().StringVar(&initialPath, "initial-state", "", "a new deployment's initial state (JSON Lines of {\"key\": K, \"state\": V}), applied in its first batch")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
@@ -139,5 +156,47 @@ rows that arrive after a partition drained stay in the input stream, not run.`,
 	cf.register(cmd)
 	cmd.Flags().BoolVar(&drain, "drain", false, "fire every timeout and publish the final records before undeploying")
 	cmd.Flags().DurationVar(&drainTimeout, "drain-timeout", 5*time.Minute, "how long --drain waits for every partition to drain")
+	return cmd
+}
+
+// newPromoteCommand returns `groupstate promote`, which makes a shadow deployment the primary.
+func newPromoteCommand() *cobra.Command {
+	var cf connFlags
+	var timeout time.Duration
+	cmd := &cobra.Command{
+		Use:   "promote SHADOW",
+		Short: "Make a shadow deployment the primary (its state kept; the old primary undeployed)",
+		Long: `Undeploys the shadow's primary and waits until its runtime stopped it; the shadow then runs
+the last batches the primary recorded and goes on reading the input itself, from the primary's
+position on, with its state, publishing on its spec's own subjects (the primary's, unless the
+spec named others). Rows of the primary's batch in flight at the undeploy, which it never
+committed, are run by the promoted deployment. The promoted deployment keeps its name.`,
+		Example: `  groupstate promote logincount-v2`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, done, err := cf.client(cmd, "promote")
+			if err != nil {
+				return err
+			}
+			defer done()
+			d, err := c.Get(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if d.ShadowOf == "" {
+				return fmt.Errorf("%s is not a shadow", args[0])
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			fmt.Fprintf(cmd.ErrOrStderr(), "undeploying %s, then waiting for %s to run its last batches...\n", d.ShadowOf, d.Name)
+			if err := c.Promote(ctx, args[0]); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "promoted %s: %s is undeployed, and %s reads the input and publishes on %s\n", d.Name, d.ShadowOf, d.Name, d.Spec.Output.Subject)
+			return nil
+		},
+	}
+	cf.register(cmd)
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the promotion (it goes on after)")
 	return cmd
 }

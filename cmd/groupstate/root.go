@@ -23,6 +23,7 @@ with the per-key function compiled to WebAssembly from Go, Rust, C or AssemblySc
 		newStateCommand(),
 		newReplayCommand(),
 		newDiffCommand(),
+		newPromoteCommand(),
 		newPubCommand(),
 		newTailCommand(),
 		newTestCommand(),

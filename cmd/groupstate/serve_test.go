@@ -195,7 +195,35 @@ func TestServeDeployFlow(t *testing.T) {
 		listed.Runtimes[0].Partitions != 1 || listed.Runtimes[0].ID == "" || listed.Runtimes[0].StartedAt.IsZero() {
 		t.Fatalf("list --json: exit %d, %v\n%s", code, err, listOut)
 	}
-	if out, _, code := cli("undeploy", "logincount"); code != 0 || !strings.Contains(out, "undeployed logincount") {
+	// A shadow of logincount with the same module: diff finds the same outputs; promoted, it
+	// replaces logincount, which is undeployed.
+	v2 := filepath.Join(t.TempDir(), "logincount-v2.yaml")
+	base, err := os.ReadFile(logincount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2Spec := strings.Replace(strings.Replace(string(base), "name: logincount", "name: logincount-v2", 1),
+		"module: go/logincount.wasm", "module: "+inRepo("samples/logincount/go/logincount.wasm"), 1)
+	if err := os.WriteFile(v2, []byte(v2Spec), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := cli("deploy", "-f", v2, "--shadow", "logincount"); code != 0 || !strings.Contains(out, "a shadow of logincount") || !strings.Contains(out, "logincount.out.shadow") {
+		t.Fatalf("deploy --shadow: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := cli("deploy", "-f", v2); code != 1 || !strings.Contains(errOut, "is a shadow of logincount") {
+		t.Fatalf("deploying a shadow's name without --shadow: exit %d\n%s", code, errOut)
+	}
+	waitCLI(t, func() bool {
+		out, _, code := cli("diff", "logincount", "logincount-v2")
+		return code == 0 && strings.Contains(out, "same outputs") && strings.Contains(out, "3 input rows")
+	})
+	if out, errOut, code := cli("promote", "logincount-v2"); code != 0 || !strings.Contains(out, "promoted logincount-v2") {
+		t.Fatalf("promote: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, errOut, code := cli("diff", "logincount", "logincount-v2"); code != 2 || !strings.Contains(errOut, `no such deployment: "logincount"`) {
+		t.Fatalf("diff after promote: exit %d\n%s", code, errOut)
+	}
+	if out, _, code := cli("undeploy", "logincount-v2"); code != 0 || !strings.Contains(out, "undeployed logincount-v2") {
 		t.Fatalf("undeploy: exit %d\n%s", code, out)
 	}
 	waitCLI(t, func() bool {
