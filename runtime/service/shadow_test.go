@@ -14,6 +14,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/replay"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/timeouts"
 )
@@ -83,7 +84,11 @@ func TestShadowAndPromote(t *testing.T) {
 	if d.ShadowOf != "logincount" || d.RunSpec().Output.Subject != "logincount.out.shadow" || d.RunSpec().DeadLetter.Subject != "logincount.dlq.shadow" {
 		t.Fatalf("shadow deployment %+v, run spec output %+v", d, d.RunSpec().Output)
 	}
-	env.loginsFrom(200) // while the shadow starts and catches up
+	// A second shadow whose sessions last an hour: it closes none of them.
+	longer := specFromYAML(t, strings.Replace(strings.Replace(logincountSpec, "name: logincount", "name: logincount-1h", 1), "idle_timeout: 10s", "idle_timeout: 1h", 1))
+	_, err = env.client.Deploy(ctx, longer, logincountWasm(t), client.AsShadowOf("logincount"))
+	testutil.Require(t, err)
+	env.loginsFrom(200) // while the shadows start and catch up
 	env.waitRunning("logincount-v2")
 	env.waitPosition("logincount", 400)
 	clock.Advance(11 * time.Second) // every session closes (idle_timeout 10s)
@@ -96,7 +101,7 @@ func TestShadowAndPromote(t *testing.T) {
 	// 450 logins, 10 users: totals up to 40, the closing of 10 sessions, then totals 1 to 5.
 	testutil.EventuallyWithin(t, compileDeadline, "the primary's 450 rows run and the shadow caught up", func() bool {
 		st, err := env.client.Status(ctx, "logincount")
-		return err == nil && st.Position == 450 && env.caughtUp("logincount", "logincount-v2")
+		return err == nil && st.Position == 450 && env.caughtUp("logincount", "logincount-v2") && env.caughtUp("logincount", "logincount-1h")
 	})
 	primary := env.outputsBy("LOGINCOUNT_OUT", "logincount")
 	if len(env.outputsBy("LOGINCOUNT_OUT", "logincount-v2")) != 0 {
@@ -111,6 +116,30 @@ func TestShadowAndPromote(t *testing.T) {
 	if closed := strings.Count(strings.Join(primary, ""), "session_closed"); closed != 10 {
 		t.Fatalf("%d sessions closed, want 10: %v", closed, primary)
 	}
+
+	// groupstate diff: the same module, the same outputs; the 1h sessions, the 10 closings
+	// only in the primary and the 10 totals of the batch after them changed (45, not 5).
+	pd, err := env.client.Get(ctx, "logincount")
+	testutil.Require(t, err)
+	same, err := replay.Diff(ctx, replay.DiffOptions{JS: env.js, Primary: pd.Spec, Shadow: d.RunSpec()})
+	testutil.Require(t, err)
+	if !same.Same() || same.Equal != len(primary) || same.Rows != 450 {
+		t.Errorf("diff of the shadow with the same module: %+v, want all %d outputs equal over 450 rows", same, len(primary))
+	}
+	ld, err := env.client.Get(ctx, "logincount-1h")
+	testutil.Require(t, err)
+	changed, err := replay.Diff(ctx, replay.DiffOptions{JS: env.js, Primary: pd.Spec, Shadow: ld.RunSpec()})
+	testutil.Require(t, err)
+	if changed.OnlyOld != 10 || changed.Changed != 10 || changed.OnlyNew != 0 || changed.Equal != len(primary)-20 {
+		t.Errorf("diff of the 1h shadow: %d equal, %d changed, %d only old, %d only new; want the 10 closings only old and the 10 totals after them changed",
+			changed.Equal, changed.Changed, changed.OnlyOld, changed.OnlyNew)
+	}
+	for _, diff := range changed.Differences {
+		if len(diff.New) == 1 && !strings.Contains(string(diff.New[0]), `"total_logins":45`) {
+			t.Errorf("the 1h shadow's total of %s after the closings: %s, want 45", diff.Key, diff.New[0])
+		}
+	}
+	testutil.Require(t, env.client.Undeploy(ctx, "logincount-1h"))
 
 	pctx, cancel := context.WithTimeout(ctx, compileDeadline)
 	defer cancel()
