@@ -62,7 +62,11 @@ func newListCommand() *cobra.Command {
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 			fmt.Fprintln(w, "NAME\tSTATE\tROWS IN\tKEYS\tLAG\tMODULE\tDEPLOYED\tERROR")
 			for _, r := range rows {
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.12s\t%s\t%s\n", r.Name, r.Status.State, r.Status.RowsIn, r.Status.StateKeys,
+				name := r.Name
+				if r.ShadowOf != "" {
+					name += " (shadow of " + r.ShadowOf + ")"
+				}
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.12s\t%s\t%s\n", name, r.Status.State, r.Status.RowsIn, r.Status.StateKeys,
 					r.Status.InputLag, r.ModuleDigest, r.DeployedAt.Local().Format(time.DateTime), r.Status.Error)
 			}
 			if err := w.Flush(); err != nil {

@@ -210,6 +210,9 @@ func TestServeDeployFlow(t *testing.T) {
 	if out, errOut, code := cli("deploy", "-f", v2, "--shadow", "logincount"); code != 0 || !strings.Contains(out, "a shadow of logincount") || !strings.Contains(out, "logincount.out.shadow") {
 		t.Fatalf("deploy --shadow: exit %d\n%s%s", code, out, errOut)
 	}
+	if out, _, code := cli("list"); code != 0 || !strings.Contains(out, "logincount-v2 (shadow of logincount)") {
+		t.Fatalf("list with a shadow: exit %d\n%s", code, out)
+	}
 	if _, errOut, code := cli("deploy", "-f", v2); code != 1 || !strings.Contains(errOut, "is a shadow of logincount") {
 		t.Fatalf("deploying a shadow's name without --shadow: exit %d\n%s", code, errOut)
 	}

@@ -3,7 +3,6 @@ package service
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -159,10 +158,6 @@ func (r *runner) closeShadow() {
 		r.shadowIn.rd = nil
 	}
 }
-
-// errPrimaryRunning is why a promotion waits: the primary has recorded batches the shadow has
-// not run yet.
-var errPrimaryRunning = errors.New("the primary still records batches")
 
 // promote, for a shadow being promoted that ran every batch its primary recorded, moves its
 // position to the primary's input position (that of the primary's last recorded batch) and
