@@ -787,7 +787,8 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 	defer r.closeShadow()
 	var pending []natsio.Msg // fetched, not yet committed
 	noData := false
-	more := false // a shadow's pending holds part of a primary batch: fetch the rest
+	more := false  // a shadow's pending holds part of a primary batch: fetch the rest
+	ended := false // a shadow being promoted found no more manifests: run what pending holds
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		if (len(pending) == 0 || more) && !noData {
@@ -827,7 +828,9 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 				continue
 			}
 			if r.shadowing() {
-				if len(res.msgs) == 0 && !more && r.rec.Promoting {
+				if len(res.msgs) == 0 && more && r.rec.Promoting {
+					ended = true // the primary stopped between the chunks of a batch
+				} else if len(res.msgs) == 0 && r.rec.Promoting {
 					if r.promoteOrFault(ctx, &backoff) {
 						<-ctx.Done() // promoted: the service runs it again as a primary
 						return
@@ -845,10 +848,11 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 		var batch, rest []natsio.Msg
 		if r.shadowing() {
 			var err error
-			if batch, rest, more, err = cutShadow(pending); err != nil {
+			if batch, rest, more, err = cutShadow(pending, ended); err != nil {
 				r.fail(err)
 				return
 			}
+			ended = false
 			if more {
 				pending = rest
 				continue

@@ -64,9 +64,11 @@ func (r *runner) dropRun(ctx context.Context, msgs []natsio.Msg) []natsio.Msg {
 
 // cutShadow returns the manifests of the first primary batch in pending (its first chunk and
 // the continued ones up to the one not open) and the rest; more tells that the batch's last
-// chunk is not in pending yet (fetch more). Continued chunks that lead pending (of a batch
-// whose first chunk the stream no longer holds) are dropped: there is nothing to run.
-func cutShadow(pending []natsio.Msg) (batch, rest []natsio.Msg, more bool, err error) {
+// chunk is not in pending yet (fetch more), unless ended says that no more will come (the
+// primary stopped between two chunks): the batch is then what pending holds of it. Continued
+// chunks that lead pending (of a batch whose first chunk the stream no longer holds) are
+// dropped: there is nothing to run.
+func cutShadow(pending []natsio.Msg, ended bool) (batch, rest []natsio.Msg, more bool, err error) {
 	start := 0
 	for i := range pending {
 		var m engine.Manifest
@@ -80,6 +82,9 @@ func cutShadow(pending []natsio.Msg) (batch, rest []natsio.Msg, more bool, err e
 		if !m.Open {
 			return pending[start : i+1], pending[i+1:], false, nil
 		}
+	}
+	if ended && start < len(pending) {
+		return pending[start:], nil, false, nil
 	}
 	return nil, pending[start:], true, nil
 }
