@@ -307,3 +307,76 @@ func TestReplayEventTime(t *testing.T) {
 		t.Errorf("the merged session: %+v", merged)
 	}
 }
+
+// TestReplayEachTimeoutMode: in each timeout mode, a history of 2,000 rows over 50 keys in
+// four rounds, with the runtime restarted between the second and third, processing time
+// moving between rounds (sessions closed by the idle timeout) and, under event time, late
+// rows in every round, replays with the running module to the same outputs.
+func TestReplayEachTimeoutMode(t *testing.T) {
+	for _, tc := range []struct {
+		mode, spec, wasm, subject string
+		row                       func(round, i int) string
+	}{
+		{"none", `
+name: counter
+module: unused.wasm
+input: {subjects: ["counts.>"]}
+key: {field: key}
+timeout: none
+output: {subject: counter.out}
+`, "../../samples/counter/go/counter.wasm", "counts.web", func(_, i int) string { return fmt.Sprintf(`{"key":"k%d"}`, i%50) }},
+		{"processing_time", logincountSpec, "../../samples/logincount/go/logincount.wasm", "logins.web",
+			func(_, i int) string { return fmt.Sprintf(`{"user_id":"u%d"}`, i%50) }},
+		{"event_time", sessionsSpec, "../../samples/sessions/go/sessions.wasm", "clicks.web", func(round, i int) string {
+			ts := round*60_000 + i*100
+			if i%40 == 39 {
+				ts = 0 // late once the watermark passed it
+			}
+			// Half the users click in a round, the other half in the next: the watermark
+			// closes the idle half's sessions.
+			return fmt.Sprintf(`{"user_id":"u%d","ts":%d}`, (i%25)*2+round%2, ts)
+		}},
+	} {
+		t.Run(tc.mode, func(t *testing.T) {
+			e := startEnv(t)
+			sp := parseSpec(t, tc.spec)
+			wasm := testutil.ReadFile(t, tc.wasm)
+			_, err := e.client.Deploy(context.Background(), sp, wasm)
+			testutil.Require(t, err)
+			e.waitRunning(sp.Name)
+			const rounds, perRound = 4, 500
+			for round := range rounds {
+				if round == 2 {
+					e.stopRuntime()
+					e.startRuntime()
+					e.waitRunning(sp.Name)
+				}
+				for i := range perRound {
+					_, err := e.js.PublishAsync(tc.subject, []byte(tc.row(round, i)))
+					testutil.Require(t, err)
+				}
+				select {
+				case <-e.js.PublishAsyncComplete():
+				case <-time.After(testutil.PollDeadline):
+					t.Fatal("publishing timed out")
+				}
+				e.waitPosition(sp.Name, uint64((round+1)*perRound))
+				e.clock.Advance(time.Duration(3+8*(round%2)) * time.Second) // 3s, then 11s: the idle sessions close
+			}
+			// The history holds what the mode does: since the restart, timeouts fired (and
+			// under event time, late rows were dropped).
+			testutil.Eventually(t, "timeouts fired and late rows since the restart", func() bool {
+				st, err := e.client.Status(context.Background(), sp.Name)
+				return err == nil && (sp.Timeout == timeouts.None || st.TimeoutsFired > 0) && (sp.Timeout != timeouts.EventTime || st.LateRows > 0)
+			})
+			d, err := e.client.Get(context.Background(), sp.Name)
+			testutil.Require(t, err)
+			rep, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: d.Spec, Module: wasm})
+			testutil.Require(t, err)
+			t.Logf("%s: %d batches, %d rows, %d outputs equal", tc.mode, rep.Batches, rep.Rows, rep.Equal)
+			if !rep.Same() || rep.Rows != rounds*perRound || rep.Equal == 0 {
+				t.Fatalf("replay of the running module: %+v, want all %d rows run and the same outputs", rep, rounds*perRound)
+			}
+		})
+	}
+}
