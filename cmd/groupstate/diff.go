@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -80,24 +79,12 @@ func runDiff(cmd *cobra.Command, cf *connFlags, name, shadow string, keys []stri
 		return err
 	}
 	opts := replay.DiffOptions{JS: js, Primary: pd.RunSpec(), Shadow: sd.RunSpec(), Since: since, Logger: quietLogger(cmd.ErrOrStderr())}
-	for _, k := range keys {
-		opts.Keys = append(opts.Keys, client.KeyFromArg(k))
-	}
+	opts.Keys = keyArgs(keys)
 	rep, err := replay.Diff(cmd.Context(), opts)
 	if err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
-	if asJSON {
-		b, _ := json.MarshalIndent(rep, "", "  ")
-		fmt.Fprintln(out, string(b))
-	} else {
-		printDiff(out, name, shadow, rep)
-	}
-	if !rep.Same() {
-		return &exitError{code: 1}
-	}
-	return nil
+	return finishReport(cmd.OutOrStdout(), asJSON, rep, func(w io.Writer) { printDiff(w, name, shadow, rep) })
 }
 
 // checkShadowOf refuses a deployment sd that the registry does not record as a shadow of

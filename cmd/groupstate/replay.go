@@ -87,19 +87,31 @@ func runReplay(cmd *cobra.Command, cf *connFlags, name, module string, keys []st
 	}
 	opts := replay.Options{JS: js, Spec: d.Spec, Module: wasm, FromBatch: from, ToBatch: to, Since: since,
 		Progress: progressLine(cmd.ErrOrStderr(), "batch")}
-	for _, k := range keys {
-		opts.Keys = append(opts.Keys, client.KeyFromArg(k))
-	}
+	opts.Keys = keyArgs(keys)
 	rep, err := replay.Run(cmd.Context(), opts)
 	if err != nil {
 		return err
 	}
-	out := cmd.OutOrStdout()
+	return finishReport(cmd.OutOrStdout(), asJSON, rep, func(w io.Writer) { printReplay(w, name, module, rep) })
+}
+
+// keyArgs makes --key arguments keys (see client.KeyFromArg).
+func keyArgs(args []string) [][]byte {
+	var keys [][]byte
+	for _, k := range args {
+		keys = append(keys, client.KeyFromArg(k))
+	}
+	return keys
+}
+
+// finishReport prints rep to w, as JSON with asJSON, else with printText, and returns the
+// exit status 1 when it found differences.
+func finishReport(w io.Writer, asJSON bool, rep *replay.Report, printText func(io.Writer)) error {
 	if asJSON {
 		b, _ := json.MarshalIndent(rep, "", "  ")
-		fmt.Fprintln(out, string(b))
+		fmt.Fprintln(w, string(b))
 	} else {
-		printReplay(out, name, module, rep)
+		printText(w)
 	}
 	if !rep.Same() {
 		return &exitError{code: 1}
