@@ -123,6 +123,9 @@ func finishReport(w io.Writer, asJSON bool, rep *replay.Report, printText func(i
 func printReplay(w io.Writer, name, module string, rep *replay.Report) {
 	fmt.Fprintf(w, "replayed %d batches (%d input rows) of %s with %s; compared %d batches, %d keys\n",
 		rep.Batches, rep.Rows, name, module, rep.Compared, rep.Keys)
+	for _, st := range rep.FromSnapshots {
+		fmt.Fprintf(w, "partition %d started from the snapshot of its state after batch %d (taken %s)\n", st.Partition, st.Batch, st.TakenAt.Local().Format(time.DateTime))
+	}
 	printReport(w, rep)
 }
 

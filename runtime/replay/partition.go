@@ -47,9 +47,22 @@ func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
 		return nil
 	}
 	sp := r.opts.Spec
-	if hist[0].HadState {
-		return fmt.Errorf("%w: partition %d's oldest recorded batch (%d, at %s) ran on state made by batches no longer recorded: replay runs from empty state",
-			ErrHistoryGone, p, hist[0].Batch, timeOf(hist[0].ProcessingTimeMs))
+	if hist[0].HadState || !hist[0].compared {
+		// From a snapshot: needed when the history does not start from empty state, and
+		// quicker when the comparison does not start at its beginning.
+		start, found, err := r.snapshotStart(ctx, p, hist)
+		if err != nil {
+			return err
+		}
+		if !found && hist[0].HadState {
+			return fmt.Errorf("%w: partition %d's oldest recorded batch (%d, at %s) ran on state made by batches no longer recorded, and no snapshot of the state (a replicated deployment's) starts where the recorded history does",
+				ErrHistoryGone, p, hist[0].Batch, timeOf(hist[0].ProcessingTimeMs))
+		}
+		r.done += start
+		hist = hist[start:]
+		if len(hist) == 0 {
+			return nil
+		}
 	}
 	stream, filters, err := history.Input(ctx, r.opts.JS, sp, p)
 	if err != nil {
@@ -83,7 +96,7 @@ func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
 	sink := &emitted{}
 	for _, b := range hist {
 		if eng == nil {
-			cfg := engine.Config{Spec: sp, Wasm: r.opts.Module, Store: r.store, Keyspace: fmt.Sprintf("replay-%d", p), Sink: sink, Logger: r.opts.Logger}
+			cfg := engine.Config{Spec: sp, Wasm: r.opts.Module, Store: r.store, Keyspace: unitKey(sp, p), Sink: sink, Logger: r.opts.Logger}
 			if eng, err = r.rt.NewEngine(ctx, cfg); err != nil {
 				return err
 			}

@@ -89,6 +89,9 @@ type Report struct {
 	OnlyNew int `json:"only_new"`
 	// Differences lists every batch and key whose rows differ, in batch and key order.
 	Differences []Difference `json:"differences"`
+	// FromSnapshots lists the partitions whose replay started from a snapshot of the
+	// deployment's state (see [Run]); the others started from empty state.
+	FromSnapshots []SnapshotStart `json:"from_snapshots,omitempty"`
 }
 
 // Same reports whether the replay emitted exactly what the deployment published.

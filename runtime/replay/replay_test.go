@@ -2,6 +2,7 @@ package replay_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/replay"
 	"github.com/groupstate/groupstate/runtime/service"
@@ -378,5 +381,85 @@ output: {subject: counter.out}
 				t.Fatalf("replay of the running module: %+v, want all %d rows run and the same outputs", rep, rounds*perRound)
 			}
 		})
+	}
+}
+
+// TestReplayFromSnapshot: a replicated deployment's replay starts from empty state while its
+// whole history is recorded; once the manifests before a snapshot of its state are gone, it
+// starts from that snapshot and runs the batches after it, to the same outputs; --since
+// starts from it too.
+func TestReplayFromSnapshot(t *testing.T) {
+	e := startEnv(t)
+	ctx := context.Background()
+	sp := parseSpec(t, logincountSpec+"replication: changelog\nsnapshot: {interval: 10s}\n")
+	_, err := e.client.Deploy(ctx, sp, logincountWasm(t))
+	testutil.Require(t, err)
+	e.waitRunning("logincount")
+	snaps, err := natsio.OpenSnapshots(ctx, e.js, 0)
+	testutil.Require(t, err)
+	n := 0
+	round := func() {
+		for u := range 10 {
+			e.publish("logins.web", fmt.Sprintf(`{"user_id":"u%d"}`, u))
+		}
+		n += 10
+		e.waitPosition("logincount", uint64(n))
+	}
+	var snap natsio.SnapshotMeta
+	var lastRound time.Time
+	testutil.EventuallyWithin(t, 90*time.Second, "a snapshot", func() bool {
+		if time.Since(lastRound) >= time.Second { // a batch a second: one comes after the interval
+			lastRound = time.Now()
+			round()
+		}
+		metas, err := snaps.List(ctx, "logincount", 0)
+		if err == nil && len(metas) > 0 {
+			snap = metas[0]
+		}
+		return err == nil && len(metas) > 0
+	})
+	for range 3 {
+		round()
+	}
+	d, err := e.client.Get(ctx, "logincount")
+	testutil.Require(t, err)
+	whole, err := replay.Run(ctx, replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t)})
+	testutil.Require(t, err)
+	if !whole.Same() || whole.Rows != n || len(whole.FromSnapshots) != 0 {
+		t.Fatalf("replay of the whole history: %+v, want all %d rows from empty state, the same outputs", whole, n)
+	}
+
+	// The manifests before the snapshot's batch go (as the stream's retention would take them).
+	rd, err := natsio.OpenStreamReader(ctx, e.js, natsio.ManifestsStream("logincount"), nil, 0)
+	testutil.Require(t, err)
+	var keep uint64
+	for keep == 0 {
+		m, ok, err := rd.Next(ctx)
+		testutil.Require(t, err)
+		if !ok {
+			t.Fatalf("no manifest of the snapshot's batch %d", snap.BatchID)
+		}
+		var man engine.Manifest
+		testutil.Require(t, json.Unmarshal(m.Data, &man))
+		if man.Batch == snap.BatchID {
+			keep = m.Sequence
+		}
+	}
+	rd.Close()
+	ms, err := e.js.Stream(ctx, natsio.ManifestsStream("logincount"))
+	testutil.Require(t, err)
+	testutil.Require(t, ms.Purge(ctx, jetstream.WithPurgeSequence(keep)))
+
+	cut, err := replay.Run(ctx, replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t)})
+	testutil.Require(t, err)
+	t.Logf("from the snapshot of batch %d: %d batches, %d rows, %d outputs equal", snap.BatchID, cut.Batches, cut.Rows, cut.Equal)
+	if !cut.Same() || cut.Rows >= n || cut.Rows < 30 || cut.Equal == 0 ||
+		len(cut.FromSnapshots) != 1 || cut.FromSnapshots[0].Batch != snap.BatchID {
+		t.Fatalf("replay of the history after the snapshot: %+v, want it started from the snapshot of batch %d, the same outputs", cut, snap.BatchID)
+	}
+	recent, err := replay.Run(ctx, replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t), Since: time.Millisecond})
+	testutil.Require(t, err)
+	if !recent.Same() || len(recent.FromSnapshots) != 1 {
+		t.Fatalf("replay --since of the history after the snapshot: %+v", recent)
 	}
 }

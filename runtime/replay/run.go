@@ -24,11 +24,16 @@ import (
 // Run replays the deployment's recorded history with opts.Module and compares its outputs
 // with the deployment's (see the package documentation). Each partition's history runs from
 // its oldest recorded batch, which must have run on empty state (the deployment's first
-// batch, or the first after its state was reset): else Run fails with [ErrHistoryGone], as
-// it does when the input stream no longer holds rows of a recorded batch. (A deploy
-// --reset-state emptied the deployment's state without a batch: a replay over it keeps the
-// state it made, so replay the history after it only once the batches before it are no
-// longer kept.)
+// batch, or the first after its state was reset), or, for a replicated deployment, from the
+// newest snapshot of its state from which the recorded batches run on: when the oldest
+// recorded batch ran on state (its first batches' manifests are no longer kept), and also
+// when the comparison starts later (FromBatch, Since), a snapshot taken before the first
+// compared batch, which saves running the batches before it (Report.FromSnapshots lists
+// them; the module then starts from state its predecessor made, as a redeploy would).
+// Without either, Run fails with [ErrHistoryGone], as it does when the input stream no
+// longer holds rows of a batch it runs. (A deploy --reset-state emptied the deployment's
+// state without a batch: a replay over it keeps the state it made, so replay the history
+// after it only once the batches before it are no longer kept.)
 func Run(ctx context.Context, opts Options) (*Report, error) {
 	if opts.JS == nil || opts.Spec == nil || opts.Module == nil {
 		return nil, ErrIncomplete
