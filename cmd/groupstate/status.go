@@ -88,6 +88,9 @@ func printStatus(w io.Writer, st *client.Status) {
 	if st.ModuleDigest != "" {
 		line("module sha256", st.ModuleDigest)
 	}
+	if st.ShadowOf != "" {
+		line("shadow of", st.ShadowOf+" (position and lag count its batches)")
+	}
 	if st.Owner != "" {
 		line("runtime", st.Owner)
 	}

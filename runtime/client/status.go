@@ -32,6 +32,9 @@ type Status struct {
 	LastError    string    `json:"last_error,omitempty"`
 	LastErrorAt  time.Time `json:"last_error_at,omitzero"`
 	ModuleDigest string    `json:"module_digest"`
+	// ShadowOf names the primary of a shadow deployment (deploy --shadow): its Position then
+	// counts the primary's batch manifests it ran, and InputLag those it has not run yet.
+	ShadowOf string `json:"shadow_of,omitempty"`
 	// Owner is the ID of the runtime (its state store) that runs the deployment.
 	Owner      string    `json:"owner,omitempty"`
 	DeployedAt time.Time `json:"deployed_at,omitzero"`

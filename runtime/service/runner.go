@@ -276,7 +276,8 @@ func (r *runner) setup(ctx context.Context, reset bool) error {
 			return fmt.Errorf("input router: %w", err)
 		}
 	}
-	r.status = client.Status{Name: r.key, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: s.id}
+	r.status = client.Status{Name: r.key, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: s.id,
+		ShadowOf: rec.ShadowOf}
 	for _, in := range sp.Inputs {
 		r.status.Inputs = append(r.status.Inputs, client.InputStatus{Name: in.Name})
 	}
@@ -839,6 +840,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 				}
 				res.msgs = r.dropRun(after, res.msgs)
 				if len(pending) == 0 && len(res.msgs) == 0 {
+					r.checkPrimary(ctx)
 					r.publishStatus(after, false) // what the last batches did, once the throttle lets it
 					continue                      // caught up with the primary: no batch of the shadow's own
 				}

@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -26,6 +27,10 @@ type shadowIn struct {
 	stream string               // the input stream
 	rd     *natsio.StreamReader // nil: not open
 	next   uint64               // the sequence rd reads next (at least)
+	// checkedAt is when checkPrimary last looked for the primary's record; gone tells that
+	// it found none.
+	checkedAt time.Time
+	gone      bool
 }
 
 // shadowing tells whether r runs a shadow.
@@ -237,4 +242,31 @@ func (r *runner) promoteOrFault(ctx context.Context, backoff *time.Duration) boo
 		r.fault(ctx, err, backoff)
 	}
 	return done
+}
+
+// primaryCheckEvery is how often an idle shadow looks whether its primary is still deployed.
+const primaryCheckEvery = 2 * time.Second
+
+// checkPrimary, for a shadow that ran every batch its primary recorded, looks (at most every
+// primaryCheckEvery) whether the primary is still deployed: a primary undeployed without a
+// promote records no more batches, and the shadow would wait for them without a word, so its
+// status says so.
+func (r *runner) checkPrimary(ctx context.Context) {
+	in := r.shadowIn
+	if time.Since(in.checkedAt) < primaryCheckEvery {
+		return
+	}
+	in.checkedAt = time.Now()
+	_, err := r.s.reg.Get(ctx, r.rec.ShadowOf)
+	switch gone := errors.Is(err, natsio.ErrNotFound); {
+	case gone && !in.gone:
+		r.setError(fmt.Errorf("primary %s is no longer deployed: the shadow ran every batch it recorded and waits; promote it (groupstate promote %s) or undeploy it", r.rec.ShadowOf, r.spec.Name))
+	case !gone && err == nil && in.gone:
+		r.mu.Lock()
+		r.status.Error = ""
+		r.mu.Unlock()
+	}
+	if err == nil || errors.Is(err, natsio.ErrNotFound) {
+		in.gone = errors.Is(err, natsio.ErrNotFound)
+	}
 }

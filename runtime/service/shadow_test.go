@@ -67,13 +67,15 @@ func (e *natsEnv) caughtUp(primary, shadow string) bool {
 // TestShadowAndPromote: a shadow of logincount (the same module, under another name) deployed
 // while the primary runs and rows keep coming runs the primary's batches again: the same
 // outputs, on logincount.out.shadow, while the primary's output stream holds exactly its own
-// (count and unique ids). Promoted, the primary is gone and the shadow reads the input from
-// the primary's position on with its state: the next logins count on from the totals before.
+// (count and unique ids), through a restart of the runtime. Promoted, the primary is gone and
+// the shadow reads the input from the primary's position on with its state: the next logins
+// count on from the totals before; the other shadow's status says its primary is gone.
 func TestShadowAndPromote(t *testing.T) {
 	env := startNATS(t)
 	ctx := context.Background()
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
-	env.startService(t.TempDir(), clock)
+	dir := t.TempDir()
+	rs := env.startService(dir, clock)
 	env.deploy(logincountSpec, logincountWasm(t))
 	env.waitRunning("logincount")
 	env.loginsFrom(200)
@@ -89,6 +91,10 @@ func TestShadowAndPromote(t *testing.T) {
 	_, err = env.client.Deploy(ctx, longer, logincountWasm(t), client.AsShadowOf("logincount"))
 	testutil.Require(t, err)
 	env.loginsFrom(200) // while the shadows start and catch up
+	env.waitRunning("logincount-v2")
+	// A restart while the shadows run: they resume at the primary batch after their last.
+	rs.stop()
+	env.startService(dir, clock)
 	env.waitRunning("logincount-v2")
 	env.waitPosition("logincount", 400)
 	clock.Advance(11 * time.Second) // every session closes (idle_timeout 10s)
@@ -139,7 +145,6 @@ func TestShadowAndPromote(t *testing.T) {
 			t.Errorf("the 1h shadow's total of %s after the closings: %s, want 45", diff.Key, diff.New[0])
 		}
 	}
-	testutil.Require(t, env.client.Undeploy(ctx, "logincount-1h"))
 
 	pctx, cancel := context.WithTimeout(ctx, compileDeadline)
 	defer cancel()
@@ -165,6 +170,11 @@ func TestShadowAndPromote(t *testing.T) {
 	if n := len(env.outputsBy("LOGINCOUNT_OUT", "logincount")); n != len(primary) {
 		t.Errorf("the old primary published %d outputs, then %d", len(primary), n)
 	}
+	// The other shadow's primary is gone: its status says so.
+	testutil.Eventually(t, "the status of the shadow whose primary is gone", func() bool {
+		st, err := env.client.Status(ctx, "logincount-1h")
+		return err == nil && st.ShadowOf == "logincount" && strings.Contains(st.Error, "primary logincount is no longer deployed")
+	})
 }
 
 // waitPosition waits until deployment name committed input position pos.
