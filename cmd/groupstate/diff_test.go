@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -105,5 +106,18 @@ first difference of each key:
 `
 	if b.String() != want {
 		t.Errorf("printed:\n%s\nwant:\n%s", b.String(), want)
+	}
+}
+
+// TestProgressLineNotTerminal: written to a file or a pipe, progress is whole lines, the last
+// always, and no carriage returns.
+func TestProgressLineNotTerminal(t *testing.T) {
+	var buf bytes.Buffer
+	progress := progressLine(&buf, "batch")
+	for done := 1; done <= 5; done++ {
+		progress(done, 5)
+	}
+	if got := buf.String(); got != "batch 5 of 5\n" {
+		t.Fatalf("progress to a buffer: %q", got)
 	}
 }

@@ -161,18 +161,34 @@ func rowsText(rows []json.RawMessage) string {
 	return string(b)
 }
 
-// progressLine returns a progress callback that rewrites one line of w ("batch 120 of 4000"),
-// at most five times a second, and ends the line when done reaches total.
+// progressLine returns a progress callback for w. On a terminal it rewrites one line ("batch
+// 120 of 4000") at most five times a second and ends it when done reaches total; elsewhere (a
+// log file, a CI job) it prints a line every 10 seconds and the last one, so that the log
+// holds lines rather than carriage returns.
 func progressLine(w io.Writer, what string) func(done, total int) {
-	var last time.Time
+	every, prefix, end := 200*time.Millisecond, "\r", ""
+	if !isTerminal(w) {
+		every, prefix, end = 10*time.Second, "", "\n"
+	}
+	last := time.Now()
 	return func(done, total int) {
-		if done < total && time.Since(last) < 200*time.Millisecond {
+		if done < total && time.Since(last) < every {
 			return
 		}
 		last = time.Now()
-		fmt.Fprintf(w, "\r%s %d of %d", what, done, total)
-		if done == total {
+		fmt.Fprintf(w, "%s%s %d of %d%s", prefix, what, done, total, end)
+		if done == total && end == "" {
 			fmt.Fprintln(w)
 		}
 	}
+}
+
+// isTerminal tells whether w is a character device (a terminal).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
