@@ -89,7 +89,7 @@ func (c *Client) checkShadowHistory(ctx context.Context, primary string) error {
 	name := natsio.ManifestsStream(primary)
 	st, err := c.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return fmt.Errorf("%w: %s records no batch manifests (no stream %s): it runs on a runtime older than shadows; restart its runtime with this version first", ErrShadow, primary, name)
+		return fmt.Errorf("%w: %s records no batch manifests (no stream %s): it has not started yet, or runs on a runtime older than shadows (restart that runtime with this version); deploy the shadow once %s runs", ErrShadow, primary, name, primary)
 	}
 	if err != nil {
 		return err
