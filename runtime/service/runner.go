@@ -389,9 +389,17 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 			return "", fmt.Errorf("resetting the state: %w", err)
 		}
 	}
-	notes, err = reconcile(ctx, s.js, r.ks, inStream, src, r.logger)
-	if err != nil {
-		return "", err
+	if r.shadowIn != nil && r.rec.Promoting {
+		// A promotion that committed the shadow's input position but stopped before storing
+		// the record: the position counts in the input, not in the manifests.
+		if r.shadowIn.promoted, err = r.promotionCommitted(ctx); err != nil {
+			return "", err
+		}
+	}
+	if r.shadowIn == nil || !r.shadowIn.promoted {
+		if notes, err = reconcile(ctx, s.js, r.ks, inStream, src, r.logger); err != nil {
+			return "", err
+		}
 	}
 	t.mark("reconcile")
 	p, err := r.ks.Progress()
@@ -792,6 +800,14 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 	ended := false // a shadow being promoted found no more manifests: run what pending holds
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
+		if r.shadowIn != nil && r.shadowIn.promoted {
+			// The promotion committed the new position before a restart: store the record.
+			if r.promoteOrFault(ctx, &backoff) {
+				<-ctx.Done()
+				return
+			}
+			continue
+		}
 		if (len(pending) == 0 || more) && !noData {
 			var res fetchResult
 			select {

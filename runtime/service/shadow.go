@@ -31,6 +31,9 @@ type shadowIn struct {
 	// it found none.
 	checkedAt time.Time
 	gone      bool
+	// promoted tells that the promotion committed the shadow's new input position (see
+	// promote): only the record is left to store.
+	promoted bool
 }
 
 // shadowing tells whether r runs a shadow.
@@ -173,51 +176,56 @@ func (r *runner) closeShadow() {
 // position to the primary's input position (that of the primary's last recorded batch) and
 // stores its record as a primary's; the service then restarts it reading the input. It
 // returns whether it did; false with no error when batches are left to run.
+//
+// The two steps are not atomic. The commit records, with the position, the input stream's
+// creation time in place of the manifests stream's: a runner that opens a shadow being
+// promoted whose state says so (promotionCommitted) skips the shadow's reconcile, whose
+// position now counts in the input, and only stores the record.
 func (r *runner) promote(ctx context.Context) (bool, error) {
 	primary := r.rec.ShadowOf
-	mstream, err := r.s.js.Stream(ctx, natsio.ManifestsStream(primary))
-	if err != nil {
-		return false, fmt.Errorf("promoting: primary %s's manifests stream: %w", primary, err)
-	}
-	p, err := r.ks.Progress()
-	if err != nil {
-		return false, err
-	}
-	lastSeq := mstream.CachedInfo().State.LastSeq
-	if p.Position < lastSeq {
-		return false, nil
-	}
-	var position uint64
-	if lastSeq > 0 {
-		raw, err := mstream.GetMsg(ctx, lastSeq)
+	if !r.shadowIn.promoted {
+		mstream, err := r.s.js.Stream(ctx, natsio.ManifestsStream(primary))
 		if err != nil {
-			return false, fmt.Errorf("promoting: primary %s's last manifest (sequence %d): %w", primary, lastSeq, err)
+			return false, fmt.Errorf("promoting: primary %s's manifests stream: %w", primary, err)
 		}
-		var m engine.Manifest
-		if err := json.Unmarshal(raw.Data, &m); err != nil {
-			return false, fmt.Errorf("promoting: primary %s's last manifest (sequence %d): %w", primary, lastSeq, err)
+		p, err := r.ks.Progress()
+		if err != nil {
+			return false, err
 		}
-		position = m.Position
-	}
-	in, _, err := history.Input(ctx, r.s.js, r.spec, r.part)
-	if err != nil {
-		return false, err
-	}
-	st, err := r.s.js.Stream(ctx, in)
-	if err != nil {
-		return false, fmt.Errorf("promoting: input stream %s: %w", in, err)
-	}
-	b := r.ks.NewBatch(p.BatchID + 1)
-	b.SetInputCreated(st.CachedInfo().Created.UnixNano())
-	b.SetProgress(p.WatermarkMs, position)
-	if p.Generation != 0 {
-		b.SetGeneration(p.Generation)
-	}
-	if p.Open.Active {
-		b.SetOpen(p.Open)
-	}
-	if _, err := b.Commit(); err != nil {
-		return false, err
+		lastSeq := mstream.CachedInfo().State.LastSeq
+		if p.Position < lastSeq {
+			return false, nil
+		}
+		var position uint64
+		if lastSeq > 0 {
+			raw, err := mstream.GetMsg(ctx, lastSeq)
+			if err != nil {
+				return false, fmt.Errorf("promoting: primary %s's last manifest (sequence %d): %w", primary, lastSeq, err)
+			}
+			var m engine.Manifest
+			if err := json.Unmarshal(raw.Data, &m); err != nil {
+				return false, fmt.Errorf("promoting: primary %s's last manifest (sequence %d): %w", primary, lastSeq, err)
+			}
+			position = m.Position
+		}
+		created, err := r.inputCreated(ctx)
+		if err != nil {
+			return false, err
+		}
+		b := r.ks.NewBatch(p.BatchID + 1)
+		b.SetInputCreated(created)
+		b.SetProgress(p.WatermarkMs, position)
+		if p.Generation != 0 {
+			b.SetGeneration(p.Generation)
+		}
+		if p.Open.Active {
+			b.SetOpen(p.Open)
+		}
+		if _, err := b.Commit(); err != nil {
+			return false, err
+		}
+		r.shadowIn.promoted = true
+		r.logger.Info("shadow promoted: it reads the input from the old primary's position on", "old_primary", primary, "position", position)
 	}
 	rec := r.rec
 	rec.ShadowOf, rec.ShadowSpec, rec.Promoting = "", nil, false
@@ -230,8 +238,35 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 	if err := r.s.js.DeleteConsumer(dctx, natsio.ManifestsStream(primary), natsio.ConsumerName(r.spec.Name)); err != nil {
 		r.logger.Warn("deleting the consumer of the old primary's manifests failed", "err", err)
 	}
-	r.logger.Info("shadow promoted: it reads the input from the old primary's position on", "old_primary", primary, "position", position)
 	return true, nil
+}
+
+// inputCreated is the creation time of the shadow's input stream (UnixNano), as a primary's
+// progress records it.
+func (r *runner) inputCreated(ctx context.Context) (int64, error) {
+	in, _, err := history.Input(ctx, r.s.js, r.spec, r.part)
+	if err != nil {
+		return 0, err
+	}
+	st, err := r.s.js.Stream(ctx, in)
+	if err != nil {
+		return 0, fmt.Errorf("promoting: input stream %s: %w", in, err)
+	}
+	return st.CachedInfo().Created.UnixNano(), nil
+}
+
+// promotionCommitted tells whether the shadow's state holds a promotion's commit: its input
+// position counts in the input stream (see promote).
+func (r *runner) promotionCommitted(ctx context.Context) (bool, error) {
+	p, err := r.ks.Progress()
+	if err != nil {
+		return false, err
+	}
+	created, err := r.inputCreated(ctx)
+	if err != nil {
+		return false, err
+	}
+	return p.InputCreated != 0 && p.InputCreated == created, nil
 }
 
 // promoteOrFault runs promote and tells whether it promoted; an error goes to the status

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/replay"
 	"github.com/groupstate/groupstate/runtime/service"
+	"github.com/groupstate/groupstate/state"
 	"github.com/groupstate/groupstate/timeouts"
 )
 
@@ -198,4 +200,63 @@ func byUser(t *testing.T, outs []string) map[string][]string {
 		m[v.UserID] = append(m[v.UserID], o)
 	}
 	return m
+}
+
+// TestPromoteAfterACrash: a runtime that stopped between the two steps of a promotion (the
+// shadow's new input position committed, its record not stored yet) finishes it when it
+// starts again, without taking the position for one in the manifests: the next logins count
+// on from the state the shadow built.
+func TestPromoteAfterACrash(t *testing.T) {
+	env := startNATS(t)
+	ctx := context.Background()
+	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	dir := t.TempDir()
+	rs := env.startService(dir, clock)
+	env.deploy(logincountSpec, logincountWasm(t))
+	env.waitRunning("logincount")
+	env.loginsFrom(100) // every user's total at 10
+	shadowSpec := specFromYAML(t, strings.Replace(logincountSpec, "name: logincount", "name: logincount-v2", 1))
+	_, err := env.client.Deploy(ctx, shadowSpec, logincountWasm(t), client.AsShadowOf("logincount"))
+	testutil.Require(t, err)
+	env.waitPosition("logincount", 100)
+	testutil.EventuallyWithin(t, compileDeadline, "the shadow caught up", func() bool { return env.caughtUp("logincount", "logincount-v2") })
+	rs.stop()
+
+	// What the promotion's first step commits: the input position of the primary's last
+	// batch, with the input stream's creation time.
+	in, err := env.js.Stream(ctx, "GS_LOGINCOUNT_IN")
+	testutil.Require(t, err)
+	st, err := state.Open(filepath.Join(dir, "state"), &state.Options{Logger: testutil.DiscardLogger()})
+	testutil.Require(t, err)
+	ks := st.Deployment("logincount-v2")
+	p, err := ks.Progress()
+	testutil.Require(t, err)
+	b := ks.NewBatch(p.BatchID + 1)
+	b.SetInputCreated(in.CachedInfo().Created.UnixNano())
+	b.SetProgress(p.WatermarkMs, 100)
+	_, err = b.Commit()
+	testutil.Require(t, err)
+	testutil.Require(t, st.Close())
+	// The promotion asked while no runtime runs: the primary goes, the record says promoting.
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := env.client.Promote(pctx, "logincount-v2"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("promote with no runtime: %v, want it waiting until its deadline", err)
+	}
+
+	env.startService(dir, clock)
+	testutil.EventuallyWithin(t, compileDeadline, "the promotion finished", func() bool {
+		d, err := env.client.Get(ctx, "logincount-v2")
+		return err == nil && d.ShadowOf == ""
+	})
+	env.waitRunning("logincount-v2")
+	env.loginsFrom(10)
+	testutil.EventuallyWithin(t, compileDeadline, "the promoted deployment's outputs", func() bool {
+		return len(env.outputsBy("LOGINCOUNT_OUT", "logincount-v2")) == 10
+	})
+	for _, o := range env.outputsBy("LOGINCOUNT_OUT", "logincount-v2") {
+		if !strings.Contains(o, `"total_logins":11`) {
+			t.Errorf("after the promotion: %s, want every user's total at 11", o)
+		}
+	}
 }
