@@ -6,7 +6,6 @@ import (
 	"io"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/groupstate/groupstate/runtime/client"
@@ -53,16 +52,11 @@ NAME's, "new" rows SHADOW's. Exit status: 0 when the outputs are the same, 1 whe
 }
 
 func runDiff(cmd *cobra.Command, cf *connFlags, name, shadow string, keys []string, since time.Duration, asJSON bool) error {
-	nc, err := cf.connect(cmd, "diff")
+	c, done, err := cf.client(cmd, "diff")
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	c, err := client.New(cmd.Context(), nc)
-	if err != nil {
-		return err
-	}
-	defer c.Close(cmd.Context())
+	defer done()
 	pd, err := c.Get(cmd.Context(), name)
 	if err != nil {
 		return err
@@ -74,11 +68,7 @@ func runDiff(cmd *cobra.Command, cf *connFlags, name, shadow string, keys []stri
 	if err := checkShadowOf(sd, name); err != nil {
 		return err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	opts := replay.DiffOptions{JS: js, Primary: pd.RunSpec(), Shadow: sd.RunSpec(), Since: since, Logger: quietLogger(cmd.ErrOrStderr())}
+	opts := replay.DiffOptions{JS: c.JetStream(), Primary: pd.RunSpec(), Shadow: sd.RunSpec(), Since: since, Logger: quietLogger(cmd.ErrOrStderr())}
 	opts.Keys = keyArgs(keys)
 	rep, err := replay.Diff(cmd.Context(), opts)
 	if err != nil {

@@ -8,7 +8,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
 	"github.com/groupstate/groupstate/runtime/client"
@@ -67,25 +66,16 @@ func runReplay(cmd *cobra.Command, cf *connFlags, name, module string, keys []st
 	if err != nil {
 		return err
 	}
-	nc, err := cf.connect(cmd, "replay")
+	c, done, err := cf.client(cmd, "replay")
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	c, err := client.New(cmd.Context(), nc)
-	if err != nil {
-		return err
-	}
-	defer c.Close(cmd.Context())
+	defer done()
 	d, err := c.Get(cmd.Context(), name)
 	if err != nil {
 		return err
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	opts := replay.Options{JS: js, Spec: d.Spec, Module: wasm, FromBatch: from, ToBatch: to, Since: since,
+	opts := replay.Options{JS: c.JetStream(), Spec: d.Spec, Module: wasm, FromBatch: from, ToBatch: to, Since: since,
 		Progress: progressLine(cmd.ErrOrStderr(), "batch")}
 	opts.Keys = keyArgs(keys)
 	rep, err := replay.Run(cmd.Context(), opts)

@@ -78,6 +78,10 @@ func New(ctx context.Context, nc *nats.Conn) (*Client, error) {
 	return &Client{nc: nc, js: js, reg: reg, rt: rt}, nil
 }
 
+// JetStream returns the client's JetStream context on its connection (to read the streams a
+// deployment keeps, as replay and diff do). It is the client's: do not change its options.
+func (c *Client) JetStream() jetstream.JetStream { return c.js }
+
 // Close releases the client's resources (not the connection).
 func (c *Client) Close(ctx context.Context) error { return c.rt.Close(ctx) }
 

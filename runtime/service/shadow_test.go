@@ -56,6 +56,18 @@ func (e *natsEnv) outputsBy(stream, name string) []string {
 	return out
 }
 
+// startLogincount starts NATS and a runtime over dir on a manual clock, with logincount
+// deployed and running.
+func startLogincount(t *testing.T) (env *natsEnv, dir string, clock *timeouts.ManualClock, rs *runningService) {
+	env = startNATS(t)
+	clock = timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	dir = t.TempDir()
+	rs = env.startService(dir, clock)
+	env.deploy(logincountSpec, logincountWasm(t))
+	env.waitRunning("logincount")
+	return env, dir, clock, rs
+}
+
 // caughtUp tells whether shadow ran every batch its primary recorded.
 func (e *natsEnv) caughtUp(primary, shadow string) bool {
 	s, err := e.js.Stream(context.Background(), natsio.ManifestsStream(primary))
@@ -73,13 +85,8 @@ func (e *natsEnv) caughtUp(primary, shadow string) bool {
 // the shadow reads the input from the primary's position on with its state: the next logins
 // count on from the totals before; the other shadow's status says its primary is gone.
 func TestShadowAndPromote(t *testing.T) {
-	env := startNATS(t)
+	env, dir, clock, rs := startLogincount(t)
 	ctx := context.Background()
-	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
-	dir := t.TempDir()
-	rs := env.startService(dir, clock)
-	env.deploy(logincountSpec, logincountWasm(t))
-	env.waitRunning("logincount")
 	env.loginsFrom(200)
 
 	shadowSpec := specFromYAML(t, strings.Replace(logincountSpec, "name: logincount", "name: logincount-v2", 1))
@@ -207,13 +214,8 @@ func byUser(t *testing.T, outs []string) map[string][]string {
 // starts again, without taking the position for one in the manifests: the next logins count
 // on from the state the shadow built.
 func TestPromoteAfterACrash(t *testing.T) {
-	env := startNATS(t)
+	env, dir, clock, rs := startLogincount(t)
 	ctx := context.Background()
-	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
-	dir := t.TempDir()
-	rs := env.startService(dir, clock)
-	env.deploy(logincountSpec, logincountWasm(t))
-	env.waitRunning("logincount")
 	env.loginsFrom(100) // every user's total at 10
 	shadowSpec := specFromYAML(t, strings.Replace(logincountSpec, "name: logincount", "name: logincount-v2", 1))
 	_, err := env.client.Deploy(ctx, shadowSpec, logincountWasm(t), client.AsShadowOf("logincount"))
