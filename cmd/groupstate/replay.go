@@ -75,7 +75,7 @@ func runReplay(cmd *cobra.Command, cf *connFlags, name, module string, keys []st
 	if err != nil {
 		return err
 	}
-	opts := replay.Options{JS: c.JetStream(), Spec: d.Spec, Module: wasm, FromBatch: from, ToBatch: to, Since: since,
+	opts := replay.Options{JS: c.JetStream(), Spec: d.RunSpec(), InputOf: d.InputOf, Module: wasm, FromBatch: from, ToBatch: to, Since: since,
 		Progress: progressLine(cmd.ErrOrStderr(), "batch")}
 	opts.Keys = keyArgs(keys)
 	rep, err := replay.Run(cmd.Context(), opts)

@@ -101,6 +101,10 @@ type Deployment struct {
 	// [Client.Promote] asked to make it the primary and its runtime has not yet.
 	ShadowOf  string `json:"shadow_of,omitempty"`
 	Promoting bool   `json:"promoting,omitempty"`
+	// InputOf names the deployment whose input-side streams (the partitioned stream, the
+	// inputs stream) this one reads, when not its own: a shadow's primary's, kept once the
+	// shadow is promoted (replay.Options.InputOf takes it). Empty: its own.
+	InputOf string `json:"input_of,omitempty"`
 	// runSpec is what RunSpec returns (nil: Spec).
 	runSpec *spec.Spec
 }
@@ -202,6 +206,9 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 		if err := fixedAtFirstDeploy(prev, sp); err != nil {
 			return nil, err
 		}
+	}
+	if err == nil && prev.InputOf != "" && rec.InputOf == "" {
+		rec.InputOf = prev.InputOf // a promoted shadow reads its old primary's input streams
 	}
 	switch {
 	case err == nil && prev.Lineage != "":
@@ -429,7 +436,7 @@ func deploymentOf(rec natsio.Record) (*Deployment, error) {
 		return nil, err
 	}
 	d := &Deployment{Name: rec.Name, Spec: sp, ModuleDigest: rec.ModuleDigest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rec.Revision, ResetState: rec.ResetState != "",
-		ShadowOf: rec.ShadowOf, Promoting: rec.Promoting}
+		ShadowOf: rec.ShadowOf, Promoting: rec.Promoting, InputOf: rec.InputOf}
 	if rec.ShadowOf != "" {
 		if d.runSpec, err = api.RunSpecOf(rec); err != nil {
 			return nil, err

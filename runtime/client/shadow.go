@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/spec"
+	"github.com/groupstate/groupstate/state"
 )
 
 // Errors of shadow deployments.
@@ -70,7 +72,7 @@ func (c *Client) shadowRecord(ctx context.Context, rec *natsio.Record, sp *spec.
 	case getErr != nil && !errors.Is(getErr, natsio.ErrNotFound):
 		return fmt.Errorf("client: reading the deployment: %w", getErr)
 	}
-	if err := c.checkShadowHistory(ctx, o.shadowOf); err != nil {
+	if err := c.checkShadowHistory(ctx, o.shadowOf, max(psp.Partitions, 1)); err != nil {
 		return err
 	}
 	run := sp.AsShadowOf(psp)
@@ -81,11 +83,13 @@ func (c *Client) shadowRecord(ctx context.Context, rec *natsio.Record, sp *spec.
 		return err
 	}
 	rec.ShadowOf = o.shadowOf
+	rec.InputOf = cmp.Or(prec.InputOf, prec.Name)
 	return nil
 }
 
-// checkShadowHistory checks that primary's recorded history starts from empty state.
-func (c *Client) checkShadowHistory(ctx context.Context, primary string) error {
+// checkShadowHistory checks that the recorded history of each of primary's parts
+// partitions starts from empty state.
+func (c *Client) checkShadowHistory(ctx context.Context, primary string, parts int) error {
 	name := natsio.ManifestsStream(primary)
 	st, err := c.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -98,17 +102,22 @@ func (c *Client) checkShadowHistory(ctx context.Context, primary string) error {
 	if st.CachedInfo().State.Msgs == 0 {
 		return nil // no batch yet: the shadow follows from the first
 	}
-	raw, err := st.GetMsg(ctx, first)
-	if err != nil {
-		return fmt.Errorf("client: reading %s's oldest batch manifest: %w", primary, err)
-	}
-	var m engine.Manifest
-	if err := json.Unmarshal(raw.Data, &m); err != nil {
-		return fmt.Errorf("client: %s's oldest batch manifest (sequence %d): %w", primary, first, err)
-	}
-	if m.HadState {
-		return fmt.Errorf("%w: %s's oldest recorded batch (%d, at %s) ran on state made by batches its manifests stream %s no longer keeps",
-			ErrShadowHistory, primary, m.Batch, time.UnixMilli(m.ProcessingTimeMs).UTC().Format(time.RFC3339), name)
+	for p := range parts {
+		raw, err := st.GetMsg(ctx, first, jetstream.WithGetMsgSubject(natsio.ManifestSubject(primary, p)))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue // no batch of the partition yet
+		}
+		if err != nil {
+			return fmt.Errorf("client: reading %s's oldest batch manifest of partition %d: %w", primary, p, err)
+		}
+		var m engine.Manifest
+		if err := json.Unmarshal(raw.Data, &m); err != nil {
+			return fmt.Errorf("client: %s's oldest batch manifest (sequence %d): %w", primary, raw.Sequence, err)
+		}
+		if m.HadState {
+			return fmt.Errorf("%w: %s's oldest recorded batch of partition %d (%d, at %s) ran on state made by batches its manifests stream %s no longer keeps",
+				ErrShadowHistory, primary, p, m.Batch, time.UnixMilli(m.ProcessingTimeMs).UTC().Format(time.RFC3339), name)
+		}
 	}
 	return nil
 }
@@ -133,8 +142,13 @@ func (c *Client) Promote(ctx context.Context, name string) error {
 		return fmt.Errorf("%w: %s is not a shadow", ErrShadow, name)
 	}
 	primary := rec.ShadowOf
+	sp, err := api.SpecOf(rec)
+	if err != nil {
+		return err
+	}
+	parts := max(sp.Partitions, 1) // the primary's too (spec.Spec.CheckShadowOf)
 	if !rec.Promoting {
-		if err := c.stopPrimary(ctx, primary); err != nil {
+		if err := c.stopPrimary(ctx, primary, parts); err != nil {
 			return err
 		}
 		rec.Promoting = true
@@ -158,10 +172,11 @@ func (c *Client) Promote(ctx context.Context, name string) error {
 	}
 }
 
-// stopPrimary undeploys primary (when it still is) and waits until its runtime stopped it:
-// its status no longer says running, or its owner does not answer.
-func (c *Client) stopPrimary(ctx context.Context, primary string) error {
-	owner, err := c.reg.Owner(ctx, primary)
+// stopPrimary undeploys primary, of parts partitions (when it still is), and waits until its
+// runtimes stopped it: the status of each partition no longer says running, or its owner
+// does not answer.
+func (c *Client) stopPrimary(ctx context.Context, primary string, parts int) error {
+	owner, err := c.reg.Owner(ctx, primary) // of a deployment that is not replicated
 	if err != nil {
 		return err
 	}
@@ -169,14 +184,25 @@ func (c *Client) stopPrimary(ctx context.Context, primary string) error {
 		return fmt.Errorf("client: undeploying the primary %s: %w", primary, err)
 	}
 	for {
-		st, err := c.unitStatus(ctx, primary)
-		if err != nil || st.State != StatusRunning {
-			return nil // no status (it never ran), or stopped
-		}
-		if owner != "" {
-			if up, perr := api.Ping(ctx, c.nc, owner); perr == nil && !up {
-				return nil
+		stopped := true
+		for p := range parts {
+			unit := primary
+			if parts > 1 {
+				unit = state.PartitionName(primary, p)
 			}
+			st, err := c.unitStatus(ctx, unit)
+			if err != nil || st.State != StatusRunning {
+				continue // no status (it never ran), or stopped
+			}
+			if o := cmp.Or(st.Owner, owner); o != "" {
+				if up, perr := api.Ping(ctx, c.nc, o); perr == nil && !up {
+					continue
+				}
+			}
+			stopped = false
+		}
+		if stopped {
+			return nil
 		}
 		select {
 		case <-ctx.Done():

@@ -35,6 +35,10 @@ type Status struct {
 	// ShadowOf names the primary of a shadow deployment (deploy --shadow): its Position then
 	// counts the primary's batch manifests it ran, and InputLag those it has not run yet.
 	ShadowOf string `json:"shadow_of,omitempty"`
+	// Promoted, on a partition of a shadow being promoted ([Client.Promote]), tells that the
+	// partition ran every batch its primary recorded and took over the primary's input
+	// position; the shadow becomes the primary once every partition did.
+	Promoted bool `json:"promoted,omitempty"`
 	// Owner is the ID of the runtime (its state store) that runs the deployment.
 	Owner      string    `json:"owner,omitempty"`
 	DeployedAt time.Time `json:"deployed_at,omitzero"`

@@ -64,7 +64,7 @@ func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
 			return nil
 		}
 	}
-	stream, filters, err := history.Input(ctx, r.opts.JS, sp, p)
+	stream, filters, err := history.Input(ctx, r.opts.JS, sp, r.opts.InputOf, p)
 	if err != nil {
 		return err
 	}
@@ -101,7 +101,7 @@ func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
 				return err
 			}
 		}
-		rows, err := history.Rows(ctx, rd, stream, sp, b.Manifest)
+		rows, err := history.Rows(ctx, rd, stream, sp, r.opts.InputOf, b.Manifest)
 		if err != nil {
 			return err
 		}

@@ -46,8 +46,12 @@ var (
 type Options struct {
 	// JS is a JetStream context of the deployment's NATS. Required.
 	JS jetstream.JetStream
-	// Spec is the deployment's spec, as deployed (client.Deployment.Spec). Required.
+	// Spec is the spec the deployment runs with (client.Deployment.RunSpec: a shadow's
+	// publishes on its shadow subjects). Required.
 	Spec *spec.Spec
+	// InputOf names the deployment whose input-side streams the deployment reads, when not
+	// its own (client.Deployment.InputOf: a shadow's primary, kept once it is promoted).
+	InputOf string
 	// Module is the module to run the history with (the deployment's own, or a new one).
 	// Required.
 	Module []byte

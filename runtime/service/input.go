@@ -43,7 +43,7 @@ func (in *inputOpen) wait() (string, *natsio.Source, error) {
 // marking each step in t.
 func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (string, *natsio.Source, error) {
 	if r.shadowing() {
-		return r.openShadowInput(ctx, t)
+		return r.openShadowInput(ctx, t, held)
 	}
 	sp := r.spec
 	inStream, err := r.ensureStreams(ctx)
@@ -51,17 +51,41 @@ func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (
 	if err != nil {
 		return "", nil, err
 	}
-	consumer, subjects := natsio.ConsumerName(sp.Name), sp.Input.Subjects
+	consumer, subjects := r.consumerName(), sp.Input.Subjects
 	if sp.HasInputs() {
-		subjects = []string{natsio.InputsFilter(sp.Name)} // everything the inputs stream holds
+		subjects = []string{natsio.InputsFilter(r.inputOf)} // everything the inputs stream holds
 	}
 	if r.parts > 1 {
 		// The partition reads what the router (run with partition 0) routed to it, or, with
 		// key.subject_token, what the server put on its subjects.
-		inStream = natsio.PartitionedStream(sp.Name)
-		consumer = natsio.ConsumerName(fmt.Sprintf("%s-p%d", sp.Name, r.part))
-		subjects = []string{natsio.PartitionFilter(sp.Name, r.part, r.bySubject())}
+		inStream = natsio.PartitionedStream(r.inputOf)
+		consumer = r.consumerName()
+		subjects = []string{natsio.PartitionFilter(r.inputOf, r.part, r.bySubject())}
 	}
+	src, err := natsio.NewSource(ctx, r.s.js, inStream, consumer, subjects, r.sourceOptions(t, held)...)
+	t.mark("input_consumer")
+	if err != nil {
+		r.s.forgetStreams(r.rec) // the next open ensures them again
+		return "", nil, fmt.Errorf("input consumer: %w", err)
+	}
+	return inStream, src, nil
+}
+
+// consumerName is the name of the durable consumer r reads (see consumerName).
+func (r *runner) consumerName() string { return consumerName(r.spec.Name, r.part, r.parts) }
+
+// consumerName is the name of the durable consumer that partition part of deployment name,
+// of parts partitions, reads: the deployment's, with partitions one per partition.
+func consumerName(name string, part, parts int) string {
+	if parts > 1 {
+		return natsio.ConsumerName(fmt.Sprintf("%s-p%d", name, part))
+	}
+	return natsio.ConsumerName(name)
+}
+
+// sourceOptions are the options of r's consumer: with held not nil, the rewind waits for it
+// (see startInput).
+func (r *runner) sourceOptions(t *timings, held <-chan error) []natsio.SourceOption {
 	var opts []natsio.SourceOption
 	if held != nil {
 		opts = append(opts, natsio.BeforeRewind(func(ctx context.Context) error {
@@ -74,11 +98,5 @@ func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (
 			}
 		}))
 	}
-	src, err := natsio.NewSource(ctx, r.s.js, inStream, consumer, subjects, opts...)
-	t.mark("input_consumer")
-	if err != nil {
-		r.s.forgetStreams(r.rec) // the next open ensures them again
-		return "", nil, fmt.Errorf("input consumer: %w", err)
-	}
-	return inStream, src, nil
+	return opts
 }

@@ -47,6 +47,10 @@ type runner struct {
 	// inputs maps the names of a deployment's several inputs (spec inputs) to their index
 	// (engine.Row.Input); nil for a deployment with one input.
 	inputs map[string]int
+	// inputOf names the deployment whose input-side streams the runner reads (partitioned
+	// stream, inputs stream, default input stream names): its own, or a shadow's primary's,
+	// kept once promoted (natsio.Record.InputOf).
+	inputOf string
 
 	// wm is the runtime's view of the partitions' watermarks, for a partition of a deployment
 	// under event_time (nil otherwise); lastRowAt is when the partition's last row arrived (by
@@ -183,7 +187,7 @@ func (s *Service) checkRecord(ctx context.Context, rec natsio.Record) (*revision
 		for i, in := range sp.Inputs {
 			named[i] = natsio.NamedInput{Name: in.Name, Subjects: in.Subjects}
 		}
-		if err := natsio.CheckInputsStream(ctx, s.js, sp.Name, named); err != nil {
+		if err := natsio.CheckInputsStream(ctx, s.js, cmp.Or(rec.InputOf, rec.ShadowOf, sp.Name), named); err != nil {
 			return nil, err
 		}
 	}
@@ -232,6 +236,7 @@ func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, initial: rv.initial, store: store, logger: logger, done: make(chan struct{}), drainReq: make(chan chan drainResult), lease: o.lease, instance: o.instance, snaps: o.snapshots,
 		part: o.part, parts: max(sp.Partitions, 1)}
 	r.key = unitKey(sp.Name, r.part, r.parts)
+	r.inputOf = cmp.Or(rec.InputOf, rec.ShadowOf, sp.Name) // a shadow recorded before InputOf: its primary
 	if rec.ShadowOf != "" {
 		r.shadowIn = &shadowIn{}
 	}
@@ -270,14 +275,14 @@ func (r *runner) setup(ctx context.Context, reset bool) error {
 	if err != nil {
 		return err
 	}
-	if r.parts > 1 && r.part == 0 && !r.bySubject() {
-		if r.router, err = s.newRouter(ctx, sp); err != nil {
+	if r.parts > 1 && r.part == 0 && !r.bySubject() && !r.shadowing() { // a shadow reads what its primary's router routed
+		if r.router, err = s.newRouter(ctx, sp, r.inputOf); err != nil {
 			r.eng.Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("input router: %w", err)
 		}
 	}
 	r.status = client.Status{Name: r.key, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: s.id,
-		ShadowOf: rec.ShadowOf}
+		ShadowOf: rec.ShadowOf, Promoted: r.shadowIn != nil && r.shadowIn.promoted}
 	for _, in := range sp.Inputs {
 		r.status.Inputs = append(r.status.Inputs, client.InputStatus{Name: in.Name})
 	}
@@ -287,15 +292,19 @@ func (r *runner) setup(ctx context.Context, reset bool) error {
 	return nil
 }
 
-// ensureStreams ensures the deployment's input stream and its output streams (output,
-// dead-letter, late) and returns the input stream's name.
-func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec) (string, error) {
+// ensureStreams ensures the deployment's input stream (the streams of input, named after
+// deployment input: see runner.inputOf; none when input is empty, for a shadow, which reads
+// its primary's) and its output streams (output, dead-letter, late) and its manifests
+// stream, and returns the input stream's name.
+func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec, input string) (string, error) {
 	var inStream string
 	var err error
-	if sp.HasInputs() {
-		inStream, err = s.ensureInputs(ctx, sp)
-	} else {
-		inStream, err = natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: sp.Input.Stream, Fallback: natsio.StreamName(sp.Name + "_IN"),
+	switch {
+	case input == "":
+	case sp.HasInputs():
+		inStream, err = s.ensureInputs(ctx, sp, input)
+	default:
+		inStream, err = natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: sp.Input.Stream, Fallback: natsio.StreamName(input + "_IN"),
 			Subjects: sp.Input.Subjects, MaxAge: sp.Input.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas})
 	}
 	if err != nil {
@@ -338,14 +347,15 @@ func inputsMaxAge(sp *spec.Spec) time.Duration {
 	return maxAge
 }
 
-// ensureInputs ensures the streams of a deployment with several inputs: each input's (its
-// named stream, the stream that already captures its subjects, or GS_<NAME>_IN_<INPUT>), and
-// the inputs stream that sources them all, whose name it returns (natsio.EnsureInputsStream).
-// The inputs stream keeps rows as long as the longest-kept input stream groupstate sets.
-func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec) (string, error) {
+// ensureInputs ensures the streams of a deployment with several inputs, named after
+// deployment input (see runner.inputOf): each input's (its named stream, the stream that
+// already captures its subjects, or GS_<INPUT>_IN_<NAME>), and the inputs stream that
+// sources them all, whose name it returns (natsio.EnsureInputsStream). The inputs stream
+// keeps rows as long as the longest-kept input stream groupstate sets.
+func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec, input string) (string, error) {
 	named := make([]natsio.NamedInput, len(sp.Inputs))
 	for i, in := range sp.Inputs {
-		st, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: in.Stream, Fallback: natsio.StreamName(sp.Name + "_IN_" + in.Name),
+		st, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: in.Stream, Fallback: natsio.StreamName(input + "_IN_" + in.Name),
 			Subjects: in.Subjects, MaxAge: in.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas})
 		if err != nil {
 			return "", fmt.Errorf("input %s: %w", in.Name, err)
@@ -353,10 +363,10 @@ func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec) (string, erro
 		named[i] = natsio.NamedInput{Name: in.Name, Stream: st, Subjects: in.Subjects}
 	}
 	maxAge := inputsMaxAge(sp)
-	if err := natsio.EnsureInputsStream(ctx, s.js, sp.Name, named, s.cfg.Replicas, maxAge); err != nil {
+	if err := natsio.EnsureInputsStream(ctx, s.js, input, named, s.cfg.Replicas, maxAge); err != nil {
 		return "", err
 	}
-	return natsio.InputsStream(sp.Name), nil
+	return natsio.InputsStream(input), nil
 }
 
 // open ensures the streams, creates the input consumer, reconciles it with the committed
@@ -457,11 +467,11 @@ func (r *runner) ensureStreams(ctx context.Context) (string, error) {
 	if done && r.eng == nil {
 		return inStream, nil
 	}
-	inStream, err := s.ensureStreams(ctx, r.spec)
+	inStream, err := s.ensureStreams(ctx, r.spec, r.inputStreams())
 	if err != nil {
 		return "", err
 	}
-	if r.parts > 1 {
+	if r.parts > 1 && !r.shadowing() {
 		if err := r.ensurePartitioned(ctx, inStream); err != nil {
 			return "", fmt.Errorf("partitioned input stream: %w", err)
 		}
@@ -470,6 +480,15 @@ func (r *runner) ensureStreams(ctx context.Context) (string, error) {
 	s.ensured[key] = inStream
 	s.mu.Unlock()
 	return inStream, nil
+}
+
+// inputStreams names the deployment whose input-side streams r ensures: r.inputOf, or none
+// (empty) for a shadow, which reads its primary's.
+func (r *runner) inputStreams() string {
+	if r.shadowing() {
+		return ""
+	}
+	return r.inputOf
 }
 
 // revisionKey names a deployment's revision: "<name>@<revision>".
@@ -493,9 +512,9 @@ func (r *runner) bySubject() bool {
 func (r *runner) ensurePartitioned(ctx context.Context, inStream string) error {
 	s, sp := r.s, r.spec
 	if !r.bySubject() {
-		return natsio.EnsurePartitionedStream(ctx, s.js, sp.Name, s.cfg.Replicas, sp.Input.MaxAge.Std())
+		return natsio.EnsurePartitionedStream(ctx, s.js, r.inputOf, s.cfg.Replicas, sp.Input.MaxAge.Std())
 	}
-	return natsio.EnsureSourcedPartitionedStream(ctx, s.js, natsio.SourcedOptions{Deployment: sp.Name, InputStream: inStream,
+	return natsio.EnsureSourcedPartitionedStream(ctx, s.js, natsio.SourcedOptions{Deployment: r.inputOf, InputStream: inStream,
 		InputSubjects: sp.Input.Subjects, Token: sp.Key.SubjectToken, Partitions: r.parts, Replicas: s.cfg.Replicas, MaxAge: sp.Input.MaxAge.Std()})
 }
 
@@ -656,9 +675,10 @@ func (r *runner) start(ctx context.Context) {
 }
 
 // newRouter opens the router of a deployment split into partitions: it reads the input
-// stream and republishes each row to its partition's subject (see natsio.Router).
-func (s *Service) newRouter(ctx context.Context, sp *spec.Spec) (*natsio.Router, error) {
-	inStream, err := s.ensureStreams(ctx, sp)
+// stream and republishes each row to its partition's subject (see natsio.Router) in the
+// partitioned stream of deployment input (runner.inputOf).
+func (s *Service) newRouter(ctx context.Context, sp *spec.Spec, input string) (*natsio.Router, error) {
+	inStream, err := s.ensureStreams(ctx, sp, input)
 	if err != nil {
 		return nil, err
 	}
@@ -666,7 +686,7 @@ func (s *Service) newRouter(ctx context.Context, sp *spec.Spec) (*natsio.Router,
 	if err != nil {
 		return nil, err
 	}
-	return natsio.NewRouter(ctx, s.js, natsio.RouterOptions{Deployment: sp.Name, InputStream: inStream, InputSubjects: sp.Input.Subjects,
+	return natsio.NewRouter(ctx, s.js, natsio.RouterOptions{Deployment: input, InputStream: inStream, InputSubjects: sp.Input.Subjects,
 		Key: key, Partitions: sp.Partitions, MaxRows: sp.Trigger.MaxRows, MaxBytes: int(sp.Trigger.MaxBytes), Wait: sp.Trigger.Interval.Std(),
 		Logger: s.logger.With("deployment", sp.Name, "component", "router")})
 }
@@ -905,7 +925,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 				// No stream captures an output subject (an output stream was deleted): the
 				// engine keeps the outbox; re-create the streams so that delivery can work.
-				if _, serr := r.s.ensureStreams(ctx, r.spec); serr != nil {
+				if _, serr := r.s.ensureStreams(ctx, r.spec, r.inputStreams()); serr != nil {
 					r.logger.Warn("re-creating the output streams failed", "err", serr)
 				}
 			}
@@ -1030,7 +1050,7 @@ func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.Batch
 		subject, input := m.Subject, 0
 		switch {
 		case r.inputs != nil:
-			name, orig, split := natsio.SplitInputsSubject(r.spec.Name, m.Subject)
+			name, orig, split := natsio.SplitInputsSubject(r.inputOf, m.Subject)
 			var known bool
 			if input, known = r.inputs[name]; !split || !known {
 				// The inputs stream sources nothing else (natsio.EnsureInputsStream).
@@ -1038,7 +1058,7 @@ func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.Batch
 			}
 			subject = orig
 		case r.parts > 1:
-			subject = natsio.InputSubject(r.spec.Name, m) // the subject it was published on
+			subject = natsio.InputSubject(r.inputOf, m) // the subject it was published on
 		}
 		rows = append(rows, engine.Row{Data: m.Data, Subject: subject, Sequence: m.Sequence, Input: input})
 		maxSeq = max(maxSeq, m.Sequence)
@@ -1189,7 +1209,7 @@ func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint
 			names[i] = st.Inputs[i].Name
 		}
 		var err error
-		if pending, err = natsio.InputsPending(ctx, r.s.js, r.spec.Name, names, position); err != nil {
+		if pending, err = natsio.InputsPending(ctx, r.s.js, r.inputOf, names, position); err != nil {
 			r.logger.Debug("counting the inputs' lag", "err", err)
 			return
 		}

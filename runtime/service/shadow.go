@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
@@ -40,15 +43,16 @@ type shadowIn struct {
 func (r *runner) shadowing() bool { return r.rec.ShadowOf != "" }
 
 // openShadowInput ensures the shadow's streams and creates its consumer of the primary's
-// manifests (of its partition), returning the manifests stream's name.
-func (r *runner) openShadowInput(ctx context.Context, t *timings) (string, *natsio.Source, error) {
+// manifests (of its partition), returning the manifests stream's name (held: see
+// startInput).
+func (r *runner) openShadowInput(ctx context.Context, t *timings, held <-chan error) (string, *natsio.Source, error) {
 	if _, err := r.ensureStreams(ctx); err != nil {
 		return "", nil, err
 	}
 	t.mark("input_streams")
 	primary := r.rec.ShadowOf
 	stream := natsio.ManifestsStream(primary)
-	src, err := natsio.NewSource(ctx, r.s.js, stream, natsio.ConsumerName(r.spec.Name), []string{natsio.ManifestSubject(primary, r.part)})
+	src, err := natsio.NewSource(ctx, r.s.js, stream, r.consumerName(), []string{natsio.ManifestSubject(primary, r.part)}, r.sourceOptions(t, held)...)
 	t.mark("input_consumer")
 	if err != nil {
 		return "", nil, fmt.Errorf("consumer of primary %s's batch manifests (stream %s): %w", primary, stream, err)
@@ -130,7 +134,7 @@ func (r *runner) shadowRows(ctx context.Context, man engine.Manifest) ([]engine.
 				return nil, err
 			}
 		}
-		rows, err := history.Rows(ctx, in.rd, in.stream, r.spec, man)
+		rows, err := history.Rows(ctx, in.rd, in.stream, r.spec, r.inputOf, man)
 		if err == nil {
 			in.next = man.LastSequence + 1
 			return rows, nil
@@ -152,7 +156,7 @@ func (r *runner) openShadowRows(ctx context.Context, from uint64) error {
 		in.rd.Close()
 		in.rd = nil
 	}
-	stream, filters, err := history.Input(ctx, r.s.js, r.spec, r.part)
+	stream, filters, err := history.Input(ctx, r.s.js, r.spec, r.inputOf, r.part)
 	if err != nil {
 		return err
 	}
@@ -172,71 +176,140 @@ func (r *runner) closeShadow() {
 	}
 }
 
-// promote, for a shadow being promoted that ran every batch its primary recorded, moves its
-// position to the primary's input position (that of the primary's last recorded batch) and
-// stores its record as a primary's; the service then restarts it reading the input. It
-// returns whether it did; false with no error when batches are left to run.
+// promote, for a shadow being promoted whose partition ran every batch its primary recorded
+// for it, moves the partition's position to the primary's input position (that of the
+// primary's last recorded batch of the partition); once every partition did, it stores the
+// record as a primary's, and the service restarts its partitions reading the input. It
+// returns whether the record is stored; false with no error while batches or partitions are
+// left.
 //
-// The two steps are not atomic. The commit records, with the position, the input stream's
+// The steps are not atomic. The commit records, with the position, the input stream's
 // creation time in place of the manifests stream's: a runner that opens a shadow being
 // promoted whose state says so (promotionCommitted) skips the shadow's reconcile, whose
-// position now counts in the input, and only stores the record.
+// position now counts in the input, and only waits for the others and stores the record. A
+// partition that committed says so in its status (client.Status.Promoted), which is how the
+// partitions, on whichever runtimes, learn that all did.
 func (r *runner) promote(ctx context.Context) (bool, error) {
-	primary := r.rec.ShadowOf
 	if !r.shadowIn.promoted {
-		mstream, err := r.s.js.Stream(ctx, natsio.ManifestsStream(primary))
-		if err != nil {
-			return false, fmt.Errorf("promoting: primary %s's manifests stream: %w", primary, err)
-		}
-		p, err := r.ks.Progress()
-		if err != nil {
+		if done, err := r.commitPromotion(ctx); err != nil || !done {
 			return false, err
 		}
-		lastSeq := mstream.CachedInfo().State.LastSeq
-		if p.Position < lastSeq {
-			return false, nil
-		}
-		var position uint64
-		if lastSeq > 0 {
-			raw, err := mstream.GetMsg(ctx, lastSeq)
-			if err != nil {
-				return false, fmt.Errorf("promoting: primary %s's last manifest (sequence %d): %w", primary, lastSeq, err)
-			}
-			var m engine.Manifest
-			if err := json.Unmarshal(raw.Data, &m); err != nil {
-				return false, fmt.Errorf("promoting: primary %s's last manifest (sequence %d): %w", primary, lastSeq, err)
-			}
-			position = m.Position
-		}
-		created, err := r.inputCreated(ctx)
-		if err != nil {
-			return false, err
-		}
-		b := r.ks.NewBatch(p.BatchID + 1)
-		b.SetInputCreated(created)
-		b.SetProgress(p.WatermarkMs, position)
-		if p.Generation != 0 {
-			b.SetGeneration(p.Generation)
-		}
-		if p.Open.Active {
-			b.SetOpen(p.Open)
-		}
-		if _, err := b.Commit(); err != nil {
-			return false, err
-		}
-		r.shadowIn.promoted = true
-		r.logger.Info("shadow promoted: it reads the input from the old primary's position on", "old_primary", primary, "position", position)
 	}
+	if r.parts > 1 {
+		if all, err := r.partitionsPromoted(ctx); err != nil || !all {
+			return false, err
+		}
+	}
+	primary := r.rec.ShadowOf
 	rec := r.rec
 	rec.ShadowOf, rec.ShadowSpec, rec.Promoting = "", nil, false
+	rec.InputOf = r.inputOf
 	rec.DeployedAt = time.Now().UTC()
 	if _, err := r.s.reg.Update(ctx, rec); err != nil {
+		// Another partition may have stored it first.
+		if cur, gerr := r.s.reg.Get(ctx, rec.Name); gerr == nil && cur.ShadowOf == "" {
+			return true, nil
+		}
 		return false, fmt.Errorf("promoting: storing %s as a primary: %w", rec.Name, err)
 	}
+	r.logger.Info("shadow promoted: it reads the input from the old primary's position on", "old_primary", primary)
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := r.s.js.DeleteConsumer(dctx, natsio.ManifestsStream(primary), natsio.ConsumerName(r.spec.Name)); err != nil {
-		r.logger.Warn("deleting the consumer of the old primary's manifests failed", "err", err)
+	for q := range r.parts {
+		if err := r.s.js.DeleteConsumer(dctx, natsio.ManifestsStream(primary), consumerName(r.spec.Name, q, r.parts)); err != nil {
+			r.logger.Warn("deleting a consumer of the old primary's manifests failed", "partition", q, "err", err)
+		}
+	}
+	return true, nil
+}
+
+// commitPromotion is promote's first step for r's partition: once it ran every batch the
+// primary recorded for it, it commits the primary's input position; it tells whether it did.
+func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
+	primary := r.rec.ShadowOf
+	mstream, err := r.s.js.Stream(ctx, natsio.ManifestsStream(primary))
+	if err != nil {
+		return false, fmt.Errorf("promoting: primary %s's manifests stream: %w", primary, err)
+	}
+	p, err := r.ks.Progress()
+	if err != nil {
+		return false, err
+	}
+	var position uint64
+	raw, err := mstream.GetLastMsgForSubject(ctx, natsio.ManifestSubject(primary, r.part))
+	switch {
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		// The primary recorded no batch of the partition: it goes on from the start.
+	case err != nil:
+		return false, fmt.Errorf("promoting: primary %s's last manifest of partition %d: %w", primary, r.part, err)
+	case p.Position < raw.Sequence:
+		return false, nil
+	default:
+		var m engine.Manifest
+		if err := json.Unmarshal(raw.Data, &m); err != nil {
+			return false, fmt.Errorf("promoting: primary %s's last manifest (sequence %d): %w", primary, raw.Sequence, err)
+		}
+		position = m.Position
+	}
+	created, err := r.inputCreated(ctx)
+	if err != nil {
+		return false, err
+	}
+	b := r.ks.NewBatch(p.BatchID + 1)
+	b.SetInputCreated(created)
+	b.SetProgress(p.WatermarkMs, position)
+	if p.Generation != 0 {
+		b.SetGeneration(p.Generation)
+	}
+	if p.Open.Active {
+		b.SetOpen(p.Open)
+	}
+	if _, err := b.Commit(); err != nil {
+		return false, err
+	}
+	r.setPromoted()
+	r.logger.Info("shadow's partition takes over its primary's input position", "old_primary", primary, "position", position)
+	return true, nil
+}
+
+// setPromoted notes that r's partition committed its promotion (see promote), in its
+// status too.
+func (r *runner) setPromoted() {
+	r.shadowIn.promoted = true
+	r.mu.Lock()
+	r.status.Promoted = true
+	r.mu.Unlock()
+	if r.eng != nil {
+		r.publishStatus(context.Background(), true)
+	}
+}
+
+// partitionsPromoted tells whether every partition of the shadow committed its promotion,
+// by their statuses (see promote); it looks at most every primaryCheckEvery.
+func (r *runner) partitionsPromoted(ctx context.Context) (bool, error) {
+	in := r.shadowIn
+	if time.Since(in.checkedAt) < primaryCheckEvery {
+		return false, nil
+	}
+	in.checkedAt = time.Now()
+	for q := range r.parts {
+		if q == r.part {
+			continue
+		}
+		doc, err := r.s.reg.GetStatus(ctx, unitKey(r.spec.Name, q, r.parts))
+		if errors.Is(err, natsio.ErrNotFound) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+		var st client.Status
+		if err := json.Unmarshal(doc, &st); err != nil {
+			return false, fmt.Errorf("promoting: status of partition %d: %w", q, err)
+		}
+		if !st.Promoted || st.ShadowOf != r.rec.ShadowOf || !st.DeployedAt.Equal(r.rec.DeployedAt) {
+			return false, nil
+		}
 	}
 	return true, nil
 }
@@ -244,7 +317,7 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 // inputCreated is the creation time of the shadow's input stream (UnixNano), as a primary's
 // progress records it.
 func (r *runner) inputCreated(ctx context.Context) (int64, error) {
-	in, _, err := history.Input(ctx, r.s.js, r.spec, r.part)
+	in, _, err := history.Input(ctx, r.s.js, r.spec, r.inputOf, r.part)
 	if err != nil {
 		return 0, err
 	}

@@ -45,8 +45,11 @@ func (s *Service) closeWatermarks() {
 	}
 }
 
-// sharesWatermark tells whether r's partition shares its watermark with other partitions.
-func (r *runner) sharesWatermark() bool { return r.parts > 1 && r.spec.EventTime != nil }
+// sharesWatermark tells whether r's partition shares its watermark with other partitions:
+// not a shadow's, which runs its primary's recorded watermarks.
+func (r *runner) sharesWatermark() bool {
+	return r.parts > 1 && r.spec.EventTime != nil && !r.shadowing()
+}
 
 // watermarkBound is r's engine.WatermarkBound: the smallest max event time of the partitions
 // that are not idle, this one included (by its last row, r.lastRowAt) and the others that

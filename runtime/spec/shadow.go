@@ -43,21 +43,33 @@ func shadowSink(subject, stream, pSubject, pStream string) (string, string) {
 }
 
 // CheckShadowOf tells whether s can shadow primary (deploy --shadow). A shadow runs
-// primary's batches again, row for row, so it must read the same input; its module, config,
-// key, timeout mode and outputs may differ, and its name must. This version shadows
-// deployments of one partition with one input and no replication; others are refused with
-// [ErrShadow] and the reason.
+// primary's batches again, row for row and partition by partition, so it must read the same
+// input (the same subjects; with several inputs, the same inputs by name) and have as many
+// partitions, split by the same key (field and subject token); its module, config, key
+// with one partition, timeout mode, replication and outputs may differ, and its name must.
+// Otherwise it returns [ErrShadow] and the reason.
 func (s *Spec) CheckShadowOf(primary *Spec) error {
+	sorted := func(subjects []string) []string { return slices.Sorted(slices.Values(subjects)) }
 	switch {
 	case s.Name == primary.Name:
 		return fmt.Errorf("%w: the shadow needs a name of its own (it is %s, like its primary); name it in its spec, for example %s-v2", ErrShadow, s.Name, s.Name)
-	case primary.Partitions > 1 || s.Partitions > 1:
-		return fmt.Errorf("%w: %s has partitions %d and %s %d; shadows of deployments with partitions are not supported yet", ErrShadow, primary.Name, primary.Partitions, s.Name, s.Partitions)
-	case primary.Replication == ReplicationChangelog || s.Replication == ReplicationChangelog:
-		return fmt.Errorf("%w: shadows of replicated deployments (replication: %q, %q) are not supported yet", ErrShadow, primary.Replication, s.Replication)
-	case primary.HasInputs() || s.HasInputs():
-		return fmt.Errorf("%w: shadows of deployments with several inputs are not supported yet", ErrShadow)
-	case !slices.Equal(slices.Sorted(slices.Values(s.Input.Subjects)), slices.Sorted(slices.Values(primary.Input.Subjects))) ||
+	case max(s.Partitions, 1) != max(primary.Partitions, 1):
+		return fmt.Errorf("%w: %s has partitions %d and its primary %s %d: a shadow runs each of its primary's partitions' batches, so it has as many", ErrShadow, s.Name, max(s.Partitions, 1), primary.Name, max(primary.Partitions, 1))
+	case s.Partitions > 1 && s.Key != primary.Key:
+		return fmt.Errorf("%w: %s's key is %+v and its primary %s's %+v: with partitions, a shadow's keys are split like its primary's, so its key is the same", ErrShadow, s.Name, s.Key, primary.Name, primary.Key)
+	case s.HasInputs() != primary.HasInputs():
+		return fmt.Errorf("%w: one of %s and its primary %s has several inputs and the other one input: a shadow runs its primary's batches again, so it reads the same inputs", ErrShadow, s.Name, primary.Name)
+	case s.HasInputs():
+		if len(s.Inputs) != len(primary.Inputs) {
+			return fmt.Errorf("%w: %s has %d inputs and its primary %s %d: a shadow reads the same inputs", ErrShadow, s.Name, len(s.Inputs), primary.Name, len(primary.Inputs))
+		}
+		for _, in := range s.Inputs {
+			i := slices.IndexFunc(primary.Inputs, func(p NamedInput) bool { return p.Name == in.Name })
+			if i < 0 || !slices.Equal(sorted(in.Subjects), sorted(primary.Inputs[i].Subjects)) {
+				return fmt.Errorf("%w: %s's input %s (%q) is not an input of its primary %s with the same subjects: a shadow reads the same inputs", ErrShadow, s.Name, in.Name, in.Subjects, primary.Name)
+			}
+		}
+	case !slices.Equal(sorted(s.Input.Subjects), sorted(primary.Input.Subjects)) ||
 		(s.Input.Stream != "" && primary.Input.Stream != "" && s.Input.Stream != primary.Input.Stream):
 		return fmt.Errorf("%w: %s reads %q (stream %q), its primary %s %q (stream %q): a shadow runs its primary's batches again, so it reads the same input", ErrShadow,
 			s.Name, s.Input.Subjects, s.Input.Stream, primary.Name, primary.Input.Subjects, primary.Input.Stream)

@@ -41,23 +41,55 @@ func TestAsShadowOf(t *testing.T) {
 	}
 }
 
-// TestCheckShadowOf: a shadow reads its primary's input under its own name; this version
-// refuses shadows of partitioned, replicated and several-input deployments, saying why.
+const partitionedPrimarySpec = `
+name: carts
+module: carts.wasm
+input: {subjects: ["carts.*"]}
+key: {field: user, subject_token: 2}
+partitions: 4
+replication: changelog
+output: {subject: carts.out}
+`
+
+const inputsPrimarySpec = `
+name: carts
+module: carts.wasm
+inputs:
+  - {name: adds, subjects: ["carts.add"], key: {field: user}}
+  - {name: pays, subjects: ["pay.>"], key: {field: customer}}
+output: {subject: carts.out}
+`
+
+// TestCheckShadowOf: a shadow reads its primary's input under its own name, with as many
+// partitions split by the same key; refusals say why.
 func TestCheckShadowOf(t *testing.T) {
-	primary := specFromYAML(t, primarySpec)
 	for _, tc := range []struct {
-		name, from, to, why string // why: "" for allowed
+		name, primary, from, to, why string // why: "" for allowed
 	}{
-		{"another module and config", "module: carts.wasm", "module: v2.wasm\nconfig: {gap: 1h}", ""},
-		{"the same name", "name: carts-v2", "name: carts", "a name of its own"},
-		{"other subjects", `subjects: ["carts.>"]`, `subjects: ["carts.web"]`, "reads the same input"},
-		{"another stream", "stream: CARTS}", "stream: OTHER}", "reads the same input"},
-		{"partitions", "key: {field: user}", "key: {field: user}\npartitions: 4", "partitions"},
-		{"replication", "key: {field: user}", "key: {field: user}\npartitions: 2\nreplication: changelog", "not supported yet"},
+		{"another module and config", primarySpec, "module: carts.wasm", "module: v2.wasm\nconfig: {gap: 1h}", ""},
+		{"another key", primarySpec, "key: {field: user}", "key: {field: customer}", ""},
+		{"replicated", primarySpec, "key: {field: user}", "key: {field: user}\nreplication: changelog", ""},
+		{"the same name", primarySpec, "name: carts-v2", "name: carts", "a name of its own"},
+		{"other subjects", primarySpec, `subjects: ["carts.>"]`, `subjects: ["carts.web"]`, "reads the same input"},
+		{"another stream", primarySpec, "stream: CARTS}", "stream: OTHER}", "reads the same input"},
+		{"partitions of one", primarySpec, "key: {field: user}", "key: {field: user}\npartitions: 4\nreplication: changelog", "as many"},
+		{"partitioned", partitionedPrimarySpec, "module: carts.wasm", "module: v2.wasm", ""},
+		{"partitioned, fewer partitions", partitionedPrimarySpec, "partitions: 4", "partitions: 2", "as many"},
+		{"partitioned, another key field", partitionedPrimarySpec, "key: {field: user, subject_token: 2}", "key: {field: customer, subject_token: 2}", "split like its primary's"},
+		{"partitioned, split by the router", partitionedPrimarySpec, "key: {field: user, subject_token: 2}", "key: {field: user}", "split like its primary's"},
+		{"inputs", inputsPrimarySpec, "module: carts.wasm", "module: v2.wasm", ""},
+		{"inputs, another key", inputsPrimarySpec, "key: {field: customer}", "key: {field: buyer}", ""},
+		{"inputs, other subjects", inputsPrimarySpec, `["pay.>"]`, `["pay.card"]`, "same subjects"},
+		{"inputs, renamed", inputsPrimarySpec, "name: pays", "name: payments", "same subjects"},
+		{"inputs against one", inputsPrimarySpec, "inputs:\n  - {name: adds, subjects: [\"carts.add\"], key: {field: user}}\n  - {name: pays, subjects: [\"pay.>\"], key: {field: customer}}", "input: {subjects: [\"carts.add\"]}\nkey: {field: user}", "several inputs"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			y := strings.Replace(strings.Replace(primarySpec, "name: carts", "name: carts-v2", 1), tc.from, tc.to, 1)
-			err := specFromYAML(t, y).CheckShadowOf(primary)
+			primary := specFromYAML(t, tc.primary)
+			y := strings.Replace(tc.primary, "name: carts\n", "name: carts-v2\n", 1)
+			if !strings.Contains(y, tc.from) {
+				t.Fatalf("%q is not in the spec", tc.from)
+			}
+			err := specFromYAML(t, strings.Replace(y, tc.from, tc.to, 1)).CheckShadowOf(primary)
 			switch {
 			case tc.why == "" && err != nil:
 				t.Fatalf("refused: %v", err)

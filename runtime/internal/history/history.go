@@ -5,6 +5,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -22,13 +23,15 @@ import (
 var ErrGone = errors.New("history: no longer retained")
 
 // Input returns where partition p of the deployment of sp reads its rows: the stream and the
-// filters of its consumer.
-func Input(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, p int) (stream string, filters []string, err error) {
+// filters of its consumer. inputOf names the deployment whose input-side streams it reads
+// (natsio.Record.InputOf: a shadow's primary); empty, sp.Name.
+func Input(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, inputOf string, p int) (stream string, filters []string, err error) {
+	name := cmp.Or(inputOf, sp.Name)
 	switch {
 	case sp.Partitions > 1:
-		return natsio.PartitionedStream(sp.Name), []string{natsio.PartitionFilter(sp.Name, p, sp.Key.SubjectToken > 0)}, nil
+		return natsio.PartitionedStream(name), []string{natsio.PartitionFilter(name, p, sp.Key.SubjectToken > 0)}, nil
 	case sp.HasInputs():
-		return natsio.InputsStream(sp.Name), []string{natsio.InputsFilter(sp.Name)}, nil
+		return natsio.InputsStream(name), []string{natsio.InputsFilter(name)}, nil
 	case sp.Input.Stream != "":
 		return sp.Input.Stream, sp.Input.Subjects, nil
 	}
@@ -40,29 +43,30 @@ func Input(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, p int) (s
 }
 
 // Row makes the engine row of a stored input message of the deployment of sp, as its runtime
-// made it.
-func Row(sp *spec.Spec, m natsio.StoredMsg) (engine.Row, error) {
+// made it (inputOf: see [Input]).
+func Row(sp *spec.Spec, inputOf string, m natsio.StoredMsg) (engine.Row, error) {
 	row := engine.Row{Data: m.Data, Subject: m.Subject, Sequence: m.Sequence}
 	switch {
 	case sp.HasInputs():
-		name, orig, ok := natsio.SplitInputsSubject(sp.Name, m.Subject)
+		name, orig, ok := natsio.SplitInputsSubject(cmp.Or(inputOf, sp.Name), m.Subject)
 		i := slices.IndexFunc(sp.Inputs, func(in spec.NamedInput) bool { return in.Name == name })
 		if !ok || i < 0 {
 			return row, fmt.Errorf("history: input sequence %d: subject %s is not of one of the spec's inputs", m.Sequence, m.Subject)
 		}
 		row.Subject, row.Input = orig, i
 	case sp.Partitions > 1:
-		row.Subject = natsio.InputSubject(sp.Name, &natsio.Msg{Subject: m.Subject})
+		row.Subject = natsio.InputSubject(cmp.Or(inputOf, sp.Name), &natsio.Msg{Subject: m.Subject, Header: m.Header})
 	}
 	return row, nil
 }
 
 // Rows reads the rows of the recorded batch man from rd, which reads the batch's input stream
 // (named stream, for errors) and is at or before the batch's first sequence: the man.Rows
-// messages from its first sequence to its last, made into rows with Row. Messages before the
+// messages from its first sequence to its last, made into rows with Row (inputOf: see
+// [Input]). Messages before the
 // first sequence are skipped (read again after a crash, before the position: in no batch).
 // Fewer messages than the batch read fail with [ErrGone].
-func Rows(ctx context.Context, rd *natsio.StreamReader, stream string, sp *spec.Spec, man engine.Manifest) ([]engine.Row, error) {
+func Rows(ctx context.Context, rd *natsio.StreamReader, stream string, sp *spec.Spec, inputOf string, man engine.Manifest) ([]engine.Row, error) {
 	if man.Rows == 0 {
 		return nil, nil
 	}
@@ -79,7 +83,7 @@ func Rows(ctx context.Context, rd *natsio.StreamReader, stream string, sp *spec.
 		if m.Sequence < man.FirstSequence {
 			continue
 		}
-		row, err := Row(sp, m)
+		row, err := Row(sp, inputOf, m)
 		if err != nil {
 			return nil, err
 		}

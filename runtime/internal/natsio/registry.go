@@ -90,6 +90,12 @@ type Record struct {
 	// stopped and the shadow ran every batch it recorded, the runtime moves the shadow's
 	// position to the primary's input position and stores the record without ShadowOf.
 	Promoting bool `json:"promoting,omitempty"`
+	// InputOf, when not empty, names the deployment whose input-side streams this one reads:
+	// the partitioned stream (and its router's consumer), the inputs stream of several
+	// inputs, the default input stream names. A shadow reads its primary's (or those its
+	// primary reads), and keeps reading them once promoted, so that it goes on exactly where
+	// the primary stopped; deploys keep it. Empty: the deployment's own (Name).
+	InputOf string `json:"input_of,omitempty"`
 	// Revision is the KV revision, filled on read.
 	Revision uint64 `json:"-"`
 }

@@ -1,0 +1,135 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/replay"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+// partitionsCaughtUp tells whether each of the parts partitions of shadow ran every batch
+// its primary recorded for it.
+func (e *natsEnv) partitionsCaughtUp(primary, shadow string, parts int) bool {
+	ctx := context.Background()
+	s, err := e.js.Stream(ctx, natsio.ManifestsStream(primary))
+	if err != nil {
+		return false
+	}
+	st, err := e.client.Status(ctx, shadow)
+	if err != nil || len(st.Partitions) != parts {
+		return false
+	}
+	for _, p := range st.Partitions {
+		last, err := s.GetLastMsgForSubject(ctx, natsio.ManifestSubject(primary, p.Partition))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			continue
+		}
+		if err != nil || p.Position != last.Sequence {
+			return false
+		}
+	}
+	return true
+}
+
+// TestPartitionedShadowAndPromote: a shadow of a deployment split into 4 partitions over two
+// runtimes runs each partition's batches again, through the loss of a runtime (its
+// partitions, the shadow's among them, move to the other), to the same outputs per user.
+// Promoted, it takes over the primary's partitioned stream and router: the next round counts
+// on from the totals before, every user's totals on the output stream exactly 1..5.
+func TestPartitionedShadowAndPromote(t *testing.T) {
+	env := startNATS(t)
+	ctx := context.Background()
+	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	runtimes := map[string]*replicaRuntime{}
+	for range 2 {
+		r := env.startRuntime(t.TempDir(), clock)
+		runtimes[r.id] = r
+	}
+	env.deploy(partitionedSpec, logincountWasm(t))
+	env.waitOwners("logincount", func(o []string) bool { return len(o) == 4 && !slices.Contains(o, "") })
+	users := loginUsers(12)
+	round := func() { env.loginRound(users) }
+	round()
+	env.waitCounted(users, 1)
+
+	shadowSpec := specFromYAML(t, strings.Replace(partitionedSpec, "name: logincount", "name: logincount-v2", 1))
+	d, err := env.client.Deploy(ctx, shadowSpec, logincountWasm(t), client.AsShadowOf("logincount"))
+	testutil.Require(t, err)
+	if d.InputOf != "logincount" || d.RunSpec().Output.Subject != "logincount.out.shadow" {
+		t.Fatalf("shadow deployment %+v, run spec output %+v", d, d.RunSpec().Output)
+	}
+	round()
+	env.waitCounted(users, 2)
+	owners := env.waitOwners("logincount-v2", func(o []string) bool { return len(o) == 4 && !slices.Contains(o, "") })
+
+	// Lose the runtime that runs the shadow's partition 0.
+	victim := owners[0]
+	runtimes[victim].crash()
+	delete(runtimes, victim)
+	round()
+	env.waitCounted(users, 3)
+	env.waitOwners("logincount-v2", func(o []string) bool {
+		return len(o) == 4 && !slices.Contains(o, "") && !slices.Contains(o, victim)
+	})
+	testutil.EventuallyWithin(t, compileDeadline, "the shadow's partitions caught up", func() bool {
+		return env.partitionsCaughtUp("logincount", "logincount-v2", 4)
+	})
+	primary := env.outputsBy("LOGINCOUNT_OUT", "logincount")
+	shadowStream, err := env.js.StreamNameBySubject(ctx, "logincount.out.shadow")
+	testutil.Require(t, err)
+	shadow := env.outputsBy(shadowStream, "logincount-v2")
+	if fmt.Sprint(byUser(t, shadow)) != fmt.Sprint(byUser(t, primary)) {
+		t.Fatalf("the shadow's outputs differ from the primary's:\nprimary %v\nshadow  %v", byUser(t, primary), byUser(t, shadow))
+	}
+	pd, err := env.client.Get(ctx, "logincount")
+	testutil.Require(t, err)
+	same, err := replay.Diff(ctx, replay.DiffOptions{JS: env.js, Primary: pd.Spec, Shadow: d.RunSpec()})
+	testutil.Require(t, err)
+	if !same.Same() || same.Equal != len(primary) || same.Rows != 3*len(users) {
+		t.Errorf("diff of the shadow: %+v, want all %d outputs equal over %d rows", same, len(primary), 3*len(users))
+	}
+
+	pctx, cancel := context.WithTimeout(ctx, compileDeadline)
+	defer cancel()
+	testutil.Require(t, env.client.Promote(pctx, "logincount-v2"))
+	if _, err := env.client.Get(ctx, "logincount"); !errors.Is(err, client.ErrNotDeployed) {
+		t.Fatalf("the old primary after promote: %v, want it undeployed", err)
+	}
+	d, err = env.client.Get(ctx, "logincount-v2")
+	testutil.Require(t, err)
+	if d.ShadowOf != "" || d.InputOf != "logincount" || d.RunSpec().Output.Subject != "logincount.out" {
+		t.Fatalf("promoted deployment %+v, output %+v", d, d.RunSpec().Output)
+	}
+	env.waitOwners("logincount-v2", func(o []string) bool { return len(o) == 4 && !slices.Contains(o, "") })
+	round()
+	env.waitCounted(users, 4) // the primary's totals 1..3, then the promoted deployment's 4
+	round()
+	env.waitCounted(users, 5)
+	if n := len(env.outputsBy("LOGINCOUNT_OUT", "logincount-v2")); n != 2*len(users) {
+		t.Errorf("the promoted deployment published %d outputs on logincount.out, want %d", n, 2*len(users))
+	}
+	for _, u := range users {
+		ks, found, err := env.client.State(ctx, "logincount-v2", fmt.Appendf(nil, "%q", u))
+		if err != nil || !found {
+			t.Fatalf("%s's state: found %v, err %v", u, found, err)
+		}
+		var v struct {
+			Count int `json:"login_count"`
+		}
+		if err := json.Unmarshal(ks.Value, &v); err != nil || v.Count != 5 {
+			t.Fatalf("%s's state %s (%v), want a count of 5", u, ks.Value, err)
+		}
+	}
+}
