@@ -133,3 +133,67 @@ func TestPartitionedShadowAndPromote(t *testing.T) {
 		}
 	}
 }
+
+// TestInputsShadowAndPromote: a shadow of a deployment with several inputs (adjoin) reads
+// its primary's inputs stream: the same joined pairs, the same diff; promoted, it joins a
+// click with an impression its state got as a shadow, and repeats nothing the primary read.
+func TestInputsShadowAndPromote(t *testing.T) {
+	env := startNATS(t)
+	ctx := context.Background()
+	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	env.startService(t.TempDir(), clock)
+	wasm := testutil.ReadFile(t, "../../samples/adjoin/go/adjoin.wasm")
+	env.deploy(joinSpecNATS, wasm)
+	env.waitRunning("adjoin")
+	const h = int64(time.Hour / time.Millisecond)
+	t0 := 100 * h
+	row := func(ad string, ts int64) string { return fmt.Sprintf(`{"ad_id": %q, "ts": %d}`, ad, ts) }
+	env.publish("ads.impressions.web", row("a1", t0), row("a2", t0))
+	env.publish("ads.clicks.web", row("a1", t0+h/2))
+	env.waitStream("ADJOIN_OUT", 1)
+
+	shadowSpec := specFromYAML(t, strings.Replace(joinSpecNATS, "name: adjoin", "name: adjoin-v2", 1))
+	d, err := env.client.Deploy(ctx, shadowSpec, wasm, client.AsShadowOf("adjoin"))
+	testutil.Require(t, err)
+	env.publish("ads.impressions.web", row("a3", t0+h))
+	env.publish("ads.clicks.web", row("a3", t0+h+h/6))
+	env.waitStream("ADJOIN_OUT", 2)
+	testutil.EventuallyWithin(t, compileDeadline, "the shadow caught up", func() bool { return env.caughtUp("adjoin", "adjoin-v2") })
+	primary := env.outputsBy("ADJOIN_OUT", "adjoin")
+	shadowStream, err := env.js.StreamNameBySubject(ctx, "adjoin.out.shadow")
+	testutil.Require(t, err)
+	if shadow := env.outputsBy(shadowStream, "adjoin-v2"); fmt.Sprint(shadow) != fmt.Sprint(primary) {
+		t.Fatalf("the shadow's pairs %v, the primary's %v", shadow, primary)
+	}
+	pd, err := env.client.Get(ctx, "adjoin")
+	testutil.Require(t, err)
+	same, err := replay.Diff(ctx, replay.DiffOptions{JS: env.js, Primary: pd.Spec, Shadow: d.RunSpec()})
+	testutil.Require(t, err)
+	if !same.Same() || same.Equal != 2 || same.Rows != 5 {
+		t.Errorf("diff of the shadow: %+v, want 2 outputs equal over 5 rows", same)
+	}
+
+	pctx, cancel := context.WithTimeout(ctx, compileDeadline)
+	defer cancel()
+	testutil.Require(t, env.client.Promote(pctx, "adjoin-v2"))
+	env.waitRunning("adjoin-v2")
+	env.publish("ads.clicks.web", row("a2", t0+h/4)) // joins a2's impression, from before the promote
+	var got []string
+	testutil.EventuallyWithin(t, compileDeadline, "the promoted deployment's pair", func() bool {
+		got = env.outputsBy("ADJOIN_OUT", "adjoin-v2")
+		return len(got) > 0
+	})
+	var p struct {
+		AdID  string `json:"ad_id"`
+		Click *int64 `json:"click_ts"`
+	}
+	testutil.Require(t, json.Unmarshal([]byte(got[0]), &p))
+	if len(got) != 1 || p.AdID != "a2" || p.Click == nil || *p.Click != t0+h/4 {
+		t.Fatalf("the promoted deployment published %v, want a2's pair alone", got)
+	}
+	for _, stream := range []string{natsio.InputsStream("adjoin-v2"), natsio.StreamName("adjoin-v2_IN_clicks")} {
+		if _, err := env.js.Stream(ctx, stream); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Errorf("stream %s: %v, want none (the promoted deployment reads adjoin's)", stream, err)
+		}
+	}
+}
