@@ -129,7 +129,10 @@ func (c *Client) checkShadowHistory(ctx context.Context, primary string, parts i
 // primary's, unless the spec named others); and waits until it does. Outputs of the
 // primary's batch in flight at the undeploy, which the primary never committed, come from
 // the promoted deployment. It returns when the shadow runs as a primary, or when ctx ends
-// (the promotion then goes on without the caller). The promoted deployment keeps its name.
+// (the promotion then goes on without the caller). The promoted deployment keeps its name, and
+// reads the primary's input-side streams ([Deployment].InputOf). With partitions, every
+// partition of the shadow takes over its primary partition's position before the record
+// changes (see [Status].Promoted).
 func (c *Client) Promote(ctx context.Context, name string) error {
 	rec, err := c.reg.Get(ctx, name)
 	if errors.Is(err, natsio.ErrNotFound) {
