@@ -179,6 +179,11 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 	} else if err == nil && prev.ShadowOf != "" {
 		return nil, fmt.Errorf("%w: %s is a shadow of %s: deploy it again as one (--shadow %s), or promote it first", ErrShadow, sp.Name, prev.ShadowOf, prev.ShadowOf)
 	}
+	if errors.Is(err, natsio.ErrNotFound) {
+		if ierr := c.checkInputOfFree(ctx, sp.Name); ierr != nil {
+			return nil, ierr
+		}
+	}
 	if o.initial != nil {
 		switch {
 		case err == nil:

@@ -87,6 +87,22 @@ func (c *Client) shadowRecord(ctx context.Context, rec *natsio.Record, sp *spec.
 	return nil
 }
 
+// checkInputOfFree refuses a new deployment named name while a deployment promoted from a
+// shadow of an earlier name reads that name's input-side streams (natsio.Record.InputOf):
+// the two would share them, and the partitioned stream's router with them.
+func (c *Client) checkInputOfFree(ctx context.Context, name string) error {
+	recs, err := c.reg.List(ctx)
+	if err != nil {
+		return fmt.Errorf("client: listing the deployments: %w", err)
+	}
+	for _, r := range recs {
+		if r.InputOf == name && r.ShadowOf == "" && r.Name != name {
+			return fmt.Errorf("%w: %s reads the input streams named after %s (it was promoted from a shadow of %s), which a new %s would share; deploy under another name", ErrShadow, r.Name, name, name, name)
+		}
+	}
+	return nil
+}
+
 // checkShadowHistory checks that the recorded history of each of primary's parts
 // partitions starts from empty state.
 func (c *Client) checkShadowHistory(ctx context.Context, primary string, parts int) error {

@@ -112,6 +112,10 @@ func TestPartitionedShadowAndPromote(t *testing.T) {
 	if d.ShadowOf != "" || d.InputOf != "logincount" || d.RunSpec().Output.Subject != "logincount.out" {
 		t.Fatalf("promoted deployment %+v, output %+v", d, d.RunSpec().Output)
 	}
+	// A new logincount would share the streams and the router the promoted deployment reads.
+	if _, err := env.client.Deploy(ctx, specFromYAML(t, partitionedSpec), logincountWasm(t)); !errors.Is(err, client.ErrShadow) {
+		t.Fatalf("deploying logincount again after the promote: %v, want ErrShadow", err)
+	}
 	env.waitOwners("logincount-v2", func(o []string) bool { return len(o) == 4 && !slices.Contains(o, "") })
 	round()
 	env.waitCounted(users, 4) // the primary's totals 1..3, then the promoted deployment's 4
