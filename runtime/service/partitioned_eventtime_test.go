@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/replay"
 	"github.com/groupstate/groupstate/timeouts"
 )
 
@@ -149,6 +151,11 @@ func TestPartitionedEventTime(t *testing.T) {
 	env.waitPublished(0, 10_000)
 	env.waitPublished(1, 10_000)
 	env.waitPartitions("both partitions at 10000 - 10000", []int64{0, 0})
+	// A shadow runs each partition's batches at their recorded watermarks, the shared ones
+	// included: it emits the same sessions (checked at the end).
+	shadowSpec := specFromYAML(t, strings.Replace(partitionedSessionsSpec, "name: sessions", "name: sessions-v2", 1))
+	shadow, err := env.client.Deploy(context.Background(), shadowSpec, sessionsWasm(t), client.AsShadowOf("sessions"))
+	testutil.Require(t, err)
 
 	// Partition 0 runs ahead (100000), partition 1 behind (12000): the watermark is the
 	// min, 12000 - 10000, on both.
@@ -181,4 +188,15 @@ func TestPartitionedEventTime(t *testing.T) {
 	env.click(b[2], 195_000)
 	env.waitPartitions("partition 1 back", []int64{190_000, 190_000},
 		a[0]+" 10000-10000/1", a[2]+" 50000-50000/1", b[0]+" 10000-12000/2", a[1]+" 100000-100000/1", b[1]+" 100000-100000/1")
+
+	testutil.EventuallyWithin(t, compileDeadline, "the shadow's partitions caught up", func() bool {
+		return env.partitionsCaughtUp("sessions", "sessions-v2", 2)
+	})
+	primary, err := env.client.Get(context.Background(), "sessions")
+	testutil.Require(t, err)
+	same, err := replay.Diff(context.Background(), replay.DiffOptions{JS: env.js, Primary: primary.Spec, Shadow: shadow.RunSpec()})
+	testutil.Require(t, err)
+	if !same.Same() || same.Equal != 5 {
+		t.Fatalf("diff of the shadow: %+v, want the 5 sessions equal", same)
+	}
 }
