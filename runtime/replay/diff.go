@@ -1,7 +1,6 @@
 package replay
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -105,9 +104,7 @@ func Diff(ctx context.Context, opts DiffOptions) (*Report, error) {
 		}
 		rep.compareBatch(pa.part, pa.primary.Batch, opts.Keys, old[pa.part].of(pa.primary.ids), got[pa.part].of(ids))
 	}
-	slices.SortFunc(rep.Differences, func(a, b Difference) int {
-		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Batch, b.Batch), bytes.Compare(a.Key, b.Key))
-	})
+	rep.sortDifferences()
 	return rep, nil
 }
 

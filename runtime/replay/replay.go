@@ -13,6 +13,7 @@ package replay
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -162,4 +163,11 @@ func (r *Report) compare(part int, batch uint64, key []byte, old, new [][]byte) 
 		d.New = append(d.New, json.RawMessage(n))
 	}
 	r.Differences = append(r.Differences, d)
+}
+
+// sortDifferences puts r.Differences in partition, batch and key order.
+func (r *Report) sortDifferences() {
+	slices.SortFunc(r.Differences, func(a, b Difference) int {
+		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Batch, b.Batch), bytes.Compare(a.Key, b.Key))
+	})
 }

@@ -1,15 +1,12 @@
 package replay
 
 import (
-	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"time"
 
@@ -83,9 +80,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			return nil, err
 		}
 	}
-	slices.SortFunc(r.rep.Differences, func(a, b Difference) int {
-		return cmp.Or(cmp.Compare(a.Partition, b.Partition), cmp.Compare(a.Batch, b.Batch), bytes.Compare(a.Key, b.Key))
-	})
+	r.rep.sortDifferences()
 	return r.rep, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/api"
+	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
@@ -44,9 +45,6 @@ type runner struct {
 	// the key of its status and of s.runners, and what the state API is asked by (see unitKey).
 	part, parts int
 	key         string
-	// inputs maps the names of a deployment's several inputs (spec inputs) to their index
-	// (engine.Row.Input); nil for a deployment with one input.
-	inputs map[string]int
 	// inputOf names the deployment whose input-side streams the runner reads (partitioned
 	// stream, inputs stream, default input stream names): its own, or a shadow's primary's,
 	// kept once promoted (natsio.Record.InputOf).
@@ -239,12 +237,6 @@ func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 	r.inputOf = cmp.Or(rec.InputOf, rec.ShadowOf, sp.Name) // a shadow recorded before InputOf: its primary
 	if rec.ShadowOf != "" {
 		r.shadowIn = &shadowIn{}
-	}
-	if sp.HasInputs() {
-		r.inputs = make(map[string]int, len(sp.Inputs))
-		for i, in := range sp.Inputs {
-			r.inputs[in.Name] = i
-		}
 	}
 	if r.parts > 1 {
 		r.logger = logger.With("partition", r.part)
@@ -816,8 +808,6 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 	defer r.closeShadow()
 	var pending []natsio.Msg // fetched, not yet committed
 	noData := false
-	more := false  // a shadow's pending holds part of a primary batch: fetch the rest
-	ended := false // a shadow being promoted found no more manifests: run what pending holds
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		if r.shadowIn != nil && r.shadowIn.promoted {
@@ -828,7 +818,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 			}
 			continue
 		}
-		if (len(pending) == 0 || more) && !noData {
+		if (len(pending) == 0 || r.shadowIn.waits()) && !noData {
 			var res fetchResult
 			select {
 			case res = <-f.out:
@@ -865,33 +855,26 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 				continue
 			}
 			if r.shadowing() {
-				if len(res.msgs) == 0 && more && r.rec.Promoting {
-					ended = true // the primary stopped between the chunks of a batch
-				} else if len(res.msgs) == 0 && r.rec.Promoting {
-					if r.promoteOrFault(ctx, &backoff) {
-						<-ctx.Done() // promoted: the service runs it again as a primary
-						return
-					}
+				var step shadowStep
+				switch res.msgs, step = r.fetched(ctx, after, res.msgs, len(pending) == 0, &backoff); step {
+				case shadowPromoted:
+					<-ctx.Done() // the service runs it again as a primary
+					return
+				case shadowFetch:
 					continue
-				}
-				res.msgs = r.dropRun(after, res.msgs)
-				if len(pending) == 0 && len(res.msgs) == 0 {
-					r.checkPrimary(ctx)
-					r.publishStatus(after, false) // what the last batches did, once the throttle lets it
-					continue                      // caught up with the primary: no batch of the shadow's own
 				}
 			}
 			pending = append(pending, res.msgs...)
 		}
 		var batch, rest []natsio.Msg
 		if r.shadowing() {
+			var wait bool
 			var err error
-			if batch, rest, more, err = cutShadow(pending, ended); err != nil {
+			if batch, rest, wait, err = r.cut(pending); err != nil {
 				r.fail(err)
 				return
 			}
-			ended = false
-			if more {
+			if wait {
 				pending = rest
 				continue
 			}
@@ -1035,7 +1018,7 @@ func (r *runner) prefetch(ctx context.Context) (<-chan fetchResult, <-chan struc
 // position (redeliveries after a crash). It returns the last message, to acknowledge.
 func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.BatchReport, *natsio.Msg, error) {
 	if r.shadowing() {
-		return r.runShadowBatch(ctx, msgs)
+		return r.runShadowBatch(ctx) // msgs are the batch cut
 	}
 	pos := r.eng.Progress().Position
 	rows := make([]engine.Row, 0, len(msgs))
@@ -1047,20 +1030,12 @@ func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.Batch
 		if m.Sequence <= pos {
 			continue
 		}
-		subject, input := m.Subject, 0
-		switch {
-		case r.inputs != nil:
-			name, orig, split := natsio.SplitInputsSubject(r.inputOf, m.Subject)
-			var known bool
-			if input, known = r.inputs[name]; !split || !known {
-				// The inputs stream sources nothing else (natsio.EnsureInputsStream).
-				return nil, nil, fmt.Errorf("input sequence %d: subject %s is not of one of the spec's inputs", m.Sequence, m.Subject)
-			}
-			subject = orig
-		case r.parts > 1:
-			subject = natsio.InputSubject(r.inputOf, m) // the subject it was published on
+		// The subject it was published on, and its input (history.Row makes replay's rows too).
+		row, err := history.Row(r.spec, r.inputOf, natsio.StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: m.Header, Data: m.Data})
+		if err != nil {
+			return nil, nil, err // the inputs stream sources nothing else (natsio.EnsureInputsStream)
 		}
-		rows = append(rows, engine.Row{Data: m.Data, Subject: subject, Sequence: m.Sequence, Input: input})
+		rows = append(rows, row)
 		maxSeq = max(maxSeq, m.Sequence)
 	}
 	now := r.s.cfg.Clock.Now()
@@ -1193,7 +1168,7 @@ const inputsLagEvery = 5 * time.Second
 // st.InputLag 0 every input's is 0; else they are counted at most every inputsLagEvery (the
 // last count stays in between).
 func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint64) {
-	if r.inputs == nil {
+	if !r.spec.HasInputs() {
 		return
 	}
 	var pending map[string]uint64

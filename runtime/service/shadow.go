@@ -37,7 +37,71 @@ type shadowIn struct {
 	// promoted tells that the promotion committed the shadow's new input position (see
 	// promote): only the record is left to store.
 	promoted bool
+	// more tells that the loop's pending manifests hold part of a primary batch: it fetches
+	// the rest before it runs the batch, unless ended says that none will come (a shadow
+	// being promoted whose primary stopped between the chunks of a batch).
+	more, ended bool
+	// batch is the primary batch cut last (see cut), which runShadowBatch runs.
+	batch shadowBatch
 }
+
+// shadowBatch is one primary batch to run again: the messages of its manifests (its first
+// chunk's and those of the chunks that continued it), and the first and last decoded.
+type shadowBatch struct {
+	msgs        []natsio.Msg
+	first, last engine.Manifest
+}
+
+// shadowStep is what the loop does with a fetch once a shadow looked at it (see fetched).
+type shadowStep int
+
+const (
+	shadowAppend   shadowStep = iota // add the manifests to the pending ones and cut a batch
+	shadowFetch                      // nothing to run: fetch again
+	shadowPromoted                   // the shadow is promoted: the service runs it again as a primary
+)
+
+// fetched is what a shadow does with the manifests msgs of a fetch (idle: nothing pending):
+// it drops those it ran already; with none while being promoted, it finishes the batch
+// pending (the primary stopped between its chunks) or promotes; with none while idle, it
+// checks that the primary is still deployed. It returns the manifests to add to the pending
+// ones, and what the loop does next.
+func (r *runner) fetched(ctx, after context.Context, msgs []natsio.Msg, idle bool, backoff *time.Duration) ([]natsio.Msg, shadowStep) {
+	in := r.shadowIn
+	if len(msgs) == 0 && r.rec.Promoting {
+		if !in.more {
+			if r.promoteOrFault(ctx, backoff) {
+				return nil, shadowPromoted
+			}
+			return nil, shadowFetch
+		}
+		in.ended = true // the primary stopped between the chunks of a batch
+	}
+	msgs = r.dropRun(after, msgs)
+	if idle && len(msgs) == 0 {
+		r.checkPrimary(ctx)
+		r.publishStatus(after, false) // what the last batches did, once the throttle lets it
+		return nil, shadowFetch       // caught up with the primary: no batch of the shadow's own
+	}
+	return msgs, shadowAppend
+}
+
+// cut cuts the first primary batch out of the pending manifests (see cutShadow) for
+// runShadowBatch; wait tells that its last chunk is still to come (rest is then pending).
+func (r *runner) cut(pending []natsio.Msg) (batch, rest []natsio.Msg, wait bool, err error) {
+	in := r.shadowIn
+	b, rest, more, err := cutShadow(pending, in.ended)
+	in.more, in.ended = more, false
+	if err != nil || more {
+		return nil, rest, more, err
+	}
+	in.batch = b
+	return b.msgs, rest, false, nil
+}
+
+// waits tells whether the loop's pending manifests are part of a primary batch whose other
+// chunks it fetches first (see cut).
+func (in *shadowIn) waits() bool { return in != nil && in.more }
 
 // shadowing tells whether r runs a shadow.
 func (r *runner) shadowing() bool { return r.rec.ShadowOf != "" }
@@ -74,50 +138,50 @@ func (r *runner) dropRun(ctx context.Context, msgs []natsio.Msg) []natsio.Msg {
 	return msgs[i:]
 }
 
-// cutShadow returns the manifests of the first primary batch in pending (its first chunk and
-// the continued ones up to the one not open) and the rest; more tells that the batch's last
-// chunk is not in pending yet (fetch more), unless ended says that no more will come (the
-// primary stopped between two chunks): the batch is then what pending holds of it. Continued
-// chunks that lead pending (of a batch whose first chunk the stream no longer holds) are
-// dropped: there is nothing to run.
-func cutShadow(pending []natsio.Msg, ended bool) (batch, rest []natsio.Msg, more bool, err error) {
+// cutShadow returns the first primary batch in pending (its first chunk and the continued
+// ones up to the one not open) and the rest; more tells that the batch's last chunk is not in
+// pending yet (fetch more), unless ended says that no more will come (the primary stopped
+// between two chunks): the batch is then what pending holds of it. Continued chunks that lead
+// pending (of a batch whose first chunk the stream no longer holds) are dropped: there is
+// nothing to run.
+func cutShadow(pending []natsio.Msg, ended bool) (b shadowBatch, rest []natsio.Msg, more bool, err error) {
 	start := 0
 	for i := range pending {
 		var m engine.Manifest
 		if err := json.Unmarshal(pending[i].Data, &m); err != nil {
-			return nil, nil, false, fmt.Errorf("manifest at sequence %d: %w", pending[i].Sequence, err)
+			return shadowBatch{}, nil, false, fmt.Errorf("manifest at sequence %d: %w", pending[i].Sequence, err)
 		}
 		if i == start && m.Continued {
 			start = i + 1
 			continue
 		}
+		if i == start {
+			b.first = m
+		}
+		b.last = m
 		if !m.Open {
-			return pending[start : i+1], pending[i+1:], false, nil
+			b.msgs = pending[start : i+1]
+			return b, pending[i+1:], false, nil
 		}
 	}
 	if ended && start < len(pending) {
-		return pending[start:], nil, false, nil
+		b.msgs = pending[start:]
+		return b, nil, false, nil
 	}
-	return nil, pending[start:], true, nil
+	return shadowBatch{}, pending[start:], true, nil
 }
 
-// runShadowBatch runs the primary batch whose manifests are msgs (see cutShadow) and returns
-// the last manifest, to acknowledge.
-func (r *runner) runShadowBatch(ctx context.Context, msgs []natsio.Msg) (*engine.BatchReport, *natsio.Msg, error) {
-	last := &msgs[len(msgs)-1]
-	var first, end engine.Manifest
-	if err := json.Unmarshal(msgs[0].Data, &first); err != nil {
-		return nil, nil, fmt.Errorf("manifest at sequence %d: %w", msgs[0].Sequence, err)
-	}
-	if err := json.Unmarshal(last.Data, &end); err != nil {
-		return nil, nil, fmt.Errorf("manifest at sequence %d: %w", last.Sequence, err)
-	}
-	rows, err := r.shadowRows(ctx, first)
+// runShadowBatch runs the primary batch cut last (see cut) and returns its last manifest's
+// message, to acknowledge.
+func (r *runner) runShadowBatch(ctx context.Context) (*engine.BatchReport, *natsio.Msg, error) {
+	b := r.shadowIn.batch
+	last := &b.msgs[len(b.msgs)-1]
+	rows, err := r.shadowRows(ctx, b.first)
 	if err != nil {
 		return nil, nil, err
 	}
-	nextW := end.NextWatermarkMs
-	in := engine.BatchInput{ProcessingTimeMs: first.ProcessingTimeMs, Rows: rows, Position: last.Sequence, Drain: first.Drain, NextWatermarkMs: &nextW}
+	nextW := b.last.NextWatermarkMs
+	in := engine.BatchInput{ProcessingTimeMs: b.first.ProcessingTimeMs, Rows: rows, Position: last.Sequence, Drain: b.first.Drain, NextWatermarkMs: &nextW}
 	rep, err := r.eng.RunBatch(ctx, in)
 	return rep, last, err
 }

@@ -34,12 +34,16 @@ func TestCutShadow(t *testing.T) {
 				data, _ := json.Marshal(m)
 				msgs = append(msgs, natsio.Msg{Data: data, Sequence: uint64(i + 1)})
 			}
-			batch, rest, more, err := cutShadow(msgs, tc.ended)
+			b, rest, more, err := cutShadow(msgs, tc.ended)
+			batch := b.msgs
 			if err != nil || len(batch) != tc.batch || len(rest) != tc.rest || more != tc.more {
 				t.Fatalf("cutShadow: batch %d, rest %d, more %v, err %v; want %d, %d, %v", len(batch), len(rest), more, err, tc.batch, tc.rest, tc.more)
 			}
 			if tc.batch > 0 && len(tc.pending) > 0 && batch[len(batch)-1].Sequence != uint64(len(tc.pending)-tc.rest) {
 				t.Errorf("the batch ends at sequence %d", batch[len(batch)-1].Sequence)
+			}
+			if tc.batch > 0 && (b.first != tc.pending[len(tc.pending)-tc.rest-tc.batch] || b.last != tc.pending[len(tc.pending)-tc.rest-1]) {
+				t.Errorf("the batch's first and last manifests %+v, %+v", b.first, b.last)
 			}
 		})
 	}
