@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/replay"
 )
 
@@ -78,6 +80,15 @@ func runReplay(cmd *cobra.Command, cf *connFlags, name, module string, keys []st
 	opts := replay.Options{JS: c.JetStream(), Spec: d.RunSpec(), InputOf: d.InputOf, Module: wasm, FromBatch: from, ToBatch: to, Since: since,
 		Progress: progressLine(cmd.ErrOrStderr(), "batch")}
 	opts.Keys = keyArgs(keys)
+	initial, err := c.InitialState(cmd.Context(), d)
+	if err != nil {
+		return err
+	}
+	if initial != nil {
+		if opts.InitialState, err = engine.ParseInitialState(bytes.NewReader(initial)); err != nil {
+			return fmt.Errorf("%s's initial state: %w", name, err)
+		}
+	}
 	rep, err := replay.Run(cmd.Context(), opts)
 	if err != nil {
 		return err

@@ -105,6 +105,10 @@ type Deployment struct {
 	// inputs stream) this one reads, when not its own: a shadow's primary's, kept once the
 	// shadow is promoted (replay.Options.InputOf takes it). Empty: its own.
 	InputOf string `json:"input_of,omitempty"`
+	// InitialState is the hex SHA-256 of the initial-state file the deployment started from
+	// (deploy --initial-state; a shadow's is its primary's), empty when none; read it with
+	// [Client.InitialState].
+	InitialState string `json:"initial_state,omitempty"`
 	// runSpec is what RunSpec returns (nil: Spec).
 	runSpec *spec.Spec
 }
@@ -441,7 +445,7 @@ func deploymentOf(rec natsio.Record) (*Deployment, error) {
 		return nil, err
 	}
 	d := &Deployment{Name: rec.Name, Spec: sp, ModuleDigest: rec.ModuleDigest, ModuleSize: rec.ModuleSize, DeployedAt: rec.DeployedAt, Revision: rec.Revision, ResetState: rec.ResetState != "",
-		ShadowOf: rec.ShadowOf, Promoting: rec.Promoting, InputOf: rec.InputOf}
+		ShadowOf: rec.ShadowOf, Promoting: rec.Promoting, InputOf: rec.InputOf, InitialState: rec.InitialState}
 	if rec.ShadowOf != "" {
 		if d.runSpec, err = api.RunSpecOf(rec); err != nil {
 			return nil, err
@@ -726,6 +730,19 @@ func (c *Client) request(ctx context.Context, subject string, req, reply any) er
 		return errors.New(e.Error)
 	}
 	return json.Unmarshal(msg.Data, reply)
+}
+
+// InitialState returns the initial-state file deployment d started from
+// ([Deployment].InitialState), verified by its SHA-256; nil when it started from none.
+func (c *Client) InitialState(ctx context.Context, d *Deployment) ([]byte, error) {
+	if d.InitialState == "" {
+		return nil, nil
+	}
+	data, err := c.reg.GetInitialState(ctx, d.InitialState)
+	if err != nil {
+		return nil, fmt.Errorf("client: %s's initial state %s: %w", d.Name, d.InitialState, err)
+	}
+	return data, nil
 }
 
 // storeInitialState validates an initial-state file and stores it, returning its digest.

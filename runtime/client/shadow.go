@@ -35,7 +35,8 @@ var (
 // shadow ones (spec.Spec.AsShadowOf: "<subject>.shadow"). Nothing of primary is touched.
 // Compare their outputs with groupstate diff (replay.Diff) and make the shadow the primary
 // with [Client.Promote]. The spec must be allowed to shadow primary's
-// (spec.Spec.CheckShadowOf); [ResetState] and [WithInitialState] are refused with it.
+// (spec.Spec.CheckShadowOf); [ResetState] and [WithInitialState] are refused with it (the
+// shadow starts from primary's initial state, if primary has one).
 func AsShadowOf(primary string) DeployOption {
 	return func(o *deployOptions) { o.shadowOf = primary }
 }
@@ -84,6 +85,8 @@ func (c *Client) shadowRecord(ctx context.Context, rec *natsio.Record, sp *spec.
 	}
 	rec.ShadowOf = o.shadowOf
 	rec.InputOf = cmp.Or(prec.InputOf, prec.Name)
+	// The primary's history starts from its initial state: the shadow's does too.
+	rec.InitialState, rec.InitialStateSize = prec.InitialState, prec.InitialStateSize
 	return nil
 }
 

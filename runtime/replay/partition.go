@@ -47,6 +47,7 @@ func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
 		return nil
 	}
 	sp := r.opts.Spec
+	fromSnapshot := false
 	if hist[0].HadState || !hist[0].compared {
 		// From a snapshot: needed when the history does not start from empty state, and
 		// quicker when the comparison does not start at its beginning.
@@ -58,6 +59,7 @@ func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
 			return fmt.Errorf("%w: partition %d's oldest recorded batch (%d, at %s) ran on state made by batches no longer recorded, and no snapshot of the state (a replicated deployment's) starts where the recorded history does",
 				ErrHistoryGone, p, hist[0].Batch, timeOf(hist[0].ProcessingTimeMs))
 		}
+		fromSnapshot = found
 		r.done += start
 		hist = hist[start:]
 		if len(hist) == 0 {
@@ -97,6 +99,14 @@ func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
 	for _, b := range hist {
 		if eng == nil {
 			cfg := engine.Config{Spec: sp, Wasm: r.opts.Module, Store: r.store, Keyspace: unitKey(sp, p), Sink: sink, Logger: r.opts.Logger}
+			if is := r.opts.InitialState; is != nil && !fromSnapshot {
+				// Applied in the first batch, as the deployment's first batch did (a
+				// snapshot holds what it applied).
+				if parts := max(sp.Partitions, 1); parts > 1 {
+					is = is.Partition(p, parts)
+				}
+				cfg.InitialState = is
+			}
 			if eng, err = r.rt.NewEngine(ctx, cfg); err != nil {
 				return err
 			}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
@@ -53,6 +54,11 @@ type Options struct {
 	// InputOf names the deployment whose input-side streams the deployment reads, when not
 	// its own (client.Deployment.InputOf: a shadow's primary, kept once it is promoted).
 	InputOf string
+	// InitialState is the initial state the deployment started from (deploy
+	// --initial-state: client.Client.InitialState, parsed with engine.ParseInitialState),
+	// applied in each partition's first batch when the replay starts from empty state; nil:
+	// none.
+	InitialState *engine.InitialState
 	// Module is the module to run the history with (the deployment's own, or a new one).
 	// Required.
 	Module []byte

@@ -463,3 +463,49 @@ func TestReplayFromSnapshot(t *testing.T) {
 		t.Fatalf("replay --since of the history after the snapshot: %+v", recent)
 	}
 }
+
+// TestReplayInitialState: a deployment that started from an initial state replays to the same
+// outputs with that state applied in its first batch, as the deployment did; without it, the
+// totals of the keys in the file differ.
+func TestReplayInitialState(t *testing.T) {
+	e := startEnv(t)
+	ctx := context.Background()
+	file := `{"key": "u0", "state": {"login_count": 10}}` + "\n" + `{"key": "u9", "state": {"login_count": 90}}` + "\n"
+	_, err := e.client.Deploy(ctx, parseSpec(t, logincountSpec), logincountWasm(t), client.WithInitialState([]byte(file)))
+	testutil.Require(t, err)
+	e.waitRunning("logincount")
+	e.publish("logins.web", `{"user_id":"u0"}`, `{"user_id":"u1"}`)
+	e.waitPosition("logincount", 2)
+	e.publish("logins.web", `{"user_id":"u0"}`)
+	e.waitPosition("logincount", 3)
+	d, err := e.client.Get(ctx, "logincount")
+	testutil.Require(t, err)
+	e.waitMessages("LOGINCOUNT_OUT", 4) // u9's total (a key in the file, no rows), u0's 11 and 12, u1's 1
+
+	data, err := e.client.InitialState(ctx, d)
+	testutil.Require(t, err)
+	is, err := engine.ParseInitialState(strings.NewReader(string(data)))
+	testutil.Require(t, err)
+	rep, err := replay.Run(ctx, replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t), InitialState: is})
+	testutil.Require(t, err)
+	if !rep.Same() || rep.Equal != 4 || rep.Rows != 3 {
+		t.Fatalf("replay with the initial state: %+v, want the 4 outputs equal over 3 rows", rep)
+	}
+	without, err := replay.Run(ctx, replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t)})
+	testutil.Require(t, err)
+	if without.Same() || without.Changed != 2 || without.OnlyOld != 1 {
+		t.Fatalf("replay without the initial state: %+v, want u0's 2 totals changed and u9's only old", without)
+	}
+
+	// A shadow starts from its primary's initial state too: the same outputs.
+	sd, err := e.client.Deploy(ctx, parseSpec(t, strings.Replace(logincountSpec, "name: logincount", "name: logincount-v2", 1)), logincountWasm(t), client.AsShadowOf("logincount"))
+	testutil.Require(t, err)
+	if sd.InitialState != d.InitialState {
+		t.Fatalf("the shadow's initial state %q, the primary's %q", sd.InitialState, d.InitialState)
+	}
+	var diff *replay.Report
+	testutil.Eventually(t, "the shadow's outputs equal", func() bool {
+		diff, err = replay.Diff(ctx, replay.DiffOptions{JS: e.js, Primary: d.Spec, Shadow: sd.RunSpec()})
+		return err == nil && diff.Same() && diff.Equal == 4
+	})
+}
