@@ -14,35 +14,49 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/replay"
+	"github.com/groupstate/groupstate/runtime/spec"
 )
 
 // maxShownKeys is how many keys' first differences replay prints (--json has them all).
 const maxShownKeys = 20
 
+// replayFlags are groupstate replay's flags.
+type replayFlags struct {
+	module, spec string
+	keys         []string
+	from, to     uint64
+	since        time.Duration
+	asJSON       bool
+}
+
 // newReplayCommand returns `groupstate replay`.
 func newReplayCommand() *cobra.Command {
 	var cf connFlags
-	var module string
-	var keys []string
-	var from, to uint64
-	var since time.Duration
-	var asJSON bool
+	var f replayFlags
 	cmd := &cobra.Command{
-		Use:   "replay NAME --module NEW.wasm",
+		Use:   "replay NAME --module NEW.wasm [--spec SPEC]",
 		Short: "Run a deployment's recorded history against a module and compare the outputs",
 		Long: `Runs the batches the deployment recorded (their rows fetched from the input stream by
 sequence, at their recorded processing time and watermark) against the module, from empty
-state, in an isolated store, and compares its outputs with the ones the deployment published,
-batch by batch and key by key. The running deployment is not touched. --from, --to and --since
-bound the batches compared (the ones before still run, to make their state). --key limits the
-comparison to some keys (taken as JSON when they are a JSON number or string, else as strings).
+state (or the deployment's initial state), in an isolated store, and compares its outputs with
+the ones the deployment published, batch by batch and key by key. The running deployment is
+not touched. --from, --to and --since bound the batches compared (the ones before still run,
+to make their state). --key limits the comparison to some keys (taken as JSON when they are a
+JSON number or string, else as strings).
+
+--spec SPEC runs with that spec's config, timeouts, event time and limits instead of the
+deployment's, for example a longer session gap: it must read the deployment's input (the same
+subjects, partitions and key split); its name and outputs are not used, and its module is the
+one replayed when --module is not given.
+
 Exit status: 0 when the outputs are the same, 1 when they differ, 2 on errors.`,
 		Example: `  groupstate replay logincount --module fixed.wasm
   groupstate replay logincount --module fixed.wasm --key alice --since 24h
+  groupstate replay sessions --spec sessions-gap10s.yaml
   groupstate replay logincount --module fixed.wasm --json > diff.json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			err := runReplay(cmd, &cf, args[0], module, keys, from, to, since, asJSON)
+			err := runReplay(cmd, &cf, args[0], f)
 			var ex *exitError
 			if err != nil && !errors.As(err, &ex) {
 				return &exitError{code: 2, msg: "groupstate: " + err.Error()}
@@ -52,21 +66,33 @@ Exit status: 0 when the outputs are the same, 1 when they differ, 2 on errors.`,
 	}
 	cf.register(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&module, "module", "", "the module to replay with (.wasm); required")
-	fl.StringArrayVar(&keys, "key", nil, "compare only this key (repeatable)")
-	fl.Uint64Var(&from, "from", 0, "compare batches from this batch id on")
-	fl.Uint64Var(&to, "to", 0, "compare batches up to this batch id")
-	fl.DurationVar(&since, "since", 0, "compare the batches of this last span of processing time (24h, 30m)")
-	fl.BoolVar(&asJSON, "json", false, "print the whole report, every difference, as JSON")
-	_ = cmd.MarkFlagRequired("module")
+	fl.StringVar(&f.module, "module", "", "the module to replay with (.wasm); required unless --spec names one")
+	fl.StringVarP(&f.spec, "spec", "f", "", "run with this spec's config, timeouts and event time (same input as the deployment)")
+	fl.StringArrayVar(&f.keys, "key", nil, "compare only this key (repeatable)")
+	fl.Uint64Var(&f.from, "from", 0, "compare batches from this batch id on")
+	fl.Uint64Var(&f.to, "to", 0, "compare batches up to this batch id")
+	fl.DurationVar(&f.since, "since", 0, "compare the batches of this last span of processing time (24h, 30m)")
+	fl.BoolVar(&f.asJSON, "json", false, "print the whole report, every difference, as JSON")
+	cmd.MarkFlagsOneRequired("module", "spec")
 	cmd.MarkFlagsMutuallyExclusive("from", "since")
 	return cmd
 }
 
-func runReplay(cmd *cobra.Command, cf *connFlags, name, module string, keys []string, from, to uint64, since time.Duration, asJSON bool) error {
-	wasm, err := os.ReadFile(module)
+func runReplay(cmd *cobra.Command, cf *connFlags, name string, f replayFlags) error {
+	var alt *spec.Spec
+	var wasm []byte
+	var err error
+	if f.spec != "" {
+		alt, wasm, err = loadSpecAndModule(f.spec, f.module)
+	} else {
+		wasm, err = os.ReadFile(f.module)
+	}
 	if err != nil {
 		return err
+	}
+	module := f.module
+	if module == "" {
+		module = alt.Module
 	}
 	c, done, err := cf.client(cmd, "replay")
 	if err != nil {
@@ -77,9 +103,15 @@ func runReplay(cmd *cobra.Command, cf *connFlags, name, module string, keys []st
 	if err != nil {
 		return err
 	}
-	opts := replay.Options{JS: c.JetStream(), Spec: d.RunSpec(), InputOf: d.InputOf, Module: wasm, FromBatch: from, ToBatch: to, Since: since,
+	run := d.RunSpec()
+	if alt != nil {
+		if run, err = replaySpec(alt, run); err != nil {
+			return err
+		}
+	}
+	opts := replay.Options{JS: c.JetStream(), Spec: run, InputOf: d.InputOf, Module: wasm, FromBatch: f.from, ToBatch: f.to, Since: f.since,
 		Progress: progressLine(cmd.ErrOrStderr(), "batch")}
-	opts.Keys = keyArgs(keys)
+	opts.Keys = keyArgs(f.keys)
 	initial, err := c.InitialState(cmd.Context(), d)
 	if err != nil {
 		return err
@@ -93,7 +125,22 @@ func runReplay(cmd *cobra.Command, cf *connFlags, name, module string, keys []st
 	if err != nil {
 		return err
 	}
-	return finishReport(cmd.OutOrStdout(), asJSON, rep, func(w io.Writer) { printReplay(w, name, module, rep) })
+	return finishReport(cmd.OutOrStdout(), f.asJSON, rep, func(w io.Writer) { printReplay(w, name, module, rep) })
+}
+
+// replaySpec is the spec replay --spec runs with: alt, checked against the deployment's run
+// spec, with the deployment's name, input and outputs (where its history and its published
+// outputs are).
+func replaySpec(alt, run *spec.Spec) (*spec.Spec, error) {
+	if err := alt.CheckReplayOf(run); err != nil {
+		return nil, err
+	}
+	c := *alt
+	c.Name, c.Input, c.Output, c.DeadLetter, c.Late = run.Name, run.Input, run.Output, run.DeadLetter, run.Late
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("the replay spec with %s's name, input and outputs: %w", run.Name, err)
+	}
+	return &c, nil
 }
 
 // keyArgs makes --key arguments keys (see client.KeyFromArg).

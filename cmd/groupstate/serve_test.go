@@ -127,6 +127,15 @@ func TestServeDeployFlow(t *testing.T) {
 	if out, _, code := cli("status", "logincount"); code != 0 || !strings.Contains(out, "rows in:             3\n") {
 		t.Fatalf("status: exit %d\n%s", code, out)
 	}
+	// Prometheus metrics, labelled by deployment, and the health endpoints. The sessions time
+	// out 10 s (idle_timeout) after the logins, by the wall clock, and then hold no state, so
+	// the state's gauge is only looked for (the status above counted the keys).
+	waitCLI(t, func() bool {
+		body := httpGet(t, metrics+"/metrics")
+		return strings.Contains(body, `groupstate_input_rows_total{deployment="logincount"} 3`) &&
+			strings.Contains(body, `groupstate_state_keys{deployment="logincount"} `) &&
+			strings.Contains(body, `groupstate_batch_duration_seconds_count{deployment="logincount"}`)
+	})
 	// replay: the running module on the recorded history emits what was published (exit 0),
 	// and so does the same logic in Rust; another module does not (exit 1, with the first
 	// difference of each key, all of them in --json); a module that cannot be read is exit 2.
@@ -160,13 +169,21 @@ func TestServeDeployFlow(t *testing.T) {
 	if _, errOut, code := cli("replay", "logincount", "--module", inRepo("no.wasm")); code != 2 || !strings.Contains(errOut, "no.wasm") {
 		t.Fatalf("replay with a missing module: exit %d\n%s", code, errOut)
 	}
-	// Prometheus metrics, labelled by deployment, and the health endpoints.
-	waitCLI(t, func() bool {
-		body := httpGet(t, metrics+"/metrics")
-		return strings.Contains(body, `groupstate_input_rows_total{deployment="logincount"} 3`) &&
-			strings.Contains(body, `groupstate_state_keys{deployment="logincount"} 2`) &&
-			strings.Contains(body, `groupstate_batch_duration_seconds_count{deployment="logincount"}`)
-	})
+	// replay --spec: the spec's module and config; a spec reading another input is refused.
+	if out, errOut, code := cli("replay", "logincount", "--spec", logincount); code != 0 || !strings.Contains(out, "same outputs") {
+		t.Fatalf("replay --spec: exit %d\n%s%s", code, out, errOut)
+	}
+	other := filepath.Join(t.TempDir(), "other.yaml")
+	orig, err := os.ReadFile(logincount)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(other, []byte(strings.Replace(string(orig), `["logins.>"]`, `["other.>"]`, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := cli("replay", "logincount", "--spec", other, "--module", inRepo("samples/logincount/go/logincount.wasm")); code != 2 || !strings.Contains(errOut, "needs the same input") {
+		t.Fatalf("replay --spec with another input: exit %d\n%s", code, errOut)
+	}
 	if body := httpGet(t, metrics+"/readyz"); body != "ready\n" {
 		t.Fatalf("/readyz: %q", body)
 	}

@@ -261,6 +261,7 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 	}
 	if r.parts > 1 {
 		if all, err := r.partitionsPromoted(ctx); err != nil || !all {
+			r.publishStatus(ctx, false) // promoted, as often as the throttle lets it (a lost put heals)
 			return false, err
 		}
 	}

@@ -44,35 +44,59 @@ func shadowSink(subject, stream, pSubject, pStream string) (string, string) {
 
 // CheckShadowOf tells whether s can shadow primary (deploy --shadow). A shadow runs
 // primary's batches again, row for row and partition by partition, so it must read the same
-// input (the same subjects; with several inputs, the same inputs by name) and have as many
-// partitions, split by the same key (field and subject token); its module, config, key
-// with one partition, timeout mode, replication and outputs may differ, and its name must.
-// Otherwise it returns [ErrShadow] and the reason.
+// input as primary (see [Spec.CheckReplayOf]); its module, config, key with one partition,
+// timeout mode, replication and outputs may differ, and its name must. Otherwise it returns
+// [ErrShadow] and the reason.
 func (s *Spec) CheckShadowOf(primary *Spec) error {
-	sorted := func(subjects []string) []string { return slices.Sorted(slices.Values(subjects)) }
-	switch {
-	case s.Name == primary.Name:
+	if s.Name == primary.Name {
 		return fmt.Errorf("%w: the shadow needs a name of its own (it is %s, like its primary); name it in its spec, for example %s-v2", ErrShadow, s.Name, s.Name)
-	case max(s.Partitions, 1) != max(primary.Partitions, 1):
-		return fmt.Errorf("%w: %s has partitions %d and its primary %s %d: a shadow runs each of its primary's partitions' batches, so it has as many", ErrShadow, s.Name, max(s.Partitions, 1), primary.Name, max(primary.Partitions, 1))
-	case s.Partitions > 1 && s.Key != primary.Key:
-		return fmt.Errorf("%w: %s's key is %+v and its primary %s's %+v: with partitions, a shadow's keys are split like its primary's, so its key is the same", ErrShadow, s.Name, s.Key, primary.Name, primary.Key)
-	case s.HasInputs() != primary.HasInputs():
-		return fmt.Errorf("%w: one of %s and its primary %s has several inputs and the other one input: a shadow runs its primary's batches again, so it reads the same inputs", ErrShadow, s.Name, primary.Name)
-	case s.HasInputs():
-		if len(s.Inputs) != len(primary.Inputs) {
-			return fmt.Errorf("%w: %s has %d inputs and its primary %s %d: a shadow reads the same inputs", ErrShadow, s.Name, len(s.Inputs), primary.Name, len(primary.Inputs))
-		}
-		for _, in := range s.Inputs {
-			i := slices.IndexFunc(primary.Inputs, func(p NamedInput) bool { return p.Name == in.Name })
-			if i < 0 || !slices.Equal(sorted(in.Subjects), sorted(primary.Inputs[i].Subjects)) {
-				return fmt.Errorf("%w: %s's input %s (%q) is not an input of its primary %s with the same subjects: a shadow reads the same inputs", ErrShadow, s.Name, in.Name, in.Subjects, primary.Name)
-			}
-		}
-	case !slices.Equal(sorted(s.Input.Subjects), sorted(primary.Input.Subjects)) ||
-		(s.Input.Stream != "" && primary.Input.Stream != "" && s.Input.Stream != primary.Input.Stream):
-		return fmt.Errorf("%w: %s reads %q (stream %q), its primary %s %q (stream %q): a shadow runs its primary's batches again, so it reads the same input", ErrShadow,
-			s.Name, s.Input.Subjects, s.Input.Stream, primary.Name, primary.Input.Subjects, primary.Input.Stream)
+	}
+	if why := s.sameInput(primary); why != "" {
+		return fmt.Errorf("%w: %s", ErrShadow, why)
 	}
 	return nil
+}
+
+// ErrReplaySpec is returned by [Spec.CheckReplayOf] for a spec that cannot run a
+// deployment's recorded batches.
+var ErrReplaySpec = errors.New("spec: cannot replay with this spec")
+
+// CheckReplayOf tells whether s can run the batches deployment's recorded (groupstate
+// replay --spec): s reads the same input (the same subjects; with several inputs, the same
+// inputs by name and subjects) and has as many partitions, split by the same key (field and
+// subject token). Its name, module, config, timeouts, event time and outputs may differ.
+// Otherwise it returns [ErrReplaySpec] and the reason.
+func (s *Spec) CheckReplayOf(deployment *Spec) error {
+	if why := s.sameInput(deployment); why != "" {
+		return fmt.Errorf("%w: %s", ErrReplaySpec, why)
+	}
+	return nil
+}
+
+// sameInput is why s cannot run of's batches again (see CheckReplayOf), empty when it can.
+func (s *Spec) sameInput(of *Spec) string {
+	sorted := func(subjects []string) []string { return slices.Sorted(slices.Values(subjects)) }
+	switch {
+	case max(s.Partitions, 1) != max(of.Partitions, 1):
+		return fmt.Sprintf("%s has partitions %d and %s %d: running %s's batches again, partition by partition, needs as many", s.Name, max(s.Partitions, 1), of.Name, max(of.Partitions, 1), of.Name)
+	case s.Partitions > 1 && s.Key != of.Key:
+		return fmt.Sprintf("%s's key is %+v and %s's %+v: with partitions, running %s's batches again needs its keys split like %s's, by the same key", s.Name, s.Key, of.Name, of.Key, of.Name, of.Name)
+	case s.HasInputs() != of.HasInputs():
+		return fmt.Sprintf("one of %s and %s has several inputs and the other one input: running %s's batches again needs the same inputs", s.Name, of.Name, of.Name)
+	case s.HasInputs():
+		if len(s.Inputs) != len(of.Inputs) {
+			return fmt.Sprintf("%s has %d inputs and %s %d: running %s's batches again needs the same inputs", s.Name, len(s.Inputs), of.Name, len(of.Inputs), of.Name)
+		}
+		for _, in := range s.Inputs {
+			i := slices.IndexFunc(of.Inputs, func(o NamedInput) bool { return o.Name == in.Name })
+			if i < 0 || !slices.Equal(sorted(in.Subjects), sorted(of.Inputs[i].Subjects)) {
+				return fmt.Sprintf("%s's input %s (%q) is not an input of %s with the same subjects: running %s's batches again needs the same inputs", s.Name, in.Name, in.Subjects, of.Name, of.Name)
+			}
+		}
+	case !slices.Equal(sorted(s.Input.Subjects), sorted(of.Input.Subjects)) ||
+		(s.Input.Stream != "" && of.Input.Stream != "" && s.Input.Stream != of.Input.Stream):
+		return fmt.Sprintf("%s reads %q (stream %q), %s %q (stream %q): running %s's batches again needs the same input",
+			s.Name, s.Input.Subjects, s.Input.Stream, of.Name, of.Input.Subjects, of.Input.Stream, of.Name)
+	}
+	return ""
 }

@@ -70,18 +70,18 @@ func TestCheckShadowOf(t *testing.T) {
 		{"another key", primarySpec, "key: {field: user}", "key: {field: customer}", ""},
 		{"replicated", primarySpec, "key: {field: user}", "key: {field: user}\nreplication: changelog", ""},
 		{"the same name", primarySpec, "name: carts-v2", "name: carts", "a name of its own"},
-		{"other subjects", primarySpec, `subjects: ["carts.>"]`, `subjects: ["carts.web"]`, "reads the same input"},
-		{"another stream", primarySpec, "stream: CARTS}", "stream: OTHER}", "reads the same input"},
+		{"other subjects", primarySpec, `subjects: ["carts.>"]`, `subjects: ["carts.web"]`, "needs the same input"},
+		{"another stream", primarySpec, "stream: CARTS}", "stream: OTHER}", "needs the same input"},
 		{"partitions of one", primarySpec, "key: {field: user}", "key: {field: user}\npartitions: 4\nreplication: changelog", "as many"},
 		{"partitioned", partitionedPrimarySpec, "module: carts.wasm", "module: v2.wasm", ""},
 		{"partitioned, fewer partitions", partitionedPrimarySpec, "partitions: 4", "partitions: 2", "as many"},
-		{"partitioned, another key field", partitionedPrimarySpec, "key: {field: user, subject_token: 2}", "key: {field: customer, subject_token: 2}", "split like its primary's"},
-		{"partitioned, split by the router", partitionedPrimarySpec, "key: {field: user, subject_token: 2}", "key: {field: user}", "split like its primary's"},
+		{"partitioned, another key field", partitionedPrimarySpec, "key: {field: user, subject_token: 2}", "key: {field: customer, subject_token: 2}", "split like carts's"},
+		{"partitioned, split by the router", partitionedPrimarySpec, "key: {field: user, subject_token: 2}", "key: {field: user}", "split like carts's"},
 		{"inputs", inputsPrimarySpec, "module: carts.wasm", "module: v2.wasm", ""},
 		{"inputs, another key", inputsPrimarySpec, "key: {field: customer}", "key: {field: buyer}", ""},
 		{"inputs, other subjects", inputsPrimarySpec, `["pay.>"]`, `["pay.card"]`, "same subjects"},
 		{"inputs, renamed", inputsPrimarySpec, "name: pays", "name: payments", "same subjects"},
-		{"inputs against one", inputsPrimarySpec, "inputs:\n  - {name: adds, subjects: [\"carts.add\"], key: {field: user}}\n  - {name: pays, subjects: [\"pay.>\"], key: {field: customer}}", "input: {subjects: [\"carts.add\"]}\nkey: {field: user}", "several inputs"},
+		{"inputs against one", inputsPrimarySpec, "inputs:\n  - {name: adds, subjects: [\"carts.add\"], key: {field: user}}\n  - {name: pays, subjects: [\"pay.>\"], key: {field: customer}}", "input: {subjects: [\"carts.add\"]}\nkey: {field: user}", "several inputs and the other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			primary := specFromYAML(t, tc.primary)
@@ -97,5 +97,18 @@ func TestCheckShadowOf(t *testing.T) {
 				t.Fatalf("%v, want ErrShadow saying %q", err, tc.why)
 			}
 		})
+	}
+}
+
+// TestCheckReplayOf: a replay spec may keep the deployment's name and change its config and
+// timeouts, not its input; the refusal is ErrReplaySpec.
+func TestCheckReplayOf(t *testing.T) {
+	deployed := specFromYAML(t, primarySpec)
+	if err := specFromYAML(t, strings.Replace(primarySpec, "module: carts.wasm", "module: carts.wasm\nconfig: {gap: 10s}\ntimeout: processing_time", 1)).CheckReplayOf(deployed); err != nil {
+		t.Fatalf("the same name, another config and timeout: %v", err)
+	}
+	err := specFromYAML(t, strings.Replace(primarySpec, `subjects: ["carts.>"]`, `subjects: ["carts.web"]`, 1)).CheckReplayOf(deployed)
+	if !errors.Is(err, spec.ErrReplaySpec) || errors.Is(err, spec.ErrShadow) || !strings.Contains(err.Error(), "needs the same input") {
+		t.Fatalf("other subjects: %v, want ErrReplaySpec", err)
 	}
 }
