@@ -30,6 +30,24 @@ func (e *natsEnv) totalsByUser() map[string][]int {
 	return out
 }
 
+// wantCounts fails unless the state of each of users in deployment name is a login count
+// of n (logincount's state).
+func (e *natsEnv) wantCounts(name string, users []string, n int) {
+	e.t.Helper()
+	for _, u := range users {
+		ks, found, err := e.client.State(context.Background(), name, client.KeyFromArg(u))
+		if err != nil || !found {
+			e.t.Fatalf("%s's state: found %v, err %v", u, found, err)
+		}
+		var v struct {
+			Count int `json:"login_count"`
+		}
+		if err := json.Unmarshal(ks.Value, &v); err != nil || v.Count != n {
+			e.t.Fatalf("%s's state %s (%v), want a count of %d", u, ks.Value, err, n)
+		}
+	}
+}
+
 // loginUsers returns n user ids, u0 to u<n-1>.
 func loginUsers(n int) []string {
 	users := make([]string, n)
@@ -138,18 +156,7 @@ func TestPartitionedFailover(t *testing.T) {
 	env.waitCounted(users, 3)
 	round()
 	env.waitCounted(users, 4)
-	for _, u := range users {
-		ks, found, err := env.client.State(context.Background(), "logincount", []byte(fmt.Sprintf("%q", u)))
-		if err != nil || !found {
-			t.Fatalf("%s's state: found %v, err %v", u, found, err)
-		}
-		var v struct {
-			Count int `json:"login_count"`
-		}
-		if err := json.Unmarshal(ks.Value, &v); err != nil || v.Count != 4 {
-			t.Fatalf("%s's state %s (%v), want a count of 4", u, ks.Value, err)
-		}
-	}
+	env.wantCounts("logincount", users, 4)
 }
 
 // waitOwners waits until every partition of name runs and ok holds for their owners, and

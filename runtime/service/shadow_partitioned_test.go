@@ -124,18 +124,7 @@ func TestPartitionedShadowAndPromote(t *testing.T) {
 	if n := len(env.outputsBy("LOGINCOUNT_OUT", "logincount-v2")); n != 2*len(users) {
 		t.Errorf("the promoted deployment published %d outputs on logincount.out, want %d", n, 2*len(users))
 	}
-	for _, u := range users {
-		ks, found, err := env.client.State(ctx, "logincount-v2", fmt.Appendf(nil, "%q", u))
-		if err != nil || !found {
-			t.Fatalf("%s's state: found %v, err %v", u, found, err)
-		}
-		var v struct {
-			Count int `json:"login_count"`
-		}
-		if err := json.Unmarshal(ks.Value, &v); err != nil || v.Count != 5 {
-			t.Fatalf("%s's state %s (%v), want a count of 5", u, ks.Value, err)
-		}
-	}
+	env.wantCounts("logincount-v2", users, 5)
 }
 
 // TestInputsShadowAndPromote: a shadow of a deployment with several inputs (adjoin) reads

@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -124,18 +123,7 @@ func TestPartitionedBySubjectToken(t *testing.T) {
 	if status.State != client.StatusRunning || len(status.Partitions) != parts {
 		t.Errorf("status %+v", status)
 	}
-	for _, u := range users {
-		ks, found, err := env.client.State(ctx, "logincount", []byte(fmt.Sprintf("%q", u)))
-		if err != nil || !found {
-			t.Fatalf("%s's state: found %v, err %v", u, found, err)
-		}
-		var v struct {
-			Count int `json:"login_count"`
-		}
-		if err := json.Unmarshal(ks.Value, &v); err != nil || v.Count != 4 {
-			t.Fatalf("%s's state %s (%v), want a count of 4", u, ks.Value, err)
-		}
-	}
+	env.wantCounts("logincount", users, 4)
 }
 
 // consumerNames lists the consumers of stream.
