@@ -21,17 +21,20 @@ import (
 // same rows, fetched from the input stream by sequence, at the same processing time and
 // watermark. The shadow's input position is the manifests stream's sequence of the last
 // manifest it ran, so a restart resumes exactly; its own manifests carry it (which is how
-// groupstate diff pairs its batches with the primary's). Promote (record.Promoting, set once
-// the primary stopped) waits for the shadow to run every batch the primary recorded, then
-// moves its position to the primary's input position and stores the record as a primary.
+// groupstate diff pairs its batches with the primary's). With partitions, each partition of
+// the shadow follows the primary's manifests of that partition and reads its rows from the
+// primary's partitioned stream (runner.inputOf). Promote (record.Promoting, set once the
+// primary stopped) waits for each partition to run every batch the primary recorded of it,
+// moves its position to the primary's input position of it, and once every partition did,
+// stores the record as a primary (see promote).
 
 // shadowIn is a shadow's reader of its primary's input rows. Only the loop uses it.
 type shadowIn struct {
 	stream string               // the input stream
 	rd     *natsio.StreamReader // nil: not open
 	next   uint64               // the sequence rd reads next (at least)
-	// checkedAt is when checkPrimary last looked for the primary's record; gone tells that
-	// it found none.
+	// checkedAt is when checkPrimary last looked for the primary's record (gone tells that
+	// it found none), or partitionsPromoted at the partitions' statuses.
 	checkedAt time.Time
 	gone      bool
 	// promoted tells that the promotion committed the shadow's new input position (see
