@@ -44,10 +44,11 @@ not touched. --from, --to and --since bound the batches compared (the ones befor
 to make their state). --key limits the comparison to some keys (taken as JSON when they are a
 JSON number or string, else as strings).
 
---spec SPEC runs with that spec's config, timeouts, event time and limits instead of the
-deployment's, for example a longer session gap: it must read the deployment's input (the same
-subjects, partitions and key split); its name and outputs are not used, and its module is the
-one replayed when --module is not given.
+--spec SPEC runs with that spec's config and limits instead of the deployment's, for example
+a longer session gap: it must read the deployment's input (the same subjects, partitions and
+key split); its name and outputs are not used, and its module is the one replayed when
+--module is not given. The batches still run at their recorded processing times and
+watermarks, so its event-time settings (watermark_delay) change nothing.
 
 Exit status: 0 when the outputs are the same, 1 when they differ, 2 on errors.`,
 		Example: `  groupstate replay logincount --module fixed.wasm
@@ -67,7 +68,7 @@ Exit status: 0 when the outputs are the same, 1 when they differ, 2 on errors.`,
 	cf.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.module, "module", "", "the module to replay with (.wasm); required unless --spec names one")
-	fl.StringVarP(&f.spec, "spec", "f", "", "run with this spec's config, timeouts and event time (same input as the deployment)")
+	fl.StringVarP(&f.spec, "spec", "f", "", "run with this spec's config and limits (same input as the deployment)")
 	fl.StringArrayVar(&f.keys, "key", nil, "compare only this key (repeatable)")
 	fl.Uint64Var(&f.from, "from", 0, "compare batches from this batch id on")
 	fl.Uint64Var(&f.to, "to", 0, "compare batches up to this batch id")

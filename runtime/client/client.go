@@ -217,7 +217,9 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 		}
 	}
 	if err == nil && prev.InputOf != "" && rec.InputOf == "" {
-		rec.InputOf = prev.InputOf // a promoted shadow reads its old primary's input streams
+		// A promoted shadow reads its old primary's input streams, and its shadows need to
+		// know where it took them over.
+		rec.InputOf, rec.Handovers = prev.InputOf, prev.Handovers
 	}
 	switch {
 	case err == nil && prev.Lineage != "":

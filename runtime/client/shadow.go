@@ -85,22 +85,24 @@ func (c *Client) shadowRecord(ctx context.Context, rec *natsio.Record, sp *spec.
 	}
 	rec.ShadowOf = o.shadowOf
 	rec.InputOf = cmp.Or(prec.InputOf, prec.Name)
+	rec.PrimaryHandovers = prec.Handovers
 	// The primary's history starts from its initial state: the shadow's does too.
 	rec.InitialState, rec.InitialStateSize = prec.InitialState, prec.InitialStateSize
 	return nil
 }
 
-// checkInputOfFree refuses a new deployment named name while a deployment promoted from a
-// shadow of an earlier name reads that name's input-side streams (natsio.Record.InputOf):
-// the two would share them, and the partitioned stream's router with them.
+// checkInputOfFree refuses a new deployment named name while another deployment reads, or
+// once promoted will read, that name's input-side streams (natsio.Record.InputOf): the two
+// would share them, and the partitioned stream's router with them. A shadow of name itself
+// (its primary undeployed) does not count: deploying the primary again is how it goes on.
 func (c *Client) checkInputOfFree(ctx context.Context, name string) error {
 	recs, err := c.reg.List(ctx)
 	if err != nil {
 		return fmt.Errorf("client: listing the deployments: %w", err)
 	}
 	for _, r := range recs {
-		if r.InputOf == name && r.ShadowOf == "" && r.Name != name {
-			return fmt.Errorf("%w: %s reads the input streams named after %s (it was promoted from a shadow of %s), which a new %s would share; deploy under another name", ErrShadow, r.Name, name, name, name)
+		if r.InputOf == name && r.Name != name && r.ShadowOf != name {
+			return fmt.Errorf("%w: %s reads the input streams named after %s (a promoted shadow, or a shadow of one), which a new %s would share; deploy under another name", ErrShadow, r.Name, name, name)
 		}
 	}
 	return nil

@@ -39,6 +39,10 @@ type Status struct {
 	// partition ran every batch its primary recorded and took over the primary's input
 	// position; the shadow becomes the primary once every partition did.
 	Promoted bool `json:"promoted,omitempty"`
+	// PromotedBatch and PromotedPosition, on a partition that is Promoted, are the batch id
+	// of its promotion's commit and the input position it took over.
+	PromotedBatch    uint64 `json:"promoted_batch,omitempty"`
+	PromotedPosition uint64 `json:"promoted_position,omitempty"`
 	// Owner is the ID of the runtime (its state store) that runs the deployment.
 	Owner      string    `json:"owner,omitempty"`
 	DeployedAt time.Time `json:"deployed_at,omitzero"`

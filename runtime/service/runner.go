@@ -274,7 +274,10 @@ func (r *runner) setup(ctx context.Context, reset bool) error {
 		}
 	}
 	r.status = client.Status{Name: r.key, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: s.id,
-		ShadowOf: rec.ShadowOf, Promoted: r.shadowIn != nil && r.shadowIn.promoted}
+		ShadowOf: rec.ShadowOf}
+	if in := r.shadowIn; in != nil && in.promoted {
+		r.status.Promoted, r.status.PromotedBatch, r.status.PromotedPosition = true, in.handover.Batch, in.handover.Position
+	}
 	for _, in := range sp.Inputs {
 		r.status.Inputs = append(r.status.Inputs, client.InputStatus{Name: in.Name})
 	}
@@ -394,7 +397,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 	if r.shadowIn != nil && r.rec.Promoting {
 		// A promotion that committed the shadow's input position but stopped before storing
 		// the record: the position counts in the input, not in the manifests.
-		if r.shadowIn.promoted, err = r.promotionCommitted(ctx); err != nil {
+		if _, err = r.promotionCommitted(ctx); err != nil {
 			return "", err
 		}
 	}
@@ -811,10 +814,19 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
 		if r.shadowIn != nil && r.shadowIn.promoted {
-			// The promotion committed the new position before a restart: store the record.
-			if r.promoteOrFault(ctx, &backoff) {
-				<-ctx.Done()
+			// The partition committed its promotion (now, or before a restart): store the
+			// record once every partition did.
+			switch r.promoteOrFault(ctx, &backoff) {
+			case shadowPromoted:
+				<-ctx.Done() // the service runs it again as a primary
 				return
+			case shadowStop:
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(promoteWait):
 			}
 			continue
 		}
@@ -860,6 +872,8 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 				case shadowPromoted:
 					<-ctx.Done() // the service runs it again as a primary
 					return
+				case shadowStop:
+					return
 				case shadowFetch:
 					continue
 				}
@@ -887,18 +901,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 			return
 		}
 		if err != nil {
-			if errors.Is(err, state.ErrReplication) {
-				// Fenced, or the changelog append failed: nothing of the batch committed;
-				// the deployment is restored from the changelog wherever the plan says.
-				r.quiet.Store(errors.Is(err, natsio.ErrFenced)) // else publishStatus checks the lease
-				r.logLost.Store(true)
-				r.fail(err)
-				r.s.lostReplication(r.rec, err)
-				return
-			}
-			if errors.Is(err, state.ErrFailed) {
-				r.fail(err)
-				r.s.signalStoreFailed()
+			if r.stopOnStateError(err) {
 				return
 			}
 			if errors.Is(err, engine.ErrKeyFailed) {
@@ -933,6 +936,26 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 		r.publishStatus(after, false)
 		r.snaps.maybe(after, r.spec.Name, r.ks, r.logger)
 	}
+}
+
+// stopOnStateError stops the runner (and tells so) on an error of a write of its state that
+// no retry here can mend: a changelog append refused or lost (the deployment is restored from
+// the changelog wherever the plan says) or a failed store (the service reopens it).
+func (r *runner) stopOnStateError(err error) bool {
+	switch {
+	case errors.Is(err, state.ErrReplication):
+		// Fenced, or the changelog append failed: nothing of the write committed.
+		r.quiet.Store(errors.Is(err, natsio.ErrFenced)) // else publishStatus checks the lease
+		r.logLost.Store(true)
+		r.fail(err)
+		r.s.lostReplication(r.rec, err)
+		return true
+	case errors.Is(err, state.ErrFailed):
+		r.fail(err)
+		r.s.signalStoreFailed()
+		return true
+	}
+	return false
 }
 
 // cutBatch splits msgs (in fetch order) into the first batch, at most maxBytes of data but at
@@ -1168,7 +1191,7 @@ const inputsLagEvery = 5 * time.Second
 // st.InputLag 0 every input's is 0; else they are counted at most every inputsLagEvery (the
 // last count stays in between).
 func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint64) {
-	if !r.spec.HasInputs() {
+	if !r.spec.HasInputs() || r.shadowing() { // a shadow's position counts its primary's manifests
 		return
 	}
 	var pending map[string]uint64

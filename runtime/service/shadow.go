@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,6 +47,10 @@ type shadowIn struct {
 	more, ended bool
 	// batch is the primary batch cut last (see cut), which runShadowBatch runs.
 	batch shadowBatch
+	// handover is where the partition took over the primary's input, once promoted;
+	// handovers are every partition's, as partitionsPromoted last found them.
+	handover  natsio.Handover
+	handovers []natsio.Handover
 }
 
 // shadowBatch is one primary batch to run again: the messages of its manifests (its first
@@ -62,6 +67,7 @@ const (
 	shadowAppend   shadowStep = iota // add the manifests to the pending ones and cut a batch
 	shadowFetch                      // nothing to run: fetch again
 	shadowPromoted                   // the shadow is promoted: the service runs it again as a primary
+	shadowStop                       // a write of the state failed for good: the loop ends (see stopOnStateError)
 )
 
 // fetched is what a shadow does with the manifests msgs of a fetch (idle: nothing pending):
@@ -73,8 +79,8 @@ func (r *runner) fetched(ctx, after context.Context, msgs []natsio.Msg, idle boo
 	in := r.shadowIn
 	if len(msgs) == 0 && r.rec.Promoting {
 		if !in.more {
-			if r.promoteOrFault(ctx, backoff) {
-				return nil, shadowPromoted
+			if step := r.promoteOrFault(ctx, backoff); step != shadowFetch {
+				return nil, step
 			}
 			return nil, shadowFetch
 		}
@@ -268,10 +274,14 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
+	handovers := []natsio.Handover{r.shadowIn.handover}
+	if r.parts > 1 {
+		handovers = r.shadowIn.handovers
+	}
 	primary := r.rec.ShadowOf
 	rec := r.rec
-	rec.ShadowOf, rec.ShadowSpec, rec.Promoting = "", nil, false
-	rec.InputOf = r.inputOf
+	rec.ShadowOf, rec.ShadowSpec, rec.Promoting, rec.PrimaryHandovers = "", nil, false, nil
+	rec.InputOf, rec.Handovers = r.inputOf, handovers
 	rec.DeployedAt = time.Now().UTC()
 	if _, err := r.s.reg.Update(ctx, rec); err != nil {
 		// Another partition may have stored it first.
@@ -303,11 +313,17 @@ func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	// The primary's input position: its last manifest's of the partition, unless the
+	// primary is itself a promoted shadow that recorded no batch of the partition since its
+	// promotion (its manifests then count in its old primary's manifests stream).
+	h, handedOver := r.primaryHandover()
 	var position uint64
 	raw, err := mstream.GetLastMsgForSubject(ctx, natsio.ManifestSubject(primary, r.part))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
-		// The primary recorded no batch of the partition: it goes on from the start.
+		// The primary recorded no batch of the partition: it goes on from the start, or
+		// where the primary took the partition over.
+		position = h.Position
 	case err != nil:
 		return false, fmt.Errorf("promoting: primary %s's last manifest of partition %d: %w", primary, r.part, err)
 	case p.Position < raw.Sequence:
@@ -318,6 +334,9 @@ func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 			return false, fmt.Errorf("promoting: primary %s's last manifest (sequence %d): %w", primary, raw.Sequence, err)
 		}
 		position = m.Position
+		if handedOver && m.Batch <= h.Batch {
+			position = h.Position
+		}
 	}
 	created, err := r.inputCreated(ctx)
 	if err != nil {
@@ -335,17 +354,28 @@ func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 	if _, err := b.Commit(); err != nil {
 		return false, err
 	}
-	r.setPromoted()
+	r.setPromoted(natsio.Handover{Partition: r.part, Batch: p.BatchID + 1, Position: position})
 	r.logger.Info("shadow's partition takes over its primary's input position", "old_primary", primary, "position", position)
 	return true, nil
 }
 
-// setPromoted notes that r's partition committed its promotion (see promote), in its
+// primaryHandover is where the primary took r's partition over, when the primary is a
+// promoted shadow (natsio.Record.PrimaryHandovers).
+func (r *runner) primaryHandover() (natsio.Handover, bool) {
+	for _, h := range r.rec.PrimaryHandovers {
+		if h.Partition == r.part {
+			return h, true
+		}
+	}
+	return natsio.Handover{}, false
+}
+
+// setPromoted notes that r's partition committed its promotion at h (see promote), in its
 // status too.
-func (r *runner) setPromoted() {
-	r.shadowIn.promoted = true
+func (r *runner) setPromoted(h natsio.Handover) {
+	r.shadowIn.promoted, r.shadowIn.handover = true, h
 	r.mu.Lock()
-	r.status.Promoted = true
+	r.status.Promoted, r.status.PromotedBatch, r.status.PromotedPosition = true, h.Batch, h.Position
 	r.mu.Unlock()
 	if r.eng != nil {
 		r.publishStatus(context.Background(), true)
@@ -360,6 +390,7 @@ func (r *runner) partitionsPromoted(ctx context.Context) (bool, error) {
 		return false, nil
 	}
 	in.checkedAt = time.Now()
+	in.handovers = []natsio.Handover{in.handover}
 	for q := range r.parts {
 		if q == r.part {
 			continue
@@ -378,7 +409,9 @@ func (r *runner) partitionsPromoted(ctx context.Context) (bool, error) {
 		if !st.Promoted || st.ShadowOf != r.rec.ShadowOf || !st.DeployedAt.Equal(r.rec.DeployedAt) {
 			return false, nil
 		}
+		in.handovers = append(in.handovers, natsio.Handover{Partition: q, Batch: st.PromotedBatch, Position: st.PromotedPosition})
 	}
+	slices.SortFunc(in.handovers, func(a, b natsio.Handover) int { return a.Partition - b.Partition })
 	return true, nil
 }
 
@@ -397,7 +430,8 @@ func (r *runner) inputCreated(ctx context.Context) (int64, error) {
 }
 
 // promotionCommitted tells whether the shadow's state holds a promotion's commit: its input
-// position counts in the input stream (see promote).
+// position counts in the input stream (see promote). When it does, it notes the partition
+// promoted (shadowIn.promoted and handover: the last batch committed is the promotion's).
 func (r *runner) promotionCommitted(ctx context.Context) (bool, error) {
 	p, err := r.ks.Progress()
 	if err != nil {
@@ -407,18 +441,33 @@ func (r *runner) promotionCommitted(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	return p.InputCreated != 0 && p.InputCreated == created, nil
+	if p.InputCreated == 0 || p.InputCreated != created {
+		return false, nil
+	}
+	r.shadowIn.promoted, r.shadowIn.handover = true, natsio.Handover{Partition: r.part, Batch: p.BatchID, Position: p.Position}
+	return true, nil
 }
 
-// promoteOrFault runs promote and tells whether it promoted; an error goes to the status
-// (see fault), and the promotion is tried again after the next fetch.
-func (r *runner) promoteOrFault(ctx context.Context, backoff *time.Duration) bool {
+// promoteOrFault runs promote and tells the loop what next: shadowPromoted once it stored
+// the record, shadowStop after a write of the state failed for good (see
+// stopOnStateError), else shadowFetch: another error goes to the status (see fault) and the
+// promotion is tried again.
+func (r *runner) promoteOrFault(ctx context.Context, backoff *time.Duration) shadowStep {
 	done, err := r.promote(ctx)
-	if err != nil {
+	switch {
+	case done:
+		return shadowPromoted
+	case err != nil && r.stopOnStateError(err):
+		return shadowStop
+	case err != nil:
 		r.fault(ctx, err, backoff)
 	}
-	return done
+	return shadowFetch
 }
+
+// promoteWait is how long a partition that committed its promotion waits before it looks
+// again whether the others did (partitionsPromoted looks at most every primaryCheckEvery).
+const promoteWait = 500 * time.Millisecond
 
 // primaryCheckEvery is how often an idle shadow looks whether its primary is still deployed.
 const primaryCheckEvery = 2 * time.Second

@@ -117,14 +117,29 @@ func TestPartitionedShadowAndPromote(t *testing.T) {
 		t.Fatalf("deploying logincount again after the promote: %v, want ErrShadow", err)
 	}
 	env.waitOwners("logincount-v2", func(o []string) bool { return len(o) == 4 && !slices.Contains(o, "") })
+
+	// At once, before logincount-v2 runs a batch of its own: a shadow of it, promoted. Its
+	// partitions take the position logincount-v2 took over (logincount-v2's manifests so far
+	// count in logincount's manifests stream, not in the partitioned stream).
+	v3 := specFromYAML(t, strings.Replace(partitionedSpec, "name: logincount", "name: logincount-v3", 1))
+	d3, err := env.client.Deploy(ctx, v3, logincountWasm(t), client.AsShadowOf("logincount-v2"))
+	testutil.Require(t, err)
+	if d3.InputOf != "logincount" {
+		t.Fatalf("the shadow of the promoted deployment reads the input of %q, want logincount's", d3.InputOf)
+	}
+	testutil.EventuallyWithin(t, compileDeadline, "logincount-v3's partitions caught up", func() bool {
+		return env.partitionsCaughtUp("logincount-v2", "logincount-v3", 4)
+	})
+	testutil.Require(t, env.client.Promote(pctx, "logincount-v3"))
+	env.waitOwners("logincount-v3", func(o []string) bool { return len(o) == 4 && !slices.Contains(o, "") })
 	round()
-	env.waitCounted(users, 4) // the primary's totals 1..3, then the promoted deployment's 4
+	env.waitCounted(users, 4) // logincount's totals 1..3, then logincount-v3's 4
 	round()
 	env.waitCounted(users, 5)
-	if n := len(env.outputsBy("LOGINCOUNT_OUT", "logincount-v2")); n != 2*len(users) {
+	if n := len(env.outputsBy("LOGINCOUNT_OUT", "logincount-v3")); n != 2*len(users) {
 		t.Errorf("the promoted deployment published %d outputs on logincount.out, want %d", n, 2*len(users))
 	}
-	env.wantCounts("logincount-v2", users, 5)
+	env.wantCounts("logincount-v3", users, 5)
 }
 
 // TestInputsShadowAndPromote: a shadow of a deployment with several inputs (adjoin) reads

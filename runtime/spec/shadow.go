@@ -74,6 +74,8 @@ func (s *Spec) CheckReplayOf(deployment *Spec) error {
 }
 
 // sameInput is why s cannot run of's batches again (see CheckReplayOf), empty when it can.
+// A stream s names must be of's named stream: s reads, and a promoted shadow goes on
+// reading, the streams of has.
 func (s *Spec) sameInput(of *Spec) string {
 	sorted := func(subjects []string) []string { return slices.Sorted(slices.Values(subjects)) }
 	switch {
@@ -89,12 +91,13 @@ func (s *Spec) sameInput(of *Spec) string {
 		}
 		for _, in := range s.Inputs {
 			i := slices.IndexFunc(of.Inputs, func(o NamedInput) bool { return o.Name == in.Name })
-			if i < 0 || !slices.Equal(sorted(in.Subjects), sorted(of.Inputs[i].Subjects)) {
-				return fmt.Sprintf("%s's input %s (%q) is not an input of %s with the same subjects: running %s's batches again needs the same inputs", s.Name, in.Name, in.Subjects, of.Name, of.Name)
+			if i < 0 || !slices.Equal(sorted(in.Subjects), sorted(of.Inputs[i].Subjects)) ||
+				(in.Stream != "" && in.Stream != of.Inputs[i].Stream) {
+				return fmt.Sprintf("%s's input %s (%q, stream %q) is not an input of %s with the same subjects and stream: running %s's batches again needs the same inputs", s.Name, in.Name, in.Subjects, in.Stream, of.Name, of.Name)
 			}
 		}
 	case !slices.Equal(sorted(s.Input.Subjects), sorted(of.Input.Subjects)) ||
-		(s.Input.Stream != "" && of.Input.Stream != "" && s.Input.Stream != of.Input.Stream):
+		(s.Input.Stream != "" && s.Input.Stream != of.Input.Stream):
 		return fmt.Sprintf("%s reads %q (stream %q), %s %q (stream %q): running %s's batches again needs the same input",
 			s.Name, s.Input.Subjects, s.Input.Stream, of.Name, of.Input.Subjects, of.Input.Stream, of.Name)
 	}

@@ -81,6 +81,7 @@ func TestCheckShadowOf(t *testing.T) {
 		{"inputs, another key", inputsPrimarySpec, "key: {field: customer}", "key: {field: buyer}", ""},
 		{"inputs, other subjects", inputsPrimarySpec, `["pay.>"]`, `["pay.card"]`, "same subjects"},
 		{"inputs, renamed", inputsPrimarySpec, "name: pays", "name: payments", "same subjects"},
+		{"inputs, another stream", inputsPrimarySpec, `subjects: ["pay.>"],`, `subjects: ["pay.>"], stream: OTHER,`, "same subjects and stream"},
 		{"inputs against one", inputsPrimarySpec, "inputs:\n  - {name: adds, subjects: [\"carts.add\"], key: {field: user}}\n  - {name: pays, subjects: [\"pay.>\"], key: {field: customer}}", "input: {subjects: [\"carts.add\"]}\nkey: {field: user}", "several inputs and the other"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -96,8 +96,24 @@ type Record struct {
 	// primary reads), and keeps reading them once promoted, so that it goes on exactly where
 	// the primary stopped; deploys keep it. Empty: the deployment's own (Name).
 	InputOf string `json:"input_of,omitempty"`
+	// Handovers, on a promoted shadow, say where each of its partitions took over its old
+	// primary's input: the batch id of the promotion's commit and the input position it
+	// committed. Until a partition records a batch after that one, its manifests hold
+	// positions of the old primary's manifests stream, so a shadow of this deployment takes
+	// the partition's position from here (PrimaryHandovers). Set by promote, kept by deploys.
+	Handovers []Handover `json:"handovers,omitempty"`
+	// PrimaryHandovers, on a shadow, are its primary's Handovers when it was deployed.
+	PrimaryHandovers []Handover `json:"primary_handovers,omitempty"`
 	// Revision is the KV revision, filled on read.
 	Revision uint64 `json:"-"`
+}
+
+// Handover is where a partition of a promoted shadow took over its old primary's input
+// (see [Record].Handovers).
+type Handover struct {
+	Partition int    `json:"partition"`
+	Batch     uint64 `json:"batch"`
+	Position  uint64 `json:"position"`
 }
 
 // Event is one change seen by [Registry.Watch].
