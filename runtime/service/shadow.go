@@ -354,6 +354,15 @@ func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 	if _, err := b.Commit(); err != nil {
 		return false, err
 	}
+	if r.parts > 1 && r.spec.EventTime != nil {
+		// The partitions' shared watermark goes on from the primary's records, not from
+		// none (which would let each partition's first batches move it alone).
+		if wm, err := r.s.watermarks(ctx); err != nil {
+			r.logger.Warn("adopting the primary's watermark records failed", "err", err)
+		} else if err := wm.Adopt(ctx, primary, r.spec.Name, r.part); err != nil {
+			r.logger.Warn("adopting the primary's watermark record failed", "err", err)
+		}
+	}
 	r.setPromoted(natsio.Handover{Partition: r.part, Batch: p.BatchID + 1, Position: position})
 	r.logger.Info("shadow's partition takes over its primary's input position", "old_primary", primary, "position", position)
 	return true, nil

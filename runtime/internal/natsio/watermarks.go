@@ -3,6 +3,7 @@ package natsio
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math"
@@ -286,6 +287,23 @@ func (w *Watermarks) put(key string, p *watermarkPub, rec WatermarkRecord) {
 	}
 	p.sent, p.hasSent = rec, true
 	w.ackRev, w.ackAt = max(w.ackRev, rev), time.Now()
+}
+
+// Adopt puts partition's record of deployment from, as the bucket holds it, as the record of
+// the same partition of deployment to (a promoted shadow takes its old primary's: it ran the
+// same batches to the same max event time); nothing when from has none.
+func (w *Watermarks) Adopt(ctx context.Context, from, to string, partition int) error {
+	e, err := w.kv.Get(ctx, leaseKey(from, partition))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("natsio: %s's watermark record of partition %d: %w", from, partition, err)
+	}
+	if _, err := w.kv.Put(ctx, leaseKey(to, partition), e.Value()); err != nil {
+		return fmt.Errorf("natsio: %s's watermark record of partition %d: %w", to, partition, err)
+	}
+	return nil
 }
 
 // Record returns partition's record of deployment as the watch last delivered it, and

@@ -149,3 +149,22 @@ func TestWatermarks(t *testing.T) {
 		t.Fatal("a put after Close")
 	}
 }
+
+// TestWatermarksAdopt: a deployment adopts another's record of a partition as it is in the
+// bucket, and the watch delivers it; adopting a record that does not exist puts nothing.
+func TestWatermarksAdopt(t *testing.T) {
+	e := newEnv(t)
+	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	w := e.openWatermarks(t, clock)
+	w.Publish("old", 1, WatermarkRecord{MaxEventMs: 42_000, LastRowAt: clock.Now()})
+	eventually(t, 5*time.Second, "old's record stored", func() bool { return w.revision(t, e, "old.1") != 0 })
+	testutil.Require(t, w.Adopt(e.ctx, "old", "new", 1))
+	eventually(t, 5*time.Second, "new's record delivered", func() bool {
+		r, ok := w.Record("new", 1)
+		return ok && r.MaxEventMs == 42_000 && r.LastRowAt.Equal(clock.Now())
+	})
+	testutil.Require(t, w.Adopt(e.ctx, "old", "new", 0))
+	if rev := w.revision(t, e, "new.0"); rev != 0 {
+		t.Fatalf("adopting a record old does not have put one (revision %d)", rev)
+	}
+}
