@@ -47,10 +47,8 @@ type shadowIn struct {
 	more, ended bool
 	// batch is the primary batch cut last (see cut), which runShadowBatch runs.
 	batch shadowBatch
-	// handover is where the partition took over the primary's input, once promoted;
-	// handovers are every partition's, as partitionsPromoted last found them.
-	handover  natsio.Handover
-	handovers []natsio.Handover
+	// handover is where the partition took over the primary's input, once promoted.
+	handover natsio.Handover
 }
 
 // shadowBatch is one primary batch to run again: the messages of its manifests (its first
@@ -79,10 +77,7 @@ func (r *runner) fetched(ctx, after context.Context, msgs []natsio.Msg, idle boo
 	in := r.shadowIn
 	if len(msgs) == 0 && r.rec.Promoting {
 		if !in.more {
-			if step := r.promoteOrFault(ctx, backoff); step != shadowFetch {
-				return nil, step
-			}
-			return nil, shadowFetch
+			return nil, r.promoteOrFault(ctx, backoff)
 		}
 		in.ended = true // the primary stopped between the chunks of a batch
 	}
@@ -268,15 +263,14 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
+	handovers := []natsio.Handover{r.shadowIn.handover}
 	if r.parts > 1 {
-		if all, err := r.partitionsPromoted(ctx); err != nil || !all {
+		var all bool
+		var err error
+		if handovers, all, err = r.partitionsPromoted(ctx); err != nil || !all {
 			r.publishStatus(ctx, false) // promoted, as often as the throttle lets it (a lost put heals)
 			return false, err
 		}
-	}
-	handovers := []natsio.Handover{r.shadowIn.handover}
-	if r.parts > 1 {
-		handovers = r.shadowIn.handovers
 	}
 	primary := r.rec.ShadowOf
 	rec := r.rec
@@ -392,36 +386,37 @@ func (r *runner) setPromoted(h natsio.Handover) {
 }
 
 // partitionsPromoted tells whether every partition of the shadow committed its promotion,
-// by their statuses (see promote); it looks at most every primaryCheckEvery.
-func (r *runner) partitionsPromoted(ctx context.Context) (bool, error) {
+// by their statuses (see promote), and returns where each took over, in partition order; it
+// looks at most every primaryCheckEvery.
+func (r *runner) partitionsPromoted(ctx context.Context) ([]natsio.Handover, bool, error) {
 	in := r.shadowIn
 	if time.Since(in.checkedAt) < primaryCheckEvery {
-		return false, nil
+		return nil, false, nil
 	}
 	in.checkedAt = time.Now()
-	in.handovers = []natsio.Handover{in.handover}
+	handovers := []natsio.Handover{in.handover}
 	for q := range r.parts {
 		if q == r.part {
 			continue
 		}
 		doc, err := r.s.reg.GetStatus(ctx, unitKey(r.spec.Name, q, r.parts))
 		if errors.Is(err, natsio.ErrNotFound) {
-			return false, nil
+			return nil, false, nil
 		}
 		if err != nil {
-			return false, err
+			return nil, false, err
 		}
 		var st client.Status
 		if err := json.Unmarshal(doc, &st); err != nil {
-			return false, fmt.Errorf("promoting: status of partition %d: %w", q, err)
+			return nil, false, fmt.Errorf("promoting: status of partition %d: %w", q, err)
 		}
 		if !st.Promoted || st.ShadowOf != r.rec.ShadowOf || !st.DeployedAt.Equal(r.rec.DeployedAt) {
-			return false, nil
+			return nil, false, nil
 		}
-		in.handovers = append(in.handovers, natsio.Handover{Partition: q, Batch: st.PromotedBatch, Position: st.PromotedPosition})
+		handovers = append(handovers, natsio.Handover{Partition: q, Batch: st.PromotedBatch, Position: st.PromotedPosition})
 	}
-	slices.SortFunc(in.handovers, func(a, b natsio.Handover) int { return a.Partition - b.Partition })
-	return true, nil
+	slices.SortFunc(handovers, func(a, b natsio.Handover) int { return a.Partition - b.Partition })
+	return handovers, true, nil
 }
 
 // inputCreated is the creation time of the shadow's input stream (UnixNano), as a primary's
