@@ -41,7 +41,13 @@ $(GO_MODULES): samples/%.wasm:
 EXTISM_PLUGIN := runtime/bench/testdata/extism/logincount.wasm
 FIXTURES += $(EXTISM_PLUGIN)
 
-fixtures: $(FIXTURES)
+# The hostile-module corpus (runtime/internal/host/hostile): hand-assembled by a Go program.
+HOSTILE_FIXTURES := runtime/internal/host/testdata/hostile
+.PHONY: $(HOSTILE_FIXTURES)
+$(HOSTILE_FIXTURES):
+	$(GO) run ./runtime/internal/host/hostile/gen -dir $@
+
+fixtures: $(FIXTURES) $(HOSTILE_FIXTURES)
 
 .PHONY: $(EXTISM_PLUGIN)
 $(EXTISM_PLUGIN):

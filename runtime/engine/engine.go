@@ -22,6 +22,9 @@ import (
 var (
 	// ErrInvalidModule: the module is not a usable ABI v1 module (wrapped with what is wrong).
 	ErrInvalidModule = host.ErrInvalidModule
+	// ErrLoadLimit: the module declares more than a loading limit allows (wrapped with the
+	// limit and its value; docs/guarantees.md, "The sandbox").
+	ErrLoadLimit = host.ErrLoadLimit
 	// ErrABIVersion: the module was built for an ABI version this runtime does not support.
 	ErrABIVersion = host.ErrABIVersion
 	// ErrModuleInit: the module's initialization failed (its message is wrapped).
@@ -300,6 +303,9 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	if err := sp.Validate(); err != nil {
 		return nil, err
 	}
+	if err := r.ceil.Check(sp); err != nil {
+		return nil, err
+	}
 	logger := cfg.Logger
 	if logger == nil {
 		logger = r.logger
@@ -400,21 +406,10 @@ func initFor(sp *spec.Spec) abi.Init {
 	return init
 }
 
-// hostConfig is the WASM host configuration of spec's module.
+// hostConfig is the WASM host configuration of spec's module on instances instances.
 func (r *Runtime) hostConfig(sp *spec.Spec, wasm []byte, logger *slog.Logger, instances int) host.Config {
-	return host.Config{
-		Wasm:   wasm,
-		Cache:  r.cache,
-		Init:   initFor(sp),
-		Logger: logger,
-		Limits: host.Limits{
-			MemoryBytes:    uint64(sp.Limits.Memory),
-			CallTimeout:    sp.Limits.CallTimeout.Std(),
-			RetryTimeout:   sp.Limits.RetryTimeout.Std(),
-			MaxResultBytes: uint32(min(uint64(sp.Limits.MaxOutputBytes), 1<<31)),
-			Instances:      instances,
-		},
-	}
+	lim, load := r.ceil.hostLimits(sp, instances)
+	return host.Config{Wasm: wasm, Cache: r.cache, Init: initFor(sp), Logger: logger, Limits: lim, Load: load}
 }
 
 func mustPath(s string) rowjson.Path {

@@ -35,6 +35,8 @@ type Options struct {
 	// Logger receives the runtime's and the modules' logs (an engine's Config.Logger
 	// overrides it). Default: slog.Default().
 	Logger *slog.Logger
+	// Ceilings bound what deployments' modules may use (zero fields: the defaults).
+	Ceilings Ceilings
 }
 
 // Runtime holds what deployments share: the compilation cache, the logger, and the running
@@ -43,12 +45,14 @@ type Options struct {
 type Runtime struct {
 	cache  wazero.CompilationCache
 	logger *slog.Logger
+	ceil   Ceilings // with defaults
 	shared sharedModules // the modules engines share (Config.ShareModule)
 }
 
 // New creates a Runtime; the zero Options give an in-memory cache and slog.Default().
 func New(opts Options) (*Runtime, error) {
-	r := &Runtime{logger: opts.Logger}
+	r := &Runtime{logger: opts.Logger, ceil: opts.Ceilings}
+	r.ceil.EnsureDefaults()
 	if r.logger == nil {
 		r.logger = slog.Default()
 	}
@@ -66,6 +70,9 @@ func New(opts Options) (*Runtime, error) {
 	r.cache = c
 	return r, nil
 }
+
+// Ceilings returns the runtime's ceilings, with their defaults.
+func (r *Runtime) Ceilings() Ceilings { return r.ceil }
 
 // Close releases the compilation cache's in-memory part (an on-disk cache stays on disk).
 // Engines must be closed first.

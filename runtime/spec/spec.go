@@ -159,16 +159,17 @@ type LimitsSpec struct {
 	Memory ByteSize `yaml:"memory,omitempty" json:"memory,omitempty"`
 	// CallTimeout bounds one guest call. Default 5s.
 	CallTimeout Duration `yaml:"call_timeout,omitempty" json:"call_timeout,omitempty"`
-	// RetryTimeout bounds the retries of one commit of a batch. When a guest call fails as a
-	// whole (a trap, the call time limit), its keys are retried, alone, to find those that
-	// cause it; from that first failure on, the retries of every call of the commit must end
-	// within RetryTimeout. When it is spent, the retry running is interrupted and the keys
-	// not yet retried fail (under on_error: dead_letter their rows are dead-lettered with
-	// reason handler_error, saying they were not retried). Calls that do not fail are bounded
-	// by CallTimeout alone, so a slow but healthy batch is never cut short, while a handler
-	// that loops for every key costs a commit its first calls' CallTimeout and this, not a
-	// CallTimeout for every key. Default [DefaultRetryTimeoutCalls] (12) times CallTimeout, 1m
-	// with its default; at least CallTimeout.
+	// RetryTimeout bounds the retries of one commit of a batch whose failures cannot be pinned
+	// on a key. When a guest call fails as a whole (a trap, the call time limit), the host
+	// pins the failure: a module that says which key it runs (every SDK of this repository
+	// does) has the key that was running retried alone, and the keys before and after it
+	// together; a key that fails alone is dead-lettered, the others proceed, and these
+	// retries are not bounded by RetryTimeout (each settles a key). A module that does not say
+	// has its keys retried alone, one by one, from the first failure on within RetryTimeout:
+	// when it is spent, the retry running is interrupted and the keys not yet retried fail
+	// (under on_error: dead_letter their rows are dead-lettered with reason handler_error,
+	// saying they were not retried). Default [DefaultRetryTimeoutCalls] (12) times
+	// CallTimeout, 1m with its default; at least CallTimeout.
 	RetryTimeout Duration `yaml:"retry_timeout,omitempty" json:"retry_timeout,omitempty"`
 	// MaxOutputBytes caps what one guest call may return. Default 64MiB.
 	MaxOutputBytes ByteSize `yaml:"max_output_bytes,omitempty" json:"max_output_bytes,omitempty"`

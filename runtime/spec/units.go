@@ -49,6 +49,19 @@ func (d Duration) Std() time.Duration { return time.Duration(d) }
 // ByteSize is a size in bytes written as a number or with a unit: "64MiB", "512KiB", "1GB".
 type ByteSize uint64
 
+// String formats b with the largest binary unit that divides it ("64MiB"), else in bytes.
+func (b ByteSize) String() string {
+	for _, u := range []struct {
+		suffix string
+		mult   uint64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if b > 0 && uint64(b)%u.mult == 0 {
+			return strconv.FormatUint(uint64(b)/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatUint(uint64(b), 10) + "B"
+}
+
 // ParseByteSize parses sizes such as "1048576", "512KiB", "64MiB", "1GiB", "10MB".
 func ParseByteSize(s string) (ByteSize, error) {
 	t := strings.TrimSpace(s)

@@ -48,7 +48,37 @@ type Limits struct {
 	// MaxGroupsPerCall and MaxBytesPerCall cut a batch into chunks.
 	MaxGroupsPerCall int
 	MaxBytesPerCall  int
+	// LogBytesPerCall caps what the module logs (groupstate.log, stdout and stderr) during one
+	// guest call, and during one instance's initialization; the rest of that call's output is
+	// dropped, and one line says so. Default [DefaultLogBytesPerCall] (256 KiB).
+	LogBytesPerCall int
+	// OutputBytesPerBatch caps the bytes one Process or ProcessV2 call's groups emit, all
+	// calls together: a group whose emits would take the total past it fails with
+	// [ErrOutputLimit] (dead-lettered) instead. Default [DefaultOutputBytesPerBatch] (256 MiB).
+	OutputBytesPerBatch int64
+	// StateBytesPerCall and StateBytesPerBatch cap the ABI v2 state writes (the bytes of the
+	// state requests and of the ops in the results) of one guest call and of one ProcessV2:
+	// the request that passes one is refused and its group fails with [ErrStateLimit].
+	// Defaults [DefaultStateBytesPerCall] (64 MiB) and [DefaultStateBytesPerBatch] (256 MiB).
+	StateBytesPerCall  int64
+	StateBytesPerBatch int64
 }
+
+// The defaults of the ceilings of [Limits] that the runtime, not the spec, sets.
+const (
+	DefaultLogBytesPerCall     = 256 << 10
+	DefaultOutputBytesPerBatch = 256 << 20
+	DefaultStateBytesPerCall   = 64 << 20
+	DefaultStateBytesPerBatch  = 256 << 20
+)
+
+// ErrOutputLimit is wrapped by the error of a group whose emits would take its batch's
+// outputs past Limits.OutputBytesPerBatch.
+var ErrOutputLimit = errors.New("the batch's outputs are over the runtime's limit")
+
+// ErrStateLimit is wrapped by the error of a group whose state writes would take its call's
+// or its batch's past Limits.StateBytesPerCall or Limits.StateBytesPerBatch.
+var ErrStateLimit = errors.New("state writes over the runtime's limit")
 
 // Config is everything needed to start a module for one deployment.
 type Config struct {
@@ -65,9 +95,8 @@ type Config struct {
 	Limits Limits
 	// Logger receives the module's stdout, stderr and log calls.
 	Logger *slog.Logger
-	// NoInstrument keeps the module as it is and interrupts calls with wazero's checks
-	// (for comparisons; slower).
-	NoInstrument bool
+	// Load bounds what the module may declare (zero: the defaults).
+	Load LoadLimits
 }
 
 // Host is one deployment's running module: a wazero runtime with the module compiled and a
@@ -87,10 +116,11 @@ type Host struct {
 	// the first instance's handshake in New and never changed after.
 	version uint32
 	decls   []abi.VarDecl
-	wasm    []byte // what is compiled: the module, instrumented when possible
-	// instrumented tells whether the module was rewritten with a stop flag (interrupt.go);
-	// otherwise wazero's WithCloseOnContextDone interrupts calls.
-	instrumented bool
+	// wasm is what is compiled: the module rewritten with interruption checks (interrupt.go).
+	wasm []byte
+	// hasStart tells whether the module had a start section, which the instrumented module
+	// exports as StartExport for each instance to call after instantiation.
+	hasStart bool
 
 	pool chan *instance // idle instances
 	sem  chan struct{}  // one token per instance that may exist
@@ -121,6 +151,18 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	if lim.CallTimeout <= 0 {
 		lim.CallTimeout = 5 * time.Second
 	}
+	if lim.LogBytesPerCall <= 0 {
+		lim.LogBytesPerCall = DefaultLogBytesPerCall
+	}
+	if lim.OutputBytesPerBatch <= 0 {
+		lim.OutputBytesPerBatch = DefaultOutputBytesPerBatch
+	}
+	if lim.StateBytesPerCall <= 0 {
+		lim.StateBytesPerCall = DefaultStateBytesPerCall
+	}
+	if lim.StateBytesPerBatch <= 0 {
+		lim.StateBytesPerBatch = DefaultStateBytesPerBatch
+	}
 	initV1 := cfg.Init
 	initV1.Flags &^= abi.InitHasInputs
 	initV1.Inputs = nil
@@ -134,14 +176,12 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			return nil, fmt.Errorf("runtime: the deployment's input names: %w", err)
 		}
 	}
-	wasm := cfg.Wasm
-	if len(wasm) <= MaxModuleBytes && !cfg.NoInstrument {
-		if w, ok := instrument(wasm); ok {
-			wasm, h.instrumented = w, true
-		}
+	ins, err := instrument(cfg.Wasm, cfg.Load)
+	if err != nil {
+		return nil, err
 	}
-	h.wasm = wasm
-	rc := wazero.NewRuntimeConfig().WithCloseOnContextDone(!h.instrumented)
+	h.wasm, h.hasStart = ins.wasm, ins.hasStart
+	rc := wazero.NewRuntimeConfig()
 	if cfg.Cache != nil {
 		rc = rc.WithCompilationCache(cfg.Cache)
 	}
@@ -178,20 +218,10 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	return h, nil
 }
 
-// MaxModuleBytes caps the size of a module. The Go SDK's modules are about 3.5 MB; the cap
-// keeps a mistaken or hostile upload from taking the compiler's time and memory.
-const MaxModuleBytes = 64 << 20
-
 func (h *Host) setup(ctx context.Context) error {
-	if n := len(h.cfg.Wasm); n > MaxModuleBytes {
-		return fmt.Errorf("%w: the module is %d bytes; the limit is %d bytes (64 MiB)", ErrInvalidModule, n, MaxModuleBytes)
-	}
-	if len(h.cfg.Wasm) < 8 || string(h.cfg.Wasm[:4]) != "\x00asm" {
-		return fmt.Errorf("%w: not a WebAssembly binary (it does not start with \\0asm)", ErrInvalidModule)
-	}
-	compiled, err := h.rt.CompileModule(ctx, h.wasm)
+	compiled, err := compile(ctx, h.rt, h.wasm, h.cfg.Load.withDefaults().CompileTimeout)
 	if err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidModule, err)
+		return err
 	}
 	if err := validate(compiled); err != nil {
 		return err
@@ -214,6 +244,57 @@ func (h *Host) setup(ctx context.Context) error {
 	return err
 }
 
+// compile compiles wasm within timeout. wazero's compiler cannot be interrupted: past the
+// timeout the compilation goes on in the background (the loading limits bound how long), and
+// its result is dropped; the caller gets ErrLoadLimit at once. Compilations run one at a
+// time per process (compileSlot), so modules that take the compiler long never hold more
+// than one core.
+func compile(ctx context.Context, rt wazero.Runtime, wasm []byte, timeout time.Duration) (wazero.CompiledModule, error) {
+	type result struct {
+		cm  wazero.CompiledModule
+		err error
+	}
+	done := make(chan result, 1)
+	timer := time.NewTimer(timeout)
+	defer timer.Stop()
+	select {
+	case compileSlot <- struct{}{}:
+	case <-timer.C:
+		return nil, fmt.Errorf("%w: waited %s for another module's compilation to finish; the compile timeout is %s", ErrLoadLimit, timeout, timeout)
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	go func() {
+		defer func() { <-compileSlot }()
+		cm, err := rt.CompileModule(context.WithoutCancel(ctx), wasm)
+		done <- result{cm, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrInvalidModule, r.err)
+		}
+		return r.cm, nil
+	case <-timer.C:
+		go func() { // close what the abandoned compilation makes
+			if r := <-done; r.err == nil {
+				_ = r.cm.Close(context.Background())
+			}
+		}()
+		return nil, fmt.Errorf("%w: compiling the module took longer than the compile timeout of %s", ErrLoadLimit, timeout)
+	case <-ctx.Done():
+		go func() {
+			if r := <-done; r.err == nil {
+				_ = r.cm.Close(context.Background())
+			}
+		}()
+		return nil, ctx.Err()
+	}
+}
+
+// compileSlot lets one module compile at a time in the process.
+var compileSlot = make(chan struct{}, 1)
+
 // Process implements handler.Handler: it cuts the call into chunks and runs them on pooled
 // instances in parallel, their retries within Limits.RetryTimeout. It returns an error only
 // when ctx ends (wrapping ctx.Err(); the call running is interrupted) or the host is
@@ -221,9 +302,10 @@ func (h *Host) setup(ctx context.Context) error {
 func (h *Host) Process(ctx context.Context, call *handler.Call, results []handler.Result) error {
 	budget := &retryBudget{d: h.cfg.Limits.RetryTimeout}
 	defer budget.stop()
+	out := &outputBudget{limit: h.cfg.Limits.OutputBytesPerBatch}
 	chunks := h.chunks(call)
 	if len(chunks) == 1 {
-		return h.runChunk(ctx, budget, call, chunks[0], results)
+		return h.runChunk(ctx, budget, call, chunks[0], results, out)
 	}
 	var wg sync.WaitGroup
 	errs := make([]error, len(chunks))
@@ -231,7 +313,7 @@ func (h *Host) Process(ctx context.Context, call *handler.Call, results []handle
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			errs[i] = h.runChunk(ctx, budget, call, c, results)
+			errs[i] = h.runChunk(ctx, budget, call, c, results, out)
 		}()
 	}
 	wg.Wait()
@@ -279,79 +361,168 @@ func cut(n, per, maxBytes int, size func(i int) int) []span {
 	return out
 }
 
-// runChunk runs one chunk on one instance. When the guest call fails as a whole (trap, time
-// limit, memory limit, malformed result), the instance is replaced and the groups are retried
-// alone, so the failure is pinned on the groups that cause it and the others proceed. Once a
-// group's call alone exceeded the time limit (a group that loops, say), the groups after it
-// are called together again: a chunk with one looping key costs two call timeouts, not one per
-// group after it. The retries run within budget (Limits.RetryTimeout, shared by the chunks of
-// the Process, from the first failure on): when it is spent, the retry running is interrupted
-// and the groups not retried fail, so a handler that loops for every key costs the first
-// call's time limit and the budget, not a call timeout per key.
-func (h *Host) runChunk(ctx context.Context, budget *retryBudget, call *handler.Call, s span, results []handler.Result) error {
+// runChunk runs one chunk on one instance, and when the guest call fails as a whole (trap,
+// time limit, memory limit, malformed result) settles its groups (settle) so the failure is
+// pinned on the groups that cause it and the others proceed.
+func (h *Host) runChunk(ctx context.Context, budget *retryBudget, call *handler.Call, s span, results []handler.Result, out *outputBudget) error {
 	groups, res := call.Groups[s.lo:s.hi], results[s.lo:s.hi]
 	run := func(ctx context.Context, lo, hi int) error {
 		sub := &handler.Call{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: groups[lo:hi]}
 		err := h.withInstance(ctx, func(in *instance) error { return in.process(ctx, sub, res[lo:hi], h.cfg.Limits) })
 		if err != nil {
 			handler.FailAll(res[lo:hi], err) // replaced if the groups are retried
+			return err
 		}
-		return err
+		for i := lo; i < hi; i++ {
+			if r := &res[i]; r.Err == nil {
+				if err := out.take(emitted(r.Emits)); err != nil {
+					*r = handler.Result{Err: err}
+				}
+			}
+		}
+		return nil
 	}
 	fail := func(lo, hi int, err error) { handler.FailAll(res[lo:hi], err) }
-	return h.retryAlone(ctx, budget, len(groups), run, fail)
+	return h.settle(ctx, budget, 0, len(groups), run(ctx, 0, len(groups)), true, run, fail)
 }
 
-// retryAlone runs the n groups of a chunk with one call of run, and when that call fails as a
-// whole, retries them as runChunk says, with fail recording the failure of the groups that are
-// not retried (or whose retry the budget interrupted). run records the outcome of its groups,
-// the failure of a whole call included.
-func (h *Host) retryAlone(ctx context.Context, budget *retryBudget, n int, run func(ctx context.Context, lo, hi int) error, fail func(lo, hi int, err error)) error {
-	cause := run(ctx, 0, n) // the last failure, for the errors of groups not retried
+// settle settles the groups [lo, hi) of a chunk whose call failed with err (nil: nothing to
+// do), with run running a span of them in one call and recording the outcome of its groups
+// (the failure of a whole call included), and fail recording the failure of groups that are
+// not run again.
+//
+// When the guest said which group it was running when the call failed (a suspect), the
+// suspect runs again alone, and the groups before and after it run again together, each of
+// the three in a call of its own (at once when parallel): a suspect that fails alone is the
+// culprit, and no other group is blamed for it; a suspect that succeeds alone was innocent (a
+// call of many slow groups that overran its time limit, say) and its result stands. Pinned
+// this way, every failed call settles at least one group, so a batch with k culprits costs
+// at most about 2k failed calls, whatever Limits.RetryTimeout says, and no healthy group is
+// ever failed for another's fault.
+//
+// When the guest did not say (a module that announces no groups, or a failure outside any
+// group), retryAlone runs the groups again one by one, within budget.
+func (h *Host) settle(ctx context.Context, budget *retryBudget, lo, hi int, err error, parallel bool, run func(ctx context.Context, lo, hi int) error, fail func(lo, hi int, err error)) error {
 	switch {
-	case cause == nil:
+	case err == nil:
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err()
-	case n == 1:
-		return nil
+	case hi-lo == 1:
+		return nil // the group failed alone: run recorded it
 	}
+	c, ok := suspect(err, hi-lo)
+	if !ok {
+		return h.retryAlone(ctx, budget, lo, hi, run, fail)
+	}
+	c += lo
+	spans := []span{{c, c + 1}}
+	if lo < c {
+		spans = append(spans, span{lo, c})
+	}
+	if c+1 < hi {
+		spans = append(spans, span{c + 1, hi})
+	}
+	errs := make([]error, len(spans))
+	one := func(i int) {
+		s := spans[i]
+		errs[i] = h.settle(ctx, budget, s.lo, s.hi, run(ctx, s.lo, s.hi), parallel, run, fail)
+	}
+	if !parallel {
+		for i := range spans {
+			one(i)
+		}
+		return errors.Join(errs...)
+	}
+	var wg sync.WaitGroup
+	for i := range spans {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			one(i)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// retryAlone runs the groups [lo, hi) of a chunk, whose call failed without saying which
+// group it was running, again one by one, so the failure is pinned on the groups that cause
+// it. Once a group's call alone exceeded the time limit (a group that loops, say), the groups
+// after it are called together again: a chunk with one looping key costs two call timeouts,
+// not one per group after it; a failure of that call is settled (settle) like any other. The
+// retries run within budget (Limits.RetryTimeout, shared by the chunks of the Process, from
+// the first failure on): when it is spent, the retry running is interrupted and the groups
+// not retried fail, so a handler that loops for every key without announcing its groups costs
+// the first call's time limit and the budget, not a call timeout per key.
+func (h *Host) retryAlone(ctx context.Context, budget *retryBudget, lo, hi int, run func(ctx context.Context, lo, hi int) error, fail func(lo, hi int, err error)) error {
 	retry := budget.start(ctx)
-	together := false // the next call is of every group left, not of one alone
-	for lo := 0; lo < n; {
+	var cause error // the last failure, for the errors of groups not retried
+	for lo < hi {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
 		if retry.Err() != nil {
-			fail(lo, n, h.budgetError("not retried", cause))
+			fail(lo, hi, h.budgetError("not retried", cause))
 			return nil
 		}
-		hi := lo + 1
-		if together {
-			hi = n
-		}
-		err := run(retry, lo, hi)
+		err := run(retry, lo, lo+1)
 		switch {
 		case err == nil:
-			lo = hi
+			lo++
 			continue
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case retry.Err() != nil:
 			// The budget ran out during the retry (or while it waited for an instance).
-			fail(lo, hi, h.budgetError("the retry was interrupted", cause))
-			fail(hi, n, h.budgetError("not retried", cause))
+			fail(lo, lo+1, h.budgetError("the retry was interrupted", cause))
+			fail(lo+1, hi, h.budgetError("not retried", cause))
 			return nil
 		}
 		cause = err
-		if hi-lo > 1 {
-			together = false // retry each group alone
-			continue
-		}
 		lo++
-		together = errors.Is(err, ErrTimeLimit)
+		if errors.Is(err, ErrTimeLimit) && lo < hi {
+			// The groups after a looping one, together again.
+			return h.settle(ctx, budget, lo, hi, run(retry, lo, hi), false, run, fail)
+		}
 	}
 	return nil
+}
+
+// outputBudget is what the groups of one Process may still emit (Limits.OutputBytesPerBatch).
+// The chunks of a Process take from it as their calls succeed, so when they run in parallel
+// which group passes the limit first depends on the order they finish.
+type outputBudget struct {
+	mu    sync.Mutex
+	limit int64
+	used  int64
+}
+
+// take spends n bytes for one group, or returns the group's error when they do not fit.
+func (b *outputBudget) take(n int64) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.used+n > b.limit {
+		return fmt.Errorf("%w: its outputs (%d bytes) would take the batch's past the limit of %d bytes (serve --max-batch-output)", ErrOutputLimit, n, b.limit)
+	}
+	b.used += n
+	return nil
+}
+
+// refund gives back n bytes a group took and then lost (its state writes were refused).
+func (b *outputBudget) refund(n int64) {
+	b.mu.Lock()
+	b.used -= n
+	b.mu.Unlock()
+}
+
+// emitted is the size of a group's emits.
+func emitted(emits [][]byte) int64 {
+	var n int64
+	for _, e := range emits {
+		n += int64(len(e))
+	}
+	return n
 }
 
 // retryBudget is the time the chunks of one Process may spend retrying: it starts with the

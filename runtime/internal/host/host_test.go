@@ -63,7 +63,7 @@ func TestRefusedModules(t *testing.T) {
 		msg  string
 	}{
 		{"not wasm", []byte("hello, I am not a module"), ErrInvalidModule, "not a WebAssembly binary"},
-		{"too large", append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, MaxModuleBytes)...), ErrInvalidModule, "the limit is 67108864 bytes"},
+		{"too large", append([]byte("\x00asm\x01\x00\x00\x00"), make([]byte, MaxModuleBytes)...), ErrLoadLimit, "the module size limit is 67108864"},
 		{"empty", nil, ErrInvalidModule, "not a WebAssembly binary"},
 		{"truncated", []byte("\x00asm\x01\x00\x00\x00\x01\x05"), ErrInvalidModule, "invalid module"},
 		{"missing gs_process", withoutExport("gs_process").bytes(), ErrInvalidModule, `missing export "gs_process" with signature (i32, i32) -> (i64)`},
@@ -76,7 +76,7 @@ func TestRefusedModules(t *testing.T) {
 		{"host function signature", badHostSig.bytes(), ErrInvalidModule, "imports groupstate.log with signature (i32) -> (), want (i32, i32, i32) -> ()"},
 		{"ABI version 3", stubModule(3).bytes(), ErrABIVersion, "the module implements ABI version 3; this runtime supports versions 1 and 2"},
 		{"ABI version 0", stubModule(0).bytes(), ErrABIVersion, "ABI version 0"},
-		{"start traps", trapStart.bytes(), ErrInit, "instantiating"},
+		{"_initialize traps", trapStart.bytes(), ErrInit, "_initialize: module trapped"},
 		{"init result outside memory", stubModule(1).bytes(), ErrInit, "gs_alloc"},
 	}
 	for _, tc := range tests {
@@ -196,13 +196,13 @@ func TestInstrumentSamples(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		out, ok := instrument(wasm)
-		if !ok {
-			t.Errorf("%s: not instrumented", p)
+		out, err := instrument(wasm, LoadLimits{})
+		if err != nil {
+			t.Errorf("%s: not instrumented: %v", p, err)
 			continue
 		}
-		again, _ := instrument(wasm)
-		if !bytes.Equal(out, again) {
+		again, _ := instrument(wasm, LoadLimits{})
+		if !bytes.Equal(out.wasm, again.wasm) {
 			t.Errorf("%s: instrumenting is not deterministic", p)
 		}
 		h, err := New(context.Background(), testConfig(wasm))
@@ -213,7 +213,7 @@ func TestInstrumentSamples(t *testing.T) {
 			t.Errorf("%s: %v", p, err)
 			continue
 		}
-		if !h.instrumented {
+		if !bytes.Equal(h.wasm, out.wasm) {
 			t.Errorf("%s: host did not use the instrumented module", p)
 		}
 		h.Close(context.Background())
@@ -230,11 +230,11 @@ func TestInterruptLoop(t *testing.T) {
 	// The stub's gs_alloc returns 0, which fails every call before gs_process; test invoke
 	// directly on an instance instead.
 	h := &Host{cfg: cfg}
-	wasm, ok := instrument(cfg.Wasm)
-	if !ok {
-		t.Fatal("not instrumented")
+	ins, err := instrument(cfg.Wasm, LoadLimits{})
+	if err != nil {
+		t.Fatal(err)
 	}
-	h.wasm, h.instrumented = wasm, true
+	h.wasm = ins.wasm
 	h.rt = wazero.NewRuntimeWithConfig(context.Background(), wazero.NewRuntimeConfig())
 	defer h.rt.Close(context.Background())
 	compiled, err := h.rt.CompileModule(context.Background(), h.wasm)
@@ -246,8 +246,7 @@ func TestInterruptLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &instance{mod: mod, stack: make([]uint64, 2)}
-	in.stop = mod.ExportedGlobal(StopGlobal).(api.MutableGlobal)
+	in := rawInstance(mod)
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	// Garbage collections while the guest loops: compiled code has no safepoints, so a loop
@@ -312,13 +311,14 @@ func TestInstrumentBulkMemory(t *testing.T) {
 		{export: "count", results: []byte{tI32}, body: count},
 		{export: "spin", body: spin},
 	}}
-	wasm, ok := instrument(m.bytes())
-	if !ok {
-		t.Fatal("a module with memory.copy and memory.fill was not instrumented")
+	ins, err := instrument(m.bytes(), LoadLimits{})
+	if err != nil {
+		t.Fatalf("a module with memory.copy and memory.fill was not instrumented: %v", err)
 	}
+	wasm := ins.wasm
 	// Each loop, and nothing else, got a check right after its block type. The module has no
 	// globals of its own, so the added stop flag is global 0 and the counter global 1.
-	check := loopCheck(0, 1)
+	check := check(0, 1)
 	for _, f := range m.funcs {
 		var want []byte
 		rest := f.body
@@ -350,11 +350,17 @@ func TestInstrumentBulkMemory(t *testing.T) {
 			t.Errorf("%s() = %v, %v; want %#x", name, got, err, want)
 		}
 	}
-	in := &instance{mod: mod, stack: make([]uint64, 2)}
-	in.stop = mod.ExportedGlobal(StopGlobal).(api.MutableGlobal)
+	in := rawInstance(mod)
 	tctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if err := in.invoke(tctx, mod.ExportedFunction("spin")); !errors.Is(err, ErrTimeLimit) {
 		t.Fatalf("spin: %v, want the time limit", err)
 	}
+}
+
+// rawInstance is an instance of an instrumented module instantiated by a test itself.
+func rawInstance(mod api.Module) *instance {
+	return &instance{mod: mod, stack: make([]uint64, 2),
+		stop:   mod.ExportedGlobal(StopGlobal).(api.MutableGlobal),
+		frames: mod.ExportedGlobal(StackGlobal).(api.MutableGlobal), stackMax: DefaultStackBytes}
 }

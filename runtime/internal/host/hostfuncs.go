@@ -38,7 +38,50 @@ func (h *Host) guestLog(ctx context.Context, m api.Module, stack []uint64) {
 		return
 	}
 	cs, _ := ctx.Value(callStateKey{}).(*callState)
+	if in, _ := ctx.Value(instanceKey{}).(*instance); in != nil && !in.logs.take(len(msg)) {
+		return
+	}
 	h.cfg.Logger.Log(ctx, level, string(msg), "key", cs.key())
+}
+
+// instanceKey is the context key of the instance a guest call runs on.
+type instanceKey struct{}
+
+// logBudget is what an instance may still log in the current call or initialization
+// (Limits.LogBytesPerCall), and what it dropped beyond that.
+type logBudget struct {
+	mu      sync.Mutex
+	left    int
+	dropped int
+}
+
+// reset gives the next call n bytes and returns what the last one dropped.
+func (b *logBudget) reset(n int) (dropped int) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	dropped, b.left, b.dropped = b.dropped, n, 0
+	return dropped
+}
+
+// take spends n bytes, or tells that they are to be dropped.
+func (b *logBudget) take(n int) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if n > b.left {
+		b.left = 0
+		b.dropped += n
+		return false
+	}
+	b.left -= n
+	return true
+}
+
+// endLogs ends a call's log budget: when the call logged more than the limit, one line says
+// how much was dropped.
+func (in *instance) endLogs(limit int) {
+	if dropped := in.logs.reset(limit); dropped > 0 {
+		in.logger.Warn("the module logged more than the limit of one call; the rest was dropped", "limit_bytes", limit, "dropped_bytes", dropped, "key", in.current.Load().key())
+	}
 }
 
 // logWriter receives a module's stdout or stderr and logs it line by line, tagged with the key
@@ -68,6 +111,9 @@ func (w *logWriter) firstLine() string {
 }
 
 func (w *logWriter) Write(p []byte) (int, error) {
+	if !w.in.logs.take(len(p)) {
+		return len(p), nil
+	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.buf = append(w.buf, p...)
@@ -146,6 +192,10 @@ func guestState(ctx context.Context, m api.Module, stack []uint64) {
 	}
 	if cs.refused[g] != nil {
 		return // the group failed already: nothing more of it is applied
+	}
+	if err := cs.state.take(g, int64(reqLen)); err != nil {
+		cs.refuse(g, err)
+		return
 	}
 	req, ok := m.Memory().Read(reqPtr, reqLen)
 	if !ok {

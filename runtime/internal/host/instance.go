@@ -26,12 +26,15 @@ type instance struct {
 	processFn api.Function
 	stack     []uint64
 	logger    *slog.Logger
-	stop      api.MutableGlobal         // the stop flag of an instrumented module; nil otherwise
+	stop      api.MutableGlobal         // the stop flag (interrupt.go)
+	frames    api.MutableGlobal         // the estimate of the call stack's size (interrupt.go)
+	stackMax  uint32                    // LoadLimits.StackBytes
 	cell      uint32                    // the group cell of a v1 module (gs_group_cell); 0: none
 	current   atomic.Pointer[callState] // the call in progress, for the module's output, clocks and random source
 	env       *guestEnv                 // the module's clocks and random source
 	out       *logWriter
 	errOut    *logWriter
+	logs      logBudget // what the current call may still log
 }
 
 // callState is what host functions and the log writers see of the call in progress.
@@ -52,6 +55,7 @@ type callState struct {
 	begun    []bool  // per group: group_begin was called for it
 	refused  []error // per group: why its state was refused (the group fails with it)
 	answers  []byte  // the answers of the last state request
+	state    *stateBudget
 }
 
 // groupIndex returns the index of the group the guest said it is running, through its group
@@ -102,28 +106,37 @@ func (h *Host) newInstance(ctx context.Context) (*instance, error) {
 		WithStderr(in.errOut)
 	in.env = newGuestEnv(in, h.cfg.Init.Name)
 	mc = in.env.configure(mc)
-	if h.instrumented {
-		mc = mc.WithStartFunctions() // run below, where the stop flag can interrupt it
-	} else {
-		mc = mc.WithStartFunctions(abi.ExportInitialize)
-	}
-	ictx, cancel := context.WithTimeout(ctx, h.cfg.Limits.CallTimeout)
+	// The start function and _initialize run below, where the stop flag can interrupt them;
+	// instantiation itself only lays out memory, tables and globals.
+	mc = mc.WithStartFunctions()
+	in.logs.reset(h.cfg.Limits.LogBytesPerCall)
+	defer in.endLogs(h.cfg.Limits.LogBytesPerCall)
+	ictx, cancel := context.WithTimeout(context.WithValue(ctx, instanceKey{}, in), h.cfg.Limits.CallTimeout)
 	defer cancel()
 	mod, err := h.rt.InstantiateModule(ictx, h.compiled, mc)
 	if err != nil {
 		return nil, fmt.Errorf("%w: instantiating: %v", ErrInit, describeTrap(err))
 	}
 	in.mod = mod
-	if h.instrumented {
-		in.stop, _ = mod.ExportedGlobal(StopGlobal).(api.MutableGlobal)
-		if in.stop == nil {
-			mod.Close(ctx)
-			return nil, fmt.Errorf("%w: the instrumented module lost its stop flag", ErrInit)
+	in.stop, _ = mod.ExportedGlobal(StopGlobal).(api.MutableGlobal)
+	in.frames, _ = mod.ExportedGlobal(StackGlobal).(api.MutableGlobal)
+	in.stackMax = uint32(h.cfg.Load.withDefaults().StackBytes)
+	if in.stop == nil || in.frames == nil {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("%w: the instrumented module lost its stop flag", ErrInit)
+	}
+	for _, name := range []string{StartExport, abi.ExportInitialize} {
+		if name == StartExport && !h.hasStart {
+			continue
 		}
-		if f := mod.ExportedFunction(abi.ExportInitialize); f != nil {
+		if f := mod.ExportedFunction(name); f != nil {
 			if err := in.invoke(ictx, f); err != nil {
 				mod.Close(ctx)
-				return nil, fmt.Errorf("%w: instantiating: %v", ErrInit, describeTrap(err))
+				what := name
+				if name == StartExport {
+					what = "the start function"
+				}
+				return nil, fmt.Errorf("%w: %s: %v", ErrInit, what, describeTrap(err))
 			}
 		}
 	}
@@ -250,17 +263,40 @@ func (in *instance) runProcess(ctx context.Context, cs *callState, size int, enc
 	cs.group.Store(-1)
 	in.current.Store(cs)
 	defer in.current.Store(nil)
-	cctx, cancel := context.WithTimeout(context.WithValue(ctx, callStateKey{}, cs), lim.CallTimeout)
+	cctx, cancel := context.WithTimeout(context.WithValue(context.WithValue(ctx, callStateKey{}, cs), instanceKey{}, in), lim.CallTimeout)
 	defer cancel()
+	in.logs.reset(lim.LogBytesPerCall)
+	defer in.endLogs(lim.LogBytesPerCall)
 	in.errOut.startCall()
 	out, err := in.call(cctx, in.processFn, size, lim.MaxResultBytes, encode)
 	if err != nil {
 		if line := in.errOut.firstLine(); line != "" {
-			return nil, fmt.Errorf("%w (stderr: %s)", err, line)
+			err = fmt.Errorf("%w (stderr: %s)", err, line)
 		}
-		return nil, err
+		return nil, &callFailure{group: cs.groupIndex(), err: err}
 	}
 	return out, nil
+}
+
+// callFailure is the error of a guest call that failed as a whole, with the index of the
+// group the guest said it was running when it failed (its group cell, or its last
+// group_begin; -1 or out of range: none).
+type callFailure struct {
+	group int
+	err   error
+}
+
+func (f *callFailure) Error() string { return f.err.Error() }
+func (f *callFailure) Unwrap() error { return f.err }
+
+// suspect returns the index, below n, of the group that was running when the call of err
+// failed, if the guest said which.
+func suspect(err error, n int) (int, bool) {
+	var f *callFailure
+	if errors.As(err, &f) && f.group >= 0 && f.group < n {
+		return f.group, true
+	}
+	return 0, false
 }
 
 // process runs one guest call for sub. An error means the instance is no longer usable.
@@ -288,14 +324,11 @@ func (in *instance) close(ctx context.Context) {
 	_ = in.mod.Close(ctx)
 }
 
-// invoke calls fn with the instance's stack. An instrumented module is interrupted through
-// its stop flag when ctx is done (its deadline passed or it was canceled); others through
-// wazero's own checks (WithCloseOnContextDone).
+// invoke calls fn with the instance's stack. The guest is interrupted through its stop flag
+// when ctx is done (its deadline passed or it was canceled).
 func (in *instance) invoke(ctx context.Context, fn api.Function) error {
-	if in.stop == nil {
-		return fn.CallWithStack(ctx, in.stack)
-	}
 	in.stop.Set(0)
+	in.frames.Set(0)
 	var once sync.Once
 	var fired atomic.Bool
 	stopWatching := context.AfterFunc(ctx, func() {
@@ -313,12 +346,19 @@ func (in *instance) invoke(ctx context.Context, fn api.Function) error {
 		}
 		return context.Canceled
 	}
+	if err != nil && uint32(in.frames.Get()) > in.stackMax {
+		return fmt.Errorf("%w: the call stack passed the runtime's limit of %d bytes", ErrStackOverflow, in.stackMax)
+	}
 	return err
 }
 
+// ErrStackOverflow is the error of a guest call whose call stack passed its limit
+// (LoadLimits.StackBytes).
+var ErrStackOverflow = errors.New("module trapped: stack overflow")
+
 // describeTrap turns wazero's errors into messages that say what happened.
 func describeTrap(err error) error {
-	if errors.Is(err, ErrTimeLimit) || errors.Is(err, context.Canceled) {
+	if errors.Is(err, ErrTimeLimit) || errors.Is(err, context.Canceled) || errors.Is(err, ErrStackOverflow) {
 		return err
 	}
 	var exit *sys.ExitError

@@ -2,223 +2,281 @@ package host
 
 import (
 	"errors"
+	"fmt"
 )
 
-// Interrupting guest calls.
+// Interrupting guest code.
 //
-// wazero's WithCloseOnContextDone makes a call stoppable by leaving compiled code at every
-// loop header, which costs about 3x in guest time (RATIONALE.md). Instead, instrument rewrites
-// the module once, at load time: it adds two mutable i32 globals, a stop flag exported as
-// [StopGlobal] and an iteration counter, and at the start of every loop body inserts
-// [loopCheck]: count down, and every [fuelPerYield] iterations leave compiled code for a
-// moment (so the Go runtime can preempt the goroutine) and trap if the stop flag is set.
+// A guest goroutine running compiled code cannot be preempted by the Go scheduler: compiled
+// code has no safepoints, so code that never returns to Go stalls the next stop-the-world (a
+// garbage collection) and with it every goroutine of the process. wazero's
+// WithCloseOnContextDone leaves compiled code at loop headers only, so branching recursion
+// escapes it, and it costs about 3x in guest time (RATIONALE.md). Instead, instrument rewrites
+// the module once, at load time, the way wasmtime's epoch interruption works: it adds two
+// mutable i32 globals, a stop flag exported as [StopGlobal] and a counter, and inserts
+// [check] at the start of every loop body and at the entry of every function that calls
+// another (a function that calls nothing runs at most its own length, loops aside, so every
+// unbounded execution passes one of the two: a loop or a chain of calls). The check counts
+// down and, every [fuelPerYield] passes, leaves compiled code for a moment (so the goroutine
+// can be preempted) and traps if the stop flag is set. The host sets the flag when a call's
+// deadline passes or its context is done.
 //
-// The host sets the flag when a call's deadline passes (or its context is done), and the
-// guest traps within fuelPerYield iterations. Code without loops ends by itself (recursion
-// ends in a stack overflow trap). A module that uses an instruction the scanner does not know
-// is left as it is, and the host falls back to wazero's checks.
+// The module's start function, which wazero would run inside instantiation where no flag can
+// be set yet, is turned into an export ([StartExport]) that the host calls, within the time
+// limit, right after instantiation, as the start section would have. A module the
+// instrumenter cannot rewrite (an instruction it does not know, a malformed body) is refused:
+// no module runs without the checks.
 
 // StopGlobal is the name under which instrumented modules export the stop flag.
 const StopGlobal = "__groupstate_stop"
 
-var errUnknownInstruction = errors.New("host: instruction not known to the instrumenter")
+// StackGlobal is the name under which instrumented modules export the estimate of their call
+// stack's size (LoadLimits.StackBytes), which the host resets before each call.
+const StackGlobal = "__groupstate_stack"
 
-// instrument returns wasm with stop checks at loop headers, or ok=false when it cannot (an
-// unknown instruction or section layout); the result is deterministic in its input.
-func instrument(wasm []byte) (out []byte, ok bool) {
+// StartExport is the name under which instrumented modules export their start function (the
+// function of their start section, which the instrumented module no longer has).
+const StartExport = "__groupstate_start"
+
+// errUnknownInstruction is wrapped by the error of a body with an instruction the scanner
+// does not know.
+var errUnknownInstruction = errors.New("an instruction the runtime's instrumenter does not know")
+
+// instrumented is a module rewritten with interruption checks.
+type instrumented struct {
+	wasm     []byte // the rewritten module
+	hasStart bool   // it exports StartExport, to be called after instantiation
+}
+
+// instrument checks wasm against lim (loading.go) and rewrites it with interruption checks.
+// The result is deterministic in its input. An error wraps ErrInvalidModule (a module that
+// cannot be rewritten) or ErrLoadLimit (a module beyond a limit) and says why.
+func instrument(wasm []byte, lim LoadLimits) (res instrumented, err error) {
 	defer func() {
-		if recover() != nil { // a malformed module: let the compiler report it
-			out, ok = nil, false
+		if r := recover(); r != nil { // a truncated or malformed module
+			res, err = instrumented{}, fmt.Errorf("%w: malformed module: %v", ErrInvalidModule, r)
 		}
 	}()
-	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" || wasm[4] != 1 {
-		return nil, false
+	lim = lim.withDefaults()
+	if len(wasm) > lim.ModuleBytes {
+		return res, lim.exceeded("the module is %d bytes", len(wasm), "module size", lim.ModuleBytes)
 	}
-	type section struct {
-		id      byte
-		content []byte
+	if len(wasm) < 8 || string(wasm[:4]) != "\x00asm" {
+		return res, fmt.Errorf("%w: not a WebAssembly binary (it does not start with \\0asm)", ErrInvalidModule)
 	}
-	var sections []section
-	r := &wreader{b: wasm, off: 8}
-	for r.off < len(r.b) {
-		id := r.byte()
-		n := int(r.u32())
-		sections = append(sections, section{id, r.bytes(n)})
+	if wasm[4] != 1 || wasm[5] != 0 || wasm[6] != 0 || wasm[7] != 0 {
+		return res, fmt.Errorf("%w: WebAssembly binary version %x, want 1", ErrInvalidModule, wasm[4:8])
 	}
-	importedGlobals, globals := uint32(0), uint32(0)
-	hasGlobalSection := false
-	for _, s := range sections {
-		switch s.id {
-		case 2:
-			importedGlobals = countImportedGlobals(s.content)
-		case 6:
-			hasGlobalSection = true
-			globals = (&wreader{b: s.content}).u32()
-		case 7:
-			if exportsName(s.content, StopGlobal) {
-				return nil, false
-			}
-		}
+	sections := splitSections(wasm)
+	m, err := scanDeclarations(sections, lim)
+	if err != nil {
+		return res, err
 	}
-	stop := importedGlobals + globals
-	fuel := stop + 1
+	g := globals{stop: m.importedGlobals + m.globals}
+	g.counter, g.stack = g.stop+1, g.stop+2
 	newGlobals := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b} // stop: i32, mutable, i32.const 0, end
-	newGlobals = append(newGlobals, 0x7f, 0x01, 0x41)  // fuel: i32, mutable, i32.const N, end
+	newGlobals = append(newGlobals, 0x7f, 0x01, 0x41)  // counter: i32, mutable, i32.const N, end
 	newGlobals = appendSleb(newGlobals, fuelPerYield)
 	newGlobals = append(newGlobals, 0x0b)
-
-	var w []byte
-	w = append(w, wasm[:8]...)
-	emit := func(id byte, content []byte) {
-		w = append(w, id)
-		w = appendU32(w, uint32(len(content)))
-		w = append(w, content...)
+	newGlobals = append(newGlobals, 0x7f, 0x01, 0x41, 0x00, 0x0b) // stack: i32, mutable, i32.const 0, end
+	newExports := exportEntry(nil, StopGlobal, 0x03, g.stop)
+	newExports = exportEntry(newExports, StackGlobal, 0x03, g.stack)
+	nNewExports := uint32(2)
+	if m.hasStart {
+		newExports = exportEntry(newExports, StartExport, 0x00, m.start)
+		nNewExports++
+		res.hasStart = true
 	}
-	placedGlobal := false
+
+	// The rewritten sections, with the global and export sections made when the module has
+	// none, each in its place in the required order.
+	var out []section
 	for _, s := range sections {
-		// The global section comes after memory (5) and tag (13) and before export (7).
-		if !hasGlobalSection && !placedGlobal && s.id != 0 && order(s.id) > order(6) {
-			emit(6, append(appendU32(nil, 2), newGlobals...))
-			placedGlobal = true
-		}
 		switch s.id {
-		case 6:
+		case sectionGlobal:
 			r := &wreader{b: s.content}
 			n := r.u32()
-			emit(6, append(append(appendU32(nil, n+2), s.content[r.off:]...), newGlobals...))
-		case 7:
+			s.content = append(append(appendU32(nil, n+3), s.content[r.off:]...), newGlobals...)
+		case sectionExport:
 			r := &wreader{b: s.content}
 			n := r.u32()
-			c := appendU32(nil, n+1)
-			c = append(c, s.content[r.off:]...)
-			c = appendU32(c, uint32(len(StopGlobal)))
-			c = append(c, StopGlobal...)
-			c = append(c, 0x03) // global
-			c = appendU32(c, stop)
-			emit(7, c)
-		case 10:
-			c, err := instrumentCode(s.content, stop, fuel)
+			s.content = append(append(appendU32(nil, n+nNewExports), s.content[r.off:]...), newExports...)
+		case sectionStart:
+			continue // exported instead (StartExport)
+		case sectionTable:
+			s.content = clampTables(s.content, lim.TableElements)
+		case sectionCode:
+			s.content, err = instrumentCode(s.content, m, g, lim)
 			if err != nil {
-				return nil, false
+				return res, err
 			}
-			emit(10, c)
-		default:
-			emit(s.id, s.content)
 		}
+		out = append(out, s)
 	}
-	return w, true
-}
-
-// order is the position of a section id in the required order of the binary format.
-func order(id byte) int {
-	switch id {
-	case 13: // tag, between memory and global
-		return 55
-	case 12: // data count, between element and code
-		return 95
+	if !m.hasGlobals {
+		out = insertSection(out, section{sectionGlobal, append(appendU32(nil, 3), newGlobals...)})
 	}
-	return int(id) * 10
-}
-
-func countImportedGlobals(content []byte) uint32 {
-	r := &wreader{b: content}
-	n := r.u32()
-	var globals uint32
-	for range n {
-		r.name()
-		r.name()
-		switch r.byte() {
-		case 0x00: // func
-			r.u32()
-		case 0x01: // table
-			r.byte()
-			r.limits()
-		case 0x02: // memory
-			r.limits()
-		case 0x03: // global
-			r.byte()
-			r.byte()
-			globals++
-		case 0x04: // tag
-			r.byte()
-			r.u32()
-		default:
-			panic("unknown import kind")
-		}
+	if !m.hasExports {
+		out = insertSection(out, section{sectionExport, append(appendU32(nil, nNewExports), newExports...)})
 	}
-	return globals
-}
-
-func exportsName(content []byte, name string) bool {
-	r := &wreader{b: content}
-	n := r.u32()
-	for range n {
-		if r.name() == name {
-			return true
-		}
-		r.byte()
-		r.u32()
+	w := append([]byte(nil), wasm[:8]...)
+	for _, s := range out {
+		w = append(w, s.id)
+		w = appendU32(w, uint32(len(s.content)))
+		w = append(w, s.content...)
 	}
-	return false
+	res.wasm = w
+	return res, nil
 }
 
-// fuelPerYield is how many loop iterations run between two yields to the host.
-const fuelPerYield int64 = 1 << 16
-
-// loopCheck is inserted at the start of every loop body: count the iteration down, and every
-// fuelPerYield iterations leave compiled code (memory.grow 0 returns to the Go side of wazero,
-// where the Go scheduler and garbage collector can stop the goroutine: compiled code has no
-// safepoints, and a loop that never leaves it would block the whole process at the next
-// stop-the-world), then trap if the stop flag is set.
-func loopCheck(stop, fuel uint32) []byte {
-	g := func(op byte, idx uint32) []byte { return append([]byte{op}, appendU32(nil, idx)...) }
-	var c []byte
-	c = append(c, g(0x23, fuel)...)       // global.get fuel
-	c = append(c, 0x41, 0x01, 0x6b)       // i32.const 1; i32.sub
-	c = append(c, g(0x24, fuel)...)       // global.set fuel
-	c = append(c, g(0x23, fuel)...)       // global.get fuel
-	c = append(c, 0x45, 0x04, 0x40)       // i32.eqz; if
-	c = append(c, 0x41)                   //   i32.const N
-	c = appendSleb(c, fuelPerYield)       //
-	c = append(c, g(0x24, fuel)...)       //   global.set fuel
-	c = append(c, 0x41, 0x00)             //   i32.const 0
-	c = append(c, 0x40, 0x00, 0x1a)       //   memory.grow 0; drop
-	c = append(c, g(0x23, stop)...)       //   global.get stop
-	c = append(c, 0x04, 0x40, 0x00, 0x0b) // if unreachable end
-	return append(c, 0x0b)                // end
+// exportEntry appends an export of kind (0 function, 3 global) and index named name.
+func exportEntry(b []byte, name string, kind byte, index uint32) []byte {
+	b = appendU32(b, uint32(len(name)))
+	b = append(b, name...)
+	b = append(b, kind)
+	return appendU32(b, index)
 }
 
-// instrumentCode rewrites the code section.
-func instrumentCode(content []byte, stop, fuel uint32) ([]byte, error) {
+// clampTables lowers every defined table's maximum to limit (the scan refused a minimum
+// above it), so table.grow beyond it fails (returns -1) instead of allocating host memory.
+func clampTables(content []byte, limit uint32) []byte {
 	r := &wreader{b: content}
 	n := r.u32()
 	out := appendU32(nil, n)
-	check := loopCheck(stop, fuel)
-	var body []byte
 	for range n {
+		out = append(out, r.byte()) // reference type
+		_, min, max, hasMax := r.limits()
+		if !hasMax || max > limit {
+			max = limit
+		}
+		out = append(out, 0x01)
+		out = appendU32(out, min)
+		out = appendU32(out, max)
+	}
+	return out
+}
+
+// fuelPerYield is how many checks pass between two yields to the host.
+const fuelPerYield int64 = 1 << 16
+
+// check is inserted at the start of every loop body and at the entry of every function that
+// calls another: count down, and every fuelPerYield passes leave compiled code (memory.grow 0
+// returns to the Go side of wazero, where the Go scheduler and garbage collector can stop the
+// goroutine), then trap if the stop flag is set.
+func check(stop, counter uint32) []byte {
+	g := func(op byte, idx uint32) []byte { return append([]byte{op}, appendU32(nil, idx)...) }
+	var c []byte
+	c = append(c, g(0x23, counter)...)    // global.get counter
+	c = append(c, 0x41, 0x01, 0x6b)       // i32.const 1; i32.sub
+	c = append(c, g(0x24, counter)...)    // global.set counter
+	c = append(c, g(0x23, counter)...)    // global.get counter
+	c = append(c, 0x45, 0x04, 0x40)       // i32.eqz; if
+	c = append(c, 0x41)                   //   i32.const N
+	c = appendSleb(c, fuelPerYield)       //
+	c = append(c, g(0x24, counter)...)    //   global.set counter
+	c = append(c, 0x41, 0x00)             //   i32.const 0
+	c = append(c, 0x40, 0x00, 0x1a)       //   memory.grow 0; drop
+	c = append(c, g(0x23, stop)...)       //   global.get stop
+	c = append(c, 0x04, 0x40, 0x00, 0x0b) //   if unreachable end
+	return append(c, 0x0b)                // end
+}
+
+// globals are the indexes of the globals the instrumenter adds.
+type globals struct {
+	stop, counter uint32
+	stack         uint32 // the estimate of the call stack's size
+}
+
+// instrumentCode rewrites the code section: each body gets check at its loop headers, and at
+// its entry when it calls; a body that calls also counts its frame into the stack estimate
+// (frame). It enforces the limits of one body (loading.go); function indexes in errors count
+// the imported functions, as the binary format does.
+func instrumentCode(content []byte, m declarations, g globals, lim LoadLimits) ([]byte, error) {
+	importedFuncs := m.importedFuncs
+	r := &wreader{b: content}
+	n := r.u32()
+	if int(n) != len(m.params) {
+		return nil, fmt.Errorf("%w: %d function bodies for %d functions", ErrInvalidModule, n, len(m.params))
+	}
+	out := appendU32(nil, n)
+	chk := check(g.stop, g.counter)
+	var body []byte
+	var work int64 // the sum of the squares of the functions' branches
+	for i := range n {
+		fn := importedFuncs + i
 		size := int(r.u32())
+		if size > lim.FunctionBytes {
+			return nil, lim.exceeded(fmt.Sprintf("function %d's body is %%d bytes", fn), size, "function body size", lim.FunctionBytes)
+		}
 		end := r.off + size
 		fr := &wreader{b: r.b[:end], off: r.off}
 		body = body[:0]
-		// locals
 		start := fr.off
-		locals := fr.u32()
-		for range locals {
-			fr.u32()
+		groups := fr.u32()
+		var locals uint64
+		for range groups {
+			locals += uint64(fr.u32())
 			fr.byte()
 		}
+		if locals > uint64(lim.Locals) {
+			return nil, lim.exceeded(fmt.Sprintf("function %d declares %%d locals", fn), int(min(locals, 1<<31)), "locals per function", lim.Locals)
+		}
+		// The frame's local, added after the others (used only if the body calls), and the
+		// frame's weight in the stack estimate.
+		fl := frame{local: m.params[i] + uint32(locals), stack: g.stack, weight: 32 + 8*int32(m.params[i]+uint32(locals)), limit: int32(lim.StackBytes)}
+		localsAt := len(body)
 		body = append(body, fr.b[start:fr.off]...)
+		entry := len(body)
+		calls := false
+		depth, branches := 1, 0
 		for fr.off < end {
 			from := fr.off
 			op := fr.byte()
-			isLoop := op == 0x03
-			if err := skipImmediates(fr, op); err != nil {
-				return nil, err
+			switch op {
+			case 0x02, 0x03, 0x04, 0x06: // block loop if try
+				depth++
+				if depth > lim.Nesting {
+					return nil, lim.exceeded(fmt.Sprintf("function %d nests blocks %%d deep", fn), depth, "block nesting", lim.Nesting)
+				}
+			case 0x0b: // end
+				depth--
+			case 0x10, 0x11, 0x12, 0x13: // call call_indirect return_call return_call_indirect
+				calls = true
 			}
-			body = append(body, fr.b[from:fr.off]...)
-			if isLoop {
-				body = append(body, check...)
+			targets, err := skipImmediates(fr, op)
+			if err != nil {
+				return nil, fmt.Errorf("%w: function %d, offset %d: %w (the runtime refuses a module it cannot interrupt)", ErrInvalidModule, fn, from, err)
 			}
+			branches += targets
+			if branches > lim.Branches {
+				return nil, lim.exceeded(fmt.Sprintf("function %d has %%d branches", fn), branches, "branches per function", lim.Branches)
+			}
+			switch op {
+			case 0x12, 0x13: // a tail call replaces the frame: release it first
+				body = append(body, fl.release()...)
+				body = append(body, fr.b[from:fr.off]...)
+			case 0x10, 0x11: // after a call, the stack is this frame's again
+				body = append(body, fr.b[from:fr.off]...)
+				body = append(body, fl.restore()...)
+			case 0x03:
+				body = append(body, fr.b[from:fr.off]...)
+				body = append(body, chk...)
+			default:
+				body = append(body, fr.b[from:fr.off]...)
+			}
+		}
+		if depth != 0 {
+			return nil, fmt.Errorf("%w: function %d: unbalanced blocks", ErrInvalidModule, fn)
+		}
+		if work += int64(branches) * int64(branches); work > lim.BranchWork {
+			return nil, fmt.Errorf("%w: the module's functions have more than %d branch work (the sum of the squares of each function's branches, which the compiler's time follows); the branch work limit is %d", ErrLoadLimit, lim.BranchWork, lim.BranchWork)
+		}
+		if calls {
+			prologue := append(append([]byte(nil), chk...), fl.enter()...)
+			head := appendU32(nil, groups+1) // the locals with the frame's
+			head = append(head, body[localsAt+len(appendU32(nil, groups)):entry]...)
+			head = append(head, 0x01, 0x7f)
+			body = append(append(append(body[:0:0], body[:localsAt]...), head...), append(prologue, body[entry:]...)...)
 		}
 		r.off = end
 		out = appendU32(out, uint32(len(body)))
@@ -227,20 +285,64 @@ func instrumentCode(content []byte, stop, fuel uint32) ([]byte, error) {
 	return out, nil
 }
 
-// skipImmediates advances r past the immediates of op.
-func skipImmediates(r *wreader, op byte) error {
+// frame is how a body that calls others counts its frame into the stack estimate: at entry
+// it adds weight to the global stack, keeps the result in its local, and traps when that
+// passes limit; after each call it sets the global back to its local (however the callee
+// left it), and before a tail call it takes its weight off again.
+type frame struct {
+	local, stack  uint32
+	weight, limit int32
+}
+
+func (f frame) enter() []byte {
+	c := append([]byte{0x23}, appendU32(nil, f.stack)...) // global.get stack
+	c = append(c, 0x41)                                   // i32.const weight
+	c = appendSleb(c, int64(f.weight))
+	c = append(c, 0x6a, 0x22)                      // i32.add; local.tee
+	c = appendU32(c, f.local)                      //
+	c = append(c, 0x24)                            // global.set stack
+	c = appendU32(c, f.stack)                      //
+	c = append(c, 0x20)                            // local.get
+	c = appendU32(c, f.local)                      //
+	c = append(c, 0x41)                            // i32.const limit
+	c = appendSleb(c, int64(f.limit))              //
+	return append(c, 0x4b, 0x04, 0x40, 0x00, 0x0b) // i32.gt_u; if unreachable end
+}
+
+func (f frame) restore() []byte {
+	c := append([]byte{0x20}, appendU32(nil, f.local)...) // local.get
+	c = append(c, 0x24)                                   // global.set stack
+	return appendU32(c, f.stack)
+}
+
+func (f frame) release() []byte {
+	c := append([]byte{0x20}, appendU32(nil, f.local)...) // local.get
+	c = append(c, 0x41)                                   // i32.const weight
+	c = appendSleb(c, int64(f.weight))
+	c = append(c, 0x6b, 0x24) // i32.sub; global.set stack
+	return appendU32(c, f.stack)
+}
+
+// skipImmediates advances r past the immediates of op and returns how many branch targets the
+// instruction has (br, br_if and if one, br_table its table's).
+func skipImmediates(r *wreader, op byte) (branches int, err error) {
 	switch {
-	case op == 0x02 || op == 0x03 || op == 0x04 || op == 0x06: // block loop if try
+	case op == 0x02 || op == 0x03 || op == 0x06: // block loop try
 		r.blockType()
+	case op == 0x04: // if
+		r.blockType()
+		return 1, nil
 	case op == 0x07 || op == 0x08 || op == 0x09 || op == 0x18: // catch throw rethrow delegate
 		r.u32()
 	case op == 0x0c || op == 0x0d: // br br_if
 		r.u32()
+		return 1, nil
 	case op == 0x0e: // br_table
 		n := r.u32()
 		for range n + 1 {
 			r.u32()
 		}
+		return int(n) + 1, nil
 	case op == 0x10 || op == 0x12: // call return_call
 		r.u32()
 	case op == 0x11 || op == 0x13: // call_indirect return_call_indirect
@@ -257,9 +359,7 @@ func skipImmediates(r *wreader, op byte) error {
 		r.memarg()
 	case op == 0x3f || op == 0x40: // memory.size memory.grow
 		r.u32()
-	case op == 0x41:
-		r.sleb()
-	case op == 0x42:
+	case op == 0x41 || op == 0x42: // i32.const i64.const
 		r.sleb()
 	case op == 0x43:
 		r.bytes(4)
@@ -288,109 +388,28 @@ func skipImmediates(r *wreader, op byte) error {
 		case sub == 13 || sub == 15 || sub == 16 || sub == 17: // elem.drop table.grow/size/fill
 			r.u32()
 		default:
-			return errUnknownInstruction
+			return 0, fmt.Errorf("%w (0xfc %d)", errUnknownInstruction, sub)
+		}
+	case op == 0xfd: // SIMD
+		switch sub := r.u32(); {
+		case sub <= 11 || sub == 92 || sub == 93: // loads and stores
+			r.memarg()
+		case sub == 12 || sub == 13: // v128.const i8x16.shuffle
+			r.bytes(16)
+		case sub >= 21 && sub <= 34: // extract_lane replace_lane
+			r.byte()
+		case sub >= 84 && sub <= 91: // load_lane store_lane
+			r.memarg()
+			r.byte()
+		case sub <= 255: // the rest of SIMD has no immediates
+		default:
+			return 0, fmt.Errorf("%w (0xfd %d)", errUnknownInstruction, sub)
 		}
 	case op <= 0x01 || op == 0x05 || op == 0x0b || op == 0x0f || op == 0x19 || op == 0x1a || op == 0x1b ||
 		(op >= 0x45 && op <= 0xc4) || op == 0xd1:
 		// no immediates
 	default:
-		return errUnknownInstruction // SIMD (0xfd), threads (0xfe), GC and the rest
+		return 0, fmt.Errorf("%w (%#x)", errUnknownInstruction, op) // threads (0xfe), GC and the rest
 	}
-	return nil
-}
-
-// wreader reads the binary format; it panics on truncated input (instrument recovers).
-type wreader struct {
-	b   []byte
-	off int
-}
-
-func (r *wreader) byte() byte {
-	c := r.b[r.off]
-	r.off++
-	return c
-}
-
-func (r *wreader) bytes(n int) []byte {
-	v := r.b[r.off : r.off+n]
-	r.off += n
-	return v
-}
-
-func (r *wreader) u32() uint32 {
-	var v uint32
-	for shift := 0; ; shift += 7 {
-		c := r.byte()
-		v |= uint32(c&0x7f) << shift
-		if c&0x80 == 0 {
-			return v
-		}
-		if shift > 28 {
-			panic("uleb too long")
-		}
-	}
-}
-
-func (r *wreader) sleb() {
-	for i := 0; ; i++ {
-		if r.byte()&0x80 == 0 {
-			return
-		}
-		if i > 10 {
-			panic("sleb too long")
-		}
-	}
-}
-
-func (r *wreader) name() string {
-	n := int(r.u32())
-	return string(r.bytes(n))
-}
-
-func (r *wreader) limits() {
-	flags := r.byte()
-	r.u32()
-	if flags&0x01 != 0 {
-		r.u32()
-	}
-}
-
-func (r *wreader) memarg() {
-	align := r.u32()
-	if align&0x40 != 0 { // multi-memory: a memory index follows
-		r.u32()
-	}
-	r.u32()
-}
-
-func (r *wreader) blockType() {
-	c := r.b[r.off]
-	if c == 0x40 || (c >= 0x6f && c <= 0x7f) {
-		r.off++
-		return
-	}
-	r.sleb() // a type index as s33
-}
-
-func appendSleb(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
-
-func appendU32(b []byte, v uint32) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			b = append(b, c|0x80)
-			continue
-		}
-		return append(b, c)
-	}
+	return 0, nil
 }

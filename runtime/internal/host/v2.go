@@ -29,8 +29,10 @@ func (h *Host) ProcessV2(ctx context.Context, call *handler.CallV2, sess handler
 	}
 	budget := &retryBudget{d: h.cfg.Limits.RetryTimeout}
 	defer budget.stop()
+	out := &outputBudget{limit: h.cfg.Limits.OutputBytesPerBatch}
+	st := &stateBudget{perCall: h.cfg.Limits.StateBytesPerCall, perBatch: h.cfg.Limits.StateBytesPerBatch}
 	for _, c := range h.chunksV2(call) {
-		if err := h.runChunkV2(ctx, budget, call, c, sess, results); err != nil {
+		if err := h.runChunkV2(ctx, budget, call, c, sess, results, out, st); err != nil {
 			return err
 		}
 	}
@@ -48,32 +50,95 @@ func (h *Host) chunksV2(call *handler.CallV2) []span {
 
 // runChunkV2 is runChunk for a v2 chunk: every guest call (the first, and each retry) is
 // followed by the session's End of its groups, which applies the successful groups' remaining
-// ops and reverts the failed groups' writes, before the next guest call begins.
-func (h *Host) runChunkV2(ctx context.Context, budget *retryBudget, call *handler.CallV2, s span, sess handler.StateSession, results []handler.ResultV2) error {
+// ops and reverts the failed groups' writes, before the next guest call begins. Failures are
+// settled as runChunk's, one call at a time.
+func (h *Host) runChunkV2(ctx context.Context, budget *retryBudget, call *handler.CallV2, s span, sess handler.StateSession, results []handler.ResultV2, out *outputBudget, st *stateBudget) error {
 	groups, res := call.Groups[s.lo:s.hi], results[s.lo:s.hi]
 	run := func(ctx context.Context, lo, hi int) error {
 		sub := &handler.CallV2{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: groups[lo:hi]}
 		err := h.withInstance(ctx, func(in *instance) error {
-			return in.processV2(ctx, sub, s.lo+lo, sess, res[lo:hi], h.cfg.Limits, h.inputs)
+			return in.processV2(ctx, sub, s.lo+lo, sess, res[lo:hi], h.cfg.Limits, h.inputs, st)
 		})
+		took := make([]int64, hi-lo) // the output bytes each group took
 		if err != nil {
 			handler.FailAllV2(res[lo:hi], err)
+		} else {
+			for k := range took {
+				if r := &res[lo+k]; r.Err == nil {
+					n := emitted(r.Emits)
+					if oerr := out.take(n); oerr != nil {
+						*r = handler.ResultV2{Err: oerr}
+					} else {
+						took[k] = n
+					}
+				}
+			}
 		}
 		sess.End(s.lo+lo, res[lo:hi])
+		for k := range took {
+			if res[lo+k].Err != nil {
+				out.refund(took[k])
+			} else {
+				st.commit(k)
+			}
+		}
 		return err
 	}
 	fail := func(lo, hi int, err error) {
 		handler.FailAllV2(res[lo:hi], err)
 		sess.End(s.lo+lo, res[lo:hi])
 	}
-	return h.retryAlone(ctx, budget, len(groups), run, fail)
+	return h.settle(ctx, budget, 0, len(groups), run(ctx, 0, len(groups)), false, run, fail)
+}
+
+// stateBudget counts the ABI v2 state writes of one ProcessV2 (Limits.StateBytesPerCall and
+// StateBytesPerBatch): the bytes of each state request and of each result's ops. A group's
+// writes count for the batch only once its call ended without failing it (a failed group's
+// writes are reverted), so a hostile group never spends a healthy one's budget. Used by one
+// goroutine at a time (ProcessV2 runs its calls one after the other).
+type stateBudget struct {
+	perCall, perBatch int64
+	used              int64   // the writes of the batch's groups that succeeded
+	call              int64   // the writes of the call in progress
+	group             []int64 // per group of the call in progress, its writes
+}
+
+// begin starts a call of n groups.
+func (b *stateBudget) begin(n int) {
+	b.call = 0
+	b.group = append(b.group[:0], make([]int64, n)...)
+}
+
+// take counts n bytes of writes of group g of the call in progress, or says which limit they
+// would pass.
+func (b *stateBudget) take(g int, n int64) error {
+	switch {
+	case b.call+n > b.perCall:
+		return fmt.Errorf("%w: the call's state writes would pass the limit of %d bytes a call (serve --max-state-writes-call)", ErrStateLimit, b.perCall)
+	case b.used+b.call+n > b.perBatch:
+		return fmt.Errorf("%w: the batch's state writes would pass the limit of %d bytes a batch (serve --max-state-writes-batch)", ErrStateLimit, b.perBatch)
+	}
+	b.call += n
+	if g >= 0 && g < len(b.group) {
+		b.group[g] += n
+	}
+	return nil
+}
+
+// commit counts group k's writes for the batch: its call succeeded for it.
+func (b *stateBudget) commit(k int) {
+	if k < len(b.group) {
+		b.used += b.group[k]
+		b.group[k] = 0
+	}
 }
 
 // processV2 runs one v2 guest call for sub, with the rows' input indexes when inputs (the
 // module's init had abi.InitHasInputs). An error means the instance is no longer usable.
-func (in *instance) processV2(ctx context.Context, sub *handler.CallV2, lo int, sess handler.StateSession, res []handler.ResultV2, lim Limits, inputs bool) error {
+func (in *instance) processV2(ctx context.Context, sub *handler.CallV2, lo int, sess handler.StateSession, res []handler.ResultV2, lim Limits, inputs bool, st *stateBudget) error {
 	n := len(sub.Groups)
-	cs := &callState{env: callEnv{timeMs: sub.ProcessingTimeMs}, groupsV2: sub.Groups, lo: lo, sess: sess, cur: -1, begun: make([]bool, n), refused: make([]error, n)}
+	st.begin(n)
+	cs := &callState{env: callEnv{timeMs: sub.ProcessingTimeMs}, groupsV2: sub.Groups, lo: lo, sess: sess, cur: -1, begun: make([]bool, n), refused: make([]error, n), state: st}
 	out, err := in.runProcess(ctx, cs, handler.EncodedSizeV2(sub, inputs), func(dst []byte) []byte {
 		return handler.EncodeV2(dst, sub, inputs)
 	}, lim)
@@ -88,6 +153,11 @@ func (in *instance) processV2(ctx context.Context, sub *handler.CallV2, lo int, 
 		return fmt.Errorf("module returned a malformed result: %w", err)
 	}
 	for i, e := range cs.refused {
+		if e == nil && res[i].Err == nil && len(res[i].Ops) > 0 {
+			if serr := st.take(i, int64(len(res[i].Ops))); serr != nil {
+				e = &handler.GroupError{Message: "the module's result holds state writes over a limit: " + serr.Error()}
+			}
+		}
 		if e != nil {
 			res[i] = handler.ResultV2{Err: e}
 		}

@@ -39,7 +39,7 @@ func vec(items [][]byte) []byte {
 	return b
 }
 
-func section(id byte, content []byte) []byte {
+func sectionBytes(id byte, content []byte) []byte {
 	return append(append([]byte{id}, uleb(uint64(len(content)))...), content...)
 }
 
@@ -75,16 +75,16 @@ func (m wasmModule) bytes() []byte {
 	if m.memory {
 		exports = append(exports, append(name("memory"), 0x02, 0x00))
 	}
-	out = append(out, section(1, vec(types))...)
+	out = append(out, sectionBytes(1, vec(types))...)
 	if len(imports) > 0 {
-		out = append(out, section(2, vec(imports))...)
+		out = append(out, sectionBytes(2, vec(imports))...)
 	}
-	out = append(out, section(3, vec(funcs))...)
+	out = append(out, sectionBytes(3, vec(funcs))...)
 	if m.memory {
-		out = append(out, section(5, vec([][]byte{{0x00, 0x01}}))...)
+		out = append(out, sectionBytes(5, vec([][]byte{{0x00, 0x01}}))...)
 	}
-	out = append(out, section(7, vec(exports))...)
-	out = append(out, section(10, vec(codes))...)
+	out = append(out, sectionBytes(7, vec(exports))...)
+	out = append(out, sectionBytes(10, vec(codes))...)
 	return out
 }
 
