@@ -46,6 +46,9 @@ type Batch struct {
 	timeMode    uint8
 	// inputWatermarks is SetInputWatermarks' record (nil: none to write).
 	inputWatermarks []byte
+	// quarantine is SetQuarantine's record, when hasQuarantine (nil: delete it).
+	quarantine    []byte
+	hasQuarantine bool
 
 	seq uint32
 
@@ -336,6 +339,13 @@ func (b *Batch) Commit() (Progress, error) {
 	}
 	if b.inputWatermarks != nil {
 		_ = b.pb.Set(sectionKey(nil, d.prefix, sectionInputs), b.inputWatermarks, nil)
+	}
+	if b.hasQuarantine {
+		if b.quarantine == nil {
+			_ = b.pb.Delete(sectionKey(nil, d.prefix, sectionQuarantine), nil)
+		} else {
+			_ = b.pb.Set(sectionKey(nil, d.prefix, sectionQuarantine), b.quarantine, nil)
+		}
 	}
 	if b.vb != nil {
 		if err := b.pb.Apply(b.vb, nil); err != nil {

@@ -19,6 +19,7 @@ const (
 	sectionInitial  = 'i' // the initial state was applied (Batch.MarkInitialStateApplied)
 	sectionTimeMode = 'n' // the timeout mode state variables were declared under (Batch.SetTimeMode)
 	// sectionInputs ('w', inputwatermarks.go): the named inputs' watermarks.
+	// sectionQuarantine ('q', quarantine.go): the quarantined keys.
 
 	maxNameLen = 255
 )

@@ -312,6 +312,15 @@ func checkReprOp(set bool, section byte, rest, value []byte, log *setLog) error 
 				return err
 			}
 		}
+	case sectionQuarantine:
+		if len(rest) > 0 {
+			return fmt.Errorf("%w: quarantine key", ErrCorrupt)
+		}
+		if set {
+			if _, err := decodeQuarantine(value); err != nil {
+				return err
+			}
+		}
 	case sectionProgress:
 		if len(rest) > 0 {
 			return fmt.Errorf("%w: progress key", ErrCorrupt)

@@ -24,6 +24,7 @@ import (
 // cancelled (in the binary, by SIGINT or SIGTERM).
 func newServeCommand() *cobra.Command {
 	var cf connFlags
+	var ceil ceilingFlags
 	var dataDir, listen, logLevel, logFormat, metricsAddr, stateCache string
 	var replicas int
 	var id string
@@ -45,6 +46,10 @@ redelivered when serve runs again).`,
 				return fmt.Errorf("--data is required")
 			}
 			cacheSize, err := parseStateCache(stateCache)
+			if err != nil {
+				return err
+			}
+			ceilings, err := ceil.ceilings()
 			if err != nil {
 				return err
 			}
@@ -80,7 +85,7 @@ redelivered when serve runs again).`,
 				return fmt.Errorf("--replicas %d: want 1 to 5 (JetStream's limit), or 0 for the default", replicas)
 			}
 			cfg := service.Options{DataDir: filepath.Join(dataDir, "runtime"), Conn: nc, Logger: logger, Replicas: replicas, ID: id, MemberTTL: memberTTL,
-				StateOptions: &state.Options{StateCacheSize: cacheSize}}
+				StateOptions: &state.Options{StateCacheSize: cacheSize}, Ceilings: ceilings}
 			reg := prometheus.NewRegistry()
 			if metricsAddr != "" {
 				reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -101,6 +106,7 @@ redelivered when serve runs again).`,
 		},
 	}
 	cf.register(cmd)
+	ceil.register(cmd)
 	cmd.Flags().StringVar(&dataDir, "data", "", "directory for state, compiled modules and the embedded server's storage")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4222", "address of the embedded NATS server")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")

@@ -123,6 +123,16 @@ func printStatus(w io.Writer, st *client.Status) {
 			fmt.Fprintf(w, "%-20s %-12d %-12d %-10d %d\n", in.Name, in.RowsIn, in.LateRows, in.Lag, in.WatermarkMs)
 		}
 	}
+	if st.QuarantinedKeys > 0 {
+		fmt.Fprintf(w, "\n%d quarantined keys (their rows go to the dead-letter stream without a call until the next deploy):\n", st.QuarantinedKeys)
+		fmt.Fprintf(w, "%-24s %-24s %s\n", "KEY", "SINCE", "LAST ERROR")
+		for _, q := range st.Quarantined {
+			fmt.Fprintf(w, "%-24s %-24s %s\n", string(q.Key), time.UnixMilli(q.SinceMs).UTC().Format(time.RFC3339), q.Reason)
+		}
+		if n := st.QuarantinedKeys - len(st.Quarantined); n > 0 {
+			fmt.Fprintf(w, "... and %d more\n", n)
+		}
+	}
 	if len(st.Partitions) > 1 {
 		fmt.Fprintf(w, "\n%-10s %-18s %-10s %s\n", "PARTITION", "RUNTIME", "POSITION", "LAG")
 		for _, p := range st.Partitions {

@@ -61,6 +61,29 @@ type Client struct {
 	rt *engine.Runtime // compiles modules to validate them before a deploy
 }
 
+// ceilings are the ceilings a deployment is checked against: the lowest of the live runtimes'
+// (each publishes its own in its membership), the defaults when none is live.
+func (c *Client) ceilings(ctx context.Context) (engine.Ceilings, error) {
+	members, err := natsio.ReadMembers(ctx, c.js)
+	if err != nil {
+		return engine.Ceilings{}, fmt.Errorf("client: reading the runtimes' ceilings: %w", err)
+	}
+	var ceil engine.Ceilings
+	found := false
+	for _, m := range members {
+		var mc engine.Ceilings
+		if len(m.Ceilings) == 0 || json.Unmarshal(m.Ceilings, &mc) != nil {
+			continue
+		}
+		if !found {
+			ceil, found = mc, true
+			continue
+		}
+		ceil = ceil.Min(mc)
+	}
+	return ceil, nil
+}
+
 // New opens the deployment registry over nc (creating its buckets if missing).
 func New(ctx context.Context, nc *nats.Conn) (*Client, error) {
 	js, err := jetstream.New(nc)
@@ -163,7 +186,11 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 	if err := sp.ValidateForService(); err != nil {
 		return nil, err
 	}
-	if err := c.rt.ValidateModule(ctx, sp, wasm); err != nil {
+	ceil, err := c.ceilings(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := c.rt.ValidateModuleUnder(ctx, sp, wasm, ceil); err != nil {
 		return nil, err
 	}
 	digest, err := c.reg.PutModule(ctx, wasm)
@@ -569,6 +596,8 @@ func (c *Client) partitionedStatus(ctx context.Context, name string, parts int) 
 		sum.TimerKeys += st.TimerKeys
 		sum.StateBytes += st.StateBytes
 		sum.InputLag += st.InputLag
+		sum.QuarantinedKeys += st.QuarantinedKeys
+		sum.Quarantined = append(sum.Quarantined, st.Quarantined...)
 		ps := PartitionStatus{Partition: p, Owner: st.Owner, Standbys: []string{}, Position: st.Position, Lag: st.InputLag, WatermarkMs: st.WatermarkMs}
 		if len(st.Partitions) == 1 {
 			ps = st.Partitions[0]

@@ -1,6 +1,9 @@
 package client
 
-import "time"
+import (
+	"encoding/json"
+	"time"
+)
 
 // Deployment states in [Status].
 const (
@@ -81,6 +84,26 @@ type Status struct {
 	// order; empty for a deployment with one input. RowsIn, LateRows and InputLag above are
 	// their sums.
 	Inputs []InputStatus `json:"inputs,omitempty"`
+	// QuarantinedKeys counts the keys quarantined (their calls kept failing as a whole: their
+	// rows are dead-lettered without a call until the next deploy); Quarantined lists them,
+	// the first [MaxQuarantinedListed] of each partition.
+	QuarantinedKeys int              `json:"quarantined_keys,omitempty"`
+	Quarantined     []QuarantinedKey `json:"quarantined,omitempty"`
+}
+
+// MaxQuarantinedListed bounds the quarantined keys a partition's status lists.
+const MaxQuarantinedListed = 50
+
+// QuarantinedKey is a key quarantined by its deployment's runtime.
+type QuarantinedKey struct {
+	// Key is the key, a canonical JSON scalar.
+	Key json.RawMessage `json:"key"`
+	// Reason is the error of its last failed call.
+	Reason string `json:"reason"`
+	// SinceMs is the processing time of the batch that quarantined it.
+	SinceMs int64 `json:"since_ms"`
+	// Partition is the partition that holds it.
+	Partition int `json:"partition"`
 }
 
 // InputStatus is one of the inputs of a deployment with several, in [Status].

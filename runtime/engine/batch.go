@@ -459,10 +459,12 @@ func (b *batch) commit(position uint64, more bool) (state.Progress, error) {
 	} else {
 		b.sb.SetProgress(b.nextW, position)
 	}
+	b.e.quar.record(b.sb)
 	p, err := b.sb.Commit()
 	if err != nil {
 		return state.Progress{}, fmt.Errorf("engine: committing batch %d: %w", b.id, err)
 	}
+	b.e.quar.committed()
 	if more {
 		for _, k := range b.newSkips {
 			if b.skip == nil {
@@ -545,6 +547,10 @@ func (b *batch) groupRows(rows []Row) {
 				b.deadLetter(b.keep(key), r, ReasonWrongPartition, err)
 				continue
 			}
+		}
+		if err := e.quar.check(key); err != nil {
+			b.deadLetter(b.keep(key), r, ReasonQuarantined, err)
+			continue
 		}
 		if in.timePath != nil {
 			if in.aheadMs > 0 && evt > b.T && uint64(evt)-uint64(b.T) > uint64(in.aheadMs) {
@@ -803,6 +809,7 @@ func (b *batch) call(ctx context.Context) error {
 func (b *batch) apply(i int, r *handler.Result) error {
 	g, prev := &b.groups[i], b.prev[i]
 	err := r.Err
+	b.e.quar.outcome(g.Key, err, b.T)
 	if err == nil && r.TimeoutSet {
 		if cerr := b.e.rules.CheckTimeoutResult(r.TimeoutMs, b.T, b.W); cerr != nil {
 			err = fmt.Errorf("module returned an invalid timeout: %w", cerr)

@@ -21,36 +21,37 @@ var ErrCeiling = errors.New("engine: the spec asks for more than the runtime all
 // ("The sandbox") lists each with its default. A zero field takes its default.
 type Ceilings struct {
 	// InstanceMemory is the most limits.memory may ask. Default 1 GiB.
-	InstanceMemory int64
+	InstanceMemory int64 `json:"instance_memory,omitempty"`
 	// Instances is the most limits.instances may ask; a spec that leaves it unset gets the
 	// number of CPUs, at most this. Default 16.
-	Instances int
+	Instances int `json:"instances,omitempty"`
 	// CallTimeout is the most limits.call_timeout may ask. Default 1m.
-	CallTimeout time.Duration
+	CallTimeout time.Duration `json:"call_timeout,omitempty"`
 	// OutputBytesPerCall is the most limits.max_output_bytes may ask. Default 256 MiB.
-	OutputBytesPerCall int64
+	OutputBytesPerCall int64 `json:"output_bytes_per_call,omitempty"`
 	// OutputBytesPerBatch caps what one batch's calls emit, all together: a key whose
 	// outputs would pass it is dead-lettered instead. Default 256 MiB.
-	OutputBytesPerBatch int64
+	OutputBytesPerBatch int64 `json:"output_bytes_per_batch,omitempty"`
 	// StateBytesPerCall and StateBytesPerBatch cap the state writes of a transformWithState
 	// (ABI v2) module in one guest call and in one batch phase: a key whose writes would pass
 	// one is dead-lettered. Defaults 64 MiB and 256 MiB.
-	StateBytesPerCall, StateBytesPerBatch int64
+	StateBytesPerCall  int64 `json:"state_bytes_per_call,omitempty"`
+	StateBytesPerBatch int64 `json:"state_bytes_per_batch,omitempty"`
 	// LogBytesPerCall caps what a module logs (groupstate.log, stdout, stderr) in one guest
 	// call; the rest is dropped with one line saying so. Default 256 KiB.
-	LogBytesPerCall int
+	LogBytesPerCall int `json:"log_bytes_per_call,omitempty"`
 	// ModuleBytes, TableElements and StackBytes are loading limits: the largest module, the
 	// most elements a table may hold (table.grow fails beyond), and the guest's call stack.
 	// Defaults 64 MiB, 100,000 and 8 MiB; the other loading limits are fixed (see
 	// docs/guarantees.md).
-	ModuleBytes   int
-	TableElements uint32
-	StackBytes    int
+	ModuleBytes   int    `json:"module_bytes,omitempty"`
+	TableElements uint32 `json:"table_elements,omitempty"`
+	StackBytes    int    `json:"stack_bytes,omitempty"`
 	// QuarantineAfter is how many batches in a row a key's call may fail as a whole (a trap,
 	// the time, memory or stack limit), pinned on that key alone, before the key is
 	// quarantined: its rows are then dead-lettered without a call until the next deploy.
 	// Default 3.
-	QuarantineAfter int
+	QuarantineAfter int `json:"quarantine_after,omitempty"`
 }
 
 // The defaults of [Ceilings].
@@ -113,6 +114,26 @@ func (c Ceilings) Check(sp *spec.Spec) error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s", ErrCeiling, strings.Join(p, "; "))
+}
+
+// Min returns the lowest of each ceiling of c and o (each with its defaults): what a
+// deployment that may run on either runtime may ask.
+func (c Ceilings) Min(o Ceilings) Ceilings {
+	c.EnsureDefaults()
+	o.EnsureDefaults()
+	c.InstanceMemory = min(c.InstanceMemory, o.InstanceMemory)
+	c.Instances = min(c.Instances, o.Instances)
+	c.CallTimeout = min(c.CallTimeout, o.CallTimeout)
+	c.OutputBytesPerCall = min(c.OutputBytesPerCall, o.OutputBytesPerCall)
+	c.OutputBytesPerBatch = min(c.OutputBytesPerBatch, o.OutputBytesPerBatch)
+	c.StateBytesPerCall = min(c.StateBytesPerCall, o.StateBytesPerCall)
+	c.StateBytesPerBatch = min(c.StateBytesPerBatch, o.StateBytesPerBatch)
+	c.LogBytesPerCall = min(c.LogBytesPerCall, o.LogBytesPerCall)
+	c.ModuleBytes = min(c.ModuleBytes, o.ModuleBytes)
+	c.TableElements = min(c.TableElements, o.TableElements)
+	c.StackBytes = min(c.StackBytes, o.StackBytes)
+	c.QuarantineAfter = min(c.QuarantineAfter, o.QuarantineAfter)
+	return c
 }
 
 // instances is how many instances a deployment of sp gets: what it asks, or the CPUs, at

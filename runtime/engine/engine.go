@@ -113,6 +113,11 @@ type Config struct {
 	// outputs, so a deployment's history can be run again (replayed) exactly. Default false.
 	Manifests bool
 
+	// Revision names the deployment's revision (the service: its registry record's): keys
+	// quarantined under another revision are released (see [Engine.Quarantined]). Default ""
+	// (one revision throughout, as in groupstate test).
+	Revision string
+
 	// InitialState, when set, is applied in the engine's first batch, once per keyspace: if
 	// the keyspace never applied one and holds no state (see [InitialState]). A partition's
 	// engine gets only its keys ([InitialState.Partition]). Default: nil, none.
@@ -263,6 +268,7 @@ type Engine struct {
 	hasTime   bool           // the deployment has event time
 	manifests bool           // Config.Manifests
 	bound     WatermarkBound // Config.SharedWatermark; nil: none
+	quar      *quarantine    // the quarantined keys
 	h         handler.Handler
 	ks        *state.Deployment
 	sink      Sink
@@ -334,6 +340,9 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	if e.multi, err = loadMultiInput(e.ks, sp, e.inputs); err != nil {
+		return nil, err
+	}
+	if e.quar, err = loadQuarantine(e.ks, r.ceil.QuarantineAfter, cfg.Revision); err != nil {
 		return nil, err
 	}
 	e.progress = p
@@ -419,6 +428,10 @@ func mustPath(s string) rowjson.Path {
 	}
 	return p
 }
+
+// Quarantined returns the keys the engine has quarantined, oldest first (see
+// [Ceilings].QuarantineAfter and [ReasonQuarantined]). The slice is the caller's.
+func (e *Engine) Quarantined() []state.QuarantinedKey { return e.quar.list() }
 
 // Progress returns the progress of the last committed batch, as NewEngine read it and then
 // as each commit wrote it. Its WatermarkMs is the watermark the next batch runs at.

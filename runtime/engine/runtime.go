@@ -45,7 +45,7 @@ type Options struct {
 type Runtime struct {
 	cache  wazero.CompilationCache
 	logger *slog.Logger
-	ceil   Ceilings // with defaults
+	ceil   Ceilings      // with defaults
 	shared sharedModules // the modules engines share (Config.ShareModule)
 }
 

@@ -86,4 +86,8 @@ const (
 	// subject's token, and the row's key field disagrees with it (see
 	// [Config.WrongPartition]). It is not processed in the wrong partition.
 	ReasonWrongPartition = "wrong_partition"
+	// ReasonQuarantined: the row's key is quarantined (its calls kept failing as a whole: a
+	// trap, or the time, memory or stack limit), so it was not called; the error names the
+	// last failure. The quarantine ends with the deployment's next revision.
+	ReasonQuarantined = "quarantined"
 )

@@ -415,7 +415,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 		Manifest: natsio.ManifestSubject(sp.Name, r.part)}).
 		WithInstance(cmp.Or(r.instance, r.store.ID())).WithGeneration(p.Generation, p.GenerationFrom)
 	cfg := engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger(),
-		SharedWatermark: r.engineBound(), Manifests: true}
+		SharedWatermark: r.engineBound(), Manifests: true, Revision: deployRevision(r.rec)}
 	if r.bySubject() {
 		cfg.WrongPartition = r.wrongPartition
 	}
@@ -1137,6 +1137,12 @@ func (r *runner) record(rep *engine.BatchReport) {
 	}
 }
 
+// deployRevision names the deploy of rec for the engine's quarantine (engine.Config.Revision):
+// a new deploy, even of the same module, releases the keys quarantined before it.
+func deployRevision(rec natsio.Record) string {
+	return rec.ModuleDigest + "@" + rec.DeployedAt.UTC().Format(time.RFC3339Nano)
+}
+
 // publishStatus writes the status document, at most once a second unless forced; a
 // replicated runner whose lease moved writes nothing, then or ever after.
 func (r *runner) publishStatus(ctx context.Context, force bool) {
@@ -1170,6 +1176,13 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 		st.StateBytes = int64(n)
 	}
 	st.UpdatedAt = time.Now()
+	st.QuarantinedKeys, st.Quarantined = 0, nil
+	if q := r.eng.Quarantined(); len(q) > 0 {
+		st.QuarantinedKeys = len(q)
+		for _, k := range q[:min(len(q), client.MaxQuarantinedListed)] {
+			st.Quarantined = append(st.Quarantined, client.QuarantinedKey{Key: k.Key, Reason: k.Reason, SinceMs: k.SinceMs, Partition: r.part})
+		}
+	}
 	st.Partitions = []client.PartitionStatus{{Partition: r.part, Owner: st.Owner, Standbys: []string{}, MissingStandbys: r.spec.Standbys,
 		Position: st.Position, Lag: st.InputLag, WatermarkMs: st.WatermarkMs}}
 	r.s.cfg.Metrics.status(r.spec.Name, r.part, &st, r.spec.HasEventTime())

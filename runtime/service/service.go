@@ -52,6 +52,10 @@ type Options struct {
 	// StateOptions tune the state store (for example its cache size, or a fault-injecting
 	// filesystem in tests). Logger is set by the service. Optional.
 	StateOptions *state.Options
+	// Ceilings bound what deployments' modules may use (engine.Ceilings; zero fields take
+	// the defaults). They are published in this runtime's membership, where deploy reads
+	// them.
+	Ceilings engine.Ceilings
 }
 
 // ErrIncompleteOptions: Options miss DataDir or Conn.
@@ -121,7 +125,7 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service: opening the partition leases: %w", err)
 	}
-	rt, err := engine.New(engine.Options{CacheDir: filepath.Join(cfg.DataDir, "cache"), Logger: cfg.Logger})
+	rt, err := engine.New(engine.Options{CacheDir: filepath.Join(cfg.DataDir, "cache"), Logger: cfg.Logger, Ceilings: cfg.Ceilings})
 	if err != nil {
 		return nil, err
 	}
@@ -188,7 +192,8 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	defer api.Unsubscribe()
 	err = s.untilStarted(ctx, "joining the runtimes", func(ctx context.Context) (err error) {
-		s.members, err = natsio.JoinMembers(ctx, s.js, natsio.MemberOptions{ID: s.id, TTL: s.cfg.MemberTTL, Replicas: s.cfg.Replicas})
+		ceil, _ := json.Marshal(s.rt.Ceilings())
+		s.members, err = natsio.JoinMembers(ctx, s.js, natsio.MemberOptions{ID: s.id, TTL: s.cfg.MemberTTL, Replicas: s.cfg.Replicas, Ceilings: ceil})
 		return err
 	})
 	if err != nil {

@@ -65,6 +65,18 @@ type GroupError struct {
 
 func (e *GroupError) Error() string { return e.Message }
 
+// Fault is the error of a group whose guest call failed as a whole while running that group
+// alone (a trap, the time, memory or stack limit, a malformed or oversized result): a fault
+// of the module pinned on the group, as opposed to an error the handler reported for it. The
+// engine quarantines a key whose calls keep faulting.
+type Fault struct {
+	// Err is the call's error.
+	Err error
+}
+
+func (f *Fault) Error() string { return f.Err.Error() }
+func (f *Fault) Unwrap() error { return f.Err }
+
 // ErrClosed is returned by a closed handler.
 var ErrClosed = errors.New("handler: closed")
 

@@ -370,7 +370,7 @@ func (h *Host) runChunk(ctx context.Context, budget *retryBudget, call *handler.
 		sub := &handler.Call{ProcessingTimeMs: call.ProcessingTimeMs, WatermarkMs: call.WatermarkMs, Groups: groups[lo:hi]}
 		err := h.withInstance(ctx, func(in *instance) error { return in.process(ctx, sub, res[lo:hi], h.cfg.Limits) })
 		if err != nil {
-			handler.FailAll(res[lo:hi], err) // replaced if the groups are retried
+			handler.FailAll(res[lo:hi], pinned(err, hi-lo)) // replaced if the groups are retried
 			return err
 		}
 		for i := lo; i < hi; i++ {
@@ -523,6 +523,16 @@ func emitted(emits [][]byte) int64 {
 		n += int64(len(e))
 	}
 	return n
+}
+
+// pinned is the error of the groups of a call of n groups that failed as a whole with err:
+// a handler.Fault when the call ran one group alone (the failure is that group's), err
+// itself otherwise (the groups are to be retried). A canceled call is nobody's fault.
+func pinned(err error, n int) error {
+	if n != 1 || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return &handler.Fault{Err: err}
 }
 
 // retryBudget is the time the chunks of one Process may spend retrying: it starts with the

@@ -61,7 +61,7 @@ func (h *Host) runChunkV2(ctx context.Context, budget *retryBudget, call *handle
 		})
 		took := make([]int64, hi-lo) // the output bytes each group took
 		if err != nil {
-			handler.FailAllV2(res[lo:hi], err)
+			handler.FailAllV2(res[lo:hi], pinned(err, hi-lo))
 		} else {
 			for k := range took {
 				if r := &res[lo+k]; r.Err == nil {

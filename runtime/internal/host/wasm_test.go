@@ -7,6 +7,7 @@ type wasmFunc struct {
 	export          string // "" for none
 	params, results []byte // value types: 0x7f i32, 0x7e i64
 	body            []byte // instructions, without the final end
+	locals          []byte // the type of each local after the parameters
 }
 
 type wasmImport struct {
@@ -68,7 +69,11 @@ func (m wasmModule) bytes() []byte {
 		if f.export != "" {
 			exports = append(exports, append(append(name(f.export), 0x00), uleb(uint64(len(m.imports)+i))...))
 		}
-		body := append([]byte{0x00}, f.body...) // no locals
+		body := uleb(uint64(len(f.locals)))
+		for _, t := range f.locals {
+			body = append(body, 0x01, t)
+		}
+		body = append(body, f.body...)
 		body = append(body, 0x0b)
 		codes = append(codes, append(uleb(uint64(len(body))), body...))
 	}

@@ -64,6 +64,9 @@ type Member struct {
 	// Leaving is set by a runtime that is stopping (see [Membership.SetLeaving]): it is still
 	// live, holding its leases until it hands them over, but no longer to be given partitions.
 	Leaving bool `json:"leaving,omitempty"`
+	// Ceilings are the runtime's ceilings (engine.Ceilings, as JSON), which deploy checks a
+	// spec against before storing it.
+	Ceilings json.RawMessage `json:"ceilings,omitempty"`
 	// RenewedAt is when the server stored the member's last renewal seen (the KV entry's
 	// time), not stored in the value.
 	RenewedAt time.Time `json:"-"`
@@ -82,6 +85,8 @@ type MemberOptions struct {
 	// Replicas is the bucket's replicas when this call creates it; 0: [DefaultReplicas]. A bucket that
 	// exists keeps its own.
 	Replicas int
+	// Ceilings is stored in the member's value (Member.Ceilings).
+	Ceilings json.RawMessage
 }
 
 // Membership is this runtime's membership of [MembersBucket] and a view of every live
@@ -131,7 +136,7 @@ func JoinMembers(ctx context.Context, js jetstream.JetStream, opts MemberOptions
 	}
 	m := &Membership{
 		kv:      kv,
-		self:    Member{ID: opts.ID, StartedAt: opts.StartedAt.UTC()},
+		self:    Member{ID: opts.ID, StartedAt: opts.StartedAt.UTC(), Ceilings: opts.Ceilings},
 		ttl:     opts.TTL,
 		changes: make(chan struct{}, 1),
 		live:    map[string]Member{},
@@ -158,6 +163,37 @@ func JoinMembers(ctx context.Context, js jetstream.JetStream, opts MemberOptions
 	go m.watch(wctx)
 	go m.renewEvery(wctx, opts.TTL/5)
 	return m, nil
+}
+
+// ReadMembers returns the members [MembersBucket] holds (none when it does not exist): for
+// clients, which do not join. A value that does not decode is skipped.
+func ReadMembers(ctx context.Context, js jetstream.JetStream) ([]Member, error) {
+	kv, err := js.KeyValue(ctx, MembersBucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	keys, err := kv.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []Member
+	for _, k := range keys {
+		e, err := kv.Get(ctx, k)
+		if err != nil {
+			continue // expired since
+		}
+		var m Member
+		if json.Unmarshal(e.Value(), &m) == nil {
+			out = append(out, m)
+		}
+	}
+	return out, nil
 }
 
 func checkMemberID(id string) error {
