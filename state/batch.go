@@ -46,6 +46,8 @@ type Batch struct {
 	timeMode    uint8
 	// inputWatermarks is SetInputWatermarks' record (nil: none to write).
 	inputWatermarks []byte
+	// clearAttempt: ClearAttempt was called.
+	clearAttempt bool
 	// quarantine is SetQuarantine's record, when hasQuarantine (nil: delete it).
 	quarantine    []byte
 	hasQuarantine bool
@@ -339,6 +341,9 @@ func (b *Batch) Commit() (Progress, error) {
 	}
 	if b.inputWatermarks != nil {
 		_ = b.pb.Set(sectionKey(nil, d.prefix, sectionInputs), b.inputWatermarks, nil)
+	}
+	if b.clearAttempt {
+		_ = b.pb.Delete(sectionKey(nil, d.prefix, sectionAttempt), nil)
 	}
 	if b.hasQuarantine {
 		if b.quarantine == nil {

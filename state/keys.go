@@ -20,6 +20,7 @@ const (
 	sectionTimeMode = 'n' // the timeout mode state variables were declared under (Batch.SetTimeMode)
 	// sectionInputs ('w', inputwatermarks.go): the named inputs' watermarks.
 	// sectionQuarantine ('q', quarantine.go): the quarantined keys.
+	// sectionAttempt ('a', attempt.go): the attempts of the next batch.
 
 	maxNameLen = 255
 )

@@ -312,6 +312,8 @@ func checkReprOp(set bool, section byte, rest, value []byte, log *setLog) error 
 				return err
 			}
 		}
+	case sectionAttempt:
+		// This runtime's own record of a batch's attempts; a copy from a snapshot is harmless.
 	case sectionQuarantine:
 		if len(rest) > 0 {
 			return fmt.Errorf("%w: quarantine key", ErrCorrupt)

@@ -85,6 +85,9 @@ func printStatus(w io.Writer, st *client.Status) {
 	if st.LastError != "" && st.LastError != st.Error {
 		line("last error", fmt.Sprintf("%s (%s)", st.LastError, st.LastErrorAt.Local().Format(time.DateTime)))
 	}
+	if st.Isolating != "" {
+		line("isolating", st.Isolating)
+	}
 	if st.ModuleDigest != "" {
 		line("module sha256", st.ModuleDigest)
 	}

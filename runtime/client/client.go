@@ -596,6 +596,9 @@ func (c *Client) partitionedStatus(ctx context.Context, name string, parts int) 
 		sum.TimerKeys += st.TimerKeys
 		sum.StateBytes += st.StateBytes
 		sum.InputLag += st.InputLag
+		if st.Isolating != "" && sum.Isolating == "" {
+			sum.Isolating = fmt.Sprintf("partition %d: %s", p, st.Isolating)
+		}
 		sum.QuarantinedKeys += st.QuarantinedKeys
 		sum.Quarantined = append(sum.Quarantined, st.Quarantined...)
 		ps := PartitionStatus{Partition: p, Owner: st.Owner, Standbys: []string{}, Position: st.Position, Lag: st.InputLag, WatermarkMs: st.WatermarkMs}

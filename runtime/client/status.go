@@ -84,6 +84,10 @@ type Status struct {
 	// order; empty for a deployment with one input. RowsIn, LateRows and InputLag above are
 	// their sums.
 	Inputs []InputStatus `json:"inputs,omitempty"`
+	// Isolating, while set, says that the runtime runs a batch that it attempted before
+	// without committing (it stopped during it: killed for its memory, a native fault) with
+	// its keys one at a time, to find and quarantine the key that brings it down.
+	Isolating string `json:"isolating,omitempty"`
 	// QuarantinedKeys counts the keys quarantined (their calls kept failing as a whole: their
 	// rows are dead-lettered without a call until the next deploy); Quarantined lists them,
 	// the first [MaxQuarantinedListed] of each partition.

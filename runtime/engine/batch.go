@@ -460,11 +460,13 @@ func (b *batch) commit(position uint64, more bool) (state.Progress, error) {
 		b.sb.SetProgress(b.nextW, position)
 	}
 	b.e.quar.record(b.sb)
+	b.e.att.record(b.sb)
 	p, err := b.sb.Commit()
 	if err != nil {
 		return state.Progress{}, fmt.Errorf("engine: committing batch %d: %w", b.id, err)
 	}
 	b.e.quar.committed()
+	b.e.att.committed()
 	if more {
 		for _, k := range b.newSkips {
 			if b.skip == nil {
@@ -791,6 +793,10 @@ func (b *batch) call(ctx context.Context) error {
 	b.results = resize(b.results, len(b.groups))
 	results := b.results
 	c := &handler.Call{ProcessingTimeMs: b.T, WatermarkMs: b.W, Groups: b.groups}
+	ctx, err := b.e.att.begin(ctx, b.id)
+	if err != nil {
+		return err
+	}
 	if err := b.e.h.Process(ctx, c, results); err != nil {
 		return fmt.Errorf("engine: running the handler: %w", err)
 	}

@@ -25,7 +25,7 @@ type Ceilings struct {
 	// Instances is the most limits.instances may ask; a spec that leaves it unset gets the
 	// number of CPUs, at most this. Default 16.
 	Instances int `json:"instances,omitempty"`
-	// CallTimeout is the most limits.call_timeout may ask. Default 1m.
+	// CallTimeout is the most limits.call_timeout may ask. Default 10m.
 	CallTimeout time.Duration `json:"call_timeout,omitempty"`
 	// OutputBytesPerCall is the most limits.max_output_bytes may ask. Default 256 MiB.
 	OutputBytesPerCall int64 `json:"output_bytes_per_call,omitempty"`
@@ -58,7 +58,7 @@ type Ceilings struct {
 const (
 	DefaultCeilingInstanceMemory = 1 << 30
 	DefaultCeilingInstances      = 16
-	DefaultCeilingCallTimeout    = time.Minute
+	DefaultCeilingCallTimeout    = 10 * time.Minute
 	DefaultCeilingOutputPerCall  = 256 << 20
 	DefaultQuarantineAfter       = 3
 )

@@ -269,6 +269,7 @@ type Engine struct {
 	manifests bool           // Config.Manifests
 	bound     WatermarkBound // Config.SharedWatermark; nil: none
 	quar      *quarantine    // the quarantined keys
+	att       *attempts      // the attempts of the next batch
 	h         handler.Handler
 	ks        *state.Deployment
 	sink      Sink
@@ -344,6 +345,14 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	if e.quar, err = loadQuarantine(e.ks, r.ceil.QuarantineAfter, cfg.Revision); err != nil {
 		return nil, err
+	}
+	var suspect []byte
+	if e.att, suspect, err = openAttempts(e.ks, p.BatchID+1, logger); err != nil {
+		return nil, err
+	}
+	if suspect != nil {
+		e.quar.add(suspect, fmt.Sprintf("the runtime stopped while it ran this key alone, after batch %d was attempted %d times without committing", p.BatchID+1, e.att.prev.Starts), time.Now().UnixMilli())
+		logger.Warn("quarantined the key that was running alone when the runtime stopped", "key", string(suspect), "batch", p.BatchID+1)
 	}
 	e.progress = p
 	if e.initial, err = initialPending(e.ks, p, cfg.InitialState, logger); err != nil {

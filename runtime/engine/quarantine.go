@@ -91,10 +91,15 @@ func (q *quarantine) fault(key []byte, err error, t int64) {
 		return
 	}
 	delete(q.strikes, string(key))
+	q.add(key, f.Err.Error(), t)
+}
+
+// add quarantines key with reason at processing time t (nothing when it is already).
+func (q *quarantine) add(key []byte, reason string, t int64) {
 	if _, ok := q.keys[string(key)]; ok {
 		return
 	}
-	k := state.QuarantinedKey{Key: slices.Clone(key), Reason: f.Err.Error(), SinceMs: t}
+	k := state.QuarantinedKey{Key: slices.Clone(key), Reason: reason, SinceMs: t}
 	q.keys[string(key)] = k
 	q.order = append(q.order, string(key))
 	if len(q.order) > state.MaxQuarantinedKeys {

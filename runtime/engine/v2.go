@@ -205,6 +205,10 @@ func (b *batch) phase(ctx context.Context) error {
 	clear(v.results)
 	v.sess.start(v.groups)
 	call := &handler.CallV2{ProcessingTimeMs: b.T, WatermarkMs: b.W, Groups: v.groups}
+	ctx, err := b.e.att.begin(ctx, b.id)
+	if err != nil {
+		return err
+	}
 	if err := v.h.ProcessV2(ctx, call, &v.sess, v.results); err != nil {
 		return fmt.Errorf("engine: running the handler: %w", err)
 	}

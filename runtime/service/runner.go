@@ -1176,6 +1176,7 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 		st.StateBytes = int64(n)
 	}
 	st.UpdatedAt = time.Now()
+	st.Isolating = r.eng.Isolating()
 	st.QuarantinedKeys, st.Quarantined = 0, nil
 	if q := r.eng.Quarantined(); len(q) > 0 {
 		st.QuarantinedKeys = len(q)

@@ -77,6 +77,24 @@ type Fault struct {
 func (f *Fault) Error() string { return f.Err.Error() }
 func (f *Fault) Unwrap() error { return f.Err }
 
+// isolationKey is the context key of WithIsolation.
+type isolationKey struct{}
+
+// WithIsolation returns a context under which a Handler runs the groups of a call one at a
+// time, each alone in a guest call of its own, calling before with the group's key first (an
+// error from it ends the call with that error). The engine isolates a batch this way when it
+// was started several times without committing (a crash that no error reported), so the
+// key that brings the process down is known.
+func WithIsolation(ctx context.Context, before func(key []byte) error) context.Context {
+	return context.WithValue(ctx, isolationKey{}, before)
+}
+
+// IsolationOf returns the function of WithIsolation, or nil.
+func IsolationOf(ctx context.Context) func(key []byte) error {
+	f, _ := ctx.Value(isolationKey{}).(func(key []byte) error)
+	return f
+}
+
 // ErrClosed is returned by a closed handler.
 var ErrClosed = errors.New("handler: closed")
 

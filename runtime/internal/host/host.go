@@ -303,6 +303,17 @@ func (h *Host) Process(ctx context.Context, call *handler.Call, results []handle
 	budget := &retryBudget{d: h.cfg.Limits.RetryTimeout}
 	defer budget.stop()
 	out := &outputBudget{limit: h.cfg.Limits.OutputBytesPerBatch}
+	if before := handler.IsolationOf(ctx); before != nil {
+		for i := range call.Groups {
+			if err := before(call.Groups[i].Key); err != nil {
+				return err
+			}
+			if err := h.runChunk(ctx, budget, call, span{i, i + 1}, results, out); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 	chunks := h.chunks(call)
 	if len(chunks) == 1 {
 		return h.runChunk(ctx, budget, call, chunks[0], results, out)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -65,6 +66,7 @@ func peakRSS(t *testing.T) (rise func() int64, ok bool) {
 		}
 		return -1
 	}
+	debug.FreeOSMemory() // what earlier tests left is not this one's
 	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
 		return nil, false
 	}
@@ -81,7 +83,7 @@ func peakRSS(t *testing.T) (rise func() int64, ok bool) {
 // clear error, while every other key of the same call is processed; and the host's memory
 // and the module's log volume stay within their ceilings.
 func TestHostileModules(t *testing.T) {
-	const callTimeout = 300 * time.Millisecond
+	const callTimeout = time.Second
 	for _, m := range hostile.Corpus() {
 		t.Run(m.Name, func(t *testing.T) {
 			var wasm []byte
@@ -184,8 +186,9 @@ func TestHostileModules(t *testing.T) {
 				t.Errorf("the module logged %d bytes over a few calls; the ceiling is %d a call", n, DefaultLogBytesPerCall)
 			}
 			if measured {
-				// Two instances' memory, the tables' ceiling, and a margin for the Go runtime.
-				ceiling := int64(2*cfg.Limits.MemoryBytes) + 2*8*DefaultTableElements + 96<<20
+				// Two instances' memory, the tables' ceiling, and a margin for the Go runtime
+				// and the compiler (unbounded, table-grow took 1 GB, stack-overflow 255 MB).
+				ceiling := int64(2*cfg.Limits.MemoryBytes) + 2*8*DefaultTableElements + 128<<20
 				if r := rise(); r > ceiling {
 					t.Errorf("peak RSS rose %d MB; the ceiling is %d MB", r>>20, ceiling>>20)
 				}

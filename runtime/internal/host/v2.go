@@ -31,7 +31,20 @@ func (h *Host) ProcessV2(ctx context.Context, call *handler.CallV2, sess handler
 	defer budget.stop()
 	out := &outputBudget{limit: h.cfg.Limits.OutputBytesPerBatch}
 	st := &stateBudget{perCall: h.cfg.Limits.StateBytesPerCall, perBatch: h.cfg.Limits.StateBytesPerBatch}
-	for _, c := range h.chunksV2(call) {
+	chunks := h.chunksV2(call)
+	before := handler.IsolationOf(ctx)
+	if before != nil {
+		chunks = chunks[:0]
+		for i := range call.Groups {
+			chunks = append(chunks, span{i, i + 1})
+		}
+	}
+	for _, c := range chunks {
+		if before != nil {
+			if err := before(call.Groups[c.lo].Key); err != nil {
+				return err
+			}
+		}
 		if err := h.runChunkV2(ctx, budget, call, c, sess, results, out, st); err != nil {
 			return err
 		}
