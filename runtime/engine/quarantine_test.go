@@ -33,12 +33,8 @@ func TestQuarantine(t *testing.T) {
 	batch := func(eng *engine.Engine, ops ...string) (map[string]state.OutboxEntry, time.Duration) {
 		t.Helper()
 		at += 1000
-		var in []string
-		for _, op := range ops {
-			in = append(in, op)
-		}
 		start := time.Now()
-		_, err := eng.RunBatch(context.Background(), engine.BatchInput{ProcessingTimeMs: at, Position: uint64(at), Rows: rows(in...)})
+		_, err := eng.RunBatch(context.Background(), engine.BatchInput{ProcessingTimeMs: at, Position: uint64(at), Rows: rows(ops...)})
 		require(t, err)
 		dead := map[string]state.OutboxEntry{}
 		for _, d := range sink.take(state.OutboxDeadLetter) {
