@@ -25,6 +25,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
+	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
@@ -52,7 +53,7 @@ var (
 type Client struct {
 	nc  *nats.Conn
 	js  jetstream.JetStream
-	reg *natsio.Registry
+	reg *registry.Registry
 
 	leasesOnce sync.Once
 	leaseKV    *natsio.Leases
@@ -90,7 +91,7 @@ func New(ctx context.Context, nc *nats.Conn) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := natsio.OpenRegistry(ctx, js, 0)
+	reg, err := registry.OpenRegistry(ctx, js, 0)
 	if err != nil {
 		return nil, fmt.Errorf("client: opening the deployment registry: %w", err)
 	}
@@ -201,7 +202,7 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 	if err != nil {
 		return nil, err
 	}
-	rec := natsio.Record{Name: sp.Name, Spec: specJSON, ModuleDigest: digest, ModuleSize: int64(len(wasm)), DeployedAt: time.Now().UTC()}
+	rec := registry.Record{Name: sp.Name, Spec: specJSON, ModuleDigest: digest, ModuleSize: int64(len(wasm)), DeployedAt: time.Now().UTC()}
 	prev, err := c.reg.Get(ctx, sp.Name)
 	if o.shadowOf != "" {
 		if serr := c.shadowRecord(ctx, &rec, sp, o, prev, err); serr != nil {
@@ -210,7 +211,7 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 	} else if err == nil && prev.ShadowOf != "" {
 		return nil, fmt.Errorf("%w: %s is a shadow of %s: deploy it again as one (--shadow %s), or promote it first", ErrShadow, sp.Name, prev.ShadowOf, prev.ShadowOf)
 	}
-	if errors.Is(err, natsio.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		if ierr := c.checkInputOfFree(ctx, sp.Name); ierr != nil {
 			return nil, ierr
 		}
@@ -219,7 +220,7 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 		switch {
 		case err == nil:
 			return nil, fmt.Errorf("%w: %s is deployed, and a redeploy keeps its state; undeploy it first, or deploy under a new name", ErrInitialStateRedeploy, sp.Name)
-		case !errors.Is(err, natsio.ErrNotFound):
+		case !errors.Is(err, registry.ErrNotFound):
 			return nil, fmt.Errorf("client: reading the deployment: %w", err)
 		}
 		digest, serr := c.storeInitialState(ctx, o.initial)
@@ -251,7 +252,7 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 	switch {
 	case err == nil && prev.Lineage != "":
 		rec.Lineage = prev.Lineage
-	case err == nil || errors.Is(err, natsio.ErrNotFound):
+	case err == nil || errors.Is(err, registry.ErrNotFound):
 		if rec.Lineage, err = newToken(); err != nil {
 			return nil, err
 		}
@@ -277,7 +278,7 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 // is split: by the router or by the server (key.subject_token), and for the server the
 // input subjects and the token its partitioned stream sources the input by (changed
 // transforms would make the server copy the whole input again).
-func fixedAtFirstDeploy(prev natsio.Record, sp *spec.Spec) error {
+func fixedAtFirstDeploy(prev registry.Record, sp *spec.Spec) error {
 	old, err := api.SpecOf(prev)
 	if err != nil {
 		return nil // a record that does not decode holds no layout to keep
@@ -309,7 +310,7 @@ func sameSubjects(a, b []string) bool {
 // resetSupported refuses [ResetState] for a deployment split into partitions (before or
 // after the deploy): each partition's state would have to be reset once, by whichever
 // runtime runs it, and this version resets a deployment's state as one.
-func resetSupported(prev natsio.Record, getErr error, sp *spec.Spec) error {
+func resetSupported(prev registry.Record, getErr error, sp *spec.Spec) error {
 	parts := sp.Partitions
 	if getErr == nil {
 		if old, err := api.SpecOf(prev); err == nil {
@@ -364,7 +365,7 @@ func newToken() (string, error) {
 // made before then may be claimed by another runtime.
 func (c *Client) Undeploy(ctx context.Context, name string) error {
 	err := c.reg.Delete(ctx, name)
-	if errors.Is(err, natsio.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		return fmt.Errorf("%w: %q", ErrNotDeployed, name)
 	}
 	if err != nil {
@@ -376,7 +377,7 @@ func (c *Client) Undeploy(ctx context.Context, name string) error {
 // Get returns one deployment.
 func (c *Client) Get(ctx context.Context, name string) (*Deployment, error) {
 	rec, err := c.reg.Get(ctx, name)
-	if errors.Is(err, natsio.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		return nil, fmt.Errorf("%w: %q", ErrNotDeployed, name)
 	}
 	if err != nil {
@@ -468,7 +469,7 @@ func (c *Client) leases(ctx context.Context) (*natsio.Leases, error) {
 	return c.leaseKV, c.leaseErr
 }
 
-func deploymentOf(rec natsio.Record) (*Deployment, error) {
+func deploymentOf(rec registry.Record) (*Deployment, error) {
 	sp, err := api.SpecOf(rec)
 	if err != nil {
 		return nil, err
@@ -514,7 +515,7 @@ func (c *Client) Status(ctx context.Context, name string) (*Status, error) {
 // decode: the caller's next request reports why).
 func (c *Client) specOf(ctx context.Context, name string) (*spec.Spec, error) {
 	rec, err := c.reg.Get(ctx, name)
-	if errors.Is(err, natsio.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		return nil, nil
 	}
 	if err != nil {
@@ -627,9 +628,9 @@ func maxTime(a, b time.Time) time.Time {
 // unitStatus reads the status written under name: a deployment's, or one partition's.
 func (c *Client) unitStatus(ctx context.Context, name string) (*Status, error) {
 	doc, err := c.reg.GetStatus(ctx, name)
-	if errors.Is(err, natsio.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		base, _, _ := strings.Cut(name, ".") // a partition's status is its deployment's
-		if _, gerr := c.reg.Get(ctx, base); errors.Is(gerr, natsio.ErrNotFound) {
+		if _, gerr := c.reg.Get(ctx, base); errors.Is(gerr, registry.ErrNotFound) {
 			return nil, fmt.Errorf("%w: %q", ErrNotDeployed, base)
 		}
 		return &Status{Name: name, State: "pending"}, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
@@ -44,12 +45,12 @@ func AsShadowOf(primary string) DeployOption {
 // shadowRecord makes rec, the record of a deploy of sp with [AsShadowOf], a shadow's, after
 // checking that sp can shadow the primary (prev, getErr: what the registry holds of sp's
 // name).
-func (c *Client) shadowRecord(ctx context.Context, rec *natsio.Record, sp *spec.Spec, o deployOptions, prev natsio.Record, getErr error) error {
+func (c *Client) shadowRecord(ctx context.Context, rec *registry.Record, sp *spec.Spec, o deployOptions, prev registry.Record, getErr error) error {
 	if o.resetState || o.initial != nil {
 		return fmt.Errorf("%w: a shadow's state is made by its primary's history: --reset-state and --initial-state do not apply", ErrShadow)
 	}
 	prec, err := c.reg.Get(ctx, o.shadowOf)
-	if errors.Is(err, natsio.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		return fmt.Errorf("%w: %q (the primary of the shadow)", ErrNotDeployed, o.shadowOf)
 	}
 	if err != nil {
@@ -70,7 +71,7 @@ func (c *Client) shadowRecord(ctx context.Context, rec *natsio.Record, sp *spec.
 		return fmt.Errorf("%w: %s is deployed and is not a shadow of %s: a shadow starts from its primary's history; deploy it under a new name", ErrShadow, sp.Name, o.shadowOf)
 	case getErr == nil && prev.Promoting:
 		return fmt.Errorf("%w: %s is being promoted", ErrShadow, sp.Name)
-	case getErr != nil && !errors.Is(getErr, natsio.ErrNotFound):
+	case getErr != nil && !errors.Is(getErr, registry.ErrNotFound):
 		return fmt.Errorf("client: reading the deployment: %w", getErr)
 	}
 	if err := c.checkShadowHistory(ctx, o.shadowOf, max(psp.Partitions, 1)); err != nil {
@@ -92,7 +93,7 @@ func (c *Client) shadowRecord(ctx context.Context, rec *natsio.Record, sp *spec.
 }
 
 // checkInputOfFree refuses a new deployment named name while another deployment reads, or
-// once promoted will read, that name's input-side streams (natsio.Record.InputOf): the two
+// once promoted will read, that name's input-side streams (registry.Record.InputOf): the two
 // would share them, and the partitioned stream's router with them. A shadow of name itself
 // (its primary undeployed) does not count: deploying the primary again is how it goes on.
 func (c *Client) checkInputOfFree(ctx context.Context, name string) error {
@@ -156,7 +157,7 @@ func (c *Client) checkShadowHistory(ctx context.Context, primary string, parts i
 // changes (see [Status].Promoted).
 func (c *Client) Promote(ctx context.Context, name string) error {
 	rec, err := c.reg.Get(ctx, name)
-	if errors.Is(err, natsio.ErrNotFound) {
+	if errors.Is(err, registry.ErrNotFound) {
 		return fmt.Errorf("%w: %q", ErrNotDeployed, name)
 	}
 	if err != nil {

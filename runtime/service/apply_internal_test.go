@@ -5,26 +5,26 @@ import (
 	"testing"
 
 	"github.com/groupstate/groupstate/runtime/client"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/registry"
 )
 
 // TestRunsDecidesRedeploys: a deploy of the record a runner already runs does nothing, unless
 // the runner failed or keeps faulting (then the same-spec redeploy restarts it: a fetch that
 // fails forever has no other way out) or the deploy asks for a state reset.
 func TestRunsDecidesRedeploys(t *testing.T) {
-	rec := natsio.Record{Name: "d", Spec: json.RawMessage(`{"name":"d"}`), ModuleDigest: "aa"}
+	rec := registry.Record{Name: "d", Spec: json.RawMessage(`{"name":"d"}`), ModuleDigest: "aa"}
 	tests := []struct {
 		name   string
 		runner *runner
-		rec    natsio.Record
+		rec    registry.Record
 		want   bool
 	}{
 		{"no runner", nil, rec, false},
 		{"same record", &runner{rec: rec, status: client.Status{State: client.StatusRunning}}, rec, true},
 		{"recovered (an old error only in LastError)", &runner{rec: rec, status: client.Status{State: client.StatusRunning, LastError: "x"}}, rec, true},
-		{"new module", &runner{rec: rec}, natsio.Record{Name: "d", Spec: rec.Spec, ModuleDigest: "bb"}, false},
-		{"new spec", &runner{rec: rec}, natsio.Record{Name: "d", Spec: json.RawMessage(`{"name":"d","x":1}`), ModuleDigest: "aa"}, false},
-		{"reset asked", &runner{rec: rec}, natsio.Record{Name: "d", Spec: rec.Spec, ModuleDigest: "aa", ResetState: "t"}, false},
+		{"new module", &runner{rec: rec}, registry.Record{Name: "d", Spec: rec.Spec, ModuleDigest: "bb"}, false},
+		{"new spec", &runner{rec: rec}, registry.Record{Name: "d", Spec: json.RawMessage(`{"name":"d","x":1}`), ModuleDigest: "aa"}, false},
+		{"reset asked", &runner{rec: rec}, registry.Record{Name: "d", Spec: rec.Spec, ModuleDigest: "aa", ResetState: "t"}, false},
 		{"failed", &runner{rec: rec, status: client.Status{State: client.StatusFailed, Error: "boom"}}, rec, false},
 		{"faulting", &runner{rec: rec, status: client.Status{State: client.StatusRunning, Error: "fetching input: boom"}}, rec, false},
 	}

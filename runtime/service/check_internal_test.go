@@ -6,7 +6,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
@@ -27,11 +27,11 @@ func TestCheckReusesAcceptedRecord(t *testing.T) {
 	testutil.Require(t, err)
 	body, err := json.Marshal(sp)
 	testutil.Require(t, err)
-	rec := natsio.Record{Name: "logincount", Spec: body, ModuleDigest: digest, Revision: 7}
+	rec := registry.Record{Name: "logincount", Spec: body, ModuleDigest: digest, Revision: 7}
 
 	first, err := s.check(ctx, rec)
 	testutil.Require(t, err)
-	modules, err := j.JS.ObjectStore(ctx, natsio.ModulesBucket)
+	modules, err := j.JS.ObjectStore(ctx, registry.ModulesBucket)
 	testutil.Require(t, err)
 	testutil.Require(t, modules.Delete(ctx, digest))
 
@@ -42,7 +42,7 @@ func TestCheckReusesAcceptedRecord(t *testing.T) {
 	}
 	next := rec
 	next.Revision = 8
-	if _, err := s.check(ctx, next); !errors.Is(err, natsio.ErrNotFound) {
+	if _, err := s.check(ctx, next); !errors.Is(err, registry.ErrNotFound) {
 		t.Fatalf("a new revision without its module: err = %v, want natsio.ErrNotFound", err)
 	}
 }

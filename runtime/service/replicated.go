@@ -15,6 +15,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/placement"
+	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
@@ -33,14 +34,14 @@ const replicateTimeout = 30 * time.Second
 
 // replicated tells whether rec is a deployment with replication: changelog (false for a
 // record whose spec does not decode: check reports that).
-func replicated(rec natsio.Record) bool {
+func replicated(rec registry.Record) bool {
 	sp, err := api.SpecOf(rec)
 	return err == nil && sp.Replication == spec.ReplicationChangelog
 }
 
 // partitionsOf is the number of partitions of rec's deployment (1 when its spec does not
 // decode: check reports that).
-func partitionsOf(rec natsio.Record) int {
+func partitionsOf(rec registry.Record) int {
 	sp, err := api.SpecOf(rec)
 	if err != nil || sp.Partitions < 1 {
 		return 1
@@ -50,7 +51,7 @@ func partitionsOf(rec natsio.Record) int {
 
 // standbysOf is the number of standby copies per partition rec's spec asks for (0 when its
 // spec does not decode: check reports that).
-func standbysOf(rec natsio.Record) int {
+func standbysOf(rec registry.Record) int {
 	sp, err := api.SpecOf(rec)
 	if err != nil {
 		return 0
@@ -62,7 +63,7 @@ func standbysOf(rec natsio.Record) int {
 // partition here when the plan gives it to this runtime, stops it here when the plan gives
 // it to another, and keeps a standby copy of it here when the plan names this runtime a
 // standby.
-func (s *Service) applyReplicated(ctx context.Context, rec natsio.Record) {
+func (s *Service) applyReplicated(ctx context.Context, rec registry.Record) {
 	parts := partitionsOf(rec)
 	if rec.ResetState != "" && parts > 1 {
 		// The client refuses this (client.ErrResetPartitioned); a record written otherwise.
@@ -123,7 +124,7 @@ type applying struct {
 // lease as read; a carries the revision check over the partitions of one apply. It
 // returns false when the others need not be tried (the revision was refused, or the lease
 // bucket failed: the deployment is applied again later).
-func (s *Service) applyPartition(ctx context.Context, rec natsio.Record, p, parts int, as placement.Assignment, lease natsio.Lease, a *applying) bool {
+func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, parts int, as placement.Assignment, lease natsio.Lease, a *applying) bool {
 	key := unitKey(rec.Name, p, parts)
 	owner := as.Owner
 	s.mu.Lock()
@@ -258,7 +259,7 @@ const parallelStarts = 4
 // runtimes release meanwhile (a runtime stopping, say) rather than waiting for these
 // restores: each partition is marked starting (applyPartition leaves it alone) until its
 // runner is registered, and rec is applied again once all are done.
-func (s *Service) startPartitions(ctx context.Context, rec natsio.Record, a *applying) {
+func (s *Service) startPartitions(ctx context.Context, rec registry.Record, a *applying) {
 	if len(a.starts) == 0 {
 		return
 	}
@@ -311,13 +312,13 @@ func (s *Service) startPartitions(ctx context.Context, rec natsio.Record, a *app
 // startFailure is a start of a deployment's partitions off the service's loop that failed in
 // a way a retry may fix.
 type startFailure struct {
-	rec natsio.Record
+	rec registry.Record
 	err error
 }
 
 // startBuilt registers and starts the runner built (or not: err) for ps, and clears ps's
 // starting mark. It returns err when a retry may fix it (nil for one fenced, or permanent).
-func (s *Service) startBuilt(ctx context.Context, rec natsio.Record, ps partitionStart, r *runner, err error) error {
+func (s *Service) startBuilt(ctx context.Context, rec registry.Record, ps partitionStart, r *runner, err error) error {
 	defer func() {
 		s.mu.Lock()
 		delete(s.starting, ps.key)
@@ -414,7 +415,7 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsi
 
 // lineageOf is the instance of a replicated deployment's output message ids: the same on
 // every runtime, so a republication after a takeover is dropped as a duplicate.
-func lineageOf(rec natsio.Record) string {
+func lineageOf(rec registry.Record) string {
 	if rec.Lineage != "" {
 		return rec.Lineage
 	}
@@ -638,7 +639,7 @@ func (s *Service) isLive(id string) bool { return slices.Contains(s.liveIDs(), i
 
 // replan applies every replicated deployment again: the members changed, or a lease may
 // have (a periodic check), so the plan may give deployments to other runtimes.
-func (s *Service) replan(ctx context.Context, records map[string]natsio.Record) {
+func (s *Service) replan(ctx context.Context, records map[string]registry.Record) {
 	for _, rec := range records {
 		if replicated(rec) {
 			s.apply(ctx, rec)
@@ -650,7 +651,7 @@ func (s *Service) replan(ctx context.Context, records map[string]natsio.Record) 
 // fenced (another runtime took the deployment) or the append failed. The runner has
 // stopped; the deployment is applied again after a short wait, which restores it from the
 // log here if the plan still gives it to this runtime.
-func (s *Service) lostReplication(rec natsio.Record, err error) {
+func (s *Service) lostReplication(rec registry.Record, err error) {
 	if errors.Is(err, natsio.ErrFenced) {
 		s.cfg.Metrics.fenced(rec.Name)
 		s.logger.Warn("deployment fenced: another runtime took it over", "deployment", rec.Name, "err", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/placement"
+	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/timeouts"
@@ -99,7 +100,7 @@ func (e *natsEnv) steal(th *thief, name string) {
 	testutil.Require(e.t, err)
 	_, err = cl.Fence(ctx, 0, lease.Epoch)
 	testutil.Require(e.t, err)
-	reg, err := natsio.OpenRegistry(ctx, e.js, 0)
+	reg, err := registry.OpenRegistry(ctx, e.js, 0)
 	testutil.Require(e.t, err)
 	doc, _ := json.Marshal(client.Status{Name: name, State: client.StatusRunning, Owner: th.id, UpdatedAt: time.Now()})
 	testutil.Require(e.t, reg.PutStatus(ctx, name, doc))

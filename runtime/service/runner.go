@@ -19,6 +19,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
+	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
@@ -31,7 +32,7 @@ import (
 // acknowledges the input once a batch committed, and publishes the deployment's status.
 type runner struct {
 	s      *Service
-	rec    natsio.Record
+	rec    registry.Record
 	spec   *spec.Spec
 	wasm   []byte
 	store  *state.Store
@@ -47,7 +48,7 @@ type runner struct {
 	key         string
 	// inputOf names the deployment whose input-side streams the runner reads (partitioned
 	// stream, inputs stream, default input stream names): its own, or a shadow's primary's,
-	// kept once promoted (natsio.Record.InputOf).
+	// kept once promoted (registry.Record.InputOf).
 	inputOf string
 
 	// wm is the runtime's view of the partitions' watermarks, for a partition of a deployment
@@ -132,7 +133,7 @@ func (r *runner) dropCopy() {
 
 // revision is a deployment record whose spec and module were checked.
 type revision struct {
-	rec  natsio.Record
+	rec  registry.Record
 	spec *spec.Spec
 	wasm []byte
 	// initial is the record's initial state, loaded and parsed once for the revision's
@@ -153,7 +154,7 @@ type initialLoad struct {
 // A record accepted once is not checked again (the same revision of the record holds the
 // same spec and module digest), so that a runtime taking a deployment's partitions one after
 // another loads and compiles its module once, not before each.
-func (s *Service) check(ctx context.Context, rec natsio.Record) (*revision, error) {
+func (s *Service) check(ctx context.Context, rec registry.Record) (*revision, error) {
 	if rv := s.checked[rec.Name]; rv != nil && rv.rec.Revision == rec.Revision && rv.rec.ModuleDigest == rec.ModuleDigest && rv.rec.ResetState == rec.ResetState {
 		return &revision{rec: rec, spec: rv.spec, wasm: rv.wasm, initial: rv.initial}, nil
 	}
@@ -165,7 +166,7 @@ func (s *Service) check(ctx context.Context, rec natsio.Record) (*revision, erro
 }
 
 // checkRecord is check without the reuse.
-func (s *Service) checkRecord(ctx context.Context, rec natsio.Record) (*revision, error) {
+func (s *Service) checkRecord(ctx context.Context, rec registry.Record) (*revision, error) {
 	sp, err := api.RunSpecOf(rec)
 	if err != nil {
 		return nil, err
@@ -487,10 +488,10 @@ func (r *runner) inputStreams() string {
 }
 
 // revisionKey names a deployment's revision: "<name>@<revision>".
-func revisionKey(rec natsio.Record) string { return fmt.Sprintf("%s@%d", rec.Name, rec.Revision) }
+func revisionKey(rec registry.Record) string { return fmt.Sprintf("%s@%d", rec.Name, rec.Revision) }
 
 // forgetStreams makes the next open of rec's revision ensure its streams again.
-func (s *Service) forgetStreams(rec natsio.Record) {
+func (s *Service) forgetStreams(rec registry.Record) {
 	s.mu.Lock()
 	delete(s.ensured, revisionKey(rec))
 	s.mu.Unlock()
@@ -1139,7 +1140,7 @@ func (r *runner) record(rep *engine.BatchReport) {
 
 // deployRevision names the deploy of rec for the engine's quarantine (engine.Config.Revision):
 // a new deploy, even of the same module, releases the keys quarantined before it.
-func deployRevision(rec natsio.Record) string {
+func deployRevision(rec registry.Record) string {
 	return rec.ModuleDigest + "@" + rec.DeployedAt.UTC().Format(time.RFC3339Nano)
 }
 
@@ -1237,7 +1238,7 @@ func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint
 	}
 }
 
-// initialState loads the deployment's initial state (natsio.Record.InitialState) and returns
+// initialState loads the deployment's initial state (registry.Record.InitialState) and returns
 // the keys of the runner's partition, for an engine whose keyspace committed no batch yet.
 //
 // The file is read and parsed once per revision on this runtime, for all its partitions here

@@ -19,6 +19,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 	"github.com/groupstate/groupstate/timeouts"
@@ -68,7 +69,7 @@ type Service struct {
 	logger *slog.Logger
 	rt     *engine.Runtime
 	js     jetstream.JetStream
-	reg    *natsio.Registry
+	reg    *registry.Registry
 	leases *natsio.Leases
 
 	id      string // the runtime's ID (Options.ID, or the store's)
@@ -91,7 +92,7 @@ type Service struct {
 
 	ready       atomic.Bool
 	storeFailed chan struct{}
-	retry       chan natsio.Record
+	retry       chan registry.Record
 	startFailed chan startFailure        // starts off the loop that failed, for the loop to retry
 	backoff     map[string]time.Duration // per deployment, for retries of a failed start
 	// checked is the last revision of each deployment that check accepted, reused while the
@@ -117,7 +118,7 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	reg, err := natsio.OpenRegistry(ctx, js, cfg.Replicas)
+	reg, err := registry.OpenRegistry(ctx, js, cfg.Replicas)
 	if err != nil {
 		return nil, fmt.Errorf("service: opening the deployment registry: %w", err)
 	}
@@ -131,7 +132,7 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg, leases: leases,
 		runners: map[string]*runner{}, standbys: map[string]*standby{}, ensured: map[string]string{}, starting: map[string]bool{}, checked: map[string]*revision{}, storeFailed: make(chan struct{}, 1),
-		retry: make(chan natsio.Record, 16), startFailed: make(chan startFailure, 16), backoff: map[string]time.Duration{}}
+		retry: make(chan registry.Record, 16), startFailed: make(chan startFailure, 16), backoff: map[string]time.Duration{}}
 	if s.store, err = s.openStore(); err != nil {
 		rt.Close(ctx)
 		return nil, err
@@ -178,7 +179,7 @@ func (s *Service) Run(ctx context.Context) error {
 			st.Close()
 		}
 	}()
-	var events <-chan natsio.Event
+	var events <-chan registry.Event
 	err := s.untilStarted(ctx, "watching deployments", func(ctx context.Context) (err error) {
 		events, err = s.reg.Watch(ctx)
 		return err
@@ -210,7 +211,7 @@ func (s *Service) Run(ctx context.Context) error {
 	s.logger.Info("runtime started", "id", s.id, "data", s.cfg.DataDir)
 	s.ready.Store(true)
 	defer s.ready.Store(false)
-	records := map[string]natsio.Record{}
+	records := map[string]registry.Record{}
 	// Replicated deployments are placed again when the members change, and at least once a
 	// member TTL (a lease may have moved without a member change: a runtime that was paused).
 	recheck := time.NewTicker(s.members.TTL())
@@ -264,7 +265,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 // apply starts or replaces the deployment of rec. When the new revision cannot start, the
 // running one (if any) keeps running and the error goes to the deployment's status.
-func (s *Service) apply(ctx context.Context, rec natsio.Record) {
+func (s *Service) apply(ctx context.Context, rec registry.Record) {
 	if replicated(rec) {
 		s.applyReplicated(ctx, rec)
 		return
@@ -325,7 +326,7 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 // checkOrReport checks rec (see check). When it is refused, the running revision old (if
 // any) keeps running with the error in its status, or a failed status is written; ok is
 // false then.
-func (s *Service) checkOrReport(ctx context.Context, rec natsio.Record, old *runner) (rv *revision, ok bool) {
+func (s *Service) checkOrReport(ctx context.Context, rec registry.Record, old *runner) (rv *revision, ok bool) {
 	rv, err := s.check(ctx, rec)
 	if err != nil {
 		s.logger.Error("deployment refused", "deployment", rec.Name, "err", err)
@@ -347,7 +348,7 @@ func (s *Service) checkOrReport(ctx context.Context, rec natsio.Record, old *run
 // the reset's token before anything runs, so that a restart does not reset again (until
 // then a reset can be repeated: nothing ran since). It returns false, with r closed, when
 // the record could not be updated.
-func (s *Service) clearReset(ctx context.Context, rec natsio.Record, r *runner) bool {
+func (s *Service) clearReset(ctx context.Context, rec registry.Record, r *runner) bool {
 	if rec.ResetState == "" {
 		return true
 	}
@@ -357,7 +358,7 @@ func (s *Service) clearReset(ctx context.Context, rec natsio.Record, r *runner) 
 	if err != nil {
 		r.eng.Close(context.WithoutCancel(ctx))
 		r.ks.SetReplicator(nil)
-		if !errors.Is(err, natsio.ErrRecordChanged) {
+		if !errors.Is(err, registry.ErrRecordChanged) {
 			s.retryLater(rec, err)
 		} // else a newer record is on its way, and applies to the emptied state
 		return false
@@ -371,7 +372,7 @@ func (s *Service) clearReset(ctx context.Context, rec natsio.Record, r *runner) 
 // runs tells whether r (nil: none) already runs rec as it should, so that applying rec has
 // nothing to do: same module and spec, no reset asked, and r neither failed nor faulting (a
 // same-spec redeploy restarts a runner that keeps failing its batches or fetches).
-func (r *runner) runs(rec natsio.Record) bool {
+func (r *runner) runs(rec registry.Record) bool {
 	if r == nil || rec.ResetState != "" || r.rec.ModuleDigest != rec.ModuleDigest || string(r.rec.Spec) != string(rec.Spec) ||
 		r.rec.ShadowOf != rec.ShadowOf || r.rec.Promoting != rec.Promoting || string(r.rec.ShadowSpec) != string(rec.ShadowSpec) {
 		return false
@@ -384,7 +385,7 @@ func (r *runner) runs(rec natsio.Record) bool {
 // reportIfOrphaned writes the orphaned status of rec when its owner does not answer: the
 // deployment's state is on that runtime's disk, so nothing runs it until that runtime comes
 // back or a deploy --reset-state lets another one start from empty state.
-func (s *Service) reportIfOrphaned(ctx context.Context, rec natsio.Record, owner string) {
+func (s *Service) reportIfOrphaned(ctx context.Context, rec registry.Record, owner string) {
 	up, err := api.Ping(ctx, s.cfg.Conn, owner)
 	if err != nil || up {
 		s.logger.Info("deployment is run by another runtime", "deployment", rec.Name, "owner", owner)
@@ -404,7 +405,7 @@ func permanent(err error) bool {
 }
 
 // retryLater starts rec again after a backoff that doubles per failure, up to a minute.
-func (s *Service) retryLater(rec natsio.Record, err error) {
+func (s *Service) retryLater(rec registry.Record, err error) {
 	d := max(s.backoff[rec.Name]*2, 500*time.Millisecond)
 	d = min(d, time.Minute)
 	s.backoff[rec.Name] = d
@@ -472,7 +473,7 @@ func (s *Service) stopAll() {
 // recoverStore handles a failed state store (a Pebble write error): it stops every
 // deployment, reopens the store until that works, and starts them again from what reached
 // disk.
-func (s *Service) recoverStore(ctx context.Context, records map[string]natsio.Record) {
+func (s *Service) recoverStore(ctx context.Context, records map[string]registry.Record) {
 	s.logger.Error("state store failed; stopping deployments and reopening it")
 	s.stopAll()
 	s.mu.Lock()

@@ -19,6 +19,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/runtime/spec"
@@ -610,7 +611,7 @@ func TestRefusedRedeployLeavesConsumer(t *testing.T) {
 
 	// Straight into the registry, past the client's validation: a module whose
 	// initialization fails (the sessions sample refuses a gap of 0s), reading other subjects.
-	reg, err := natsio.OpenRegistry(ctx, env.js, 0)
+	reg, err := registry.OpenRegistry(ctx, env.js, 0)
 	testutil.Require(t, err)
 	wasm := testutil.ReadFile(t, "../../samples/sessions/go/sessions.wasm")
 	digest, err := reg.PutModule(ctx, wasm)
@@ -619,7 +620,7 @@ func TestRefusedRedeployLeavesConsumer(t *testing.T) {
 	bad.Config = map[string]any{"gap": "0s"}
 	specJSON, err := json.Marshal(bad)
 	testutil.Require(t, err)
-	_, err = reg.Put(ctx, natsio.Record{Name: "logincount", Spec: specJSON, ModuleDigest: digest, ModuleSize: int64(len(wasm)), DeployedAt: time.Now().UTC()})
+	_, err = reg.Put(ctx, registry.Record{Name: "logincount", Spec: specJSON, ModuleDigest: digest, ModuleSize: int64(len(wasm)), DeployedAt: time.Now().UTC()})
 	testutil.Require(t, err)
 	var refused *client.Status
 	testutil.EventuallyWithin(t, compileDeadline, "the redeploy refused", func() bool {

@@ -14,6 +14,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/registry"
 )
 
 // A shadow deployment (deploy --shadow) runs its primary's batches again, live: its
@@ -48,7 +49,7 @@ type shadowIn struct {
 	// batch is the primary batch cut last (see cut), which runShadowBatch runs.
 	batch shadowBatch
 	// handover is where the partition took over the primary's input, once promoted.
-	handover natsio.Handover
+	handover registry.Handover
 }
 
 // shadowBatch is one primary batch to run again: the messages of its manifests (its first
@@ -263,7 +264,7 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 			return false, err
 		}
 	}
-	handovers := []natsio.Handover{r.shadowIn.handover}
+	handovers := []registry.Handover{r.shadowIn.handover}
 	if r.parts > 1 {
 		var all bool
 		var err error
@@ -357,25 +358,25 @@ func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 			r.logger.Warn("adopting the primary's watermark record failed", "err", err)
 		}
 	}
-	r.setPromoted(natsio.Handover{Partition: r.part, Batch: p.BatchID + 1, Position: position})
+	r.setPromoted(registry.Handover{Partition: r.part, Batch: p.BatchID + 1, Position: position})
 	r.logger.Info("shadow's partition takes over its primary's input position", "old_primary", primary, "position", position)
 	return true, nil
 }
 
 // primaryHandover is where the primary took r's partition over, when the primary is a
-// promoted shadow (natsio.Record.PrimaryHandovers).
-func (r *runner) primaryHandover() (natsio.Handover, bool) {
+// promoted shadow (registry.Record.PrimaryHandovers).
+func (r *runner) primaryHandover() (registry.Handover, bool) {
 	for _, h := range r.rec.PrimaryHandovers {
 		if h.Partition == r.part {
 			return h, true
 		}
 	}
-	return natsio.Handover{}, false
+	return registry.Handover{}, false
 }
 
 // setPromoted notes that r's partition committed its promotion at h (see promote), in its
 // status too.
-func (r *runner) setPromoted(h natsio.Handover) {
+func (r *runner) setPromoted(h registry.Handover) {
 	r.shadowIn.promoted, r.shadowIn.handover = true, h
 	r.mu.Lock()
 	r.status.Promoted, r.status.PromotedBatch, r.status.PromotedPosition = true, h.Batch, h.Position
@@ -388,19 +389,19 @@ func (r *runner) setPromoted(h natsio.Handover) {
 // partitionsPromoted tells whether every partition of the shadow committed its promotion,
 // by their statuses (see promote), and returns where each took over, in partition order; it
 // looks at most every primaryCheckEvery.
-func (r *runner) partitionsPromoted(ctx context.Context) ([]natsio.Handover, bool, error) {
+func (r *runner) partitionsPromoted(ctx context.Context) ([]registry.Handover, bool, error) {
 	in := r.shadowIn
 	if time.Since(in.checkedAt) < primaryCheckEvery {
 		return nil, false, nil
 	}
 	in.checkedAt = time.Now()
-	handovers := []natsio.Handover{in.handover}
+	handovers := []registry.Handover{in.handover}
 	for q := range r.parts {
 		if q == r.part {
 			continue
 		}
 		doc, err := r.s.reg.GetStatus(ctx, unitKey(r.spec.Name, q, r.parts))
-		if errors.Is(err, natsio.ErrNotFound) {
+		if errors.Is(err, registry.ErrNotFound) {
 			return nil, false, nil
 		}
 		if err != nil {
@@ -413,9 +414,9 @@ func (r *runner) partitionsPromoted(ctx context.Context) ([]natsio.Handover, boo
 		if !st.Promoted || st.ShadowOf != r.rec.ShadowOf || !st.DeployedAt.Equal(r.rec.DeployedAt) {
 			return nil, false, nil
 		}
-		handovers = append(handovers, natsio.Handover{Partition: q, Batch: st.PromotedBatch, Position: st.PromotedPosition})
+		handovers = append(handovers, registry.Handover{Partition: q, Batch: st.PromotedBatch, Position: st.PromotedPosition})
 	}
-	slices.SortFunc(handovers, func(a, b natsio.Handover) int { return a.Partition - b.Partition })
+	slices.SortFunc(handovers, func(a, b registry.Handover) int { return a.Partition - b.Partition })
 	return handovers, true, nil
 }
 
@@ -448,7 +449,7 @@ func (r *runner) promotionCommitted(ctx context.Context) (bool, error) {
 	if p.InputCreated == 0 || p.InputCreated != created {
 		return false, nil
 	}
-	r.shadowIn.promoted, r.shadowIn.handover = true, natsio.Handover{Partition: r.part, Batch: p.BatchID, Position: p.Position}
+	r.shadowIn.promoted, r.shadowIn.handover = true, registry.Handover{Partition: r.part, Batch: p.BatchID, Position: p.Position}
 	return true, nil
 }
 
@@ -487,7 +488,7 @@ func (r *runner) checkPrimary(ctx context.Context) {
 	}
 	in.checkedAt = time.Now()
 	_, err := r.s.reg.Get(ctx, r.rec.ShadowOf)
-	switch gone := errors.Is(err, natsio.ErrNotFound); {
+	switch gone := errors.Is(err, registry.ErrNotFound); {
 	case gone && !in.gone:
 		r.setError(fmt.Errorf("primary %s is no longer deployed: the shadow ran every batch it recorded and waits; promote it (groupstate promote %s) or undeploy it", r.rec.ShadowOf, r.spec.Name))
 	case !gone && err == nil && in.gone:
@@ -495,7 +496,7 @@ func (r *runner) checkPrimary(ctx context.Context) {
 		r.status.Error = ""
 		r.mu.Unlock()
 	}
-	if err == nil || errors.Is(err, natsio.ErrNotFound) {
-		in.gone = errors.Is(err, natsio.ErrNotFound)
+	if err == nil || errors.Is(err, registry.ErrNotFound) {
+		in.gone = errors.Is(err, registry.ErrNotFound)
 	}
 }

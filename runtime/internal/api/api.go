@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
 
@@ -117,13 +117,13 @@ type Error struct {
 }
 
 // SpecOf decodes and validates the spec stored in a deployment record.
-func SpecOf(rec natsio.Record) (*spec.Spec, error) {
+func SpecOf(rec registry.Record) (*spec.Spec, error) {
 	return decodeSpec(rec.Spec)
 }
 
 // RunSpecOf returns the spec the deployment of rec runs with: for a shadow (rec.ShadowOf),
 // its shadow spec (rec.ShadowSpec), else its spec.
-func RunSpecOf(rec natsio.Record) (*spec.Spec, error) {
+func RunSpecOf(rec registry.Record) (*spec.Spec, error) {
 	if rec.ShadowOf != "" && len(rec.ShadowSpec) > 0 {
 		return decodeSpec(rec.ShadowSpec)
 	}

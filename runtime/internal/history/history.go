@@ -24,7 +24,7 @@ var ErrGone = errors.New("history: no longer retained")
 
 // Input returns where partition p of the deployment of sp reads its rows: the stream and the
 // filters of its consumer. inputOf names the deployment whose input-side streams it reads
-// (natsio.Record.InputOf: a shadow's primary); empty, sp.Name.
+// (registry.Record.InputOf: a shadow's primary); empty, sp.Name.
 func Input(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, inputOf string, p int) (stream string, filters []string, err error) {
 	name := cmp.Or(inputOf, sp.Name)
 	switch {

@@ -124,7 +124,7 @@ func EnsureInputsStream(ctx context.Context, js jetstream.JetStream, deployment 
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      maxAge,
-		Replicas:    replicasFor(js, replicas),
+		Replicas:    ReplicasFor(js, replicas),
 	}
 	return ensureOwnStream(ctx, js, "inputs stream", cfg, func(old *jetstream.StreamConfig) (bool, error) {
 		if len(old.Subjects) > 0 || !sameSources(old.Sources, srcs) {

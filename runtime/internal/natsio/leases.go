@@ -53,12 +53,12 @@ type Leases struct {
 // OpenLeases opens [LeasesBucket], creating it when missing (file storage, replicas copies,
 // 0 meaning [DefaultReplicas], one revision per key).
 func OpenLeases(ctx context.Context, js jetstream.JetStream, replicas int) (*Leases, error) {
-	kv, err := openKV(ctx, js, jetstream.KeyValueConfig{
+	kv, err := OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      LeasesBucket,
 		Description: "groupstate: which runtime owns each partition of a deployment",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    replicasFor(js, replicas),
+		Replicas:    ReplicasFor(js, replicas),
 	})
 	if err != nil {
 		return nil, err

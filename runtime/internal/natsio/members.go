@@ -129,7 +129,7 @@ func JoinMembers(ctx context.Context, js jetstream.JetStream, opts MemberOptions
 	if opts.StartedAt.IsZero() {
 		opts.StartedAt = time.Now()
 	}
-	opts.Replicas = replicasFor(js, opts.Replicas)
+	opts.Replicas = ReplicasFor(js, opts.Replicas)
 	kv, err := openMembersBucket(ctx, js, opts.TTL, opts.Replicas)
 	if err != nil {
 		return nil, err

@@ -26,17 +26,17 @@ const (
 	errCodeReplicasNotSupported  jetstream.ErrorCode = 10074
 )
 
-// replicasFor returns n, or the default for js's connection when n is 0 or less.
-func replicasFor(js jetstream.JetStream, n int) int {
+// ReplicasFor returns n, or the default for js's connection when n is 0 or less.
+func ReplicasFor(js jetstream.JetStream, n int) int {
 	if n > 0 {
 		return n
 	}
 	return DefaultReplicas(js.Conn())
 }
 
-// explainReplicas adds what to do to a creation error caused by asking for more replicas
+// ExplainReplicas adds what to do to a creation error caused by asking for more replicas
 // than the cluster has JetStream servers.
-func explainReplicas(err error, replicas int) error {
+func ExplainReplicas(err error, replicas int) error {
 	var apiErr *jetstream.APIError
 	if replicas > 1 && errors.As(err, &apiErr) && (apiErr.ErrorCode == errCodeInsufficientResources || apiErr.ErrorCode == errCodeReplicasNotSupported) {
 		return fmt.Errorf("%w (asked for %d replicas: fewer JetStream servers in the cluster? set serve --replicas)", err, replicas)

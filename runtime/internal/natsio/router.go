@@ -176,7 +176,7 @@ func EnsurePartitionedStream(ctx context.Context, js jetstream.JetStream, deploy
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      maxAge,
-		Replicas:    replicasFor(js, replicas),
+		Replicas:    ReplicasFor(js, replicas),
 	}
 	return ensurePartitioned(ctx, js, cfg, func(old *jetstream.StreamConfig) (bool, error) {
 		if len(old.Sources) > 0 {

@@ -150,7 +150,7 @@ type Snapshots struct {
 // copies, 0 meaning [DefaultReplicas]; a bucket that exists is used as it is) and returns
 // it.
 func OpenSnapshots(ctx context.Context, js jetstream.JetStream, replicas int) (*Snapshots, error) {
-	replicas = replicasFor(js, replicas)
+	replicas = ReplicasFor(js, replicas)
 	cfg := jetstream.ObjectStoreConfig{
 		Bucket:      SnapshotsBucket,
 		Replicas:    replicas,
@@ -163,7 +163,7 @@ func OpenSnapshots(ctx context.Context, js jetstream.JetStream, replicas int) (*
 		obs, err = js.ObjectStore(ctx, cfg.Bucket)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, explainReplicas(err, replicas))
+		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, ExplainReplicas(err, replicas))
 	}
 	st, err := js.Stream(ctx, "OBJ_"+SnapshotsBucket)
 	if err != nil {

@@ -168,7 +168,7 @@ func EnsureSourcedPartitionedStream(ctx context.Context, js jetstream.JetStream,
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      o.MaxAge,
-		Replicas:    replicasFor(js, o.Replicas),
+		Replicas:    ReplicasFor(js, o.Replicas),
 	}
 	return ensurePartitioned(ctx, js, cfg, func(old *jetstream.StreamConfig) (bool, error) {
 		if len(old.Subjects) > 0 || len(old.Sources) == 0 {
@@ -225,7 +225,7 @@ func ensureOwnStream(ctx context.Context, js jetstream.JetStream, what string, c
 				continue // a concurrent creator won: update its stream
 			}
 			if err != nil {
-				return fmt.Errorf("natsio: creating %s %s: %w", what, name, explainReplicas(err, cfg.Replicas))
+				return fmt.Errorf("natsio: creating %s %s: %w", what, name, ExplainReplicas(err, cfg.Replicas))
 			}
 			return nil
 		}

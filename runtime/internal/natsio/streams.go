@@ -95,7 +95,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 				Storage:   jetstream.FileStorage,
 				Retention: jetstream.LimitsPolicy,
 				MaxAge:    o.MaxAge,
-				Replicas:  replicasFor(js, o.Replicas),
+				Replicas:  ReplicasFor(js, o.Replicas),
 			}
 			if cfg.MaxAge == 0 {
 				cfg.MaxAge = o.CreateMaxAge
@@ -108,7 +108,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 			if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) && attempt == 0 {
 				continue
 			}
-			return "", fmt.Errorf("natsio: creating stream %s for %s: %w", name, strings.Join(subjects, ", "), explainReplicas(err, cfg.Replicas))
+			return "", fmt.Errorf("natsio: creating stream %s for %s: %w", name, strings.Join(subjects, ", "), ExplainReplicas(err, cfg.Replicas))
 		}
 		if err != nil {
 			return "", fmt.Errorf("natsio: looking up stream %s: %w", name, err)

@@ -105,12 +105,12 @@ func OpenWatermarks(ctx context.Context, js jetstream.JetStream, opts WatermarkO
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	kv, err := openKV(ctx, js, jetstream.KeyValueConfig{
+	kv, err := OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      WatermarksBucket,
 		Description: "groupstate: each partition's max event time, for the watermark across partitions",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    replicasFor(js, opts.Replicas),
+		Replicas:    ReplicasFor(js, opts.Replicas),
 	})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package natsio
+package registry
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 )
 
@@ -28,7 +29,7 @@ func TestReplicasDefault(t *testing.T) {
 	if _, err := OpenRegistry(ctx, cjs, 0); err != nil {
 		t.Fatal(err)
 	}
-	name, err := EnsureStream(ctx, cjs, StreamOptions{Name: "IN", Subjects: []string{"in.>"}})
+	name, err := natsio.EnsureStream(ctx, cjs, natsio.StreamOptions{Name: "IN", Subjects: []string{"in.>"}})
 	testutil.Require(t, err)
 	for _, s := range []string{name, "KV_" + DeploymentsBucket, "KV_" + StatusBucket, "KV_" + OwnersBucket, "OBJ_" + ModulesBucket} {
 		if n := replicasOf(cjs, s); n != 3 {
@@ -37,12 +38,12 @@ func TestReplicasDefault(t *testing.T) {
 	}
 
 	e := newEnv(t)
-	name, err = EnsureStream(e.ctx, e.js, StreamOptions{Name: "ONE", Subjects: []string{"one.>"}})
+	name, err = natsio.EnsureStream(e.ctx, e.js, natsio.StreamOptions{Name: "ONE", Subjects: []string{"one.>"}})
 	testutil.Require(t, err)
 	if n := replicasOf(e.js, name); n != 1 {
 		t.Errorf("a stream on a single server has %d replicas, want 1", n)
 	}
-	_, err = EnsureStream(e.ctx, e.js, StreamOptions{Name: "THREE", Subjects: []string{"three.>"}, Replicas: 3})
+	_, err = natsio.EnsureStream(e.ctx, e.js, natsio.StreamOptions{Name: "THREE", Subjects: []string{"three.>"}, Replicas: 3})
 	if err == nil || !strings.Contains(err.Error(), "set serve --replicas") {
 		t.Fatalf("3 replicas on a single server: %v", err)
 	}

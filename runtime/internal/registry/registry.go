@@ -1,4 +1,4 @@
-package natsio
+package registry
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -136,13 +137,13 @@ type Registry struct {
 }
 
 // OpenRegistry opens the registry's buckets, creating the missing ones (file
-// storage, replicas copies, 0 meaning [DefaultReplicas]; deployments keep
+// storage, replicas copies, 0 meaning [natsio.DefaultReplicas]; deployments keep
 // [DeploymentsHistory] revisions, status one). Several processes may open it
 // at the same time. Buckets that exist with a different configuration are used
 // as they are.
 func OpenRegistry(ctx context.Context, js jetstream.JetStream, replicas int) (*Registry, error) {
-	replicas = replicasFor(js, replicas)
-	dep, err := openKV(ctx, js, jetstream.KeyValueConfig{
+	replicas = natsio.ReplicasFor(js, replicas)
+	dep, err := natsio.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      DeploymentsBucket,
 		Replicas:    replicas,
 		Description: "groupstate deployments",
@@ -152,7 +153,7 @@ func OpenRegistry(ctx context.Context, js jetstream.JetStream, replicas int) (*R
 	if err != nil {
 		return nil, err
 	}
-	st, err := openKV(ctx, js, jetstream.KeyValueConfig{
+	st, err := natsio.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      StatusBucket,
 		Replicas:    replicas,
 		Description: "groupstate deployment status",
@@ -162,7 +163,7 @@ func OpenRegistry(ctx context.Context, js jetstream.JetStream, replicas int) (*R
 	if err != nil {
 		return nil, err
 	}
-	own, err := openKV(ctx, js, jetstream.KeyValueConfig{
+	own, err := natsio.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      OwnersBucket,
 		Replicas:    replicas,
 		Description: "groupstate: which runtime runs each deployment",
@@ -183,20 +184,9 @@ func OpenRegistry(ctx context.Context, js jetstream.JetStream, replicas int) (*R
 		mod, err = js.ObjectStore(ctx, cfg.Bucket)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, explainReplicas(err, replicas))
+		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, natsio.ExplainReplicas(err, replicas))
 	}
 	return &Registry{deployments: dep, modules: mod, status: st, owners: own}, nil
-}
-
-func openKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := js.CreateKeyValue(ctx, cfg)
-	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		kv, err = js.KeyValue(ctx, cfg.Bucket)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("natsio: opening KV bucket %s: %w", cfg.Bucket, explainReplicas(err, cfg.Replicas))
-	}
-	return kv, nil
 }
 
 // Digest returns the hex SHA-256 of b, the name of a module in [ModulesBucket].
