@@ -23,7 +23,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/api"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
@@ -56,7 +56,7 @@ type Client struct {
 	reg *registry.Registry
 
 	leasesOnce sync.Once
-	leaseKV    *natsio.Leases
+	leaseKV    *cluster.Leases
 	leaseErr   error
 
 	rt *engine.Runtime // compiles modules to validate them before a deploy
@@ -65,7 +65,7 @@ type Client struct {
 // ceilings are the ceilings a deployment is checked against: the lowest of the live runtimes'
 // (each publishes its own in its membership), the defaults when none is live.
 func (c *Client) ceilings(ctx context.Context) (engine.Ceilings, error) {
-	members, err := natsio.ReadMembers(ctx, c.js)
+	members, err := cluster.ReadMembers(ctx, c.js)
 	if err != nil {
 		return engine.Ceilings{}, fmt.Errorf("client: reading the runtimes' ceilings: %w", err)
 	}
@@ -418,7 +418,7 @@ type Runtime struct {
 // Runtimes returns the live runtimes, sorted by ID: those whose membership has not expired
 // (a runtime that died stays listed for up to its member TTL).
 func (c *Client) Runtimes(ctx context.Context) ([]Runtime, error) {
-	members, err := natsio.ListMembers(ctx, c.js)
+	members, err := cluster.ListMembers(ctx, c.js)
 	if err != nil {
 		return nil, err
 	}
@@ -464,8 +464,8 @@ func (c *Client) Runtimes(ctx context.Context) ([]Runtime, error) {
 }
 
 // leases opens the partition leases (once).
-func (c *Client) leases(ctx context.Context) (*natsio.Leases, error) {
-	c.leasesOnce.Do(func() { c.leaseKV, c.leaseErr = natsio.OpenLeases(ctx, c.js, 0) })
+func (c *Client) leases(ctx context.Context) (*cluster.Leases, error) {
+	c.leasesOnce.Do(func() { c.leaseKV, c.leaseErr = cluster.OpenLeases(ctx, c.js, 0) })
 	return c.leaseKV, c.leaseErr
 }
 
@@ -531,7 +531,7 @@ func (c *Client) specOf(ctx context.Context, name string) (*spec.Spec, error) {
 // addStandbys fills in each partition's standbys (of want per partition) from the live
 // runtimes' member values. When the members cannot be read, the status stays as it is.
 func (c *Client) addStandbys(ctx context.Context, st *Status, name string, parts, want int) {
-	members, err := natsio.ListMembers(ctx, c.js)
+	members, err := cluster.ListMembers(ctx, c.js)
 	if err != nil {
 		return
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/client"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/replay"
@@ -117,14 +117,14 @@ func (e *natsEnv) waitPartitions(what string, want []int64, sessions ...string) 
 // waitPublished waits until the watermarks bucket holds partition p's max event time ms.
 func (e *natsEnv) waitPublished(p int, ms int64) {
 	e.t.Helper()
-	kv, err := e.js.KeyValue(context.Background(), natsio.WatermarksBucket)
+	kv, err := e.js.KeyValue(context.Background(), cluster.WatermarksBucket)
 	testutil.Require(e.t, err)
 	testutil.EventuallyWithin(e.t, compileDeadline, fmt.Sprintf("partition %d's max event time %d published", p, ms), func() bool {
 		en, err := kv.Get(context.Background(), fmt.Sprintf("sessions.%d", p))
 		if err != nil {
 			return false
 		}
-		var r natsio.WatermarkRecord
+		var r cluster.WatermarkRecord
 		return json.Unmarshal(en.Value(), &r) == nil && r.MaxEventMs == ms
 	})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/internal/api"
+	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/placement"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
@@ -86,7 +87,7 @@ func (s *Service) applyReplicated(ctx context.Context, rec registry.Record) {
 	for p := range parts {
 		lease, ok := leases[p]
 		if !ok {
-			lease = natsio.Lease{Deployment: rec.Name, Partition: p}
+			lease = cluster.Lease{Deployment: rec.Name, Partition: p}
 		}
 		if !s.applyPartition(ctx, rec, p, parts, plan[p], lease, &a) {
 			break
@@ -124,7 +125,7 @@ type applying struct {
 // lease as read; a carries the revision check over the partitions of one apply. It
 // returns false when the others need not be tried (the revision was refused, or the lease
 // bucket failed: the deployment is applied again later).
-func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, parts int, as placement.Assignment, lease natsio.Lease, a *applying) bool {
+func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, parts int, as placement.Assignment, lease cluster.Lease, a *applying) bool {
 	key := unitKey(rec.Name, p, parts)
 	owner := as.Owner
 	s.mu.Lock()
@@ -212,7 +213,7 @@ func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, pa
 		old.stop() // the lease stays this runtime's: it acquires it again below
 	}
 	lease, err := s.leases.Acquire(ctx, rec.Name, p, s.id, s.isLive)
-	if errors.Is(err, natsio.ErrLeaseHeld) {
+	if errors.Is(err, cluster.ErrLeaseHeld) {
 		// Its owner, alive, hands it over once this runtime's copy of it is warm: keep one.
 		s.keepStandby(rec.Name, p, parts, copyPos{})
 		s.mu.Lock()
@@ -243,7 +244,7 @@ func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, pa
 type partitionStart struct {
 	p        int
 	key      string
-	lease    natsio.Lease
+	lease    cluster.Lease
 	hint     copyPos // what a standby copy (or the runner it replaces) here holds
 	acquired time.Time
 }
@@ -358,7 +359,7 @@ func (s *Service) waitStarts() { s.startsWG.Wait() }
 // buildReplicated fences partition p's changelog with lease's epoch, restores the
 // partition's state from it (from hint: what a standby copy here holds), makes every later
 // write of the state go through it, and builds the runner.
-func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease natsio.Lease, p int, hint copyPos) (*runner, error) {
+func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease cluster.Lease, p int, hint copyPos) (*runner, error) {
 	name := rv.rec.Name
 	parts := max(rv.spec.Partitions, 1)
 	t := startTimings()

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/service"
@@ -215,7 +216,7 @@ func TestReplicationSwitchedOffWithReset(t *testing.T) {
 	if n := clMsgs(); n != logged {
 		t.Fatalf("the changelog went from %d to %d messages after replication was switched off", logged, n)
 	}
-	leases, err := natsio.OpenLeases(context.Background(), env.js, 0)
+	leases, err := cluster.OpenLeases(context.Background(), env.js, 0)
 	testutil.Require(t, err)
 	lease, err := leases.Get(context.Background(), "logincount", 0)
 	testutil.Require(t, err)

@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/placement"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
@@ -65,7 +66,7 @@ const zombieTTL = 5 * time.Second
 // acquired the lease, fenced the changelog with its epoch and wrote its status.
 type thief struct {
 	id      string
-	members *natsio.Membership
+	members *cluster.Membership
 }
 
 // joinThief joins the thief as a member, before the deployment is deployed (so that owner
@@ -80,7 +81,7 @@ func (e *natsEnv) joinThief(owner, name string) *thief {
 			id = c
 		}
 	}
-	m, err := natsio.JoinMembers(context.Background(), e.js, natsio.MemberOptions{ID: id, TTL: zombieTTL})
+	m, err := cluster.JoinMembers(context.Background(), e.js, cluster.MemberOptions{ID: id, TTL: zombieTTL})
 	testutil.Require(e.t, err)
 	e.t.Cleanup(func() { _ = m.Leave(context.Background()) })
 	return &thief{id: id, members: m}
@@ -92,7 +93,7 @@ func (e *natsEnv) joinThief(owner, name string) *thief {
 func (e *natsEnv) steal(th *thief, name string) {
 	e.t.Helper()
 	ctx := context.Background()
-	leases, err := natsio.OpenLeases(ctx, e.js, 0)
+	leases, err := cluster.OpenLeases(ctx, e.js, 0)
 	testutil.Require(e.t, err)
 	lease, err := leases.Acquire(ctx, name, 0, th.id, func(string) bool { return false })
 	testutil.Require(e.t, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/api"
+	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
@@ -54,15 +55,15 @@ type runner struct {
 	// wm is the runtime's view of the partitions' watermarks, for a partition of a deployment
 	// under event_time (nil otherwise); lastRowAt is when the partition's last row arrived (by
 	// the service's clock), published with its max event time. Only the loop uses lastRowAt.
-	wm        *natsio.Watermarks
+	wm        *cluster.Watermarks
 	lastRowAt time.Time
 
 	router     *natsio.Router // partition 0 of several, without key.subject_token: routes the input to the partitions
 	routerDone chan struct{}  // closed when the router's goroutine ended (nil: none started)
 
-	lease natsio.Lease // of a replicated deployment (Epoch 0: none)
-	snaps *snapshotter // of a replicated deployment (nil: none)
-	quiet atomic.Bool  // fenced: publishes no more status (the new owner does)
+	lease cluster.Lease // of a replicated deployment (Epoch 0: none)
+	snaps *snapshotter  // of a replicated deployment (nil: none)
+	quiet atomic.Bool   // fenced: publishes no more status (the new owner does)
 	// logLost: the loop ended because the changelog refused or lost a write; the deployment
 	// is to be restored again (see lostReplication).
 	logLost atomic.Bool
@@ -200,7 +201,7 @@ func (s *Service) checkRecord(ctx context.Context, rec registry.Record) (*revisi
 // consumer and the state at a time.
 // runnerOptions are what a replicated deployment's runner has besides the others'.
 type runnerOptions struct {
-	lease     natsio.Lease
+	lease     cluster.Lease
 	instance  string
 	snapshots *snapshotter
 	part      int // the partition, of a deployment with spec.Partitions > 1
@@ -758,7 +759,7 @@ func (r *runner) detach() {
 	r.ks.SetReplicator(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := r.s.leases.Release(ctx, r.lease); err != nil && !errors.Is(err, natsio.ErrLeaseLost) {
+	if err := r.s.leases.Release(ctx, r.lease); err != nil && !errors.Is(err, cluster.ErrLeaseLost) {
 		r.logger.Warn("releasing the deployment's lease failed; another runtime takes it when this one's membership expires", "err", err)
 	}
 }
@@ -772,7 +773,7 @@ func (r *runner) leaseLost() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return errors.Is(r.s.leases.Check(ctx, r.lease), natsio.ErrLeaseLost)
+	return errors.Is(r.s.leases.Check(ctx, r.lease), cluster.ErrLeaseLost)
 }
 
 // failed tells whether the deployment stopped by an error (on_error: fail, a failed store).

@@ -18,6 +18,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/api"
+	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/spec"
@@ -70,10 +71,10 @@ type Service struct {
 	rt     *engine.Runtime
 	js     jetstream.JetStream
 	reg    *registry.Registry
-	leases *natsio.Leases
+	leases *cluster.Leases
 
 	id      string // the runtime's ID (Options.ID, or the store's)
-	members *natsio.Membership
+	members *cluster.Membership
 
 	mu       sync.Mutex
 	store    *state.Store
@@ -88,7 +89,7 @@ type Service struct {
 	// wms is the view of the partitions' watermarks (see watermarks), opened by the first
 	// runner of a partitioned event-time deployment; wmMu guards it.
 	wmMu sync.Mutex
-	wms  *natsio.Watermarks
+	wms  *cluster.Watermarks
 
 	ready       atomic.Bool
 	storeFailed chan struct{}
@@ -122,7 +123,7 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service: opening the deployment registry: %w", err)
 	}
-	leases, err := natsio.OpenLeases(ctx, js, cfg.Replicas)
+	leases, err := cluster.OpenLeases(ctx, js, cfg.Replicas)
 	if err != nil {
 		return nil, fmt.Errorf("service: opening the partition leases: %w", err)
 	}
@@ -194,7 +195,7 @@ func (s *Service) Run(ctx context.Context) error {
 	defer api.Unsubscribe()
 	err = s.untilStarted(ctx, "joining the runtimes", func(ctx context.Context) (err error) {
 		ceil, _ := json.Marshal(s.rt.Ceilings())
-		s.members, err = natsio.JoinMembers(ctx, s.js, natsio.MemberOptions{ID: s.id, TTL: s.cfg.MemberTTL, Replicas: s.cfg.Replicas, Ceilings: ceil})
+		s.members, err = cluster.JoinMembers(ctx, s.js, cluster.MemberOptions{ID: s.id, TTL: s.cfg.MemberTTL, Replicas: s.cfg.Replicas, Ceilings: ceil})
 		return err
 	})
 	if err != nil {

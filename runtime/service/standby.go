@@ -17,7 +17,7 @@ import (
 // A standby keeps a warm copy of a partition this runtime does not own: it restores the
 // partition's keyspace from the snapshots and the changelog once, then tails the changelog,
 // applying every record the owner appends. The runtime records its warm standbys in its
-// member value (natsio.Membership.SetStandbys), and every runtime's placement gives a
+// member value (cluster.Membership.SetStandbys), and every runtime's placement gives a
 // partition whose owner is gone to its standby: the takeover then applies only the records
 // the copy lacks. A runtime that is to take a partition over from a live owner (it joined,
 // say) keeps a standby of it first, and the owner hands it over once that copy is warm.

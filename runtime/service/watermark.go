@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/timeouts"
 )
@@ -15,19 +15,19 @@ import (
 // "Event time across partitions"): each partition's runner publishes the partition's max
 // event time to the groupstate-watermarks bucket (at most once a second, in the background),
 // and bounds its engine's watermark by the other partitions' records, which one watch per
-// runtime keeps in memory (natsio.Watermarks). A partition that gets no rows still runs a
+// runtime keeps in memory (cluster.Watermarks). A partition that gets no rows still runs a
 // no-data batch when that bound moves its watermark (see loop), so its event-time timeouts
 // fire.
 
 // watermarks returns the runtime's view of the watermarks bucket, opening it (and its watch)
 // the first time a runner needs it.
-func (s *Service) watermarks(ctx context.Context) (*natsio.Watermarks, error) {
+func (s *Service) watermarks(ctx context.Context) (*cluster.Watermarks, error) {
 	s.wmMu.Lock()
 	defer s.wmMu.Unlock()
 	if s.wms != nil {
 		return s.wms, nil
 	}
-	w, err := natsio.OpenWatermarks(ctx, s.js, natsio.WatermarkOptions{Replicas: s.cfg.Replicas, Now: s.cfg.Clock.Now, Logger: s.logger})
+	w, err := cluster.OpenWatermarks(ctx, s.js, cluster.WatermarkOptions{Replicas: s.cfg.Replicas, Now: s.cfg.Clock.Now, Logger: s.logger})
 	if err != nil {
 		return nil, fmt.Errorf("partition watermarks: %w", err)
 	}
@@ -56,7 +56,7 @@ func (r *runner) sharesWatermark() bool {
 // published.
 func (r *runner) watermarkBound(ownMaxMs int64) int64 {
 	idle := cmp.Or(r.spec.EventTime.Idle.Std(), spec.DefaultEventTimeIdle)
-	return r.wm.Min(r.spec.Name, r.part, r.parts, natsio.WatermarkRecord{MaxEventMs: ownMaxMs, LastRowAt: r.lastRowAt}, idle)
+	return r.wm.Min(r.spec.Name, r.part, r.parts, cluster.WatermarkRecord{MaxEventMs: ownMaxMs, LastRowAt: r.lastRowAt}, idle)
 }
 
 // engineBound is the SharedWatermark of r's engine (nil: r's partition shares none).
@@ -67,7 +67,7 @@ func (r *runner) engineBound() engine.WatermarkBound {
 	return r.watermarkBound
 }
 
-// publishWatermark publishes the partition's max event time after a batch (natsio.Watermarks
+// publishWatermark publishes the partition's max event time after a batch (cluster.Watermarks
 // throttles the puts), with the wall time of its last row.
 func (r *runner) publishWatermark(rep *engine.BatchReport) {
 	if r.wm == nil {
@@ -79,7 +79,7 @@ func (r *runner) publishWatermark(rep *engine.BatchReport) {
 	if rep.MaxEventMs == timeouts.NoEventTime {
 		return // nothing seen yet: nothing to bound the others with
 	}
-	r.wm.Publish(r.spec.Name, r.part, natsio.WatermarkRecord{MaxEventMs: rep.MaxEventMs, LastRowAt: r.lastRowAt})
+	r.wm.Publish(r.spec.Name, r.part, cluster.WatermarkRecord{MaxEventMs: rep.MaxEventMs, LastRowAt: r.lastRowAt})
 }
 
 // watermarkMoved is closed when another partition's record may have moved r's watermark (nil,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -21,3 +22,10 @@ func OpenKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueC
 	}
 	return kv, nil
 }
+
+// ListTimeout bounds one Leases.List (package cluster) and the listing of Snapshots (package
+// changelog). Their watch waits for the bucket's consumer to deliver
+// the initial values, and on a fresh 3-node cluster that consumer's creation can go
+// unanswered (seen under the race detector: a runtime waited minutes for it, its context
+// having no deadline); an error is retried by the caller instead.
+const ListTimeout = 10 * time.Second

@@ -345,8 +345,8 @@ func (s *Snapshots) objects(ctx context.Context, deployment string, partition in
 	}
 	out := snapshotObjects{dir: dir}
 	// The listing is a watch of the bucket: bounded, as a watch that is never served (a fresh
-	// cluster) would otherwise wait as long as ctx lasts (see listTimeout).
-	lctx, cancel := context.WithTimeout(ctx, listTimeout)
+	// cluster) would otherwise wait as long as ctx lasts (see ListTimeout).
+	lctx, cancel := context.WithTimeout(ctx, ListTimeout)
 	defer cancel()
 	infos, err := s.os.List(lctx)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {

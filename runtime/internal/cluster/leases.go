@@ -1,4 +1,4 @@
-package natsio
+package cluster
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -51,14 +52,14 @@ type Leases struct {
 }
 
 // OpenLeases opens [LeasesBucket], creating it when missing (file storage, replicas copies,
-// 0 meaning [DefaultReplicas], one revision per key).
+// 0 meaning [natsio.DefaultReplicas], one revision per key).
 func OpenLeases(ctx context.Context, js jetstream.JetStream, replicas int) (*Leases, error) {
-	kv, err := OpenKV(ctx, js, jetstream.KeyValueConfig{
+	kv, err := natsio.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      LeasesBucket,
 		Description: "groupstate: which runtime owns each partition of a deployment",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    ReplicasFor(js, replicas),
+		Replicas:    natsio.ReplicasFor(js, replicas),
 	})
 	if err != nil {
 		return nil, err
@@ -149,16 +150,10 @@ func (l *Leases) Check(ctx context.Context, lease Lease) error {
 	return nil
 }
 
-// listTimeout bounds one [Leases.List] and the listing of [Snapshots]. Their watch waits for the bucket's consumer to deliver
-// the initial values, and on a fresh 3-node cluster that consumer's creation can go
-// unanswered (seen under the race detector: a runtime waited minutes for it, its context
-// having no deadline); an error is retried by the caller instead.
-const listTimeout = 10 * time.Second
-
 // List returns the leases of deployment that were ever taken, by partition. It waits at
 // most 10 s (or until ctx ends, when sooner) for the bucket to answer.
 func (l *Leases) List(ctx context.Context, deployment string) (map[int]Lease, error) {
-	ctx, cancel := context.WithTimeout(ctx, listTimeout)
+	ctx, cancel := context.WithTimeout(ctx, natsio.ListTimeout)
 	defer cancel()
 	out := map[int]Lease{}
 	w, err := l.kv.Watch(ctx, deployment+".*", jetstream.IgnoreDeletes())

@@ -1,4 +1,4 @@
-package natsio
+package cluster
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 )
 
@@ -133,7 +134,7 @@ func TestLeasesListWithoutQuorum(t *testing.T) {
 		if !strings.Contains(err.Error(), "listing the leases of counts") {
 			t.Fatalf("List without quorum: %v", err)
 		}
-	case <-time.After(2 * listTimeout):
-		t.Fatalf("List without quorum did not return in %s", 2*listTimeout)
+	case <-time.After(2 * natsio.ListTimeout):
+		t.Fatalf("List without quorum did not return in %s", 2*natsio.ListTimeout)
 	}
 }

@@ -1,4 +1,4 @@
-package natsio
+package cluster
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -55,7 +56,7 @@ func (r WatermarkRecord) same(o WatermarkRecord) bool {
 
 // WatermarkOptions configure [OpenWatermarks].
 type WatermarkOptions struct {
-	// Replicas is the bucket's replicas when this call creates it; 0: [DefaultReplicas]. A
+	// Replicas is the bucket's replicas when this call creates it; 0: [natsio.DefaultReplicas]. A
 	// bucket that exists keeps its own.
 	Replicas int
 	// Now is the clock of the put throttle and of idleness (and of UpdatedAt). Default
@@ -105,12 +106,12 @@ func OpenWatermarks(ctx context.Context, js jetstream.JetStream, opts WatermarkO
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	kv, err := OpenKV(ctx, js, jetstream.KeyValueConfig{
+	kv, err := natsio.OpenKV(ctx, js, jetstream.KeyValueConfig{
 		Bucket:      WatermarksBucket,
 		Description: "groupstate: each partition's max event time, for the watermark across partitions",
 		History:     1,
 		Storage:     jetstream.FileStorage,
-		Replicas:    ReplicasFor(js, opts.Replicas),
+		Replicas:    natsio.ReplicasFor(js, opts.Replicas),
 	})
 	if err != nil {
 		return nil, err

@@ -1,4 +1,4 @@
-package natsio
+package cluster
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -82,7 +83,7 @@ type MemberOptions struct {
 	TTL time.Duration
 	// StartedAt is stored in the member's value; the time of the call when zero.
 	StartedAt time.Time
-	// Replicas is the bucket's replicas when this call creates it; 0: [DefaultReplicas]. A bucket that
+	// Replicas is the bucket's replicas when this call creates it; 0: [natsio.DefaultReplicas]. A bucket that
 	// exists keeps its own.
 	Replicas int
 	// Ceilings is stored in the member's value (Member.Ceilings).
@@ -129,7 +130,7 @@ func JoinMembers(ctx context.Context, js jetstream.JetStream, opts MemberOptions
 	if opts.StartedAt.IsZero() {
 		opts.StartedAt = time.Now()
 	}
-	opts.Replicas = ReplicasFor(js, opts.Replicas)
+	opts.Replicas = natsio.ReplicasFor(js, opts.Replicas)
 	kv, err := openMembersBucket(ctx, js, opts.TTL, opts.Replicas)
 	if err != nil {
 		return nil, err
