@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/replay"
@@ -80,7 +81,7 @@ func newDiffEnv(t *testing.T) *diffEnv {
 	e := &diffEnv{t: t, js: js, primary: primary, shadow: parseSpec(t, clicksV2Spec).AsShadowOf(primary)}
 	ctx := context.Background()
 	for _, name := range []string{e.primary.Name, e.shadow.Name} {
-		_, err := natsio.EnsureManifestsStream(ctx, js, name, 1, 0)
+		_, err := changelog.EnsureManifestsStream(ctx, js, name, 1, 0)
 		testutil.Require(t, err)
 	}
 	_, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: e.primary.Output.Stream, Subjects: []string{e.primary.Output.Subject}})
@@ -96,7 +97,7 @@ func newDiffEnv(t *testing.T) *diffEnv {
 func (e *diffEnv) manifest(deployment string, m engine.Manifest) uint64 {
 	b, err := json.Marshal(m)
 	testutil.Require(e.t, err)
-	ack, err := e.js.Publish(context.Background(), natsio.ManifestSubject(deployment, 0), b)
+	ack, err := e.js.Publish(context.Background(), changelog.ManifestSubject(deployment, 0), b)
 	testutil.Require(e.t, err)
 	return ack.Sequence
 }
@@ -320,7 +321,7 @@ func TestDiffPrimaryManifestGone(t *testing.T) {
 		{at: 0, rows: 1, old: []out{o(`"u1"`, `{"n":1}`)}, new: []out{o(`"u1"`, `{"n":9}`)}},
 		same(time.Second, 1, o(`"u1"`, `{"n":2}`)),
 	})
-	s, err := e.js.Stream(context.Background(), natsio.ManifestsStream(e.primary.Name))
+	s, err := e.js.Stream(context.Background(), changelog.ManifestsStream(e.primary.Name))
 	testutil.Require(t, err)
 	testutil.Require(t, s.Purge(context.Background(), jetstream.WithPurgeSequence(2))) // the first batch's
 	var logged countLog

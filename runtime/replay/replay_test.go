@@ -14,6 +14,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/replay"
@@ -395,7 +396,7 @@ func TestReplayFromSnapshot(t *testing.T) {
 	_, err := e.client.Deploy(ctx, sp, logincountWasm(t))
 	testutil.Require(t, err)
 	e.waitRunning("logincount")
-	snaps, err := natsio.OpenSnapshots(ctx, e.js, 0)
+	snaps, err := changelog.OpenSnapshots(ctx, e.js, 0)
 	testutil.Require(t, err)
 	n := 0
 	round := func() {
@@ -405,7 +406,7 @@ func TestReplayFromSnapshot(t *testing.T) {
 		n += 10
 		e.waitPosition("logincount", uint64(n))
 	}
-	var snap natsio.SnapshotMeta
+	var snap changelog.SnapshotMeta
 	var lastRound time.Time
 	testutil.EventuallyWithin(t, 90*time.Second, "a snapshot", func() bool {
 		if time.Since(lastRound) >= time.Second { // a batch a second: one comes after the interval
@@ -430,7 +431,7 @@ func TestReplayFromSnapshot(t *testing.T) {
 	}
 
 	// The manifests before the snapshot's batch go (as the stream's retention would take them).
-	rd, err := natsio.OpenStreamReader(ctx, e.js, natsio.ManifestsStream("logincount"), nil, 0)
+	rd, err := natsio.OpenStreamReader(ctx, e.js, changelog.ManifestsStream("logincount"), nil, 0)
 	testutil.Require(t, err)
 	var keep uint64
 	for keep == 0 {
@@ -446,7 +447,7 @@ func TestReplayFromSnapshot(t *testing.T) {
 		}
 	}
 	rd.Close()
-	ms, err := e.js.Stream(ctx, natsio.ManifestsStream("logincount"))
+	ms, err := e.js.Stream(ctx, changelog.ManifestsStream("logincount"))
 	testutil.Require(t, err)
 	testutil.Require(t, ms.Purge(ctx, jetstream.WithPurgeSequence(keep)))
 

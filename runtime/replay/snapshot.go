@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
@@ -43,7 +43,7 @@ func (r *replayer) snapshotStart(ctx context.Context, p int, hist []batch) (star
 	if sp.Replication != spec.ReplicationChangelog {
 		return 0, false, nil
 	}
-	snaps, err := natsio.OpenSnapshots(ctx, r.opts.JS, 0)
+	snaps, err := changelog.OpenSnapshots(ctx, r.opts.JS, 0)
 	if err != nil {
 		return 0, false, err
 	}
@@ -70,7 +70,7 @@ func (r *replayer) snapshotStart(ctx context.Context, p int, hist []batch) (star
 		}
 		ks := r.store.Deployment(unitKey(sp, p))
 		err := snaps.Read(ctx, sp.Name, p, m, ks.ApplyReplicated)
-		if errors.Is(err, natsio.ErrSnapshotNotFound) || errors.Is(err, natsio.ErrCorruptSnapshot) {
+		if errors.Is(err, changelog.ErrSnapshotNotFound) || errors.Is(err, changelog.ErrCorruptSnapshot) {
 			continue // pruned meanwhile, or damaged: an older one
 		}
 		if err != nil {

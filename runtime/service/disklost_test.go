@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/timeouts"
 )
@@ -33,7 +33,7 @@ func TestEveryDiskLost(t *testing.T) {
 	// Count until every partition has the two snapshots that let its log be purged below
 	// the older one (a snapshot is taken only when the log has grown since the last).
 	ctx := context.Background()
-	snaps, err := natsio.OpenSnapshots(ctx, env.js, 0)
+	snaps, err := changelog.OpenSnapshots(ctx, env.js, 0)
 	testutil.Require(t, err)
 	users := loginUsers(12)
 	n := 0

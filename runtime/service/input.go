@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 )
 
@@ -53,14 +54,14 @@ func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (
 	}
 	consumer, subjects := r.consumerName(), sp.Input.Subjects
 	if sp.HasInputs() {
-		subjects = []string{natsio.InputsFilter(r.inputOf)} // everything the inputs stream holds
+		subjects = []string{changelog.InputsFilter(r.inputOf)} // everything the inputs stream holds
 	}
 	if r.parts > 1 {
 		// The partition reads what the router (run with partition 0) routed to it, or, with
 		// key.subject_token, what the server put on its subjects.
-		inStream = natsio.PartitionedStream(r.inputOf)
+		inStream = changelog.PartitionedStream(r.inputOf)
 		consumer = r.consumerName()
-		subjects = []string{natsio.PartitionFilter(r.inputOf, r.part, r.bySubject())}
+		subjects = []string{changelog.PartitionFilter(r.inputOf, r.part, r.bySubject())}
 	}
 	src, err := natsio.NewSource(ctx, r.s.js, inStream, consumer, subjects, r.sourceOptions(t, held)...)
 	t.mark("input_consumer")

@@ -13,8 +13,8 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/internal/api"
+	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/placement"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/spec"
@@ -325,7 +325,7 @@ func (s *Service) startBuilt(ctx context.Context, rec registry.Record, ps partit
 		delete(s.starting, ps.key)
 		s.mu.Unlock()
 	}()
-	if errors.Is(err, natsio.ErrFenced) {
+	if errors.Is(err, changelog.ErrFenced) {
 		// A newer epoch fenced the log between the acquire and the fence: another runtime
 		// owns the partition now, and its status is its own.
 		s.logger.Info("deployment taken by another runtime while starting here", "deployment", rec.Name, "partition", ps.p, "err", err)
@@ -378,7 +378,7 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease clust
 		r.input.wait()
 		return nil, err
 	}
-	cl, err := natsio.OpenChangelog(ctx, s.js, name, s.cfg.Replicas)
+	cl, err := changelog.OpenChangelog(ctx, s.js, name, s.cfg.Replicas)
 	if err != nil {
 		return abandon(fmt.Errorf("changelog: %w", err))
 	}
@@ -387,7 +387,7 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease clust
 	}
 	held <- nil
 	t.mark("fence")
-	snaps, err := natsio.OpenSnapshots(ctx, s.js, s.cfg.Replicas)
+	snaps, err := changelog.OpenSnapshots(ctx, s.js, s.cfg.Replicas)
 	if err != nil {
 		r.input.wait()
 		return nil, fmt.Errorf("snapshots: %w", err)
@@ -442,7 +442,7 @@ var errHintStale = errors.New("service: the local copy's position is not in the 
 // a prefix of the log: writes reach the log first), only the records after it are applied;
 // otherwise the newest readable snapshot is loaded (its first chunk empties the keyspace)
 // and the log after it applied; with no snapshot, ks is emptied and the whole log applied.
-func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots, name string, partition int, ks *state.Deployment, hint copyPos) (restored, error) {
+func restore(ctx context.Context, cl *changelog.Changelog, snaps *changelog.Snapshots, name string, partition int, ks *state.Deployment, hint copyPos) (restored, error) {
 	var r restored
 	p, err := ks.Progress()
 	if err != nil {
@@ -455,17 +455,17 @@ func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots,
 	}
 	if hint.Held > 0 && hint.Batch == p.BatchID {
 		first := true
-		last, err := cl.Read(ctx, partition, hint.Held, func(rec natsio.ChangelogRecord) error {
+		last, err := cl.Read(ctx, partition, hint.Held, func(rec changelog.ChangelogRecord) error {
 			if first {
 				first = false
-				if rec.Seq != hint.Held || (rec.Kind != natsio.ChangelogFence && rec.BatchID != hint.Batch) {
+				if rec.Seq != hint.Held || (rec.Kind != changelog.ChangelogFence && rec.BatchID != hint.Batch) {
 					return errHintStale
 				}
 				r.held.Held = rec.Seq
 				return nil // the local copy has it
 			}
 			r.held.Held = rec.Seq
-			if rec.Kind == natsio.ChangelogFence {
+			if rec.Kind == changelog.ChangelogFence {
 				return nil
 			}
 			r.applied++
@@ -487,16 +487,16 @@ func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots,
 	// the record of the local copy's last batch, and found tells whether that was there.
 	pass := func(from uint64, applying bool) (uint64, bool, error) {
 		found := applying
-		last, err := cl.Read(ctx, partition, from, func(rec natsio.ChangelogRecord) error {
+		last, err := cl.Read(ctx, partition, from, func(rec changelog.ChangelogRecord) error {
 			if !found {
-				found = rec.Kind == natsio.ChangelogBatch && rec.BatchID == p.BatchID
+				found = rec.Kind == changelog.ChangelogBatch && rec.BatchID == p.BatchID
 				if found {
 					r.held.Held = rec.Seq
 				}
 				return nil // the local copy has it
 			}
 			r.held.Held = rec.Seq
-			if rec.Kind == natsio.ChangelogFence {
+			if rec.Kind == changelog.ChangelogFence {
 				return nil
 			}
 			r.applied++
@@ -523,7 +523,7 @@ func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots,
 			r.applied++
 			return ks.ApplyReplicated(repr)
 		})
-		if errors.Is(err, natsio.ErrSnapshotNotFound) || errors.Is(err, natsio.ErrCorruptSnapshot) {
+		if errors.Is(err, changelog.ErrSnapshotNotFound) || errors.Is(err, changelog.ErrCorruptSnapshot) {
 			continue // pruned meanwhile, or damaged: the one before it, with more log after it
 		}
 		if err != nil {
@@ -552,7 +552,7 @@ func restore(ctx context.Context, cl *natsio.Changelog, snaps *natsio.Snapshots,
 // state.Replicator of a replicated deployment). After a failed append it refuses every
 // later write: the runner then stops, and the deployment is restored from the log again.
 type changelogReplicator struct {
-	cl        *natsio.Changelog
+	cl        *changelog.Changelog
 	partition int
 	epoch     uint64
 
@@ -568,16 +568,16 @@ func (c *changelogReplicator) Replicate(w state.ReplicatedWrite) error {
 	if c.failed != nil {
 		return c.failed
 	}
-	kind := natsio.ChangelogBatch
+	kind := changelog.ChangelogBatch
 	switch w.Kind {
 	case state.WriteAck:
-		kind = natsio.ChangelogAck
+		kind = changelog.ChangelogAck
 	case state.WriteDrop:
-		kind = natsio.ChangelogDrop
+		kind = changelog.ChangelogDrop
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), replicateTimeout)
 	defer cancel()
-	seq, err := c.cl.Append(ctx, c.after, natsio.ChangelogRecord{Partition: c.partition, Kind: kind, Epoch: c.epoch, BatchID: w.BatchID, Data: w.Repr})
+	seq, err := c.cl.Append(ctx, c.after, changelog.ChangelogRecord{Partition: c.partition, Kind: kind, Epoch: c.epoch, BatchID: w.BatchID, Data: w.Repr})
 	if err != nil {
 		c.failed = err
 		return err
@@ -653,7 +653,7 @@ func (s *Service) replan(ctx context.Context, records map[string]registry.Record
 // stopped; the deployment is applied again after a short wait, which restores it from the
 // log here if the plan still gives it to this runtime.
 func (s *Service) lostReplication(rec registry.Record, err error) {
-	if errors.Is(err, natsio.ErrFenced) {
+	if errors.Is(err, changelog.ErrFenced) {
 		s.cfg.Metrics.fenced(rec.Name)
 		s.logger.Warn("deployment fenced: another runtime took it over", "deployment", rec.Name, "err", err)
 	} else {
@@ -669,7 +669,7 @@ func (s *Service) lostReplication(rec registry.Record, err error) {
 
 // changelogBytes is the size of deployment's changelog stream.
 func (s *Service) changelogBytes(ctx context.Context, deployment string) (uint64, error) {
-	st, err := s.js.Stream(ctx, natsio.ChangelogStream(deployment))
+	st, err := s.js.Stream(ctx, changelog.ChangelogStream(deployment))
 	if err != nil {
 		return 0, err
 	}
@@ -685,8 +685,8 @@ const snapshotKeep = 2
 // changelog below the oldest snapshot kept. Only the runner's loop calls maybe; a snapshot
 // runs in its own goroutine, one at a time, while batches go on.
 type snapshotter struct {
-	cl        *natsio.Changelog
-	snaps     *natsio.Snapshots
+	cl        *changelog.Changelog
+	snaps     *changelog.Snapshots
 	repl      *changelogReplicator
 	partition int
 	interval  time.Duration
@@ -730,8 +730,8 @@ func (sn *snapshotter) maybe(ctx context.Context, name string, ks *state.Deploym
 
 // take exports ks at a point between two writes, with the log sequence it holds, stores it,
 // then purges the log below the oldest snapshot kept and prunes the older snapshots.
-func (sn *snapshotter) take(ctx context.Context, name string, ks *state.Deployment) (natsio.SnapshotMeta, error) {
-	meta := natsio.SnapshotMeta{Epoch: sn.repl.epoch}
+func (sn *snapshotter) take(ctx context.Context, name string, ks *state.Deployment) (changelog.SnapshotMeta, error) {
+	meta := changelog.SnapshotMeta{Epoch: sn.repl.epoch}
 	m, err := sn.snaps.Put(ctx, name, sn.partition, &meta, func(yield func([]byte) error) error {
 		_, err := ks.ExportAt(0, func(p state.Progress) error {
 			// No write of ks runs now, so the replicator's last sequence is exactly what
@@ -747,7 +747,7 @@ func (sn *snapshotter) take(ctx context.Context, name string, ks *state.Deployme
 		return err
 	})
 	if err != nil {
-		return natsio.SnapshotMeta{}, err
+		return changelog.SnapshotMeta{}, err
 	}
 	sn.metrics.snapshotUploaded(name, m.UploadedBytes)
 	metas, err := sn.snaps.List(ctx, name, sn.partition)

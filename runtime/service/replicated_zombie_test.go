@@ -13,8 +13,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/placement"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
@@ -97,7 +97,7 @@ func (e *natsEnv) steal(th *thief, name string) {
 	testutil.Require(e.t, err)
 	lease, err := leases.Acquire(ctx, name, 0, th.id, func(string) bool { return false })
 	testutil.Require(e.t, err)
-	cl, err := natsio.OpenChangelog(ctx, e.js, name, 0)
+	cl, err := changelog.OpenChangelog(ctx, e.js, name, 0)
 	testutil.Require(e.t, err)
 	_, err = cl.Fence(ctx, 0, lease.Epoch)
 	testutil.Require(e.t, err)

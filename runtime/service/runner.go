@@ -16,6 +16,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/api"
+	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
@@ -58,8 +59,8 @@ type runner struct {
 	wm        *cluster.Watermarks
 	lastRowAt time.Time
 
-	router     *natsio.Router // partition 0 of several, without key.subject_token: routes the input to the partitions
-	routerDone chan struct{}  // closed when the router's goroutine ended (nil: none started)
+	router     *changelog.Router // partition 0 of several, without key.subject_token: routes the input to the partitions
+	routerDone chan struct{}     // closed when the router's goroutine ended (nil: none started)
 
 	lease cluster.Lease // of a replicated deployment (Epoch 0: none)
 	snaps *snapshotter  // of a replicated deployment (nil: none)
@@ -183,11 +184,11 @@ func (s *Service) checkRecord(ctx context.Context, rec registry.Record) (*revisi
 		return nil, err
 	}
 	if sp.HasInputs() {
-		named := make([]natsio.NamedInput, len(sp.Inputs))
+		named := make([]changelog.NamedInput, len(sp.Inputs))
 		for i, in := range sp.Inputs {
-			named[i] = natsio.NamedInput{Name: in.Name, Subjects: in.Subjects}
+			named[i] = changelog.NamedInput{Name: in.Name, Subjects: in.Subjects}
 		}
-		if err := natsio.CheckInputsStream(ctx, s.js, cmp.Or(rec.InputOf, rec.ShadowOf, sp.Name), named); err != nil {
+		if err := changelog.CheckInputsStream(ctx, s.js, cmp.Or(rec.InputOf, rec.ShadowOf, sp.Name), named); err != nil {
 			return nil, err
 		}
 	}
@@ -327,7 +328,7 @@ func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec, input string
 			return "", fmt.Errorf("%s stream: %w", o.what, err)
 		}
 	}
-	if _, err := natsio.EnsureManifestsStream(ctx, s.js, sp.Name, s.cfg.Replicas, inputsMaxAge(sp)); err != nil {
+	if _, err := changelog.EnsureManifestsStream(ctx, s.js, sp.Name, s.cfg.Replicas, inputsMaxAge(sp)); err != nil {
 		return "", fmt.Errorf("manifests stream: %w", err)
 	}
 	return inStream, nil
@@ -347,23 +348,23 @@ func inputsMaxAge(sp *spec.Spec) time.Duration {
 // ensureInputs ensures the streams of a deployment with several inputs, named after
 // deployment input (see runner.inputOf): each input's (its named stream, the stream that
 // already captures its subjects, or GS_<INPUT>_IN_<NAME>), and the inputs stream that
-// sources them all, whose name it returns (natsio.EnsureInputsStream). The inputs stream
+// sources them all, whose name it returns (changelog.EnsureInputsStream). The inputs stream
 // keeps rows as long as the longest-kept input stream groupstate sets.
 func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec, input string) (string, error) {
-	named := make([]natsio.NamedInput, len(sp.Inputs))
+	named := make([]changelog.NamedInput, len(sp.Inputs))
 	for i, in := range sp.Inputs {
 		st, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: in.Stream, Fallback: natsio.StreamName(input + "_IN_" + in.Name),
 			Subjects: in.Subjects, MaxAge: in.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas})
 		if err != nil {
 			return "", fmt.Errorf("input %s: %w", in.Name, err)
 		}
-		named[i] = natsio.NamedInput{Name: in.Name, Stream: st, Subjects: in.Subjects}
+		named[i] = changelog.NamedInput{Name: in.Name, Stream: st, Subjects: in.Subjects}
 	}
 	maxAge := inputsMaxAge(sp)
-	if err := natsio.EnsureInputsStream(ctx, s.js, input, named, s.cfg.Replicas, maxAge); err != nil {
+	if err := changelog.EnsureInputsStream(ctx, s.js, input, named, s.cfg.Replicas, maxAge); err != nil {
 		return "", err
 	}
-	return natsio.InputsStream(input), nil
+	return changelog.InputsStream(input), nil
 }
 
 // open ensures the streams, creates the input consumer, reconciles it with the committed
@@ -414,7 +415,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 		return "", err
 	}
 	pub := natsio.NewPublisher(s.js, natsio.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject,
-		Manifest: natsio.ManifestSubject(sp.Name, r.part)}).
+		Manifest: changelog.ManifestSubject(sp.Name, r.part)}).
 		WithInstance(cmp.Or(r.instance, r.store.ID())).WithGeneration(p.Generation, p.GenerationFrom)
 	cfg := engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger(),
 		SharedWatermark: r.engineBound(), Manifests: true, Revision: deployRevision(r.rec)}
@@ -509,9 +510,9 @@ func (r *runner) bySubject() bool {
 func (r *runner) ensurePartitioned(ctx context.Context, inStream string) error {
 	s, sp := r.s, r.spec
 	if !r.bySubject() {
-		return natsio.EnsurePartitionedStream(ctx, s.js, r.inputOf, s.cfg.Replicas, sp.Input.MaxAge.Std())
+		return changelog.EnsurePartitionedStream(ctx, s.js, r.inputOf, s.cfg.Replicas, sp.Input.MaxAge.Std())
 	}
-	return natsio.EnsureSourcedPartitionedStream(ctx, s.js, natsio.SourcedOptions{Deployment: r.inputOf, InputStream: inStream,
+	return changelog.EnsureSourcedPartitionedStream(ctx, s.js, changelog.SourcedOptions{Deployment: r.inputOf, InputStream: inStream,
 		InputSubjects: sp.Input.Subjects, Token: sp.Key.SubjectToken, Partitions: r.parts, Replicas: s.cfg.Replicas, MaxAge: sp.Input.MaxAge.Std()})
 }
 
@@ -672,9 +673,9 @@ func (r *runner) start(ctx context.Context) {
 }
 
 // newRouter opens the router of a deployment split into partitions: it reads the input
-// stream and republishes each row to its partition's subject (see natsio.Router) in the
+// stream and republishes each row to its partition's subject (see changelog.Router) in the
 // partitioned stream of deployment input (runner.inputOf).
-func (s *Service) newRouter(ctx context.Context, sp *spec.Spec, input string) (*natsio.Router, error) {
+func (s *Service) newRouter(ctx context.Context, sp *spec.Spec, input string) (*changelog.Router, error) {
 	inStream, err := s.ensureStreams(ctx, sp, input)
 	if err != nil {
 		return nil, err
@@ -683,7 +684,7 @@ func (s *Service) newRouter(ctx context.Context, sp *spec.Spec, input string) (*
 	if err != nil {
 		return nil, err
 	}
-	return natsio.NewRouter(ctx, s.js, natsio.RouterOptions{Deployment: input, InputStream: inStream, InputSubjects: sp.Input.Subjects,
+	return changelog.NewRouter(ctx, s.js, changelog.RouterOptions{Deployment: input, InputStream: inStream, InputSubjects: sp.Input.Subjects,
 		Key: key, Partitions: sp.Partitions, MaxRows: sp.Trigger.MaxRows, MaxBytes: int(sp.Trigger.MaxBytes), Wait: sp.Trigger.Interval.Std(),
 		Logger: s.logger.With("deployment", sp.Name, "component", "router")})
 }
@@ -947,7 +948,7 @@ func (r *runner) stopOnStateError(err error) bool {
 	switch {
 	case errors.Is(err, state.ErrReplication):
 		// Fenced, or the changelog append failed: nothing of the write committed.
-		r.quiet.Store(errors.Is(err, natsio.ErrFenced)) // else publishStatus checks the lease
+		r.quiet.Store(errors.Is(err, changelog.ErrFenced)) // else publishStatus checks the lease
 		r.logLost.Store(true)
 		r.fail(err)
 		r.s.lostReplication(r.rec, err)
@@ -1058,7 +1059,7 @@ func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.Batch
 		// The subject it was published on, and its input (history.Row makes replay's rows too).
 		row, err := history.Row(r.spec, r.inputOf, natsio.StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: m.Header, Data: m.Data})
 		if err != nil {
-			return nil, nil, err // the inputs stream sources nothing else (natsio.EnsureInputsStream)
+			return nil, nil, err // the inputs stream sources nothing else (changelog.EnsureInputsStream)
 		}
 		rows = append(rows, row)
 		maxSeq = max(maxSeq, m.Sequence)
@@ -1198,7 +1199,7 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 }
 
 // inputsLagEvery is how often publishStatus counts the lag of each of several inputs (one
-// short-lived consumer per input: see natsio.InputsPending); in between a status repeats the
+// short-lived consumer per input: see changelog.InputsPending); in between a status repeats the
 // last count.
 const inputsLagEvery = 5 * time.Second
 
@@ -1223,7 +1224,7 @@ func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint
 			names[i] = st.Inputs[i].Name
 		}
 		var err error
-		if pending, err = natsio.InputsPending(ctx, r.s.js, r.inputOf, names, position); err != nil {
+		if pending, err = changelog.InputsPending(ctx, r.s.js, r.inputOf, names, position); err != nil {
 			r.logger.Debug("counting the inputs' lag", "err", err)
 			return
 		}

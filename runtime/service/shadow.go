@@ -12,6 +12,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
@@ -120,8 +121,8 @@ func (r *runner) openShadowInput(ctx context.Context, t *timings, held <-chan er
 	}
 	t.mark("input_streams")
 	primary := r.rec.ShadowOf
-	stream := natsio.ManifestsStream(primary)
-	src, err := natsio.NewSource(ctx, r.s.js, stream, r.consumerName(), []string{natsio.ManifestSubject(primary, r.part)}, r.sourceOptions(t, held)...)
+	stream := changelog.ManifestsStream(primary)
+	src, err := natsio.NewSource(ctx, r.s.js, stream, r.consumerName(), []string{changelog.ManifestSubject(primary, r.part)}, r.sourceOptions(t, held)...)
 	t.mark("input_consumer")
 	if err != nil {
 		return "", nil, fmt.Errorf("consumer of primary %s's batch manifests (stream %s): %w", primary, stream, err)
@@ -289,7 +290,7 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for q := range r.parts {
-		if err := r.s.js.DeleteConsumer(dctx, natsio.ManifestsStream(primary), consumerName(r.spec.Name, q, r.parts)); err != nil {
+		if err := r.s.js.DeleteConsumer(dctx, changelog.ManifestsStream(primary), consumerName(r.spec.Name, q, r.parts)); err != nil {
 			r.logger.Warn("deleting a consumer of the old primary's manifests failed", "partition", q, "err", err)
 		}
 	}
@@ -300,7 +301,7 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 // primary recorded for it, it commits the primary's input position; it tells whether it did.
 func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 	primary := r.rec.ShadowOf
-	mstream, err := r.s.js.Stream(ctx, natsio.ManifestsStream(primary))
+	mstream, err := r.s.js.Stream(ctx, changelog.ManifestsStream(primary))
 	if err != nil {
 		return false, fmt.Errorf("promoting: primary %s's manifests stream: %w", primary, err)
 	}
@@ -313,7 +314,7 @@ func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 	// promotion (its manifests then count in its old primary's manifests stream).
 	h, handedOver := r.primaryHandover()
 	var position uint64
-	raw, err := mstream.GetLastMsgForSubject(ctx, natsio.ManifestSubject(primary, r.part))
+	raw, err := mstream.GetLastMsgForSubject(ctx, changelog.ManifestSubject(primary, r.part))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		// The primary recorded no batch of the partition: it goes on from the start, or

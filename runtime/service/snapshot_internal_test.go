@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/state"
 )
@@ -55,9 +55,9 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	j := testutil.StartJetStream(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	cl, err := natsio.OpenChangelog(ctx, j.JS, "d", 0)
+	cl, err := changelog.OpenChangelog(ctx, j.JS, "d", 0)
 	testutil.Require(t, err)
-	snaps, err := natsio.OpenSnapshots(ctx, j.JS, 0)
+	snaps, err := changelog.OpenSnapshots(ctx, j.JS, 0)
 	testutil.Require(t, err)
 	open := func() *state.Store {
 		st, err := state.Open(t.TempDir(), nil)
@@ -72,7 +72,7 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	src.SetReplicator(repl)
 	sn := &snapshotter{cl: cl, snaps: snaps, repl: repl}
 
-	var metas []natsio.SnapshotMeta
+	var metas []changelog.SnapshotMeta
 	for range 3 {
 		commitN(t, src, 40)
 		m, err := sn.take(ctx, "d", src)
@@ -87,7 +87,7 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 		t.Fatalf("kept %v, want the newest %d of %v", kept, snapshotKeep, metas)
 	}
 	first := uint64(0)
-	_, err = cl.Read(ctx, 0, 1, func(rec natsio.ChangelogRecord) error {
+	_, err = cl.Read(ctx, 0, 1, func(rec changelog.ChangelogRecord) error {
 		if first == 0 {
 			first = rec.Seq
 		}

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -218,11 +218,11 @@ func (s *Service) runStandby(ctx context.Context, sb *standby) {
 // follow restores sb's copy from its position, marks it warm, then applies the changelog's
 // new records as they come, until ctx ends or a read fails.
 func (s *Service) follow(ctx context.Context, sb *standby) error {
-	cl, err := natsio.OpenChangelog(ctx, s.js, sb.name, s.cfg.Replicas)
+	cl, err := changelog.OpenChangelog(ctx, s.js, sb.name, s.cfg.Replicas)
 	if err != nil {
 		return fmt.Errorf("changelog: %w", err)
 	}
-	snaps, err := natsio.OpenSnapshots(ctx, s.js, s.cfg.Replicas)
+	snaps, err := changelog.OpenSnapshots(ctx, s.js, s.cfg.Replicas)
 	if err != nil {
 		return fmt.Errorf("snapshots: %w", err)
 	}
@@ -240,12 +240,12 @@ func (s *Service) follow(ctx context.Context, sb *standby) error {
 	next, held := r.last+1, r.held.Held
 	for {
 		cursor, applied := next-1, 0
-		last, err := cl.Read(ctx, sb.partition, next, func(rec natsio.ChangelogRecord) error {
+		last, err := cl.Read(ctx, sb.partition, next, func(rec changelog.ChangelogRecord) error {
 			if rec.Prev != 0 && rec.Prev > cursor {
 				return fmt.Errorf("%w: record %d follows %d, the copy's last read was %d", errStandbyGap, rec.Seq, rec.Prev, cursor)
 			}
 			cursor = rec.Seq
-			if rec.Kind != natsio.ChangelogFence {
+			if rec.Kind != changelog.ChangelogFence {
 				if err := sb.ks.ApplyReplicated(rec.Data); err != nil {
 					return err
 				}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
@@ -101,7 +102,7 @@ func TestPartitionedBySubjectToken(t *testing.T) {
 	if names := env.consumerNames(in); len(names) != 0 {
 		t.Fatalf("consumers on the input stream %s: %v, want none (no router)", in, names)
 	}
-	names := env.consumerNames(natsio.PartitionedStream("logincount"))
+	names := env.consumerNames(changelog.PartitionedStream("logincount"))
 	for p := range parts {
 		if !contains(names, natsio.ConsumerName(fmt.Sprintf("logincount-p%d", p))) {
 			t.Errorf("partition %d's consumer missing: %v", p, names)
@@ -110,7 +111,7 @@ func TestPartitionedBySubjectToken(t *testing.T) {
 	if len(names) != parts {
 		t.Errorf("consumers on the partitioned stream: %v", names)
 	}
-	st, err := env.js.Stream(ctx, natsio.PartitionedStream("logincount"))
+	st, err := env.js.Stream(ctx, changelog.PartitionedStream("logincount"))
 	testutil.Require(t, err)
 	if cfg := st.CachedInfo().Config; len(cfg.Subjects) != 0 || len(cfg.Sources) != 1 || cfg.Sources[0].Name != in {
 		t.Fatalf("partitioned stream %+v, want a source of %s and no subjects", cfg, in)

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
@@ -29,9 +30,9 @@ func Input(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, inputOf s
 	name := cmp.Or(inputOf, sp.Name)
 	switch {
 	case sp.Partitions > 1:
-		return natsio.PartitionedStream(name), []string{natsio.PartitionFilter(name, p, sp.Key.SubjectToken > 0)}, nil
+		return changelog.PartitionedStream(name), []string{changelog.PartitionFilter(name, p, sp.Key.SubjectToken > 0)}, nil
 	case sp.HasInputs():
-		return natsio.InputsStream(name), []string{natsio.InputsFilter(name)}, nil
+		return changelog.InputsStream(name), []string{changelog.InputsFilter(name)}, nil
 	case sp.Input.Stream != "":
 		return sp.Input.Stream, sp.Input.Subjects, nil
 	}
@@ -48,14 +49,14 @@ func Row(sp *spec.Spec, inputOf string, m natsio.StoredMsg) (engine.Row, error) 
 	row := engine.Row{Data: m.Data, Subject: m.Subject, Sequence: m.Sequence}
 	switch {
 	case sp.HasInputs():
-		name, orig, ok := natsio.SplitInputsSubject(cmp.Or(inputOf, sp.Name), m.Subject)
+		name, orig, ok := changelog.SplitInputsSubject(cmp.Or(inputOf, sp.Name), m.Subject)
 		i := slices.IndexFunc(sp.Inputs, func(in spec.NamedInput) bool { return in.Name == name })
 		if !ok || i < 0 {
 			return row, fmt.Errorf("history: input sequence %d: subject %s is not of one of the spec's inputs", m.Sequence, m.Subject)
 		}
 		row.Subject, row.Input = orig, i
 	case sp.Partitions > 1:
-		row.Subject = natsio.InputSubject(cmp.Or(inputOf, sp.Name), &natsio.Msg{Subject: m.Subject, Header: m.Header})
+		row.Subject = changelog.InputSubject(cmp.Or(inputOf, sp.Name), &natsio.Msg{Subject: m.Subject, Header: m.Header})
 	}
 	return row, nil
 }

@@ -31,9 +31,9 @@ const PublishAsyncMaxPending = 4 * PublishWindow
 // failing (for example when a reply was lost); the outbox delivers it again.
 const PublishAckTimeout = 15 * time.Second
 
-// publishStallWait is how long one publish may wait for a free slot in the
+// PublishStallWait is how long one publish may wait for a free slot in the
 // JetStream context's async window before failing.
-const publishStallWait = 5 * time.Second
+const PublishStallWait = 5 * time.Second
 
 // NewJetStream returns the JetStream context a [Publisher] is made for: async
 // publishes fail after [PublishAckTimeout] without an acknowledgement, and up
@@ -60,7 +60,7 @@ type Subjects struct {
 	// Late receives late rows (state.OutboxLate). May be empty: late entries
 	// are then dropped (the caller only writes them when a late subject is set).
 	Late string
-	// Manifest receives batch manifests (state.OutboxManifest; see [ManifestSubject]). May
+	// Manifest receives batch manifests (state.OutboxManifest; see [changelog.ManifestSubject]). May
 	// be empty: manifests are then dropped.
 	Manifest string
 }
@@ -149,8 +149,8 @@ const (
 // "NATS/1.0\r\n" status line and the blank line that ends them.
 const headerFraming = len("NATS/1.0\r\n") + len("\r\n")
 
-// wireSize is what m counts against the server's max_payload: data plus headers.
-func wireSize(m *nats.Msg) int {
+// WireSize is what m counts against the server's max_payload: data plus headers.
+func WireSize(m *nats.Msg) int {
 	size := len(m.Data)
 	if len(m.Header) > 0 {
 		size += headerFraming
@@ -166,7 +166,7 @@ func wireSize(m *nats.Msg) int {
 // fit returns m, or when m is larger than the connection's max_payload, a small dead letter
 // in its place.
 func (p *Publisher) fit(m *nats.Msg) *nats.Msg {
-	limit, size := p.js.Conn().MaxPayload(), wireSize(m)
+	limit, size := p.js.Conn().MaxPayload(), WireSize(m)
 	if limit <= 0 || int64(size) <= limit || p.subj.DeadLetter == "" {
 		return m
 	}

@@ -264,7 +264,7 @@ func TestPublisherCountsHeaderFraming(t *testing.T) {
 	probe.Header.Set(HeaderKey, `"k"`)
 	probe.Header.Set(HeaderBatch, "1")
 	probe.Header.Set(jetstream.MsgIDHeader, "dep.1.0")
-	room := int(e.js.Conn().MaxPayload()) - wireSize(probe) // what is left for the payload
+	room := int(e.js.Conn().MaxPayload()) - WireSize(probe) // what is left for the payload
 	entries := []state.OutboxEntry{
 		{ID: state.OutboxID{BatchID: 1, Seq: 0}, Kind: state.OutboxOutput, Key: []byte(`"k"`), Payload: bytes.Repeat([]byte("x"), room)},
 		{ID: state.OutboxID{BatchID: 1, Seq: 1}, Kind: state.OutboxOutput, Key: []byte(`"k"`), Payload: bytes.Repeat([]byte("y"), room+1)},

@@ -69,8 +69,8 @@ type pull struct {
 	wbound  time.Time
 }
 
-// apiPrefix is the JetStream API prefix js sends its requests with.
-func apiPrefix(js jetstream.JetStream) string {
+// APIPrefix is the JetStream API prefix js sends its requests with.
+func APIPrefix(js jetstream.JetStream) string {
 	o := js.Options()
 	switch {
 	case o.Domain != "":
@@ -221,12 +221,12 @@ func (p *pull) status(m *nats.Msg, status string) error {
 	}
 }
 
-// drain discards the rest of p until the server has ended it, ctx ends or rewindTimeout
+// drain discards the rest of p until the server has ended it, ctx ends or RewindTimeout
 // passes. After a gap the Source rewinds, and a request still open then would be handed the
 // re-deliveries: nobody would read them, and no later delivery might show that gap. The
 // discarded messages are not acknowledged, so the rewind delivers them again.
 func (p *pull) drain(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, rewindTimeout)
+	ctx, cancel := context.WithTimeout(ctx, RewindTimeout)
 	defer cancel()
 	for {
 		if m, err := p.next(ctx); m == nil || err != nil {

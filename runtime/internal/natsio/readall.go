@@ -104,7 +104,7 @@ func (r *StreamReader) Next(ctx context.Context) (m StoredMsg, ok bool, err erro
 
 // Close deletes the reader's consumer.
 func (r *StreamReader) Close() {
-	ctx, cancel := context.WithTimeout(context.Background(), resolveTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
 	defer cancel()
 	_ = r.js.DeleteConsumer(ctx, r.stream, r.cons.CachedInfo().Name)
 }

@@ -30,9 +30,9 @@ var (
 // within it is delivered again.
 const SourceAckWait = 30 * time.Second
 
-// rewindTimeout bounds one rewind of the consumer, and the acknowledgement of a
+// RewindTimeout bounds one rewind of the consumer, and the acknowledgement of a
 // re-delivery on behalf of an earlier copy (see [Source.Ack]).
-const rewindTimeout = 5 * time.Second
+const RewindTimeout = 5 * time.Second
 
 // ConsumerName is the name of the durable input consumer of deployment.
 func ConsumerName(deployment string) string { return "groupstate-" + deployment }
@@ -145,7 +145,7 @@ func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable stri
 	}
 	s := &Source{
 		js: js, nc: js.Conn(), stream: stream, durable: durable, subjects: slices.Clone(subjects), cons: cons, resetable: true,
-		next: apiPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + durable,
+		next: APIPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + durable,
 	}
 	s.acksDone.L = &s.mu
 	if o.beforeRewind != nil {
@@ -168,7 +168,7 @@ func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable stri
 	// answers, and it may not be elected yet): each attempt is bounded, and the next one is
 	// usually answered at once.
 	for range openRewindAttempts {
-		rctx, cancel := context.WithTimeout(ctx, rewindTimeout)
+		rctx, cancel := context.WithTimeout(ctx, RewindTimeout)
 		err = s.rewind(rctx)
 		cancel()
 		if err == nil || ctx.Err() != nil {
@@ -352,7 +352,7 @@ func (s *Source) Fetch(ctx context.Context, max, maxBytes int, wait time.Duratio
 	if s.needRewind {
 		// An earlier rewind after a gap failed (the server was likely unreachable): try
 		// again before fetching anything, so nothing after the gap is returned first.
-		rctx, cancel := context.WithTimeout(ctx, rewindTimeout)
+		rctx, cancel := context.WithTimeout(ctx, RewindTimeout)
 		err := s.rewind(rctx)
 		cancel()
 		if err != nil {
@@ -427,7 +427,7 @@ func (s *Source) collect(ctx context.Context, p *pull, out []Msg) ([]Msg, int, b
 		// copy so the server's ack floor moves. It waits for the server, so
 		// it is done before the fetcher can rewind again.
 		if ackProxy != nil {
-			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rewindTimeout)
+			actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RewindTimeout)
 			err := ackMsg(actx, s.nc, ackProxy)
 			cancel()
 			if err == nil {
@@ -479,7 +479,7 @@ func (s *Source) collect(ctx context.Context, p *pull, out []Msg) ([]Msg, int, b
 // shapes Fetch's result.
 func (s *Source) finish(ctx context.Context, out []Msg, gap bool, err error) ([]Msg, error) {
 	if gap {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rewindTimeout)
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), RewindTimeout)
 		rerr := errors.New("reset unsupported")
 		if s.resetable {
 			rerr = s.rewind(rctx)

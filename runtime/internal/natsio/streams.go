@@ -100,7 +100,7 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 			if cfg.MaxAge == 0 {
 				cfg.MaxAge = o.CreateMaxAge
 			}
-			cfg.Duplicates = capDuplicates(dup, cfg.MaxAge)
+			cfg.Duplicates = CapDuplicates(dup, cfg.MaxAge)
 			_, err = js.CreateStream(ctx, cfg)
 			if err == nil {
 				return name, nil
@@ -123,11 +123,11 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 		}
 		if o.MaxAge > 0 && cfg.MaxAge != o.MaxAge {
 			cfg.MaxAge = o.MaxAge
-			cfg.Duplicates = capDuplicates(cfg.Duplicates, cfg.MaxAge)
+			cfg.Duplicates = CapDuplicates(cfg.Duplicates, cfg.MaxAge)
 			changed = true
 		}
 		if dup > 0 {
-			if want := capDuplicates(dup, cfg.MaxAge); cfg.Duplicates < want {
+			if want := CapDuplicates(dup, cfg.MaxAge); cfg.Duplicates < want {
 				cfg.Duplicates = want
 				changed = true
 			}
@@ -142,9 +142,9 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 	}
 }
 
-// capDuplicates returns the duplicate window dup capped at maxAge (the server refuses a
+// CapDuplicates returns the duplicate window dup capped at maxAge (the server refuses a
 // window longer than the stream keeps messages).
-func capDuplicates(dup, maxAge time.Duration) time.Duration {
+func CapDuplicates(dup, maxAge time.Duration) time.Duration {
 	if maxAge > 0 && dup > maxAge {
 		return maxAge
 	}
@@ -168,3 +168,7 @@ func StreamName(s string) string {
 	}
 	return b.String()
 }
+
+// ResolveTimeout bounds the read that resolves a publish whose outcome is unknown (a
+// changelog append's), and the deletion of a consumer a reader stopped.
+const ResolveTimeout = 5 * time.Second

@@ -1,4 +1,4 @@
-package natsio
+package changelog
 
 import (
 	"context"
@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
@@ -46,7 +47,7 @@ func newRouterEnv(t *testing.T, js jetstream.JetStream, replicas int) *rtEnv {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	t.Cleanup(cancel)
-	name, err := EnsureStream(ctx, js, StreamOptions{Name: "IN", Subjects: []string{"in.>", "other.>"}, Replicas: replicas})
+	name, err := natsio.EnsureStream(ctx, js, natsio.StreamOptions{Name: "IN", Subjects: []string{"in.>", "other.>"}, Replicas: replicas})
 	testutil.Require(t, err)
 	testutil.Require(t, EnsurePartitionedStream(ctx, js, rtDeployment, replicas, 0))
 	return &rtEnv{js: js, ctx: ctx, input: name, subjects: map[uint64]string{}, data: map[uint64]string{}}
@@ -434,7 +435,7 @@ func TestRouterZombie(t *testing.T) {
 			o.MaxRows = 50
 			r1, r2 := e.newRouter(t, o), e.newRouter(t, o)
 			if tc.separate {
-				src, err := NewSource(e.ctx, e.js, e.input, "zombie", o.InputSubjects)
+				src, err := natsio.NewSource(e.ctx, e.js, e.input, "zombie", o.InputSubjects)
 				testutil.Require(t, err)
 				r2.src = src
 			}
@@ -614,7 +615,7 @@ func TestRouterVerify(t *testing.T) {
 		{4, []uint64{6, 7}, false},    // 7 is not in the input
 	} {
 		t.Run(fmt.Sprintf("after %d: %v", tc.h, tc.seqs), func(t *testing.T) {
-			msgs := make([]Msg, len(tc.seqs))
+			msgs := make([]natsio.Msg, len(tc.seqs))
 			for i, seq := range tc.seqs {
 				msgs[i].Sequence = seq
 			}
@@ -645,7 +646,7 @@ func TestRouterStops(t *testing.T) {
 			testutil.Require(t, e.js.DeleteStream(e.ctx, PartitionedStream(rtDeployment)))
 			e.publishUsers(t, 1, 1)
 		}, func(t *testing.T, e *rtEnv, err error) bool {
-			return Gone(err) && errors.Is(err, jetstream.ErrStreamNotFound)
+			return natsio.Gone(err) && errors.Is(err, jetstream.ErrStreamNotFound)
 		}},
 		{"row too large", func(t *testing.T, e *rtEnv) {
 			max := int(e.js.Conn().MaxPayload())

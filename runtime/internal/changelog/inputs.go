@@ -1,4 +1,4 @@
-package natsio
+package changelog
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/subject"
 )
 
@@ -43,7 +44,7 @@ type NamedInput struct {
 }
 
 // InputsStream is the stream a deployment with several inputs reads: "GS_<DEPLOYMENT>_INPUTS".
-func InputsStream(deployment string) string { return StreamName(deployment + "_INPUTS") }
+func InputsStream(deployment string) string { return natsio.StreamName(deployment + "_INPUTS") }
 
 // InputsFilter is the filter of the consumer on deployment's inputs stream: "gs.in.<deployment>.>".
 func InputsFilter(deployment string) string { return inputsPrefix(deployment) + ">" }
@@ -124,7 +125,7 @@ func EnsureInputsStream(ctx context.Context, js jetstream.JetStream, deployment 
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      maxAge,
-		Replicas:    ReplicasFor(js, replicas),
+		Replicas:    natsio.ReplicasFor(js, replicas),
 	}
 	return ensureOwnStream(ctx, js, "inputs stream", cfg, func(old *jetstream.StreamConfig) (bool, error) {
 		if len(old.Subjects) > 0 || !sameSources(old.Sources, srcs) {
@@ -135,7 +136,7 @@ func EnsureInputsStream(ctx context.Context, js jetstream.JetStream, deployment 
 			return false, nil
 		}
 		old.MaxAge, old.Discard = maxAge, jetstream.DiscardOld
-		old.Duplicates = capDuplicates(old.Duplicates, maxAge)
+		old.Duplicates = natsio.CapDuplicates(old.Duplicates, maxAge)
 		return true, nil
 	})
 }

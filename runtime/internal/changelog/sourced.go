@@ -1,4 +1,4 @@
-package natsio
+package changelog
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/subject"
 )
@@ -57,7 +58,7 @@ type SourcedOptions struct {
 	Token int
 	// Partitions is the number of partitions, from 1 to [partition.Max].
 	Partitions int
-	// Replicas is the replica count of a stream created here (0: [DefaultReplicas]); an
+	// Replicas is the replica count of a stream created here (0: [natsio.DefaultReplicas]); an
 	// existing stream keeps its own.
 	Replicas int
 	// MaxAge is the stream's max_age (0: none).
@@ -126,7 +127,7 @@ func PartitionFilter(deployment string, p int, bySubject bool) string {
 // of deployment's partitioned stream: the subject's tail after "gs.kg.<deployment>.<p>."
 // (the server partitioned it), else its [RoutedSubjectHeader] (the router did). A message of
 // any other subject is its own.
-func InputSubject(deployment string, m *Msg) string {
+func InputSubject(deployment string, m *natsio.Msg) string {
 	s := m.Subject
 	const pre = "gs.kg."
 	if !strings.HasPrefix(s, pre) || !strings.HasPrefix(s[len(pre):], deployment) {
@@ -168,7 +169,7 @@ func EnsureSourcedPartitionedStream(ctx context.Context, js jetstream.JetStream,
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      o.MaxAge,
-		Replicas:    ReplicasFor(js, o.Replicas),
+		Replicas:    natsio.ReplicasFor(js, o.Replicas),
 	}
 	return ensurePartitioned(ctx, js, cfg, func(old *jetstream.StreamConfig) (bool, error) {
 		if len(old.Subjects) > 0 || len(old.Sources) == 0 {
@@ -182,7 +183,7 @@ func EnsureSourcedPartitionedStream(ctx context.Context, js jetstream.JetStream,
 			return false, nil
 		}
 		old.MaxAge, old.Discard = o.MaxAge, jetstream.DiscardOld
-		old.Duplicates = capDuplicates(old.Duplicates, o.MaxAge)
+		old.Duplicates = natsio.CapDuplicates(old.Duplicates, o.MaxAge)
 		return true, nil
 	})
 }
@@ -225,7 +226,7 @@ func ensureOwnStream(ctx context.Context, js jetstream.JetStream, what string, c
 				continue // a concurrent creator won: update its stream
 			}
 			if err != nil {
-				return fmt.Errorf("natsio: creating %s %s: %w", what, name, ExplainReplicas(err, cfg.Replicas))
+				return fmt.Errorf("natsio: creating %s %s: %w", what, name, natsio.ExplainReplicas(err, cfg.Replicas))
 			}
 			return nil
 		}

@@ -1,4 +1,4 @@
-package natsio
+package changelog
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 )
 
@@ -20,9 +21,9 @@ func TestInputsStream(t *testing.T) {
 	js := testutil.StartJetStream(t).JS
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	ads, err := EnsureStream(ctx, js, StreamOptions{Name: "ADS", Subjects: []string{"ads.>"}})
+	ads, err := natsio.EnsureStream(ctx, js, natsio.StreamOptions{Name: "ADS", Subjects: []string{"ads.>"}})
 	testutil.Require(t, err)
-	other, err := EnsureStream(ctx, js, StreamOptions{Name: "OTHER", Subjects: []string{"o.*.x"}})
+	other, err := natsio.EnsureStream(ctx, js, natsio.StreamOptions{Name: "OTHER", Subjects: []string{"o.*.x"}})
 	testutil.Require(t, err)
 	inputs := []NamedInput{
 		{Name: "impressions", Stream: ads, Subjects: []string{"ads.impressions.>"}},

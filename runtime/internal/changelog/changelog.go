@@ -1,4 +1,4 @@
-package natsio
+package changelog
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/klauspost/compress/s2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -78,21 +79,19 @@ const (
 	readBatchBytes = 8 << 20
 )
 
-// resolveTimeout bounds the read that resolves a publish whose outcome is unknown, and
-// publishAttempts the publishes of one chunk (each one after the last was found absent).
-const (
-	resolveTimeout  = 5 * time.Second
-	publishAttempts = 3
-)
+// publishAttempts bounds the publishes of one chunk (each one after the last was found
+// absent); [natsio.ResolveTimeout] bounds the read that resolves a publish whose outcome is
+// unknown.
+const publishAttempts = 3
 
 // publishAttemptTimeout bounds one publish of a chunk. A publish lost on the way (its stream's
-// leader died with it) gets no answer at all; after this long it is resolved (resolveTimeout)
+// leader died with it) gets no answer at all; after this long it is resolved (natsio.ResolveTimeout)
 // and published again, instead of the whole append waiting for its caller's deadline.
 const publishAttemptTimeout = 5 * time.Second
 
 // ChangelogStream is the name of deployment's changelog stream.
 func ChangelogStream(deployment string) string {
-	return StreamName(deployment + "_CL")
+	return natsio.StreamName(deployment + "_CL")
 }
 
 // ChangelogSubject is the subject of partition's changelog of deployment:
@@ -148,10 +147,10 @@ const (
 )
 
 // OpenChangelog ensures deployment's changelog stream (name [ChangelogStream], subjects
-// "gs.cl.<deployment>.>", file storage, replicas copies or [DefaultReplicas] when 0, no
+// "gs.cl.<deployment>.>", file storage, replicas copies or [natsio.DefaultReplicas] when 0, no
 // max_age, direct gets allowed) and returns it.
 func OpenChangelog(ctx context.Context, js jetstream.JetStream, deployment string, replicas int) (*Changelog, error) {
-	name, err := EnsureStream(ctx, js, StreamOptions{
+	name, err := natsio.EnsureStream(ctx, js, natsio.StreamOptions{
 		Name:     ChangelogStream(deployment),
 		Subjects: []string{"gs.cl." + deployment + ".>"},
 		Replicas: replicas,
@@ -378,7 +377,7 @@ const (
 // resolve reads subj's last message from the stream leader and decides what became of the
 // publish of the chunk meta, expecting expect.
 func (c *Changelog) resolve(ctx context.Context, subj string, expect uint64, meta chunkMeta) (uint64, outcome, error) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), natsio.ResolveTimeout)
 	defer cancel()
 	last, found, err := c.leaderGet(rctx, msgGetRequest{LastFor: subj})
 	if err != nil {
@@ -669,7 +668,7 @@ func (c *Changelog) orderedRead(ctx context.Context, subj string, from uint64, f
 		it.Stop()
 		// Stopping leaves the consumer on the server for minutes (its inactive threshold):
 		// enough reads reach the account's consumer limit (error 10026).
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), natsio.ResolveTimeout)
 		defer cancel()
 		_ = c.js.DeleteConsumer(dctx, c.name, cons.CachedInfo().Name)
 	}()

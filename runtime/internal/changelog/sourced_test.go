@@ -1,4 +1,4 @@
-package natsio
+package changelog
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 )
@@ -108,7 +109,7 @@ func checkSourcedShape(t *testing.T, js jetstream.JetStream, input string, sh so
 	t.Cleanup(cancel)
 	e := &sourcedEnv{js: js, ctx: ctx, sent: map[string]string{}}
 	var err error
-	e.input, err = EnsureStream(ctx, js, StreamOptions{Name: input, Subjects: sh.subjects, Replicas: replicas})
+	e.input, err = natsio.EnsureStream(ctx, js, natsio.StreamOptions{Name: input, Subjects: sh.subjects, Replicas: replicas})
 	testutil.Require(t, err)
 	// Delete a stream left by an earlier shape: each shape's partitioned stream is new.
 	if err := js.DeleteStream(ctx, PartitionedStream("dep")); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
@@ -138,7 +139,7 @@ func checkSourcedShape(t *testing.T, js jetstream.JetStream, input string, sh so
 
 	// Each partition's consumer reads exactly the rows of its partition.
 	for p := range sourcedPartitions {
-		src, err := NewSource(ctx, js, PartitionedStream("dep"), fmt.Sprintf("p%d", p), []string{PartitionFilter("dep", p, true)})
+		src, err := natsio.NewSource(ctx, js, PartitionedStream("dep"), fmt.Sprintf("p%d", p), []string{PartitionFilter("dep", p, true)})
 		testutil.Require(t, err)
 		want := 0
 		for row := range e.sent {
@@ -218,7 +219,7 @@ func (e *sourcedEnv) checkLandedWithin(t *testing.T, n int, d time.Duration) {
 		if p := PartitionSubject("dep", keyPartition(row)) + "."; !strings.HasPrefix(raw.Subject, p) {
 			t.Errorf("%q landed on %s, want %s...", row, raw.Subject, p)
 		}
-		if got := InputSubject("dep", &Msg{Subject: raw.Subject, Header: raw.Header}); got != want {
+		if got := InputSubject("dep", &natsio.Msg{Subject: raw.Subject, Header: raw.Header}); got != want {
 			t.Errorf("%q: input subject %q, want %q", row, got, want)
 		}
 	}
@@ -258,7 +259,7 @@ func TestPartitionTransformsRefused(t *testing.T) {
 // not changed (the server would copy the input again); its max_age is.
 func TestPartitionedStreamModes(t *testing.T) {
 	e := newEnv(t)
-	in, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: "IN", Subjects: []string{"logins.*", "signups.*"}})
+	in, err := natsio.EnsureStream(e.ctx, e.js, natsio.StreamOptions{Name: "IN", Subjects: []string{"logins.*", "signups.*"}})
 	testutil.Require(t, err)
 	o := SourcedOptions{Deployment: "routed", InputStream: in, InputSubjects: []string{"logins.*"}, Token: 2, Partitions: 4}
 	testutil.Require(t, EnsurePartitionedStream(e.ctx, e.js, "routed", 0, 0))
@@ -300,17 +301,17 @@ func TestPartitionedStreamModes(t *testing.T) {
 // TestInputSubject: the subject a row was published on, from either kind of partitioned
 // stream.
 func TestInputSubject(t *testing.T) {
-	routed := Msg{Subject: "gs.kg.dep.3"}
+	routed := natsio.Msg{Subject: "gs.kg.dep.3"}
 	routed.Header = map[string][]string{RoutedSubjectHeader: {"logins.web"}}
 	for _, tc := range []struct {
-		m    Msg
+		m    natsio.Msg
 		want string
 	}{
-		{Msg{Subject: "gs.kg.dep.3.logins.ada"}, "logins.ada"},
-		{Msg{Subject: "gs.kg.dep.0.a.b.c.d"}, "a.b.c.d"},
+		{natsio.Msg{Subject: "gs.kg.dep.3.logins.ada"}, "logins.ada"},
+		{natsio.Msg{Subject: "gs.kg.dep.0.a.b.c.d"}, "a.b.c.d"},
 		{routed, "logins.web"},
-		{Msg{Subject: "gs.kg.depot.3.x"}, "gs.kg.depot.3.x"}, // another deployment's
-		{Msg{Subject: "logins.ada"}, "logins.ada"},
+		{natsio.Msg{Subject: "gs.kg.depot.3.x"}, "gs.kg.depot.3.x"}, // another deployment's
+		{natsio.Msg{Subject: "logins.ada"}, "logins.ada"},
 	} {
 		if got := InputSubject("dep", &tc.m); got != tc.want {
 			t.Errorf("InputSubject(%q) = %q, want %q", tc.m.Subject, got, tc.want)

@@ -1,4 +1,4 @@
-package natsio
+package changelog
 
 import (
 	"bufio"
@@ -22,6 +22,7 @@ import (
 	"github.com/klauspost/compress/s2"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -147,10 +148,10 @@ type Snapshots struct {
 }
 
 // OpenSnapshots ensures the object store [SnapshotsBucket] (file storage, replicas
-// copies, 0 meaning [DefaultReplicas]; a bucket that exists is used as it is) and returns
+// copies, 0 meaning [natsio.DefaultReplicas]; a bucket that exists is used as it is) and returns
 // it.
 func OpenSnapshots(ctx context.Context, js jetstream.JetStream, replicas int) (*Snapshots, error) {
-	replicas = ReplicasFor(js, replicas)
+	replicas = natsio.ReplicasFor(js, replicas)
 	cfg := jetstream.ObjectStoreConfig{
 		Bucket:      SnapshotsBucket,
 		Replicas:    replicas,
@@ -163,7 +164,7 @@ func OpenSnapshots(ctx context.Context, js jetstream.JetStream, replicas int) (*
 		obs, err = js.ObjectStore(ctx, cfg.Bucket)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, ExplainReplicas(err, replicas))
+		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, natsio.ExplainReplicas(err, replicas))
 	}
 	st, err := js.Stream(ctx, "OBJ_"+SnapshotsBucket)
 	if err != nil {
@@ -346,7 +347,7 @@ func (s *Snapshots) objects(ctx context.Context, deployment string, partition in
 	out := snapshotObjects{dir: dir}
 	// The listing is a watch of the bucket: bounded, as a watch that is never served (a fresh
 	// cluster) would otherwise wait as long as ctx lasts (see ListTimeout).
-	lctx, cancel := context.WithTimeout(ctx, ListTimeout)
+	lctx, cancel := context.WithTimeout(ctx, natsio.ListTimeout)
 	defer cancel()
 	infos, err := s.os.List(lctx)
 	if errors.Is(err, jetstream.ErrNoObjectsFound) {

@@ -1,4 +1,4 @@
-package natsio
+package changelog
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
 )
@@ -54,7 +55,7 @@ import (
 // whose sequences are not H+1, H+2, ... is checked against the input stream (the sequences
 // of its matching rows after H, headers only), and a fetch that skipped rows is dropped and
 // the consumer rewound (see [Router.verify]: another client pulling from the same consumer
-// can make the [Source] skip rows). The router never fetches again before every row of a
+// can make the [natsio.Source] skip rows). The router never fetches again before every row of a
 // fetch is stored or skipped, except when Run ends; the next Run rewinds the consumer first.
 //
 // Limits: a message of the partitioned stream removed by its max_age or a purge is gone
@@ -93,7 +94,7 @@ const routerWindow = 1024
 
 // routeAckTimeout is how long the router waits for the acknowledgement of one routed
 // message before treating it as unknown (it re-reads the stream then).
-const routeAckTimeout = PublishAckTimeout
+const routeAckTimeout = natsio.PublishAckTimeout
 
 // settleTimeout bounds the wait of a Run whose ctx ended for the outcomes of the messages
 // it sent, and for the acknowledgement of the rows stored.
@@ -136,7 +137,7 @@ var errRouteUnanswered = errors.New("natsio: routed message not acknowledged in 
 // PartitionedStream is the name of deployment's partitioned input stream:
 // StreamName(deployment + "_KG").
 func PartitionedStream(deployment string) string {
-	return StreamName(deployment + "_KG")
+	return natsio.StreamName(deployment + "_KG")
 }
 
 // PartitionSubject is partition p's subject in deployment's partitioned stream:
@@ -154,12 +155,12 @@ func partitionPrefix(deployment string) string {
 // RouterConsumerName is the name of the router's durable consumer on deployment's input:
 // "groupstate-<deployment>-router".
 func RouterConsumerName(deployment string) string {
-	return ConsumerName(deployment) + "-router"
+	return natsio.ConsumerName(deployment) + "-router"
 }
 
 // EnsurePartitionedStream creates or updates deployment's partitioned stream
 // ([PartitionedStream]) for the router: subjects "gs.kg.<deployment>.*", file storage, limits
-// retention, discard old, max_age maxAge (0: none), and replicas copies ([DefaultReplicas]
+// retention, discard old, max_age maxAge (0: none), and replicas copies ([natsio.DefaultReplicas]
 // when 0) when it creates the stream; an existing stream keeps its replicas and storage, and
 // gets the subjects, max_age and discard policy above. A stream that sources the input (made
 // by [EnsureSourcedPartitionedStream]) is refused with [ErrPartitionMode]. The stream needs no
@@ -176,7 +177,7 @@ func EnsurePartitionedStream(ctx context.Context, js jetstream.JetStream, deploy
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      maxAge,
-		Replicas:    ReplicasFor(js, replicas),
+		Replicas:    natsio.ReplicasFor(js, replicas),
 	}
 	return ensurePartitioned(ctx, js, cfg, func(old *jetstream.StreamConfig) (bool, error) {
 		if len(old.Sources) > 0 {
@@ -186,7 +187,7 @@ func EnsurePartitionedStream(ctx context.Context, js jetstream.JetStream, deploy
 			return false, nil
 		}
 		old.Subjects, old.MaxAge, old.Discard = subjects, maxAge, jetstream.DiscardOld
-		old.Duplicates = capDuplicates(old.Duplicates, maxAge)
+		old.Duplicates = natsio.CapDuplicates(old.Duplicates, maxAge)
 		return true, nil
 	})
 }
@@ -260,7 +261,7 @@ type RouterStats struct {
 type Router struct {
 	js     jetstream.JetStream
 	o      RouterOptions
-	src    *Source
+	src    *natsio.Source
 	stream string
 	getter *Changelog // leaderGet on the partitioned stream (only js, nc, name and api are set)
 	subj   []string   // partition subjects, by partition
@@ -278,7 +279,7 @@ type Router struct {
 }
 
 // NewRouter opens the router's durable consumer [RouterConsumerName] on o.InputStream (a
-// [Source], filtered to o.InputSubjects). The partitioned stream must exist
+// [natsio.Source], filtered to o.InputSubjects). The partitioned stream must exist
 // ([EnsurePartitionedStream]).
 func NewRouter(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*Router, error) {
 	if err := o.check(); err != nil {
@@ -298,19 +299,19 @@ func NewRouter(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*R
 	}
 	return &Router{
 		js: js, o: o, src: src, stream: name, subj: subj,
-		getter: &Changelog{js: js, nc: js.Conn(), name: name, api: apiPrefix(js)},
+		getter: &Changelog{js: js, nc: js.Conn(), name: name, api: natsio.APIPrefix(js)},
 	}, nil
 }
 
-// openSource opens the router's [Source], each attempt bounded by [rewindTimeout] and
+// openSource opens the router's [natsio.Source], each attempt bounded by [natsio.RewindTimeout] and
 // retried until ctx ends: on a cluster the consumer reset that opening a Source makes can go
 // unanswered (the new consumer's leader had just moved; only the leader answers), and the
 // Source would wait for as long as ctx lasts (seen about once in fifteen fresh 3-node
 // clusters with nats-server v2.15.2; the next attempt is answered at once).
-func openSource(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*Source, error) {
+func openSource(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*natsio.Source, error) {
 	for {
-		actx, cancel := context.WithTimeout(ctx, rewindTimeout)
-		src, err := NewSource(actx, js, o.InputStream, RouterConsumerName(o.Deployment), o.InputSubjects)
+		actx, cancel := context.WithTimeout(ctx, natsio.RewindTimeout)
+		src, err := natsio.NewSource(actx, js, o.InputStream, RouterConsumerName(o.Deployment), o.InputSubjects)
 		cancel()
 		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 			return src, err
@@ -329,8 +330,8 @@ func (r *Router) Stats() RouterStats {
 // sent, and acknowledges the rows stored, so that a router started after Run returned
 // rarely meets one of its messages landing late (which would be harmless, only slower). It
 // returns nil when ctx ended, or the error that stopped it: the input consumer or a stream
-// gone ([Gone] tells: ensure them and make a new Router), [ErrNotRouted], [ErrRowTooLarge].
-// Other errors (timeouts, a cluster electing a leader, [ErrDeliveryGap]) are logged at warn
+// gone ([natsio.Gone] tells: ensure them and make a new Router), [ErrNotRouted], [ErrRowTooLarge].
+// Other errors (timeouts, a cluster electing a leader, [natsio.ErrDeliveryGap]) are logged at warn
 // and retried with backoff; a publish refused because another router wrote first makes it
 // resume from the stream at once.
 func (r *Router) Run(ctx context.Context) error {
@@ -346,13 +347,13 @@ func (r *Router) Run(ctx context.Context) error {
 	}
 	var b backoff
 	for err == nil {
-		var msgs []Msg
+		var msgs []natsio.Msg
 		msgs, err = r.src.Fetch(ctx, r.o.MaxRows, r.o.MaxBytes, r.o.Wait)
 		r.dirty = r.dirty || len(msgs) > 0 // until route handled them all
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case err != nil && !Gone(err):
+		case err != nil && !natsio.Gone(err):
 			r.o.Logger.Warn("router: fetching input failed; retrying", "deployment", r.o.Deployment, "err", err, "backoff", b.next())
 			err = b.wait(ctx)
 			continue
@@ -386,7 +387,7 @@ func (r *Router) restart(ctx context.Context) error {
 			r.dirty = false
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case Gone(err):
+		case natsio.Gone(err):
 			return fmt.Errorf("natsio: router of %s: %w", r.o.Deployment, err)
 		default:
 			r.o.Logger.Warn("router: rewinding the input consumer failed; retrying", "deployment", r.o.Deployment, "err", err, "backoff", b.next())
@@ -398,9 +399,9 @@ func (r *Router) restart(ctx context.Context) error {
 	return nil
 }
 
-// rewind is one attempt of restart, bounded by [rewindTimeout] (see [openSource]).
+// rewind is one attempt of restart, bounded by [natsio.RewindTimeout] (see [openSource]).
 func (r *Router) rewind(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, rewindTimeout)
+	ctx, cancel := context.WithTimeout(ctx, natsio.RewindTimeout)
 	defer cancel()
 	floor, err := r.src.AckFloor(ctx)
 	if err != nil {
@@ -411,7 +412,7 @@ func (r *Router) rewind(ctx context.Context) error {
 
 // route stores msgs (one fetch) in the partitioned stream and acknowledges them, resuming
 // from the stream after every failed publish, until all are stored or skipped.
-func (r *Router) route(ctx context.Context, msgs []Msg) error {
+func (r *Router) route(ctx context.Context, msgs []natsio.Msg) error {
 	var b backoff
 	for {
 		msgs = r.skip(msgs)
@@ -458,7 +459,7 @@ func (r *Router) route(ctx context.Context, msgs []Msg) error {
 
 // skip acknowledges the leading rows of msgs at or before r.h (routed already) and returns
 // the rest.
-func (r *Router) skip(msgs []Msg) []Msg {
+func (r *Router) skip(msgs []natsio.Msg) []natsio.Msg {
 	n := 0
 	for n < len(msgs) && msgs[n].Sequence <= r.h {
 		n++
@@ -471,27 +472,27 @@ func (r *Router) skip(msgs []Msg) []Msg {
 }
 
 // ack has m and every row before it acknowledged, by Run's [acker].
-func (r *Router) ack(m Msg) { r.acks.ack(m) }
+func (r *Router) ack(m natsio.Msg) { r.acks.ack(m) }
 
 // acker acknowledges input rows in the background for Run, so that routing does not wait
 // for the server's confirmations. A row asked for replaces an earlier one not sent yet (an
 // acknowledgement covers every row before it).
 type acker struct {
-	src  *Source
+	src  *natsio.Source
 	log  *slog.Logger
-	next chan Msg // the latest row to acknowledge; capacity 1
+	next chan natsio.Msg // the latest row to acknowledge; capacity 1
 	done chan struct{}
 }
 
 // startAcker starts r's acker for a Run with ctx.
 func (r *Router) startAcker(ctx context.Context) *acker {
-	a := &acker{src: r.src, log: r.o.Logger.With("deployment", r.o.Deployment), next: make(chan Msg, 1), done: make(chan struct{})}
+	a := &acker{src: r.src, log: r.o.Logger.With("deployment", r.o.Deployment), next: make(chan natsio.Msg, 1), done: make(chan struct{})}
 	go a.run(context.WithoutCancel(ctx))
 	return a
 }
 
 // ack asks for m and every row before it to be acknowledged. Only one goroutine may call it.
-func (a *acker) ack(m Msg) {
+func (a *acker) ack(m natsio.Msg) {
 	select {
 	case <-a.next: // superseded
 	default:
@@ -533,7 +534,7 @@ func (a *acker) run(ctx context.Context) {
 // client meanwhile, so the Source can take a delivery that follows someone else's for the
 // one that follows its own (nats-server v2.15.2). Publishing such a fetch after the stream's
 // last row would leave the rows between out for good.
-func (r *Router) verify(ctx context.Context, msgs []Msg) error {
+func (r *Router) verify(ctx context.Context, msgs []natsio.Msg) error {
 	want := r.h + 1
 	for i := range msgs {
 		if msgs[i].Sequence != want+uint64(i) {
@@ -545,7 +546,7 @@ func (r *Router) verify(ctx context.Context, msgs []Msg) error {
 
 // verifyRead is [Router.verify] for rows that are not contiguous: it reads the sequences of
 // the matching input rows after r.h and compares them with those of msgs.
-func (r *Router) verifyRead(ctx context.Context, msgs []Msg) error {
+func (r *Router) verifyRead(ctx context.Context, msgs []natsio.Msg) error {
 	last := msgs[len(msgs)-1].Sequence
 	seqs, err := r.inputSeqs(ctx, r.h+1, last, len(msgs)+1)
 	if err != nil {
@@ -582,7 +583,7 @@ func (r *Router) inputSeqs(ctx context.Context, from, to uint64, max int) ([]uin
 	defer func() {
 		// As Changelog.orderedRead: a stopped ordered consumer stays on the server for its
 		// inactive threshold otherwise.
-		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), resolveTimeout)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), natsio.ResolveTimeout)
 		defer cancel()
 		_ = r.js.DeleteConsumer(dctx, r.o.InputStream, cons.CachedInfo().Name)
 	}()
@@ -618,7 +619,7 @@ func (r *Router) inputSeqs(ctx context.Context, from, to uint64, max int) ([]uin
 // acknowledgement at once, and waits for their outcomes. It returns how many leading rows of
 // msgs are stored (up to the last message acknowledged) and the first error; on success it
 // moves r.h and r.l past msgs.
-func (r *Router) publish(ctx context.Context, msgs []Msg) (int, error) {
+func (r *Router) publish(ctx context.Context, msgs []natsio.Msg) (int, error) {
 	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
 	a := batchAcks{last: -1, blocking: true}
 	var err error
@@ -637,7 +638,7 @@ func (r *Router) publish(ctx context.Context, msgs []Msg) (int, error) {
 			break
 		}
 		var f jetstream.PubAckFuture
-		f, err = r.js.PublishMsgAsync(m, jetstream.WithExpectLastSequence(r.l+uint64(i)), jetstream.WithStallWait(publishStallWait))
+		f, err = r.js.PublishMsgAsync(m, jetstream.WithExpectLastSequence(r.l+uint64(i)), jetstream.WithStallWait(natsio.PublishStallWait))
 		if err != nil {
 			err = fmt.Errorf("natsio: routing input sequence %d: %w", msgs[i].Sequence, err)
 			break
@@ -663,13 +664,13 @@ func (r *Router) publish(ctx context.Context, msgs []Msg) (int, error) {
 
 // message is the routed message of m: on its partition's subject, with its data and the
 // routed headers.
-func (r *Router) message(m *Msg) (*nats.Msg, error) {
+func (r *Router) message(m *natsio.Msg) (*nats.Msg, error) {
 	h := make(nats.Header, 3)
 	h.Set(RoutedSeqHeader, strconv.FormatUint(m.Sequence, 10))
 	h.Set(RoutedSubjectHeader, m.Subject)
 	out := &nats.Msg{Subject: r.subj[r.partitionOf(m.Data)], Data: m.Data, Header: h}
-	if limit := r.js.Conn().MaxPayload(); limit > 0 && int64(wireSize(out)+expectHeaderRoom) > limit {
-		return nil, fmt.Errorf("%w: input sequence %d is %d bytes with its headers, over the server's max_payload of %d", ErrRowTooLarge, m.Sequence, wireSize(out)+expectHeaderRoom, limit)
+	if limit := r.js.Conn().MaxPayload(); limit > 0 && int64(natsio.WireSize(out)+expectHeaderRoom) > limit {
+		return nil, fmt.Errorf("%w: input sequence %d is %d bytes with its headers, over the server's max_payload of %d", ErrRowTooLarge, m.Sequence, natsio.WireSize(out)+expectHeaderRoom, limit)
 	}
 	return out, nil
 }

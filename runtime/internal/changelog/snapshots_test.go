@@ -1,4 +1,4 @@
-package natsio
+package changelog
 
 import (
 	"bytes"
