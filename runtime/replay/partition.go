@@ -8,7 +8,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/history"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -84,7 +84,7 @@ func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
 	if first := st.CachedInfo().State.FirstSeq; from > 0 && first > from {
 		return fmt.Errorf("%w: input stream %s no longer holds sequence %d (its first is %d), which batch %d read", ErrHistoryGone, stream, from, first, firstBatchAt(hist, from))
 	}
-	rd, err := natsio.OpenStreamReader(ctx, r.opts.JS, stream, filters, from)
+	rd, err := input.OpenStreamReader(ctx, r.opts.JS, stream, filters, from)
 	if err != nil {
 		return err
 	}

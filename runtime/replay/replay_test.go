@@ -15,7 +15,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/replay"
 	"github.com/groupstate/groupstate/runtime/service"
@@ -431,7 +431,7 @@ func TestReplayFromSnapshot(t *testing.T) {
 	}
 
 	// The manifests before the snapshot's batch go (as the stream's retention would take them).
-	rd, err := natsio.OpenStreamReader(ctx, e.js, changelog.ManifestsStream("logincount"), nil, 0)
+	rd, err := input.OpenStreamReader(ctx, e.js, changelog.ManifestsStream("logincount"), nil, 0)
 	testutil.Require(t, err)
 	var keep uint64
 	for keep == 0 {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/state"
@@ -103,7 +104,7 @@ func readHistory(ctx context.Context, js jetstream.JetStream, deployment string,
 	} else if err != nil {
 		return nil, err
 	}
-	rd, err := natsio.OpenStreamReader(ctx, js, name, []string{changelog.ManifestSubject(deployment, p)}, 0)
+	rd, err := input.OpenStreamReader(ctx, js, name, []string{changelog.ManifestSubject(deployment, p)}, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -175,7 +176,7 @@ func readOutputs(ctx context.Context, js jetstream.JetStream, deployment, subjec
 			return nil, fmt.Errorf("replay: the stream of output subject %s: %w", subject, err)
 		}
 	}
-	rd, err := natsio.OpenStreamReaderAt(ctx, js, name, []string{subject}, time.UnixMilli(since).Add(-clockSkew))
+	rd, err := input.OpenStreamReaderAt(ctx, js, name, []string{subject}, time.UnixMilli(since).Add(-clockSkew))
 	if err != nil {
 		return nil, err
 	}

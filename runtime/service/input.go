@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 )
 
 // inputOpen is the opening of a runner's input, which may run while the runner's state is
@@ -14,14 +14,14 @@ import (
 type inputOpen struct {
 	done   chan struct{}
 	stream string // the stream the consumer reads
-	src    *natsio.Source
+	src    *input.Source
 	err    error
 	steps  []any // how long each step took (see timings)
 }
 
 // startInput starts opening r's input in its own goroutine; wait returns it. Nothing else may
 // open r's input until then (see runner.open). With held not nil, the consumer is rewound
-// (which disturbs whoever reads it: see natsio.BeforeRewind) only once held says that r
+// (which disturbs whoever reads it: see input.BeforeRewind) only once held says that r
 // holds its partition (nil); an error from it ends the opening with that error.
 func (r *runner) startInput(ctx context.Context, held <-chan error) *inputOpen {
 	in := &inputOpen{done: make(chan struct{})}
@@ -35,14 +35,14 @@ func (r *runner) startInput(ctx context.Context, held <-chan error) *inputOpen {
 }
 
 // wait waits for the opening to end and returns the input stream and the consumer on it.
-func (in *inputOpen) wait() (string, *natsio.Source, error) {
+func (in *inputOpen) wait() (string, *input.Source, error) {
 	<-in.done
 	return in.stream, in.src, in.err
 }
 
 // openInput ensures r's streams and creates the consumer it reads, rewound to its ack floor,
 // marking each step in t.
-func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (string, *natsio.Source, error) {
+func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (string, *input.Source, error) {
 	if r.shadowing() {
 		return r.openShadowInput(ctx, t, held)
 	}
@@ -63,7 +63,7 @@ func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (
 		consumer = r.consumerName()
 		subjects = []string{changelog.PartitionFilter(r.inputOf, r.part, r.bySubject())}
 	}
-	src, err := natsio.NewSource(ctx, r.s.js, inStream, consumer, subjects, r.sourceOptions(t, held)...)
+	src, err := input.NewSource(ctx, r.s.js, inStream, consumer, subjects, r.sourceOptions(t, held)...)
 	t.mark("input_consumer")
 	if err != nil {
 		r.s.forgetStreams(r.rec) // the next open ensures them again
@@ -79,17 +79,17 @@ func (r *runner) consumerName() string { return consumerName(r.spec.Name, r.part
 // of parts partitions, reads: the deployment's, with partitions one per partition.
 func consumerName(name string, part, parts int) string {
 	if parts > 1 {
-		return natsio.ConsumerName(fmt.Sprintf("%s-p%d", name, part))
+		return input.ConsumerName(fmt.Sprintf("%s-p%d", name, part))
 	}
-	return natsio.ConsumerName(name)
+	return input.ConsumerName(name)
 }
 
 // sourceOptions are the options of r's consumer: with held not nil, the rewind waits for it
 // (see startInput).
-func (r *runner) sourceOptions(t *timings, held <-chan error) []natsio.SourceOption {
-	var opts []natsio.SourceOption
+func (r *runner) sourceOptions(t *timings, held <-chan error) []input.SourceOption {
+	var opts []input.SourceOption
 	if held != nil {
-		opts = append(opts, natsio.BeforeRewind(func(ctx context.Context) error {
+		opts = append(opts, input.BeforeRewind(func(ctx context.Context) error {
 			select {
 			case err := <-held:
 				t.mark("input_consumer_until_held")

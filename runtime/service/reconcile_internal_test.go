@@ -7,7 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/state"
 )
@@ -37,7 +37,7 @@ func TestReconcileFilteredFloor(t *testing.T) {
 	b.SetProgress(0, own) // the partition committed its one message
 	_, err = b.Commit()
 	testutil.Require(t, err)
-	src, err := natsio.NewSource(ctx, j.JS, "KG", "d-p0", []string{"kg.0"})
+	src, err := input.NewSource(ctx, j.JS, "KG", "d-p0", []string{"kg.0"})
 	testutil.Require(t, err)
 	logger := testutil.DiscardLogger()
 

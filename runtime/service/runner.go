@@ -19,6 +19,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/history"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
@@ -40,7 +41,7 @@ type runner struct {
 	store  *state.Store
 	eng    *engine.Engine
 	ks     *state.Deployment
-	src    *natsio.Source
+	src    *input.Source
 	logger *slog.Logger
 
 	// part is the partition the runner runs of a deployment split into parts partitions
@@ -550,7 +551,7 @@ func (r *runner) engineLogger() *slog.Logger {
 //
 // A change of position or generation is committed to the store. Each finding is logged at
 // Warn; reconcile returns them joined, for the status's LastError (empty: nothing found).
-func reconcile(ctx context.Context, js jetstream.JetStream, ks *state.Deployment, stream string, src *natsio.Source, logger *slog.Logger) (string, error) {
+func reconcile(ctx context.Context, js jetstream.JetStream, ks *state.Deployment, stream string, src *input.Source, logger *slog.Logger) (string, error) {
 	p, err := ks.Progress()
 	if err != nil {
 		return "", err
@@ -634,7 +635,7 @@ func reconcile(ctx context.Context, js jetstream.JetStream, ks *state.Deployment
 // the last one acknowledged), with the watermark at its start. The batch id and the output
 // generation go on from where they were, so new outputs never reuse old message ids. Done
 // again before anything ran (a crash before the reset was recorded as done), it does the same.
-func resetState(ctx context.Context, ks *state.Deployment, src *natsio.Source) error {
+func resetState(ctx context.Context, ks *state.Deployment, src *input.Source) error {
 	p, err := ks.Progress()
 	if err != nil {
 		return err
@@ -812,7 +813,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 		f.stop()
 	}()
 	defer r.closeShadow()
-	var pending []natsio.Msg // fetched, not yet committed
+	var pending []input.Msg // fetched, not yet committed
 	noData := false
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
@@ -858,7 +859,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 				if ctx.Err() != nil {
 					return
 				}
-				if natsio.Gone(res.err) {
+				if input.Gone(res.err) {
 					// The consumer or the input stream was deleted: no fetch can succeed
 					// again. Stop the fetcher, re-create them, and fetch from the new consumer.
 					f.stop()
@@ -883,7 +884,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 			}
 			pending = append(pending, res.msgs...)
 		}
-		var batch, rest []natsio.Msg
+		var batch, rest []input.Msg
 		if r.shadowing() {
 			var wait bool
 			var err error
@@ -963,7 +964,7 @@ func (r *runner) stopOnStateError(err error) bool {
 
 // cutBatch splits msgs (in fetch order) into the first batch, at most maxBytes of data but at
 // least one message, and the rest.
-func cutBatch(msgs []natsio.Msg, maxBytes int) (batch, rest []natsio.Msg) {
+func cutBatch(msgs []input.Msg, maxBytes int) (batch, rest []input.Msg) {
 	if maxBytes <= 0 {
 		return msgs, nil
 	}
@@ -982,7 +983,7 @@ const ackTimeout = 5 * time.Second
 
 // ack acknowledges m and every message before it (the consumer acknowledges all). A failure
 // costs only redelivery: rows at or before the committed position are skipped.
-func (r *runner) ack(ctx context.Context, m natsio.Msg) {
+func (r *runner) ack(ctx context.Context, m input.Msg) {
 	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
 	defer cancel()
 	if err := r.src.Ack(ctx, m); err != nil {
@@ -1012,7 +1013,7 @@ func (f *fetcher) stop() {
 
 // fetchResult is one fetch of the input: up to Trigger.MaxRows messages, or an error.
 type fetchResult struct {
-	msgs []natsio.Msg
+	msgs []input.Msg
 	err  error
 }
 
@@ -1042,13 +1043,13 @@ func (r *runner) prefetch(ctx context.Context) (<-chan fetchResult, <-chan struc
 
 // runBatch runs one batch of msgs (possibly none), skipping rows at or before the committed
 // position (redeliveries after a crash). It returns the last message, to acknowledge.
-func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.BatchReport, *natsio.Msg, error) {
+func (r *runner) runBatch(ctx context.Context, msgs []input.Msg) (*engine.BatchReport, *input.Msg, error) {
 	if r.shadowing() {
 		return r.runShadowBatch(ctx) // msgs are the batch cut
 	}
 	pos := r.eng.Progress().Position
 	rows := make([]engine.Row, 0, len(msgs))
-	var last *natsio.Msg
+	var last *input.Msg
 	var maxSeq uint64
 	for i := range msgs {
 		m := &msgs[i]
@@ -1057,7 +1058,7 @@ func (r *runner) runBatch(ctx context.Context, msgs []natsio.Msg) (*engine.Batch
 			continue
 		}
 		// The subject it was published on, and its input (history.Row makes replay's rows too).
-		row, err := history.Row(r.spec, r.inputOf, natsio.StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: m.Header, Data: m.Data})
+		row, err := history.Row(r.spec, r.inputOf, input.StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: m.Header, Data: m.Data})
 		if err != nil {
 			return nil, nil, err // the inputs stream sources nothing else (changelog.EnsureInputsStream)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
@@ -578,7 +579,7 @@ func probeWasm(t testing.TB) []byte {
 func (e *natsEnv) consumerInfo(stream, name string) *jetstream.ConsumerInfo {
 	e.t.Helper()
 	ctx := context.Background()
-	c, err := e.js.Consumer(ctx, stream, natsio.ConsumerName(name))
+	c, err := e.js.Consumer(ctx, stream, input.ConsumerName(name))
 	testutil.Require(e.t, err)
 	info, err := c.Info(ctx)
 	testutil.Require(e.t, err)

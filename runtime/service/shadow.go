@@ -14,7 +14,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/history"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
 )
 
@@ -33,9 +33,9 @@ import (
 
 // shadowIn is a shadow's reader of its primary's input rows. Only the loop uses it.
 type shadowIn struct {
-	stream string               // the input stream
-	rd     *natsio.StreamReader // nil: not open
-	next   uint64               // the sequence rd reads next (at least)
+	stream string              // the input stream
+	rd     *input.StreamReader // nil: not open
+	next   uint64              // the sequence rd reads next (at least)
 	// checkedAt is when checkPrimary last looked for the primary's record (gone tells that
 	// it found none), or partitionsPromoted at the partitions' statuses.
 	checkedAt time.Time
@@ -56,7 +56,7 @@ type shadowIn struct {
 // shadowBatch is one primary batch to run again: the messages of its manifests (its first
 // chunk's and those of the chunks that continued it), and the first and last decoded.
 type shadowBatch struct {
-	msgs        []natsio.Msg
+	msgs        []input.Msg
 	first, last engine.Manifest
 }
 
@@ -75,7 +75,7 @@ const (
 // pending (the primary stopped between its chunks) or promotes; with none while idle, it
 // checks that the primary is still deployed. It returns the manifests to add to the pending
 // ones, and what the loop does next.
-func (r *runner) fetched(ctx, after context.Context, msgs []natsio.Msg, idle bool, backoff *time.Duration) ([]natsio.Msg, shadowStep) {
+func (r *runner) fetched(ctx, after context.Context, msgs []input.Msg, idle bool, backoff *time.Duration) ([]input.Msg, shadowStep) {
 	in := r.shadowIn
 	if len(msgs) == 0 && r.rec.Promoting {
 		if !in.more {
@@ -94,7 +94,7 @@ func (r *runner) fetched(ctx, after context.Context, msgs []natsio.Msg, idle boo
 
 // cut cuts the first primary batch out of the pending manifests (see cutShadow) for
 // runShadowBatch; wait tells that its last chunk is still to come (rest is then pending).
-func (r *runner) cut(pending []natsio.Msg) (batch, rest []natsio.Msg, wait bool, err error) {
+func (r *runner) cut(pending []input.Msg) (batch, rest []input.Msg, wait bool, err error) {
 	in := r.shadowIn
 	b, rest, more, err := cutShadow(pending, in.ended)
 	in.more, in.ended = more, false
@@ -115,14 +115,14 @@ func (r *runner) shadowing() bool { return r.rec.ShadowOf != "" }
 // openShadowInput ensures the shadow's streams and creates its consumer of the primary's
 // manifests (of its partition), returning the manifests stream's name (held: see
 // startInput).
-func (r *runner) openShadowInput(ctx context.Context, t *timings, held <-chan error) (string, *natsio.Source, error) {
+func (r *runner) openShadowInput(ctx context.Context, t *timings, held <-chan error) (string, *input.Source, error) {
 	if _, err := r.ensureStreams(ctx); err != nil {
 		return "", nil, err
 	}
 	t.mark("input_streams")
 	primary := r.rec.ShadowOf
 	stream := changelog.ManifestsStream(primary)
-	src, err := natsio.NewSource(ctx, r.s.js, stream, r.consumerName(), []string{changelog.ManifestSubject(primary, r.part)}, r.sourceOptions(t, held)...)
+	src, err := input.NewSource(ctx, r.s.js, stream, r.consumerName(), []string{changelog.ManifestSubject(primary, r.part)}, r.sourceOptions(t, held)...)
 	t.mark("input_consumer")
 	if err != nil {
 		return "", nil, fmt.Errorf("consumer of primary %s's batch manifests (stream %s): %w", primary, stream, err)
@@ -132,7 +132,7 @@ func (r *runner) openShadowInput(ctx context.Context, t *timings, held <-chan er
 
 // dropRun drops the manifests of msgs the shadow ran already (at or before its position:
 // delivered again after a restart), acknowledging the last of them.
-func (r *runner) dropRun(ctx context.Context, msgs []natsio.Msg) []natsio.Msg {
+func (r *runner) dropRun(ctx context.Context, msgs []input.Msg) []input.Msg {
 	pos := r.eng.Progress().Position
 	i := 0
 	for i < len(msgs) && msgs[i].Sequence <= pos {
@@ -150,7 +150,7 @@ func (r *runner) dropRun(ctx context.Context, msgs []natsio.Msg) []natsio.Msg {
 // between two chunks): the batch is then what pending holds of it. Continued chunks that lead
 // pending (of a batch whose first chunk the stream no longer holds) are dropped: there is
 // nothing to run.
-func cutShadow(pending []natsio.Msg, ended bool) (b shadowBatch, rest []natsio.Msg, more bool, err error) {
+func cutShadow(pending []input.Msg, ended bool) (b shadowBatch, rest []input.Msg, more bool, err error) {
 	start := 0
 	for i := range pending {
 		var m engine.Manifest
@@ -179,7 +179,7 @@ func cutShadow(pending []natsio.Msg, ended bool) (b shadowBatch, rest []natsio.M
 
 // runShadowBatch runs the primary batch cut last (see cut) and returns its last manifest's
 // message, to acknowledge.
-func (r *runner) runShadowBatch(ctx context.Context) (*engine.BatchReport, *natsio.Msg, error) {
+func (r *runner) runShadowBatch(ctx context.Context) (*engine.BatchReport, *input.Msg, error) {
 	b := r.shadowIn.batch
 	last := &b.msgs[len(b.msgs)-1]
 	rows, err := r.shadowRows(ctx, b.first)
@@ -230,7 +230,7 @@ func (r *runner) openShadowRows(ctx context.Context, from uint64) error {
 	if err != nil {
 		return err
 	}
-	rd, err := natsio.OpenStreamReader(ctx, r.s.js, stream, filters, from)
+	rd, err := input.OpenStreamReader(ctx, r.s.js, stream, filters, from)
 	if err != nil {
 		return err
 	}

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 )
 
 // TestCutShadow: a shadow's batch is a primary batch's first chunk and the chunks that
@@ -29,10 +29,10 @@ func TestCutShadow(t *testing.T) {
 		{"nothing", nil, false, 0, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			var msgs []natsio.Msg
+			var msgs []input.Msg
 			for i, m := range tc.pending {
 				data, _ := json.Marshal(m)
-				msgs = append(msgs, natsio.Msg{Data: data, Sequence: uint64(i + 1)})
+				msgs = append(msgs, input.Msg{Data: data, Sequence: uint64(i + 1)})
 			}
 			b, rest, more, err := cutShadow(msgs, tc.ended)
 			batch := b.msgs
@@ -47,7 +47,7 @@ func TestCutShadow(t *testing.T) {
 			}
 		})
 	}
-	if _, _, _, err := cutShadow([]natsio.Msg{{Data: []byte("{"), Sequence: 7}}, false); err == nil {
+	if _, _, _, err := cutShadow([]input.Msg{{Data: []byte("{"), Sequence: 7}}, false); err == nil {
 		t.Error("a manifest that does not decode: no error")
 	}
 }

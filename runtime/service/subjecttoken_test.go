@@ -13,6 +13,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
@@ -104,7 +105,7 @@ func TestPartitionedBySubjectToken(t *testing.T) {
 	}
 	names := env.consumerNames(changelog.PartitionedStream("logincount"))
 	for p := range parts {
-		if !contains(names, natsio.ConsumerName(fmt.Sprintf("logincount-p%d", p))) {
+		if !contains(names, input.ConsumerName(fmt.Sprintf("logincount-p%d", p))) {
 			t.Errorf("partition %d's consumer missing: %v", p, names)
 		}
 	}

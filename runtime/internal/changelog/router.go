@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
@@ -55,7 +56,7 @@ import (
 // whose sequences are not H+1, H+2, ... is checked against the input stream (the sequences
 // of its matching rows after H, headers only), and a fetch that skipped rows is dropped and
 // the consumer rewound (see [Router.verify]: another client pulling from the same consumer
-// can make the [natsio.Source] skip rows). The router never fetches again before every row of a
+// can make the [input.Source] skip rows). The router never fetches again before every row of a
 // fetch is stored or skipped, except when Run ends; the next Run rewinds the consumer first.
 //
 // Limits: a message of the partitioned stream removed by its max_age or a purge is gone
@@ -155,7 +156,7 @@ func partitionPrefix(deployment string) string {
 // RouterConsumerName is the name of the router's durable consumer on deployment's input:
 // "groupstate-<deployment>-router".
 func RouterConsumerName(deployment string) string {
-	return natsio.ConsumerName(deployment) + "-router"
+	return input.ConsumerName(deployment) + "-router"
 }
 
 // EnsurePartitionedStream creates or updates deployment's partitioned stream
@@ -261,7 +262,7 @@ type RouterStats struct {
 type Router struct {
 	js     jetstream.JetStream
 	o      RouterOptions
-	src    *natsio.Source
+	src    *input.Source
 	stream string
 	getter *Changelog // leaderGet on the partitioned stream (only js, nc, name and api are set)
 	subj   []string   // partition subjects, by partition
@@ -279,7 +280,7 @@ type Router struct {
 }
 
 // NewRouter opens the router's durable consumer [RouterConsumerName] on o.InputStream (a
-// [natsio.Source], filtered to o.InputSubjects). The partitioned stream must exist
+// [input.Source], filtered to o.InputSubjects). The partitioned stream must exist
 // ([EnsurePartitionedStream]).
 func NewRouter(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*Router, error) {
 	if err := o.check(); err != nil {
@@ -299,19 +300,19 @@ func NewRouter(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*R
 	}
 	return &Router{
 		js: js, o: o, src: src, stream: name, subj: subj,
-		getter: &Changelog{js: js, nc: js.Conn(), name: name, api: natsio.APIPrefix(js)},
+		getter: &Changelog{js: js, nc: js.Conn(), name: name, api: input.APIPrefix(js)},
 	}, nil
 }
 
-// openSource opens the router's [natsio.Source], each attempt bounded by [natsio.RewindTimeout] and
+// openSource opens the router's [input.Source], each attempt bounded by [input.RewindTimeout] and
 // retried until ctx ends: on a cluster the consumer reset that opening a Source makes can go
 // unanswered (the new consumer's leader had just moved; only the leader answers), and the
 // Source would wait for as long as ctx lasts (seen about once in fifteen fresh 3-node
 // clusters with nats-server v2.15.2; the next attempt is answered at once).
-func openSource(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*natsio.Source, error) {
+func openSource(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*input.Source, error) {
 	for {
-		actx, cancel := context.WithTimeout(ctx, natsio.RewindTimeout)
-		src, err := natsio.NewSource(actx, js, o.InputStream, RouterConsumerName(o.Deployment), o.InputSubjects)
+		actx, cancel := context.WithTimeout(ctx, input.RewindTimeout)
+		src, err := input.NewSource(actx, js, o.InputStream, RouterConsumerName(o.Deployment), o.InputSubjects)
 		cancel()
 		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 			return src, err
@@ -330,8 +331,8 @@ func (r *Router) Stats() RouterStats {
 // sent, and acknowledges the rows stored, so that a router started after Run returned
 // rarely meets one of its messages landing late (which would be harmless, only slower). It
 // returns nil when ctx ended, or the error that stopped it: the input consumer or a stream
-// gone ([natsio.Gone] tells: ensure them and make a new Router), [ErrNotRouted], [ErrRowTooLarge].
-// Other errors (timeouts, a cluster electing a leader, [natsio.ErrDeliveryGap]) are logged at warn
+// gone ([input.Gone] tells: ensure them and make a new Router), [ErrNotRouted], [ErrRowTooLarge].
+// Other errors (timeouts, a cluster electing a leader, [input.ErrDeliveryGap]) are logged at warn
 // and retried with backoff; a publish refused because another router wrote first makes it
 // resume from the stream at once.
 func (r *Router) Run(ctx context.Context) error {
@@ -347,13 +348,13 @@ func (r *Router) Run(ctx context.Context) error {
 	}
 	var b backoff
 	for err == nil {
-		var msgs []natsio.Msg
+		var msgs []input.Msg
 		msgs, err = r.src.Fetch(ctx, r.o.MaxRows, r.o.MaxBytes, r.o.Wait)
 		r.dirty = r.dirty || len(msgs) > 0 // until route handled them all
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case err != nil && !natsio.Gone(err):
+		case err != nil && !input.Gone(err):
 			r.o.Logger.Warn("router: fetching input failed; retrying", "deployment", r.o.Deployment, "err", err, "backoff", b.next())
 			err = b.wait(ctx)
 			continue
@@ -387,7 +388,7 @@ func (r *Router) restart(ctx context.Context) error {
 			r.dirty = false
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case natsio.Gone(err):
+		case input.Gone(err):
 			return fmt.Errorf("natsio: router of %s: %w", r.o.Deployment, err)
 		default:
 			r.o.Logger.Warn("router: rewinding the input consumer failed; retrying", "deployment", r.o.Deployment, "err", err, "backoff", b.next())
@@ -399,9 +400,9 @@ func (r *Router) restart(ctx context.Context) error {
 	return nil
 }
 
-// rewind is one attempt of restart, bounded by [natsio.RewindTimeout] (see [openSource]).
+// rewind is one attempt of restart, bounded by [input.RewindTimeout] (see [openSource]).
 func (r *Router) rewind(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, natsio.RewindTimeout)
+	ctx, cancel := context.WithTimeout(ctx, input.RewindTimeout)
 	defer cancel()
 	floor, err := r.src.AckFloor(ctx)
 	if err != nil {
@@ -412,7 +413,7 @@ func (r *Router) rewind(ctx context.Context) error {
 
 // route stores msgs (one fetch) in the partitioned stream and acknowledges them, resuming
 // from the stream after every failed publish, until all are stored or skipped.
-func (r *Router) route(ctx context.Context, msgs []natsio.Msg) error {
+func (r *Router) route(ctx context.Context, msgs []input.Msg) error {
 	var b backoff
 	for {
 		msgs = r.skip(msgs)
@@ -459,7 +460,7 @@ func (r *Router) route(ctx context.Context, msgs []natsio.Msg) error {
 
 // skip acknowledges the leading rows of msgs at or before r.h (routed already) and returns
 // the rest.
-func (r *Router) skip(msgs []natsio.Msg) []natsio.Msg {
+func (r *Router) skip(msgs []input.Msg) []input.Msg {
 	n := 0
 	for n < len(msgs) && msgs[n].Sequence <= r.h {
 		n++
@@ -472,27 +473,27 @@ func (r *Router) skip(msgs []natsio.Msg) []natsio.Msg {
 }
 
 // ack has m and every row before it acknowledged, by Run's [acker].
-func (r *Router) ack(m natsio.Msg) { r.acks.ack(m) }
+func (r *Router) ack(m input.Msg) { r.acks.ack(m) }
 
 // acker acknowledges input rows in the background for Run, so that routing does not wait
 // for the server's confirmations. A row asked for replaces an earlier one not sent yet (an
 // acknowledgement covers every row before it).
 type acker struct {
-	src  *natsio.Source
+	src  *input.Source
 	log  *slog.Logger
-	next chan natsio.Msg // the latest row to acknowledge; capacity 1
+	next chan input.Msg // the latest row to acknowledge; capacity 1
 	done chan struct{}
 }
 
 // startAcker starts r's acker for a Run with ctx.
 func (r *Router) startAcker(ctx context.Context) *acker {
-	a := &acker{src: r.src, log: r.o.Logger.With("deployment", r.o.Deployment), next: make(chan natsio.Msg, 1), done: make(chan struct{})}
+	a := &acker{src: r.src, log: r.o.Logger.With("deployment", r.o.Deployment), next: make(chan input.Msg, 1), done: make(chan struct{})}
 	go a.run(context.WithoutCancel(ctx))
 	return a
 }
 
 // ack asks for m and every row before it to be acknowledged. Only one goroutine may call it.
-func (a *acker) ack(m natsio.Msg) {
+func (a *acker) ack(m input.Msg) {
 	select {
 	case <-a.next: // superseded
 	default:
@@ -534,7 +535,7 @@ func (a *acker) run(ctx context.Context) {
 // client meanwhile, so the Source can take a delivery that follows someone else's for the
 // one that follows its own (nats-server v2.15.2). Publishing such a fetch after the stream's
 // last row would leave the rows between out for good.
-func (r *Router) verify(ctx context.Context, msgs []natsio.Msg) error {
+func (r *Router) verify(ctx context.Context, msgs []input.Msg) error {
 	want := r.h + 1
 	for i := range msgs {
 		if msgs[i].Sequence != want+uint64(i) {
@@ -546,7 +547,7 @@ func (r *Router) verify(ctx context.Context, msgs []natsio.Msg) error {
 
 // verifyRead is [Router.verify] for rows that are not contiguous: it reads the sequences of
 // the matching input rows after r.h and compares them with those of msgs.
-func (r *Router) verifyRead(ctx context.Context, msgs []natsio.Msg) error {
+func (r *Router) verifyRead(ctx context.Context, msgs []input.Msg) error {
 	last := msgs[len(msgs)-1].Sequence
 	seqs, err := r.inputSeqs(ctx, r.h+1, last, len(msgs)+1)
 	if err != nil {
@@ -619,7 +620,7 @@ func (r *Router) inputSeqs(ctx context.Context, from, to uint64, max int) ([]uin
 // acknowledgement at once, and waits for their outcomes. It returns how many leading rows of
 // msgs are stored (up to the last message acknowledged) and the first error; on success it
 // moves r.h and r.l past msgs.
-func (r *Router) publish(ctx context.Context, msgs []natsio.Msg) (int, error) {
+func (r *Router) publish(ctx context.Context, msgs []input.Msg) (int, error) {
 	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
 	a := batchAcks{last: -1, blocking: true}
 	var err error
@@ -664,7 +665,7 @@ func (r *Router) publish(ctx context.Context, msgs []natsio.Msg) (int, error) {
 
 // message is the routed message of m: on its partition's subject, with its data and the
 // routed headers.
-func (r *Router) message(m *natsio.Msg) (*nats.Msg, error) {
+func (r *Router) message(m *input.Msg) (*nats.Msg, error) {
 	h := make(nats.Header, 3)
 	h.Set(RoutedSeqHeader, strconv.FormatUint(m.Sequence, 10))
 	h.Set(RoutedSubjectHeader, m.Subject)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
 
@@ -45,7 +45,7 @@ func Input(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, inputOf s
 
 // Row makes the engine row of a stored input message of the deployment of sp, as its runtime
 // made it (inputOf: see [Input]).
-func Row(sp *spec.Spec, inputOf string, m natsio.StoredMsg) (engine.Row, error) {
+func Row(sp *spec.Spec, inputOf string, m input.StoredMsg) (engine.Row, error) {
 	row := engine.Row{Data: m.Data, Subject: m.Subject, Sequence: m.Sequence}
 	switch {
 	case sp.HasInputs():
@@ -56,7 +56,7 @@ func Row(sp *spec.Spec, inputOf string, m natsio.StoredMsg) (engine.Row, error) 
 		}
 		row.Subject, row.Input = orig, i
 	case sp.Partitions > 1:
-		row.Subject = changelog.InputSubject(cmp.Or(inputOf, sp.Name), &natsio.Msg{Subject: m.Subject, Header: m.Header})
+		row.Subject = changelog.InputSubject(cmp.Or(inputOf, sp.Name), &input.Msg{Subject: m.Subject, Header: m.Header})
 	}
 	return row, nil
 }
@@ -67,7 +67,7 @@ func Row(sp *spec.Spec, inputOf string, m natsio.StoredMsg) (engine.Row, error) 
 // [Input]). Messages before the
 // first sequence are skipped (read again after a crash, before the position: in no batch).
 // Fewer messages than the batch read fail with [ErrGone].
-func Rows(ctx context.Context, rd *natsio.StreamReader, stream string, sp *spec.Spec, inputOf string, man engine.Manifest) ([]engine.Row, error) {
+func Rows(ctx context.Context, rd *input.StreamReader, stream string, sp *spec.Spec, inputOf string, man engine.Manifest) ([]engine.Row, error) {
 	if man.Rows == 0 {
 		return nil, nil
 	}

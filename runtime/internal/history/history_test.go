@@ -8,7 +8,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/history"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
 
@@ -28,17 +28,17 @@ func TestRow(t *testing.T) {
 		name          string
 		sp            *spec.Spec
 		inputOf       string
-		msg           natsio.StoredMsg
+		msg           input.StoredMsg
 		subject, fail string
 		input         int
 	}{
-		{"one input", one, "", natsio.StoredMsg{Subject: "carts.web"}, "carts.web", "", 0},
-		{"routed", parts, "", natsio.StoredMsg{Subject: changelog.PartitionSubject("carts", 2), Header: routed}, "carts.web", "", 0},
-		{"routed, of the old primary", parts, "carts-v1", natsio.StoredMsg{Subject: changelog.PartitionSubject("carts-v1", 2), Header: routed}, "carts.web", "", 0},
-		{"split by the server", parts, "", natsio.StoredMsg{Subject: "gs.kg.carts.2.carts.web"}, "carts.web", "", 0},
-		{"inputs", inputs, "", natsio.StoredMsg{Subject: "gs.in.carts.pays.pay.card"}, "pay.card", "", 1},
-		{"inputs of the old primary", inputs, "carts-v1", natsio.StoredMsg{Subject: "gs.in.carts-v1.adds.carts.add"}, "carts.add", "", 0},
-		{"inputs, another deployment's", inputs, "", natsio.StoredMsg{Subject: "gs.in.carts-v1.adds.carts.add"}, "", "not of one of the spec's inputs", 0},
+		{"one input", one, "", input.StoredMsg{Subject: "carts.web"}, "carts.web", "", 0},
+		{"routed", parts, "", input.StoredMsg{Subject: changelog.PartitionSubject("carts", 2), Header: routed}, "carts.web", "", 0},
+		{"routed, of the old primary", parts, "carts-v1", input.StoredMsg{Subject: changelog.PartitionSubject("carts-v1", 2), Header: routed}, "carts.web", "", 0},
+		{"split by the server", parts, "", input.StoredMsg{Subject: "gs.kg.carts.2.carts.web"}, "carts.web", "", 0},
+		{"inputs", inputs, "", input.StoredMsg{Subject: "gs.in.carts.pays.pay.card"}, "pay.card", "", 1},
+		{"inputs of the old primary", inputs, "carts-v1", input.StoredMsg{Subject: "gs.in.carts-v1.adds.carts.add"}, "carts.add", "", 0},
+		{"inputs, another deployment's", inputs, "", input.StoredMsg{Subject: "gs.in.carts-v1.adds.carts.add"}, "", "not of one of the spec's inputs", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.msg.Sequence, tc.msg.Data = 7, []byte(`{}`)

@@ -110,7 +110,7 @@ var pubAckOK = []byte(`{"stream":`)
 // the stream's [jetstream.APIError], or [jetstream.ErrInvalidJSAck].
 func pubAckError(m *nats.Msg) error {
 	if len(m.Data) == 0 {
-		if m.Header.Get(statusHeader) == "503" {
+		if m.Header.Get(StatusHeader) == "503" {
 			return jetstream.ErrNoStreamResponse
 		}
 		return jetstream.ErrInvalidJSAck

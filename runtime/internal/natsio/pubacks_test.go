@@ -14,7 +14,7 @@ import (
 // TestPubAckError: the server's acknowledgements are told apart without decoding the
 // successful ones, and the failed ones keep their JetStream errors (which refused consults).
 func TestPubAckError(t *testing.T) {
-	noResponders := &nats.Msg{Header: nats.Header{statusHeader: []string{"503"}}}
+	noResponders := &nats.Msg{Header: nats.Header{StatusHeader: []string{"503"}}}
 	for _, c := range []struct {
 		msg  *nats.Msg
 		want error

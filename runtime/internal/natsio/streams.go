@@ -172,3 +172,7 @@ func StreamName(s string) string {
 // ResolveTimeout bounds the read that resolves a publish whose outcome is unknown (a
 // changelog append's), and the deletion of a consumer a reader stopped.
 const ResolveTimeout = 5 * time.Second
+
+// StatusHeader is the header of the status messages the server sends (a pull request's
+// statuses; "503" no responders, in place of a publish acknowledgement).
+const StatusHeader = "Status"

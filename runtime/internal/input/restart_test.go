@@ -1,9 +1,10 @@
-package natsio
+package input
 
 import (
 	"testing"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -13,7 +14,7 @@ func TestServerRestartResume(t *testing.T) {
 	e := newEnv(t)
 	ctx, js := e.ctx, e.js
 	stream := newInput(t, e)
-	if _, err := EnsureStream(ctx, js, StreamOptions{Name: "OUT", Subjects: []string{"dep.out"}, Duplicates: time.Minute}); err != nil {
+	if _, err := natsio.EnsureStream(ctx, js, natsio.StreamOptions{Name: "OUT", Subjects: []string{"dep.out"}, Duplicates: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
 	publishN(t, e, "in.a", 0, 10)
@@ -45,7 +46,7 @@ func TestServerRestartResume(t *testing.T) {
 	})
 	checkSeqs(t, rest, 6)
 
-	p := NewPublisher(js, Subjects{Output: "dep.out", DeadLetter: "dep.dlq"})
+	p := natsio.NewPublisher(js, natsio.Subjects{Output: "dep.out", DeadLetter: "dep.dlq"})
 	entries := []state.OutboxEntry{{ID: state.OutboxID{BatchID: 1}, Kind: state.OutboxOutput, Payload: []byte("x")}}
 	eventually(t, 5*time.Second, "deliver after restart", func() bool {
 		return p.Deliver(ctx, "dep", entries) == nil

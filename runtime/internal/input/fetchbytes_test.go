@@ -1,4 +1,4 @@
-package natsio
+package input
 
 import (
 	"bytes"

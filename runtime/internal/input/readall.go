@@ -1,10 +1,11 @@
-package natsio
+package input
 
 import (
 	"context"
 	"fmt"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -104,7 +105,7 @@ func (r *StreamReader) Next(ctx context.Context) (m StoredMsg, ok bool, err erro
 
 // Close deletes the reader's consumer.
 func (r *StreamReader) Close() {
-	ctx, cancel := context.WithTimeout(context.Background(), ResolveTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), natsio.ResolveTimeout)
 	defer cancel()
 	_ = r.js.DeleteConsumer(ctx, r.stream, r.cons.CachedInfo().Name)
 }

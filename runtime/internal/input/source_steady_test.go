@@ -1,4 +1,4 @@
-package natsio
+package input
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -29,7 +30,7 @@ func TestSourceFetchWhilePublishing(t *testing.T) {
 			js := tc.js(t)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
-			stream, err := EnsureStream(ctx, js, StreamOptions{Name: "IN", Subjects: []string{"in.>"}, Replicas: tc.replicas})
+			stream, err := natsio.EnsureStream(ctx, js, natsio.StreamOptions{Name: "IN", Subjects: []string{"in.>"}, Replicas: tc.replicas})
 			if err != nil {
 				t.Fatal(err)
 			}

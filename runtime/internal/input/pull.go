@@ -1,4 +1,4 @@
-package natsio
+package input
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -43,7 +44,6 @@ const overtakenWait = 5 * time.Second
 
 // Pull-request status codes and the header that counts what a request did not deliver.
 const (
-	statusHeader          = "Status"
 	descriptionHeader     = "Description"
 	pendingMessagesHeader = "Nats-Pending-Messages"
 )
@@ -172,7 +172,7 @@ func (p *pull) next(ctx context.Context) (*nats.Msg, error) {
 		}
 		status := ""
 		if len(m.Data) == 0 && m.Header != nil {
-			status = m.Header.Get(statusHeader)
+			status = m.Header.Get(natsio.StatusHeader)
 		}
 		if status == "" {
 			p.received++

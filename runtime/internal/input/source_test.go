@@ -1,4 +1,4 @@
-package natsio
+package input
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -21,7 +22,7 @@ func publishN(t *testing.T, e *env, subject string, from, n int) {
 
 func newInput(t *testing.T, e *env) string {
 	t.Helper()
-	name, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: "IN", Subjects: []string{"in.>"}})
+	name, err := natsio.EnsureStream(e.ctx, e.js, natsio.StreamOptions{Name: "IN", Subjects: []string{"in.>"}})
 	if err != nil {
 		t.Fatal(err)
 	}
