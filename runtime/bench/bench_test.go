@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/state"
@@ -286,7 +286,7 @@ func TestPassThroughHeaders(t *testing.T) {
 		service.HeaderDeployment: "raw",
 		service.HeaderKey:        `"u0000001"`,
 		service.HeaderBatch:      "1",
-		jetstream.MsgIDHeader:    natsio.MsgID("raw", rawInstance, 0, state.OutboxID{BatchID: 1, Seq: 1}),
+		jetstream.MsgIDHeader:    output.MsgID("raw", rawInstance, 0, state.OutboxID{BatchID: 1, Seq: 1}),
 	}
 	if len(m.Header) != len(want) {
 		t.Fatalf("headers %v, want %v", m.Header, want)

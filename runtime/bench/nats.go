@@ -17,7 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime/client"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
@@ -401,7 +401,7 @@ func passThrough(js jetstream.JetStream, cons jetstream.Consumer, subject string
 		h.Set(service.HeaderDeployment, "raw")
 		h.Set(service.HeaderKey, fmt.Sprintf(`"u%07d"`, seq))
 		h.Set(service.HeaderBatch, strconv.FormatUint(batch, 10))
-		h.Set(jetstream.MsgIDHeader, natsio.MsgID("raw", rawInstance, 0, state.OutboxID{BatchID: batch, Seq: uint32(seq % 10_000)}))
+		h.Set(jetstream.MsgIDHeader, output.MsgID("raw", rawInstance, 0, state.OutboxID{BatchID: batch, Seq: uint32(seq % 10_000)}))
 		f, err := js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: m.Data(), Header: h})
 		if err != nil {
 			fail(err)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/replay"
 	"github.com/groupstate/groupstate/runtime/spec"
@@ -106,9 +106,9 @@ func (e *diffEnv) manifest(deployment string, m engine.Manifest) uint64 {
 func (e *diffEnv) output(deployment, subject string, batch uint64, key, row string) {
 	e.msgID++
 	msg := &nats.Msg{Subject: subject, Data: []byte(row), Header: nats.Header{}}
-	msg.Header.Set(natsio.HeaderDeployment, deployment)
-	msg.Header.Set(natsio.HeaderBatch, strconv.FormatUint(batch, 10))
-	msg.Header.Set(natsio.HeaderKey, key)
+	msg.Header.Set(output.HeaderDeployment, deployment)
+	msg.Header.Set(output.HeaderBatch, strconv.FormatUint(batch, 10))
+	msg.Header.Set(output.HeaderKey, key)
 	msg.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("%s-%d", deployment, e.msgID))
 	_, err := e.js.PublishMsg(context.Background(), msg)
 	testutil.Require(e.t, err)

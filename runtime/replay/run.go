@@ -15,7 +15,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/input"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/state"
 )
@@ -191,7 +191,7 @@ func readOutputs(ctx context.Context, js jetstream.JetStream, deployment, subjec
 		if err != nil || !ok {
 			return out, err
 		}
-		if m.Header.Get(natsio.HeaderDeployment) != deployment {
+		if m.Header.Get(output.HeaderDeployment) != deployment {
 			continue
 		}
 		if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
@@ -200,11 +200,11 @@ func readOutputs(ctx context.Context, js jetstream.JetStream, deployment, subjec
 			}
 			seen[id] = true
 		}
-		id, err := strconv.ParseUint(m.Header.Get(natsio.HeaderBatch), 10, 64)
+		id, err := strconv.ParseUint(m.Header.Get(output.HeaderBatch), 10, 64)
 		if err != nil {
 			return nil, fmt.Errorf("replay: output at sequence %d of %s has no batch id: %w", m.Sequence, name, err)
 		}
-		key := m.Header.Get(natsio.HeaderKey)
+		key := m.Header.Get(output.HeaderKey)
 		p := partition.Of([]byte(key), parts)
 		if !wanted[p][id] {
 			continue

@@ -1,6 +1,6 @@
 package service
 
-import "github.com/groupstate/groupstate/runtime/internal/natsio"
+import "github.com/groupstate/groupstate/runtime/internal/output"
 
 // Header names on the messages the service publishes: every output, dead letter and late
 // row carries HeaderDeployment, HeaderKey (when it has a key) and HeaderBatch, and the
@@ -9,12 +9,12 @@ import "github.com/groupstate/groupstate/runtime/internal/natsio"
 // HeaderError, and HeaderSubject and HeaderSequence of the input row; the dead letter of a
 // failed timeout call has HeaderTimeoutCall "true".
 const (
-	HeaderDeployment  = natsio.HeaderDeployment  // "Groupstate-Deployment"
-	HeaderKey         = natsio.HeaderKey         // "Groupstate-Key"
-	HeaderBatch       = natsio.HeaderBatch       // "Groupstate-Batch"
-	HeaderReason      = natsio.HeaderReason      // "Groupstate-Reason"
-	HeaderError       = natsio.HeaderError       // "Groupstate-Error"
-	HeaderSubject     = natsio.HeaderSubject     // "Groupstate-Subject"
-	HeaderSequence    = natsio.HeaderSequence    // "Groupstate-Sequence"
-	HeaderTimeoutCall = natsio.HeaderTimeoutCall // "Groupstate-Timeout-Call"
+	HeaderDeployment  = output.HeaderDeployment  // "Groupstate-Deployment"
+	HeaderKey         = output.HeaderKey         // "Groupstate-Key"
+	HeaderBatch       = output.HeaderBatch       // "Groupstate-Batch"
+	HeaderReason      = output.HeaderReason      // "Groupstate-Reason"
+	HeaderError       = output.HeaderError       // "Groupstate-Error"
+	HeaderSubject     = output.HeaderSubject     // "Groupstate-Subject"
+	HeaderSequence    = output.HeaderSequence    // "Groupstate-Sequence"
+	HeaderTimeoutCall = output.HeaderTimeoutCall // "Groupstate-Timeout-Call"
 )

@@ -21,6 +21,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
@@ -115,8 +116,8 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 		cfg.Clock = timeouts.System
 	}
 	// Publishes that get no acknowledgement fail after a while instead of waiting forever,
-	// and several deployments may each keep a full natsio.PublishWindow in flight.
-	js, err := natsio.NewJetStream(cfg.Conn)
+	// and several deployments may each keep a full output.PublishWindow in flight.
+	js, err := output.NewJetStream(cfg.Conn)
 	if err != nil {
 		return nil, err
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/input"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/service"
@@ -223,15 +223,15 @@ func TestServiceEndToEnd(t *testing.T) {
 	testutil.Eventually(t, "2 dead letters", func() bool { dlq = env.streamMsgs("LOGINCOUNT_DLQ"); return len(dlq) == 2 })
 	for _, m := range dlq {
 		h := m.Header
-		if h.Get(natsio.HeaderReason) == "" || h.Get(natsio.HeaderSubject) != "logins.web" || h.Get(natsio.HeaderSequence) == "" || h.Get(natsio.HeaderDeployment) != "logincount" {
+		if h.Get(output.HeaderReason) == "" || h.Get(output.HeaderSubject) != "logins.web" || h.Get(output.HeaderSequence) == "" || h.Get(output.HeaderDeployment) != "logincount" {
 			t.Fatalf("dead letter %s headers %v", m.Data, h)
 		}
 	}
-	if r := dlq[0].Header.Get(natsio.HeaderReason); r != engine.ReasonInvalidJSON || string(dlq[0].Data) != "not json" {
+	if r := dlq[0].Header.Get(output.HeaderReason); r != engine.ReasonInvalidJSON || string(dlq[0].Data) != "not json" {
 		t.Fatalf("first dead letter: %q reason %q", dlq[0].Data, r)
 	}
 	outMsgs := env.streamMsgs("LOGINCOUNT_OUT")
-	if h := outMsgs[0].Header; h.Get(natsio.HeaderKey) == "" || h.Get(natsio.HeaderBatch) == "" || h.Get(nats.MsgIdHdr) == "" {
+	if h := outMsgs[0].Header; h.Get(output.HeaderKey) == "" || h.Get(output.HeaderBatch) == "" || h.Get(nats.MsgIdHdr) == "" {
 		t.Fatalf("output headers %v", h)
 	}
 

@@ -4,12 +4,12 @@ import (
 	"context"
 
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/state"
 )
 
 // publisherSink is the NATS publisher as the engine's [engine.PipelinedSink].
-type publisherSink struct{ *natsio.Publisher }
+type publisherSink struct{ *output.Publisher }
 
 var _ engine.PipelinedSink = publisherSink{}
 

@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
@@ -36,7 +36,7 @@ func TestPipelinedDeliveryKeepsOrder(t *testing.T) {
 	rt, err := engine.New(engine.Options{Logger: testutil.DiscardLogger()})
 	testutil.Require(t, err)
 	defer rt.Close(ctx)
-	sink := publisherSink{natsio.NewPublisher(env.JS, natsio.Subjects{Output: "pipe.out", DeadLetter: "pipe.dlq"})}
+	sink := publisherSink{output.NewPublisher(env.JS, output.Subjects{Output: "pipe.out", DeadLetter: "pipe.dlq"})}
 	eng, err := rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: testutil.ReadFile(t, "../engine/testdata/probe/probe.wasm"), Store: st, Sink: sink})
 	testutil.Require(t, err)
 	defer eng.Close(ctx)

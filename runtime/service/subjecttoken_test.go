@@ -14,7 +14,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/input"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/timeouts"
@@ -85,8 +85,8 @@ func TestPartitionedBySubjectToken(t *testing.T) {
 		t.Fatalf("%d dead letters, want 1", len(dlq))
 	}
 	h := dlq[0].Header
-	if h.Get(natsio.HeaderReason) != engine.ReasonWrongPartition || h.Get(natsio.HeaderSubject) != "logins.u0" ||
-		h.Get(natsio.HeaderKey) != fmt.Sprintf("%q", stray) || !strings.Contains(h.Get(natsio.HeaderError), "disagree") {
+	if h.Get(output.HeaderReason) != engine.ReasonWrongPartition || h.Get(output.HeaderSubject) != "logins.u0" ||
+		h.Get(output.HeaderKey) != fmt.Sprintf("%q", stray) || !strings.Contains(h.Get(output.HeaderError), "disagree") {
 		t.Fatalf("dead letter %s with headers %v", dlq[0].Data, h)
 	}
 	env.loginRoundByToken(users)

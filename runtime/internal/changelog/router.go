@@ -14,6 +14,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
 )
@@ -95,7 +96,7 @@ const routerWindow = 1024
 
 // routeAckTimeout is how long the router waits for the acknowledgement of one routed
 // message before treating it as unknown (it re-reads the stream then).
-const routeAckTimeout = natsio.PublishAckTimeout
+const routeAckTimeout = output.PublishAckTimeout
 
 // settleTimeout bounds the wait of a Run whose ctx ended for the outcomes of the messages
 // it sent, and for the acknowledgement of the rows stored.
@@ -639,7 +640,7 @@ func (r *Router) publish(ctx context.Context, msgs []input.Msg) (int, error) {
 			break
 		}
 		var f jetstream.PubAckFuture
-		f, err = r.js.PublishMsgAsync(m, jetstream.WithExpectLastSequence(r.l+uint64(i)), jetstream.WithStallWait(natsio.PublishStallWait))
+		f, err = r.js.PublishMsgAsync(m, jetstream.WithExpectLastSequence(r.l+uint64(i)), jetstream.WithStallWait(output.PublishStallWait))
 		if err != nil {
 			err = fmt.Errorf("natsio: routing input sequence %d: %w", msgs[i].Sequence, err)
 			break
@@ -670,8 +671,8 @@ func (r *Router) message(m *input.Msg) (*nats.Msg, error) {
 	h.Set(RoutedSeqHeader, strconv.FormatUint(m.Sequence, 10))
 	h.Set(RoutedSubjectHeader, m.Subject)
 	out := &nats.Msg{Subject: r.subj[r.partitionOf(m.Data)], Data: m.Data, Header: h}
-	if limit := r.js.Conn().MaxPayload(); limit > 0 && int64(natsio.WireSize(out)+expectHeaderRoom) > limit {
-		return nil, fmt.Errorf("%w: input sequence %d is %d bytes with its headers, over the server's max_payload of %d", ErrRowTooLarge, m.Sequence, natsio.WireSize(out)+expectHeaderRoom, limit)
+	if limit := r.js.Conn().MaxPayload(); limit > 0 && int64(output.WireSize(out)+expectHeaderRoom) > limit {
+		return nil, fmt.Errorf("%w: input sequence %d is %d bytes with its headers, over the server's max_payload of %d", ErrRowTooLarge, m.Sequence, output.WireSize(out)+expectHeaderRoom, limit)
 	}
 	return out, nil
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -46,7 +47,7 @@ func TestServerRestartResume(t *testing.T) {
 	})
 	checkSeqs(t, rest, 6)
 
-	p := natsio.NewPublisher(js, natsio.Subjects{Output: "dep.out", DeadLetter: "dep.dlq"})
+	p := output.NewPublisher(js, output.Subjects{Output: "dep.out", DeadLetter: "dep.dlq"})
 	entries := []state.OutboxEntry{{ID: state.OutboxID{BatchID: 1}, Kind: state.OutboxOutput, Payload: []byte("x")}}
 	eventually(t, 5*time.Second, "deliver after restart", func() bool {
 		return p.Deliver(ctx, "dep", entries) == nil

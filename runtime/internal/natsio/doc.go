@@ -1,6 +1,7 @@
-// Package natsio is groupstate's NATS plumbing: streams, the input source, the output
-// publisher, the deployment registry (KV and object store), the changelogs of replicated
-// deployments and their snapshots ([changelog.Snapshots]), and the membership of the
-// runtimes sharing a cluster ([cluster.JoinMembers]). Connections and the embedded
-// server are public, in package service.
+// Package natsio holds the small NATS helpers that groupstate's NATS packages share:
+// ensuring streams ([EnsureStream], [StreamName]) and KV buckets ([OpenKV]), the replica
+// count of what groupstate creates ([DefaultReplicas]) and what to say when a cluster cannot
+// give it, and a few timeouts and header names used on both sides. The concepts built on it
+// have packages of their own: input, output, registry, changelog and cluster. Connections and
+// the embedded server are public, in package service.
 package natsio

@@ -24,9 +24,3 @@ func newEnv(t *testing.T) *env {
 	t.Cleanup(cancel)
 	return &env{nats: j, js: j.JS, ctx: ctx}
 }
-
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	testutil.EventuallyWithin(t, d, what, cond)
-}

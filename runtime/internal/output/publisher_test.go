@@ -1,4 +1,4 @@
-package natsio
+package output
 
 import (
 	"bytes"
@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -44,7 +45,7 @@ func streamMsgs(t *testing.T, e *env, stream string) []*jetstream.RawStreamMsg {
 func setupOutputs(t *testing.T, e *env) {
 	t.Helper()
 	for name, subj := range map[string]string{"OUT": "dep.out", "DLQ": "dep.dlq", "LATE": "dep.late"} {
-		if _, err := EnsureStream(e.ctx, e.js, StreamOptions{Name: name, Subjects: []string{subj}, Duplicates: time.Minute}); err != nil {
+		if _, err := natsio.EnsureStream(e.ctx, e.js, natsio.StreamOptions{Name: name, Subjects: []string{subj}, Duplicates: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 	}

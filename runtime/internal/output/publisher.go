@@ -1,4 +1,4 @@
-package natsio
+package output
 
 import (
 	"context"
@@ -68,8 +68,8 @@ type Subjects struct {
 // Publisher publishes outbox entries to JetStream; the service hands it to the engine as
 // its sink.
 // Every subject it publishes to must be captured by a stream (see
-// [EnsureStream]), or Deliver fails with jetstream.ErrNoStreamResponse; the
-// streams should have a duplicate window of at least [MinDuplicateWindow] so
+// [natsio.EnsureStream]), or Deliver fails with jetstream.ErrNoStreamResponse; the
+// streams should have a duplicate window of at least [natsio.MinDuplicateWindow] so
 // that re-deliveries after a crash are dropped.
 type Publisher struct {
 	js       jetstream.JetStream

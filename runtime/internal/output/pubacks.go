@@ -1,4 +1,4 @@
-package natsio
+package output
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -110,7 +111,7 @@ var pubAckOK = []byte(`{"stream":`)
 // the stream's [jetstream.APIError], or [jetstream.ErrInvalidJSAck].
 func pubAckError(m *nats.Msg) error {
 	if len(m.Data) == 0 {
-		if m.Header.Get(StatusHeader) == "503" {
+		if m.Header.Get(natsio.StatusHeader) == "503" {
 			return jetstream.ErrNoStreamResponse
 		}
 		return jetstream.ErrInvalidJSAck

@@ -1,4 +1,4 @@
-package natsio
+package output
 
 // Header names on outputs, dead letters and late rows (package service documents and
 // re-exports them). Only this package maps outbox entries to headers.

@@ -1,4 +1,4 @@
-package natsio
+package output
 
 import (
 	"errors"
@@ -8,13 +8,14 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/state"
 )
 
 // TestPubAckError: the server's acknowledgements are told apart without decoding the
 // successful ones, and the failed ones keep their JetStream errors (which refused consults).
 func TestPubAckError(t *testing.T) {
-	noResponders := &nats.Msg{Header: nats.Header{StatusHeader: []string{"503"}}}
+	noResponders := &nats.Msg{Header: nats.Header{natsio.StatusHeader: []string{"503"}}}
 	for _, c := range []struct {
 		msg  *nats.Msg
 		want error
