@@ -131,6 +131,14 @@ func TestHostileModules(t *testing.T) {
 			defer h.Close(context.Background())
 			keys := []string{"a", "x1", "b", "x2", "c"}
 			failed := map[string]string{}
+			// outcome records key i's result: its error, or its emits, which must be {"ok":true}.
+			outcome := func(i int, err error, emits [][]byte) {
+				if err != nil {
+					failed[keys[i]] = err.Error()
+				} else if len(emits) != 1 || string(emits[0]) != `{"ok":true}` {
+					t.Errorf("%s: emits %q", keys[i], emits)
+				}
+			}
 			start = time.Now()
 			if m.ABI == 2 {
 				call := &handler.CallV2{ProcessingTimeMs: 1000}
@@ -142,11 +150,7 @@ func TestHostileModules(t *testing.T) {
 					t.Fatal(err)
 				}
 				for i, r := range res {
-					if r.Err != nil {
-						failed[keys[i]] = r.Err.Error()
-					} else if len(r.Emits) != 1 || string(r.Emits[0]) != `{"ok":true}` {
-						t.Errorf("%s: emits %q", keys[i], r.Emits)
-					}
+					outcome(i, r.Err, r.Emits)
 				}
 			} else {
 				call := &handler.Call{ProcessingTimeMs: 1000}
@@ -158,11 +162,7 @@ func TestHostileModules(t *testing.T) {
 					t.Fatal(err)
 				}
 				for i, r := range res {
-					if r.Err != nil {
-						failed[keys[i]] = r.Err.Error()
-					} else if len(r.Emits) != 1 || string(r.Emits[0]) != `{"ok":true}` {
-						t.Errorf("%s: emits %q", keys[i], r.Emits)
-					}
+					outcome(i, r.Err, r.Emits)
 				}
 			}
 			took := time.Since(start)

@@ -14,6 +14,8 @@ package hostile
 import (
 	"fmt"
 	"strings"
+
+	"github.com/groupstate/groupstate/runtime/internal/leb"
 )
 
 // asm assembles one function body and keeps its listing.
@@ -106,27 +108,6 @@ func (a *asm) packed(pushPtr, pushLen func(*asm)) *asm {
 	return a.i64ExtendU().i64Or()
 }
 
-func uleb(v uint32) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			b = append(b, c|0x80)
-			continue
-		}
-		return append(b, c)
-	}
-}
+func uleb(v uint32) []byte { return leb.AppendU32(nil, v) }
 
-func sleb(v int64) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+func sleb(v int64) []byte { return leb.AppendS64(nil, v) }
