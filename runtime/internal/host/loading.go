@@ -28,8 +28,8 @@ type LoadLimits struct {
 	Nesting int
 	// Branches caps the branch targets of one function (one per br, br_if and if, a
 	// br_table's table size plus one). wazero's compiler takes time that grows with the
-	// square of a function's branches (20,000 br_if in one function take 7.5 s on a 2-core
-	// Xeon), so Branches bounds one function and BranchWork, the sum over the functions of
+	// square of a function's branches (20,000 br_if in one function take 7.5 s on a 2-core AMD
+	// EPYC), so Branches bounds one function and BranchWork, the sum over the functions of
 	// the square of their branches, the module. Defaults 30,000 and 1,000,000,000 (about
 	// 20 s of compilation on that machine; the Go SDK's modules have at most 1,632 branches
 	// in a function and about 30,000,000 of work).
