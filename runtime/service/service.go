@@ -98,6 +98,10 @@ type Service struct {
 	// record is the same (the partitions a runtime takes one after another, its placement
 	// checks). Only the service's loop uses it.
 	checked map[string]*revision
+	// checks are the checks running off the loop, or their refusals not answered yet, and
+	// checkDone where they end (see check). Only the service's loop uses checks.
+	checks    map[string]checkResult
+	checkDone chan checkResult
 }
 
 // New opens the state store and the registry.
@@ -130,7 +134,7 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg, leases: leases,
-		runners: map[string]*runner{}, standbys: map[string]*standby{}, ensured: map[string]string{}, starting: map[string]bool{}, checked: map[string]*revision{}, storeFailed: make(chan struct{}, 1),
+		runners: map[string]*runner{}, standbys: map[string]*standby{}, ensured: map[string]string{}, starting: map[string]bool{}, checked: map[string]*revision{}, checks: map[string]checkResult{}, checkDone: make(chan checkResult), storeFailed: make(chan struct{}, 1),
 		retry: make(chan natsio.Record, 16), startFailed: make(chan startFailure, 16), backoff: map[string]time.Duration{}}
 	if s.store, err = s.openStore(); err != nil {
 		rt.Close(ctx)
@@ -242,6 +246,7 @@ func (s *Service) Run(ctx context.Context) error {
 				delete(records, name)
 				delete(s.backoff, name)
 				delete(s.checked, name)
+				delete(s.checks, name)
 				s.undeploy(name)
 				continue
 			}
@@ -251,6 +256,11 @@ func (s *Service) Run(ctx context.Context) error {
 		case rec := <-s.retry:
 			if cur, ok := records[rec.Name]; ok && cur.Revision == rec.Revision {
 				s.apply(ctx, rec)
+			}
+		case c := <-s.checkDone:
+			s.checkedOff(c)
+			if cur, ok := records[c.rec.Name]; ok && cur.Revision == c.rec.Revision {
+				s.apply(ctx, cur)
 			}
 		case f := <-s.startFailed:
 			if cur, ok := records[f.rec.Name]; ok && cur.Revision == f.rec.Revision {
@@ -327,6 +337,9 @@ func (s *Service) apply(ctx context.Context, rec natsio.Record) {
 // false then.
 func (s *Service) checkOrReport(ctx context.Context, rec natsio.Record, old *runner) (rv *revision, ok bool) {
 	rv, err := s.check(ctx, rec)
+	if errors.Is(err, errChecking) {
+		return nil, false // the loop applies rec again when its check is done
+	}
 	if err != nil {
 		s.logger.Error("deployment refused", "deployment", rec.Name, "err", err)
 		if old != nil && !old.failed() {

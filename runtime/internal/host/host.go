@@ -52,9 +52,10 @@ type Limits struct {
 	// guest call, and during one instance's initialization; the rest of that call's output is
 	// dropped, and one line says so. Default [DefaultLogBytesPerCall] (256 KiB).
 	LogBytesPerCall int
-	// OutputBytesPerBatch caps the bytes one Process or ProcessV2 call's groups emit, all
-	// calls together: a group whose emits would take the total past it fails with
-	// [ErrOutputLimit] (dead-lettered) instead. Default [DefaultOutputBytesPerBatch] (256 MiB).
+	// OutputBytesPerBatch caps the bytes one Process or ProcessV2 call's groups emit (and,
+	// ABI v1, store as their state), all calls together: a group whose results would take the
+	// total past it fails with [ErrOutputLimit] (dead-lettered) instead. Default
+	// [DefaultOutputBytesPerBatch] (256 MiB).
 	OutputBytesPerBatch int64
 	// StateBytesPerCall and StateBytesPerBatch cap the ABI v2 state writes (the bytes of the
 	// state requests and of the ops in the results) of one guest call and of one ProcessV2:
@@ -246,9 +247,9 @@ func (h *Host) setup(ctx context.Context) error {
 
 // compile compiles wasm within timeout. wazero's compiler cannot be interrupted: past the
 // timeout the compilation goes on in the background (the loading limits bound how long), and
-// its result is dropped; the caller gets ErrLoadLimit at once. Compilations run one at a
-// time per process (compileSlot), so modules that take the compiler long never hold more
-// than one core.
+// its result is dropped; the caller gets ErrLoadLimit at once. At most two compilations run
+// at a time per process (compileSlots), so modules that take the compiler long hold two cores
+// at most, and one slow module leaves room for another deployment's.
 func compile(ctx context.Context, rt wazero.Runtime, wasm []byte, timeout time.Duration) (wazero.CompiledModule, error) {
 	type result struct {
 		cm  wazero.CompiledModule
@@ -258,14 +259,14 @@ func compile(ctx context.Context, rt wazero.Runtime, wasm []byte, timeout time.D
 	timer := time.NewTimer(timeout)
 	defer timer.Stop()
 	select {
-	case compileSlot <- struct{}{}:
+	case compileSlots <- struct{}{}:
 	case <-timer.C:
 		return nil, fmt.Errorf("%w: waited %s for another module's compilation to finish; the compile timeout is %s", ErrLoadLimit, timeout, timeout)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
 	go func() {
-		defer func() { <-compileSlot }()
+		defer func() { <-compileSlots }()
 		cm, err := rt.CompileModule(context.WithoutCancel(ctx), wasm)
 		done <- result{cm, err}
 	}()
@@ -292,8 +293,8 @@ func compile(ctx context.Context, rt wazero.Runtime, wasm []byte, timeout time.D
 	}
 }
 
-// compileSlot lets one module compile at a time in the process.
-var compileSlot = make(chan struct{}, 1)
+// compileSlots lets two modules compile at a time in the process.
+var compileSlots = make(chan struct{}, 2)
 
 // Process implements handler.Handler: it cuts the call into chunks and runs them on pooled
 // instances in parallel, their retries within Limits.RetryTimeout. It returns an error only
@@ -386,7 +387,7 @@ func (h *Host) runChunk(ctx context.Context, budget *retryBudget, call *handler.
 		}
 		for i := lo; i < hi; i++ {
 			if r := &res[i]; r.Err == nil {
-				if err := out.take(emitted(r.Emits)); err != nil {
+				if err := out.take(emitted(r.Emits) + int64(len(r.State))); err != nil {
 					*r = handler.Result{Err: err}
 				}
 			}
@@ -514,7 +515,7 @@ func (b *outputBudget) take(n int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.used+n > b.limit {
-		return fmt.Errorf("%w: its outputs (%d bytes) would take the batch's past the limit of %d bytes (serve --max-batch-output)", ErrOutputLimit, n, b.limit)
+		return fmt.Errorf("%w: its outputs and state (%d bytes) would take the batch's past the limit of %d bytes (serve --max-batch-output)", ErrOutputLimit, n, b.limit)
 	}
 	b.used += n
 	return nil

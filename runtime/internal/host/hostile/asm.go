@@ -49,9 +49,6 @@ func (a *asm) get(i uint32) *asm {
 func (a *asm) set(i uint32) *asm {
 	return a.emit(fmt.Sprintf("local.set %d", i), append([]byte{0x21}, uleb(i)...)...)
 }
-func (a *asm) tee(i uint32) *asm {
-	return a.emit(fmt.Sprintf("local.tee %d", i), append([]byte{0x22}, uleb(i)...)...)
-}
 func (a *asm) call(f uint32) *asm {
 	return a.emit(fmt.Sprintf("call %d", f), append([]byte{0x10}, uleb(f)...)...)
 }
@@ -86,7 +83,6 @@ func (a *asm) add() *asm         { return a.emit("i32.add", 0x6a) }
 func (a *asm) sub() *asm         { return a.emit("i32.sub", 0x6b) }
 func (a *asm) eqz() *asm         { return a.emit("i32.eqz", 0x45) }
 func (a *asm) eq() *asm          { return a.emit("i32.eq", 0x46) }
-func (a *asm) ne() *asm          { return a.emit("i32.ne", 0x47) }
 func (a *asm) geU() *asm         { return a.emit("i32.ge_u", 0x4f) }
 func (a *asm) memGrow() *asm     { return a.emit("memory.grow", 0x40, 0x00) }
 func (a *asm) i64ExtendU() *asm  { return a.emit("i64.extend_i32_u", 0xad) }

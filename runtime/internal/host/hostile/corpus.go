@@ -367,3 +367,18 @@ func large() []Module {
 		}()},
 	}
 }
+
+// SlowCompile is a handler (its keys are all healthy) with one more function of n br_if in
+// one block: within the loading limits up to n = 30,000, and slow to compile (wazero's time
+// grows with the square of n: 20,000 take about 7.5 s on a 2-core AMD EPYC). Tests use it to
+// show that one module's compilation holds no other deployment up.
+func SlowCompile(n int) Module {
+	raw := []byte{0x02, 0x40}
+	raw = append(raw, bytes.Repeat([]byte{0x20, 0x00, 0x0d, 0x00}, n)...)
+	raw = append(raw, 0x0b)
+	m := handler(1, inCall, func(m *module, h *asm) {
+		addFunc(m, fn{name: "branchy", params: []byte{i32}, raw: raw, rawNote: itoa(uint32(n)) + " times (local.get 0; br_if 0) in one block"})
+		h.emit("nop", 0x01)
+	}, nil)
+	return Module{Name: "slow-compile", About: "a handler slow to compile", Outcome: KeyFails, ABI: 1, m: m}
+}
