@@ -413,7 +413,8 @@ func (s *Service) reportIfOrphaned(ctx context.Context, rec natsio.Record, owner
 // permanent tells whether a deployment failed to start for a reason that only a new deploy
 // can fix (as opposed to NATS being unreachable for a moment).
 func permanent(err error) bool {
-	return errors.Is(err, spec.ErrInvalidSpec) || errors.Is(err, engine.ErrInvalidModule) || errors.Is(err, engine.ErrABIVersion) || errors.Is(err, engine.ErrModuleInit) || errors.Is(err, natsio.ErrAvoidedStream) || errors.Is(err, natsio.ErrInputsChanged)
+	return errors.Is(err, spec.ErrInvalidSpec) || errors.Is(err, engine.ErrInvalidModule) || errors.Is(err, engine.ErrABIVersion) || errors.Is(err, engine.ErrModuleInit) || errors.Is(err, natsio.ErrAvoidedStream) || errors.Is(err, natsio.ErrInputsChanged) ||
+		errors.Is(err, engine.ErrLoadLimit) || errors.Is(err, engine.ErrCeiling)
 }
 
 // retryLater starts rec again after a backoff that doubles per failure, up to a minute.

@@ -199,7 +199,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	h.rt = rt
 	if err := h.setup(ctx); err != nil {
-		_ = rt.Close(ctx)
+		if !errors.Is(err, errAbandoned) { // else the abandoned compilation closes rt
+			_ = rt.Close(ctx)
+		}
 		return nil, err
 	}
 	h.pool = make(chan *instance, lim.Instances)
@@ -256,42 +258,95 @@ func compile(ctx context.Context, rt wazero.Runtime, wasm []byte, timeout time.D
 		err error
 	}
 	done := make(chan result, 1)
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	wait := time.NewTimer(timeout)
+	defer wait.Stop()
 	select {
 	case compileSlots <- struct{}{}:
-	case <-timer.C:
-		return nil, fmt.Errorf("%w: waited %s for another module's compilation to finish; the compile timeout is %s", ErrLoadLimit, timeout, timeout)
+	case <-wait.C:
+		return nil, fmt.Errorf("%w: waited %s for other modules' compilations to finish", ErrCompileTimeout, timeout)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	compiling.Add(1)
 	go func() {
 		defer func() { <-compileSlots }()
 		cm, err := rt.CompileModule(context.WithoutCancel(ctx), wasm)
 		done <- result{cm, err}
 	}()
+	// abandon leaves the compilation to end in the background: what it makes is closed, and
+	// then the runtime, which must outlive it (wazero's engine must not be closed under a
+	// compilation); the caller does not close rt.
+	abandon := func() {
+		go func() {
+			defer compiling.Done()
+			if r := <-done; r.err == nil {
+				_ = r.cm.Close(context.Background())
+			}
+			_ = rt.Close(context.Background())
+		}()
+	}
+	limit := time.NewTimer(timeout) // the compilation's own time, apart from the wait for a slot
+	defer limit.Stop()
 	select {
 	case r := <-done:
+		compiling.Done()
 		if r.err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidModule, r.err)
 		}
 		return r.cm, nil
-	case <-timer.C:
-		go func() { // close what the abandoned compilation makes
-			if r := <-done; r.err == nil {
-				_ = r.cm.Close(context.Background())
-			}
-		}()
-		return nil, fmt.Errorf("%w: compiling the module took longer than the compile timeout of %s", ErrLoadLimit, timeout)
+	case <-limit.C:
+		abandon()
+		return nil, fmt.Errorf("%w: compiling the module took longer than %s: %w", ErrCompileTimeout, timeout, errAbandoned)
 	case <-ctx.Done():
-		go func() {
-			if r := <-done; r.err == nil {
-				_ = r.cm.Close(context.Background())
-			}
-		}()
-		return nil, ctx.Err()
+		abandon()
+		return nil, fmt.Errorf("%w: %w", ctx.Err(), errAbandoned)
 	}
 }
+
+// errAbandoned marks the error of a compile that goes on in the background, which closes the
+// wazero runtime when it ends.
+var errAbandoned = errors.New("the compilation goes on in the background")
+
+// compiling counts the compilations in progress, abandoned ones included (WaitCompilations).
+var compiling counter
+
+// counter is a count that can be waited for to reach zero, however often it does.
+type counter struct {
+	mu   sync.Mutex
+	n    int
+	zero *sync.Cond
+}
+
+func (c *counter) Add(d int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.zero == nil {
+		c.zero = sync.NewCond(&c.mu)
+	}
+	if c.n += d; c.n == 0 {
+		c.zero.Broadcast()
+	}
+}
+
+func (c *counter) Done() { c.Add(-1) }
+
+func (c *counter) wait() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.n > 0 {
+		c.zero.Wait()
+	}
+}
+
+// WaitCompilations waits until no compilation runs in the process: call it before closing a
+// compilation cache that abandoned compilations may still be writing to.
+func WaitCompilations() { compiling.wait() }
+
+// ErrCompileTimeout is the error of a module whose compilation did not end within the
+// compile timeout (LoadLimits.CompileTimeout), or that waited that long for a compilation
+// slot. Unlike ErrLoadLimit it may pass on a quieter machine, and the compilation that went on
+// in the background fills the compilation cache for the next attempt.
+var ErrCompileTimeout = errors.New("runtime: module compilation timed out")
 
 // compileSlots lets two modules compile at a time in the process.
 var compileSlots = make(chan struct{}, 2)
@@ -313,7 +368,7 @@ func (h *Host) Process(ctx context.Context, call *handler.Call, results []handle
 				return err
 			}
 		}
-		return nil
+		return before(nil) // no group runs any more
 	}
 	chunks := h.chunks(call)
 	if len(chunks) == 1 {
@@ -404,13 +459,13 @@ func (h *Host) runChunk(ctx context.Context, budget *retryBudget, call *handler.
 // not run again.
 //
 // When the guest said which group it was running when the call failed (a suspect), the
-// suspect runs again alone, and the groups before and after it run again together, each of
-// the three in a call of its own (at once when parallel): a suspect that fails alone is the
-// culprit, and no other group is blamed for it; a suspect that succeeds alone was innocent (a
-// call of many slow groups that overran its time limit, say) and its result stands. Pinned
-// this way, every failed call settles at least one group, so a batch with k culprits costs
-// at most about 2k failed calls, whatever Limits.RetryTimeout says, and no healthy group is
-// ever failed for another's fault.
+// suspect runs again alone, the groups before it together, and the groups after it (which
+// did not run) together, split over the other instances when parallel; all at once when
+// parallel. A suspect that fails alone is the culprit, and no other group is blamed for it; a
+// suspect that succeeds alone was innocent (a call of many slow groups that overran its time
+// limit, say) and its result stands. Pinned this way, every failed call settles at least one
+// group, so a batch with k culprits costs at most about 2k failed calls, whatever
+// Limits.RetryTimeout says, and no healthy group is ever failed for another's fault.
 //
 // When the guest did not say (a module that announces no groups, or a failure outside any
 // group), retryAlone runs the groups again one by one, within budget.
@@ -432,8 +487,17 @@ func (h *Host) settle(ctx context.Context, budget *retryBudget, lo, hi int, err 
 	if lo < c {
 		spans = append(spans, span{lo, c})
 	}
-	if c+1 < hi {
-		spans = append(spans, span{c + 1, hi})
+	// The groups after the suspect have not run: with instances to spare, they run in as many
+	// parts, so that several hostile keys among them are found at once, not one after another.
+	parts := 1
+	if parallel {
+		parts = max(1, min(h.cfg.Limits.Instances-1, hi-c-1))
+	}
+	for k := range parts {
+		a, b := c+1+(hi-c-1)*k/parts, c+1+(hi-c-1)*(k+1)/parts
+		if a < b {
+			spans = append(spans, span{a, b})
+		}
 	}
 	errs := make([]error, len(spans))
 	one := func(i int) {
@@ -538,11 +602,13 @@ func emitted(emits [][]byte) int64 {
 }
 
 // pinned is the error of the groups of a call of n groups that failed as a whole with err:
-// a handler.Fault when the call ran one group alone (the failure is that group's), err
-// itself otherwise (the groups are to be retried). A canceled call is nobody's fault.
+// a handler.Fault when the guest call ran one group alone (the failure is that group's), err
+// itself otherwise (the groups are to be retried). A canceled call, or one that never
+// reached the guest, is nobody's fault.
 func pinned(err error, n int) error {
-	if n != 1 || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
+	var f *callFailure
+	if n != 1 || !errors.As(err, &f) || errors.Is(err, context.Canceled) {
+		return err // not a guest call's failure: an instance that could not start, a closed host
 	}
 	return &handler.Fault{Err: err}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -282,4 +283,24 @@ func TestLoopingKeysAnonymous(t *testing.T) {
 	if stopped == 0 || took > 3*time.Second {
 		t.Errorf("%d keys stopped by the budget after %v; want some, within the call timeout and the budget", stopped, took)
 	}
+}
+
+// TestCompileTimeout: a module whose compilation takes longer than LoadLimits.CompileTimeout
+// is refused at once with ErrCompileTimeout; its compilation ends in the background, which
+// then closes what it made (WaitCompilations waits for it), without a panic or a leak of the
+// caller's time.
+func TestCompileTimeout(t *testing.T) {
+	cfg := testConfig(hostile.SlowCompile(10_000).Wasm())
+	cfg.Load.CompileTimeout = 50 * time.Millisecond
+	start := time.Now()
+	h, err := New(context.Background(), cfg)
+	if err == nil {
+		h.Close(context.Background())
+		t.Fatal("module accepted")
+	}
+	if !errors.Is(err, ErrCompileTimeout) || time.Since(start) > time.Second {
+		t.Fatalf("err = %v after %v; want ErrCompileTimeout at once", err, time.Since(start))
+	}
+	WaitCompilations()
+	t.Logf("refused in %v; the compilation ended in the background after %v", err, time.Since(start))
 }
