@@ -20,9 +20,9 @@ type quarantine struct {
 	after    int    // faulting batches in a row that quarantine a key
 	revision string // Config.Revision
 	keys     map[string]state.QuarantinedKey
-	order    []string       // keys in the order they were quarantined
+	order    []string          // keys in the order they were quarantined
 	strikes  map[string]strike // per key, the batches in a row its call faulted
-	dirty    bool           // keys changed since the last commit (or the record is another revision's)
+	dirty    bool              // keys changed since the last commit (or the record is another revision's)
 }
 
 // strike counts a key's faulting batches in a row; batch is the last one's id (a v2 batch's
