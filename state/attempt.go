@@ -16,6 +16,9 @@ const sectionAttempt = 'a'
 // kill -9) the next engine knows how often that batch was started without committing, and
 // which key was running. The next commit clears it (Batch.ClearAttempt).
 type Attempt struct {
+	// Revision names the deployment's revision that attempted it (another revision's record
+	// is not counted).
+	Revision string
 	// Batch is the id of the batch attempted.
 	Batch uint64
 	// Starts counts the engines that opened with that batch next and did not commit it.
@@ -30,7 +33,9 @@ func (d *Deployment) RecordAttempt(a Attempt) error {
 		return err
 	}
 	defer d.unlockWrite()
-	v := binary.AppendUvarint(nil, a.Batch)
+	v := binary.AppendUvarint(nil, uint64(len(a.Revision)))
+	v = append(v, a.Revision...)
+	v = binary.AppendUvarint(v, a.Batch)
 	v = binary.AppendUvarint(v, uint64(a.Starts))
 	v = append(v, a.Suspect...)
 	key := sectionKey(nil, d.prefix, sectionAttempt)
@@ -50,19 +55,39 @@ func (d *Deployment) Attempt() (Attempt, error) {
 	if err != nil || !found {
 		return Attempt{}, err
 	}
+	corrupt := fmt.Errorf("%w: attempt record", ErrCorrupt)
+	l, n := binary.Uvarint(v)
+	if n <= 0 || l > uint64(len(v)-n) {
+		return Attempt{}, corrupt
+	}
+	a := Attempt{Revision: string(v[n : n+int(l)])}
+	v = v[n+int(l):]
 	b, n := binary.Uvarint(v)
 	if n <= 0 {
-		return Attempt{}, fmt.Errorf("%w: attempt record", ErrCorrupt)
+		return Attempt{}, corrupt
 	}
 	s, m := binary.Uvarint(v[n:])
 	if m <= 0 || s > 1<<30 {
-		return Attempt{}, fmt.Errorf("%w: attempt record", ErrCorrupt)
+		return Attempt{}, corrupt
 	}
-	a := Attempt{Batch: b, Starts: int(s)}
+	a.Batch, a.Starts = b, int(s)
 	if rest := v[n+m:]; len(rest) > 0 {
 		a.Suspect = append([]byte(nil), rest...)
 	}
 	return a, nil
+}
+
+// DeleteAttempt deletes the attempt record, synced: a clean stop is no crash.
+func (d *Deployment) DeleteAttempt() error {
+	if err := d.lockWrite(); err != nil {
+		return err
+	}
+	defer d.unlockWrite()
+	key := sectionKey(nil, d.prefix, sectionAttempt)
+	if err := d.s.write(func() error { return d.s.db.Delete(key, pebble.Sync) }); err != nil {
+		return fmt.Errorf("state: deleting the attempt record (deployment %s): %w", d.name, err)
+	}
+	return nil
 }
 
 // ClearAttempt deletes the attempt record with the batch.

@@ -16,9 +16,10 @@ const MaxQuarantinedKeys = 1000
 type QuarantinedKey struct {
 	// Key is the key, in canonical form.
 	Key []byte
-	// Reason is the error of its last failed call.
+	// Reason says why: its calls' faults, the last one's error.
 	Reason string
-	// SinceMs is the processing time of the batch that quarantined it.
+	// SinceMs is the processing time of the batch that quarantined it, or the wall clock of
+	// the runtime's start that did (the key was running alone when the runtime stopped).
 	SinceMs int64
 }
 

@@ -25,7 +25,7 @@ func (f *ceilingFlags) register(cmd *cobra.Command) {
 	fl.IntVar(&f.instances, "max-instances", engine.DefaultCeilingInstances, "the most limits.instances a spec may ask (a spec that sets none gets the CPUs, at most this)")
 	fl.DurationVar(&f.callTimeout, "max-call-timeout", engine.DefaultCeilingCallTimeout, "the most limits.call_timeout a spec may ask")
 	fl.StringVar(&f.outputCall, "max-output-bytes", "256MiB", "the most limits.max_output_bytes a spec may ask (result bytes per guest call)")
-	fl.StringVar(&f.outputBatch, "max-batch-output", "256MiB", "output bytes per batch: keys whose outputs would pass it are dead-lettered")
+	fl.StringVar(&f.outputBatch, "max-batch-output", "256MiB", "output and state bytes per batch, or transformWithState batch phase (at most 512MiB): keys whose results would pass it are dead-lettered")
 	fl.StringVar(&f.stateCall, "max-state-writes-call", "64MiB", "transformWithState state writes per guest call")
 	fl.StringVar(&f.stateBatch, "max-state-writes-batch", "256MiB", "transformWithState state writes per batch phase")
 	fl.StringVar(&f.logBytes, "max-log-bytes", "256KiB", "what a module may log (log calls, stdout, stderr) per guest call; the rest is dropped")
@@ -45,9 +45,13 @@ func (f *ceilingFlags) ceilings() (engine.Ceilings, error) {
 	}{
 		{"--max-memory", f.memory, func(n uint64) { c.InstanceMemory = int64(n) }, 4 << 30},
 		{"--max-output-bytes", f.outputCall, func(n uint64) { c.OutputBytesPerCall = int64(n) }, 2 << 30},
-		{"--max-batch-output", f.outputBatch, func(n uint64) { c.OutputBytesPerBatch = int64(n) }, 2 << 30},
-		{"--max-state-writes-call", f.stateCall, func(n uint64) { c.StateBytesPerCall = int64(n) }, 2 << 30},
-		{"--max-state-writes-batch", f.stateBatch, func(n uint64) { c.StateBytesPerBatch = int64(n) }, 2 << 30},
+		// A batch commits in one Pebble batch (at most 4 GiB): its input and dead letters
+		// (256 MiB each at most), and its outputs, states and state writes, counted per
+		// phase (a transformWithState batch has up to three), must stay below it, whatever
+		// the flags: 0.5 + 3 x (0.5 + 0.5) GiB.
+		{"--max-batch-output", f.outputBatch, func(n uint64) { c.OutputBytesPerBatch = int64(n) }, 512 << 20},
+		{"--max-state-writes-call", f.stateCall, func(n uint64) { c.StateBytesPerCall = int64(n) }, 512 << 20},
+		{"--max-state-writes-batch", f.stateBatch, func(n uint64) { c.StateBytesPerBatch = int64(n) }, 512 << 20},
 		{"--max-log-bytes", f.logBytes, func(n uint64) { c.LogBytesPerCall = int(n) }, 1 << 30},
 		{"--max-module-bytes", f.moduleBytes, func(n uint64) { c.ModuleBytes = int(n) }, 1 << 30},
 		{"--max-stack", f.stack, func(n uint64) { c.StackBytes = int(n) }, 1 << 30},

@@ -22,23 +22,27 @@ const IsolateAfter = 2
 // it, and the batch goes on without it. It costs one synced write per engine, at its first
 // batch, and nothing after; restarts without a batch are not counted.
 type attempts struct {
-	ks      *state.Deployment
-	prev    state.Attempt // the record found at open
-	batch   uint64        // the batch attempted, once begun
-	starts  int           // engines that attempted it, this one included
-	begun   bool          // this engine recorded its attempt
-	pending bool          // the record is written and no commit cleared it yet
-	logger  *slog.Logger
+	ks       *state.Deployment
+	revision string        // Config.Revision
+	prev     state.Attempt // the record found at open
+	batch    uint64        // the batch attempted, once begun
+	starts   int           // engines that attempted it, this one included
+	begun    bool          // this engine recorded its attempt
+	pending  bool          // the record is written and no commit cleared it yet
+	logger   *slog.Logger
 }
 
 // openAttempts reads the record; it returns the key that was running alone when the last
 // engine stopped during an isolated batch next (nil: none), which the caller quarantines.
-func openAttempts(ks *state.Deployment, next uint64, logger *slog.Logger) (*attempts, []byte, error) {
+func openAttempts(ks *state.Deployment, revision string, next uint64, logger *slog.Logger) (*attempts, []byte, error) {
 	prev, err := ks.Attempt()
 	if err != nil {
 		return nil, nil, fmt.Errorf("engine: reading the attempt record: %w", err)
 	}
-	a := &attempts{ks: ks, prev: prev, logger: logger}
+	if prev.Revision != revision {
+		prev = state.Attempt{} // another revision's attempts: a redeploy starts afresh
+	}
+	a := &attempts{ks: ks, revision: revision, prev: prev, logger: logger}
 	if prev.Batch == next {
 		return a, prev.Suspect, nil
 	}
@@ -53,7 +57,7 @@ func (a *attempts) begin(ctx context.Context, id uint64) (context.Context, error
 		if a.prev.Batch == id {
 			a.starts = a.prev.Starts + 1
 		}
-		if err := a.ks.RecordAttempt(state.Attempt{Batch: id, Starts: a.starts}); err != nil {
+		if err := a.ks.RecordAttempt(state.Attempt{Revision: a.revision, Batch: id, Starts: a.starts}); err != nil {
 			return ctx, err
 		}
 		a.begun, a.pending = true, true
@@ -65,8 +69,19 @@ func (a *attempts) begin(ctx context.Context, id uint64) (context.Context, error
 		return ctx, nil
 	}
 	return handler.WithIsolation(ctx, func(key []byte) error {
-		return a.ks.RecordAttempt(state.Attempt{Batch: a.batch, Starts: a.starts, Suspect: key})
+		return a.ks.RecordAttempt(state.Attempt{Revision: a.revision, Batch: a.batch, Starts: a.starts, Suspect: key})
 	}), nil
+}
+
+// close deletes the record of an attempt that did not commit when the engine stops cleanly
+// (a redeploy, a stop, a handover): a clean stop is no crash, so it neither counts nor blames
+// the key that was running.
+func (a *attempts) close() error {
+	if !a.pending {
+		return nil
+	}
+	a.pending = false
+	return a.ks.DeleteAttempt()
 }
 
 // isolating tells whether the batch begun is run one key at a time.

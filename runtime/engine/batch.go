@@ -815,7 +815,7 @@ func (b *batch) call(ctx context.Context) error {
 func (b *batch) apply(i int, r *handler.Result) error {
 	g, prev := &b.groups[i], b.prev[i]
 	err := r.Err
-	b.e.quar.outcome(g.Key, err, b.T)
+	b.e.quar.outcome(g.Key, err, b.T, b.id)
 	if err == nil && r.TimeoutSet {
 		if cerr := b.e.rules.CheckTimeoutResult(r.TimeoutMs, b.T, b.W); cerr != nil {
 			err = fmt.Errorf("module returned an invalid timeout: %w", cerr)

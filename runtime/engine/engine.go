@@ -347,8 +347,12 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 		return nil, err
 	}
 	var suspect []byte
-	if e.att, suspect, err = openAttempts(e.ks, p.BatchID+1, logger); err != nil {
+	if e.att, suspect, err = openAttempts(e.ks, cfg.Revision, p.BatchID+1, logger); err != nil {
 		return nil, err
+	}
+	if suspect != nil && sp.OnError == spec.OnErrorFail {
+		// on_error: fail never dead-letters: the deployment stops with the key named.
+		return nil, fmt.Errorf("%w: %w", ErrKeyFailed, &KeyError{Key: string(suspect), Err: fmt.Errorf("the runtime stopped while it ran this key alone, after batch %d was attempted %d times without committing", p.BatchID+1, e.att.prev.Starts)})
 	}
 	if suspect != nil {
 		e.quar.add(suspect, fmt.Sprintf("the runtime stopped while it ran this key alone, after batch %d was attempted %d times without committing", p.BatchID+1, e.att.prev.Starts), time.Now().UnixMilli())
@@ -462,7 +466,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	if err := e.finishInflight(ctx); err != nil {
 		e.logger.Warn("outbox delivery did not finish before close; the next start delivers it", "err", err)
 	}
-	return errors.Join(e.syncAcks(), e.h.Close(ctx))
+	return errors.Join(e.syncAcks(), e.att.close(), e.h.Close(ctx))
 }
 
 // syncAcks makes the acknowledgements written since the last commit durable, where no commit

@@ -20,9 +20,16 @@ type quarantine struct {
 	after    int    // faulting batches in a row that quarantine a key
 	revision string // Config.Revision
 	keys     map[string]state.QuarantinedKey
-	order    []string       // keys in the order they were quarantined
-	strikes  map[string]int // per key, the batches in a row its call faulted
-	dirty    bool           // keys changed since the last commit (or the record is another revision's)
+	order    []string          // keys in the order they were quarantined
+	strikes  map[string]strike // per key, the batches in a row its call faulted
+	dirty    bool              // keys changed since the last commit (or the record is another revision's)
+}
+
+// strike counts a key's faulting batches in a row; batch is the last one's id (a v2 batch's
+// phases count once).
+type strike struct {
+	n     int
+	batch uint64
 }
 
 // maxStrikes bounds the keys whose strikes a quarantine counts: past it, the counts start
@@ -32,7 +39,7 @@ const maxStrikes = 100_000
 // loadQuarantine reads the keyspace's quarantine record: one of another revision is dropped
 // (at the next commit).
 func loadQuarantine(ks *state.Deployment, after int, revision string) (*quarantine, error) {
-	q := &quarantine{after: after, revision: revision, keys: map[string]state.QuarantinedKey{}, strikes: map[string]int{}}
+	q := &quarantine{after: after, revision: revision, keys: map[string]state.QuarantinedKey{}, strikes: map[string]strike{}}
 	rec, err := ks.Quarantine()
 	if err != nil {
 		return nil, fmt.Errorf("engine: reading the quarantine: %w", err)
@@ -57,26 +64,27 @@ func (q *quarantine) check(key []byte) error {
 	if !ok {
 		return nil
 	}
-	return fmt.Errorf("%w since processing time %d: its calls failed %d batches in a row, the last with: %s (until the next deploy)", ErrQuarantined, k.SinceMs, q.after, k.Reason)
+	return fmt.Errorf("%w since %d: %s (until the next deploy)", ErrQuarantined, k.SinceMs, k.Reason)
 }
 
 // ErrQuarantined is wrapped by the dead-letter error of a row of a quarantined key.
 var ErrQuarantined = errors.New("the key is quarantined")
 
-// outcome counts a key's call in a batch at processing time t: a fault is a strike (the
-// after'th in a row quarantines the key), anything else ends its run of strikes.
-func (q *quarantine) outcome(key []byte, err error, t int64) {
+// outcome counts a key's call in batch at processing time t: a fault is a strike (the
+// after'th batch in a row quarantines the key; the phases of one batch count once), anything
+// else ends its run of strikes.
+func (q *quarantine) outcome(key []byte, err error, t int64, batch uint64) {
 	if err == nil {
 		if len(q.strikes) > 0 {
 			delete(q.strikes, string(key))
 		}
 		return
 	}
-	q.fault(key, err, t)
+	q.fault(key, err, t, batch)
 }
 
 // fault is outcome for a failed call.
-func (q *quarantine) fault(key []byte, err error, t int64) {
+func (q *quarantine) fault(key []byte, err error, t int64, batch uint64) {
 	var f *handler.Fault
 	if !errors.As(err, &f) {
 		delete(q.strikes, string(key))
@@ -85,13 +93,17 @@ func (q *quarantine) fault(key []byte, err error, t int64) {
 	if len(q.strikes) >= maxStrikes {
 		clear(q.strikes)
 	}
-	n := q.strikes[string(key)] + 1
+	s := q.strikes[string(key)]
+	if s.n > 0 && s.batch == batch {
+		return // another phase of the same batch
+	}
+	n := s.n + 1
 	if n < q.after {
-		q.strikes[string(key)] = n
+		q.strikes[string(key)] = strike{n: n, batch: batch}
 		return
 	}
 	delete(q.strikes, string(key))
-	q.add(key, f.Err.Error(), t)
+	q.add(key, fmt.Sprintf("its calls failed as a whole %d batches in a row, the last with: %v", q.after, f.Err), t)
 }
 
 // add quarantines key with reason at processing time t (nothing when it is already).

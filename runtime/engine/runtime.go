@@ -23,6 +23,8 @@ import (
 	"os"
 
 	"github.com/tetratelabs/wazero"
+
+	"github.com/groupstate/groupstate/runtime/internal/host"
 )
 
 // Options configures a [Runtime].
@@ -76,4 +78,8 @@ func (r *Runtime) Ceilings() Ceilings { return r.ceil }
 
 // Close releases the compilation cache's in-memory part (an on-disk cache stays on disk).
 // Engines must be closed first.
-func (r *Runtime) Close(ctx context.Context) error { return r.cache.Close(ctx) }
+// It first waits for the compilations that timed out and go on in the background.
+func (r *Runtime) Close(ctx context.Context) error {
+	host.WaitCompilations()
+	return r.cache.Close(ctx)
+}

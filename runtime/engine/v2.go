@@ -217,7 +217,7 @@ func (b *batch) phase(ctx context.Context) error {
 	}
 	for i := range v.results {
 		r := &v.results[i]
-		b.e.quar.outcome(v.groups[i].Key, r.Err, b.T)
+		b.e.quar.outcome(v.groups[i].Key, r.Err, b.T, b.id)
 		if r.Err != nil {
 			if err := b.failV2(i, &v.groups[i], r.Err); err != nil {
 				return err

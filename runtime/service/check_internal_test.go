@@ -11,10 +11,22 @@ import (
 	"github.com/groupstate/groupstate/runtime/spec"
 )
 
+// checkNow checks rec as the service's loop does: check answers errChecking at once, the
+// check runs off the loop, and its result reaches the loop (checkDone), which asks again.
+func checkNow(t *testing.T, s *Service, rec registry.Record) (*revision, error) {
+	t.Helper()
+	rv, err := s.check(context.Background(), rec)
+	if !errors.Is(err, errChecking) {
+		t.Fatalf("check answered %v, %v at once; want errChecking", rv, err)
+	}
+	s.checkedOff(<-s.checkDone)
+	return s.check(context.Background(), rec)
+}
+
 // TestCheckReusesAcceptedRecord: a record check accepted is not loaded and compiled again
 // (the partitions of a deployment a runtime takes one after another), while another
 // revision of it is: with its module deleted from the registry meanwhile, the same record
-// still passes and a new revision fails.
+// still passes and a new revision fails. The loop never waits for a check (checkNow).
 func TestCheckReusesAcceptedRecord(t *testing.T) {
 	j := testutil.StartJetStream(t)
 	ctx := context.Background()
@@ -29,7 +41,7 @@ func TestCheckReusesAcceptedRecord(t *testing.T) {
 	testutil.Require(t, err)
 	rec := registry.Record{Name: "logincount", Spec: body, ModuleDigest: digest, Revision: 7}
 
-	first, err := s.check(ctx, rec)
+	first, err := checkNow(t, s, rec)
 	testutil.Require(t, err)
 	modules, err := j.JS.ObjectStore(ctx, registry.ModulesBucket)
 	testutil.Require(t, err)
@@ -42,7 +54,7 @@ func TestCheckReusesAcceptedRecord(t *testing.T) {
 	}
 	next := rec
 	next.Revision = 8
-	if _, err := s.check(ctx, next); !errors.Is(err, registry.ErrNotFound) {
+	if _, err := checkNow(t, s, next); !errors.Is(err, registry.ErrNotFound) {
 		t.Fatalf("a new revision without its module: err = %v, want natsio.ErrNotFound", err)
 	}
 }

@@ -102,6 +102,10 @@ type Service struct {
 	// record is the same (the partitions a runtime takes one after another, its placement
 	// checks). Only the service's loop uses it.
 	checked map[string]*revision
+	// checks are the checks running off the loop, or their refusals not answered yet, and
+	// checkDone where they end (see check). Only the service's loop uses checks.
+	checks    map[string]checkResult
+	checkDone chan checkResult
 }
 
 // New opens the state store and the registry.
@@ -134,7 +138,7 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg, leases: leases,
-		runners: map[string]*runner{}, standbys: map[string]*standby{}, ensured: map[string]string{}, starting: map[string]bool{}, checked: map[string]*revision{}, storeFailed: make(chan struct{}, 1),
+		runners: map[string]*runner{}, standbys: map[string]*standby{}, ensured: map[string]string{}, starting: map[string]bool{}, checked: map[string]*revision{}, checks: map[string]checkResult{}, checkDone: make(chan checkResult), storeFailed: make(chan struct{}, 1),
 		retry: make(chan registry.Record, 16), startFailed: make(chan startFailure, 16), backoff: map[string]time.Duration{}}
 	if s.store, err = s.openStore(); err != nil {
 		rt.Close(ctx)
@@ -246,6 +250,7 @@ func (s *Service) Run(ctx context.Context) error {
 				delete(records, name)
 				delete(s.backoff, name)
 				delete(s.checked, name)
+				delete(s.checks, name)
 				s.undeploy(name)
 				continue
 			}
@@ -255,6 +260,11 @@ func (s *Service) Run(ctx context.Context) error {
 		case rec := <-s.retry:
 			if cur, ok := records[rec.Name]; ok && cur.Revision == rec.Revision {
 				s.apply(ctx, rec)
+			}
+		case c := <-s.checkDone:
+			s.checkedOff(c)
+			if cur, ok := records[c.rec.Name]; ok && cur.Revision == c.rec.Revision {
+				s.apply(ctx, cur)
 			}
 		case f := <-s.startFailed:
 			if cur, ok := records[f.rec.Name]; ok && cur.Revision == f.rec.Revision {
@@ -331,6 +341,9 @@ func (s *Service) apply(ctx context.Context, rec registry.Record) {
 // false then.
 func (s *Service) checkOrReport(ctx context.Context, rec registry.Record, old *runner) (rv *revision, ok bool) {
 	rv, err := s.check(ctx, rec)
+	if errors.Is(err, errChecking) {
+		return nil, false // the loop applies rec again when its check is done
+	}
 	if err != nil {
 		s.logger.Error("deployment refused", "deployment", rec.Name, "err", err)
 		if old != nil && !old.failed() {
@@ -404,7 +417,8 @@ func (s *Service) reportIfOrphaned(ctx context.Context, rec registry.Record, own
 // permanent tells whether a deployment failed to start for a reason that only a new deploy
 // can fix (as opposed to NATS being unreachable for a moment).
 func permanent(err error) bool {
-	return errors.Is(err, spec.ErrInvalidSpec) || errors.Is(err, engine.ErrInvalidModule) || errors.Is(err, engine.ErrABIVersion) || errors.Is(err, engine.ErrModuleInit) || errors.Is(err, natsio.ErrAvoidedStream) || errors.Is(err, changelog.ErrInputsChanged)
+	return errors.Is(err, spec.ErrInvalidSpec) || errors.Is(err, engine.ErrInvalidModule) || errors.Is(err, engine.ErrABIVersion) || errors.Is(err, engine.ErrModuleInit) || errors.Is(err, natsio.ErrAvoidedStream) || errors.Is(err, changelog.ErrInputsChanged) ||
+		errors.Is(err, engine.ErrLoadLimit) || errors.Is(err, engine.ErrCeiling)
 }
 
 // retryLater starts rec again after a backoff that doubles per failure, up to a minute.

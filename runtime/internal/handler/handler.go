@@ -81,8 +81,8 @@ func (f *Fault) Unwrap() error { return f.Err }
 type isolationKey struct{}
 
 // WithIsolation returns a context under which a Handler runs the groups of a call one at a
-// time, each alone in a guest call of its own, calling before with the group's key first (an
-// error from it ends the call with that error). The engine isolates a batch this way when it
+// time, each alone in a guest call of its own, calling before with the group's key first, and
+// with nil after the last (an error from it ends the call with that error). The engine isolates a batch this way when it
 // was started several times without committing (a crash that no error reported), so the
 // key that brings the process down is known.
 func WithIsolation(ctx context.Context, before func(key []byte) error) context.Context {

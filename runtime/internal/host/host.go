@@ -52,9 +52,10 @@ type Limits struct {
 	// guest call, and during one instance's initialization; the rest of that call's output is
 	// dropped, and one line says so. Default [DefaultLogBytesPerCall] (256 KiB).
 	LogBytesPerCall int
-	// OutputBytesPerBatch caps the bytes one Process or ProcessV2 call's groups emit, all
-	// calls together: a group whose emits would take the total past it fails with
-	// [ErrOutputLimit] (dead-lettered) instead. Default [DefaultOutputBytesPerBatch] (256 MiB).
+	// OutputBytesPerBatch caps the bytes one Process or ProcessV2 call's groups emit (and,
+	// ABI v1, store as their state), all calls together: a group whose results would take the
+	// total past it fails with [ErrOutputLimit] (dead-lettered) instead. Default
+	// [DefaultOutputBytesPerBatch] (256 MiB).
 	OutputBytesPerBatch int64
 	// StateBytesPerCall and StateBytesPerBatch cap the ABI v2 state writes (the bytes of the
 	// state requests and of the ops in the results) of one guest call and of one ProcessV2:
@@ -198,7 +199,9 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	rt := wazero.NewRuntimeWithConfig(ctx, rc)
 	h.rt = rt
 	if err := h.setup(ctx); err != nil {
-		_ = rt.Close(ctx)
+		if !errors.Is(err, errAbandoned) { // else the abandoned compilation closes rt
+			_ = rt.Close(ctx)
+		}
 		return nil, err
 	}
 	h.pool = make(chan *instance, lim.Instances)
@@ -246,54 +249,107 @@ func (h *Host) setup(ctx context.Context) error {
 
 // compile compiles wasm within timeout. wazero's compiler cannot be interrupted: past the
 // timeout the compilation goes on in the background (the loading limits bound how long), and
-// its result is dropped; the caller gets ErrLoadLimit at once. Compilations run one at a
-// time per process (compileSlot), so modules that take the compiler long never hold more
-// than one core.
+// its result is dropped; the caller gets ErrLoadLimit at once. At most two compilations run
+// at a time per process (compileSlots), so modules that take the compiler long hold two cores
+// at most, and one slow module leaves room for another deployment's.
 func compile(ctx context.Context, rt wazero.Runtime, wasm []byte, timeout time.Duration) (wazero.CompiledModule, error) {
 	type result struct {
 		cm  wazero.CompiledModule
 		err error
 	}
 	done := make(chan result, 1)
-	timer := time.NewTimer(timeout)
-	defer timer.Stop()
+	wait := time.NewTimer(timeout)
+	defer wait.Stop()
 	select {
-	case compileSlot <- struct{}{}:
-	case <-timer.C:
-		return nil, fmt.Errorf("%w: waited %s for another module's compilation to finish; the compile timeout is %s", ErrLoadLimit, timeout, timeout)
+	case compileSlots <- struct{}{}:
+	case <-wait.C:
+		return nil, fmt.Errorf("%w: waited %s for other modules' compilations to finish", ErrCompileTimeout, timeout)
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+	compiling.Add(1)
 	go func() {
-		defer func() { <-compileSlot }()
+		defer func() { <-compileSlots }()
 		cm, err := rt.CompileModule(context.WithoutCancel(ctx), wasm)
 		done <- result{cm, err}
 	}()
+	// abandon leaves the compilation to end in the background: what it makes is closed, and
+	// then the runtime, which must outlive it (wazero's engine must not be closed under a
+	// compilation); the caller does not close rt.
+	abandon := func() {
+		go func() {
+			defer compiling.Done()
+			if r := <-done; r.err == nil {
+				_ = r.cm.Close(context.Background())
+			}
+			_ = rt.Close(context.Background())
+		}()
+	}
+	limit := time.NewTimer(timeout) // the compilation's own time, apart from the wait for a slot
+	defer limit.Stop()
 	select {
 	case r := <-done:
+		compiling.Done()
 		if r.err != nil {
 			return nil, fmt.Errorf("%w: %v", ErrInvalidModule, r.err)
 		}
 		return r.cm, nil
-	case <-timer.C:
-		go func() { // close what the abandoned compilation makes
-			if r := <-done; r.err == nil {
-				_ = r.cm.Close(context.Background())
-			}
-		}()
-		return nil, fmt.Errorf("%w: compiling the module took longer than the compile timeout of %s", ErrLoadLimit, timeout)
+	case <-limit.C:
+		abandon()
+		return nil, fmt.Errorf("%w: compiling the module took longer than %s: %w", ErrCompileTimeout, timeout, errAbandoned)
 	case <-ctx.Done():
-		go func() {
-			if r := <-done; r.err == nil {
-				_ = r.cm.Close(context.Background())
-			}
-		}()
-		return nil, ctx.Err()
+		abandon()
+		return nil, fmt.Errorf("%w: %w", ctx.Err(), errAbandoned)
 	}
 }
 
-// compileSlot lets one module compile at a time in the process.
-var compileSlot = make(chan struct{}, 1)
+// errAbandoned marks the error of a compile that goes on in the background, which closes the
+// wazero runtime when it ends.
+var errAbandoned = errors.New("the compilation goes on in the background")
+
+// compiling counts the compilations in progress, abandoned ones included (WaitCompilations).
+var compiling counter
+
+// counter is a count that can be waited for to reach zero, however often it does.
+type counter struct {
+	mu   sync.Mutex
+	n    int
+	zero *sync.Cond
+}
+
+func (c *counter) Add(d int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.zero == nil {
+		c.zero = sync.NewCond(&c.mu)
+	}
+	if c.n += d; c.n == 0 {
+		c.zero.Broadcast()
+	}
+}
+
+func (c *counter) Done() { c.Add(-1) }
+
+func (c *counter) wait() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.n > 0 {
+		c.zero.Wait()
+	}
+}
+
+// WaitCompilations waits until no compilation runs in the process: call it before closing a
+// compilation cache that abandoned compilations may still be writing to.
+func WaitCompilations() { compiling.wait() }
+
+// ErrCompileTimeout is the error of a module whose compilation did not end within the
+// compile timeout (LoadLimits.CompileTimeout), or that waited that long for a compilation
+// slot. Unlike ErrLoadLimit it may pass on a quieter machine, and the compilation that went on
+// in the background fills the compilation cache for the next attempt.
+var ErrCompileTimeout = errors.New("runtime: module compilation timed out")
+
+// compileSlots lets two modules compile at a time in the process.
+var compileSlots = make(chan struct{}, 2)
 
 // Process implements handler.Handler: it cuts the call into chunks and runs them on pooled
 // instances in parallel, their retries within Limits.RetryTimeout. It returns an error only
@@ -312,7 +368,7 @@ func (h *Host) Process(ctx context.Context, call *handler.Call, results []handle
 				return err
 			}
 		}
-		return nil
+		return before(nil) // no group runs any more
 	}
 	chunks := h.chunks(call)
 	if len(chunks) == 1 {
@@ -386,7 +442,7 @@ func (h *Host) runChunk(ctx context.Context, budget *retryBudget, call *handler.
 		}
 		for i := lo; i < hi; i++ {
 			if r := &res[i]; r.Err == nil {
-				if err := out.take(emitted(r.Emits)); err != nil {
+				if err := out.take(emitted(r.Emits) + int64(len(r.State))); err != nil {
 					*r = handler.Result{Err: err}
 				}
 			}
@@ -403,13 +459,13 @@ func (h *Host) runChunk(ctx context.Context, budget *retryBudget, call *handler.
 // not run again.
 //
 // When the guest said which group it was running when the call failed (a suspect), the
-// suspect runs again alone, and the groups before and after it run again together, each of
-// the three in a call of its own (at once when parallel): a suspect that fails alone is the
-// culprit, and no other group is blamed for it; a suspect that succeeds alone was innocent (a
-// call of many slow groups that overran its time limit, say) and its result stands. Pinned
-// this way, every failed call settles at least one group, so a batch with k culprits costs
-// at most about 2k failed calls, whatever Limits.RetryTimeout says, and no healthy group is
-// ever failed for another's fault.
+// suspect runs again alone, the groups before it together, and the groups after it (which
+// did not run) together, split over the other instances when parallel; all at once when
+// parallel. A suspect that fails alone is the culprit, and no other group is blamed for it; a
+// suspect that succeeds alone was innocent (a call of many slow groups that overran its time
+// limit, say) and its result stands. Pinned this way, every failed call settles at least one
+// group, so a batch with k culprits costs at most about 2k failed calls, whatever
+// Limits.RetryTimeout says, and no healthy group is ever failed for another's fault.
 //
 // When the guest did not say (a module that announces no groups, or a failure outside any
 // group), retryAlone runs the groups again one by one, within budget.
@@ -431,8 +487,17 @@ func (h *Host) settle(ctx context.Context, budget *retryBudget, lo, hi int, err 
 	if lo < c {
 		spans = append(spans, span{lo, c})
 	}
-	if c+1 < hi {
-		spans = append(spans, span{c + 1, hi})
+	// The groups after the suspect have not run: with instances to spare, they run in as many
+	// parts, so that several hostile keys among them are found at once, not one after another.
+	parts := 1
+	if parallel {
+		parts = max(1, min(h.cfg.Limits.Instances-1, hi-c-1))
+	}
+	for k := range parts {
+		a, b := c+1+(hi-c-1)*k/parts, c+1+(hi-c-1)*(k+1)/parts
+		if a < b {
+			spans = append(spans, span{a, b})
+		}
 	}
 	errs := make([]error, len(spans))
 	one := func(i int) {
@@ -514,7 +579,7 @@ func (b *outputBudget) take(n int64) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.used+n > b.limit {
-		return fmt.Errorf("%w: its outputs (%d bytes) would take the batch's past the limit of %d bytes (serve --max-batch-output)", ErrOutputLimit, n, b.limit)
+		return fmt.Errorf("%w: its outputs and state (%d bytes) would take the batch's past the limit of %d bytes (serve --max-batch-output)", ErrOutputLimit, n, b.limit)
 	}
 	b.used += n
 	return nil
@@ -537,11 +602,13 @@ func emitted(emits [][]byte) int64 {
 }
 
 // pinned is the error of the groups of a call of n groups that failed as a whole with err:
-// a handler.Fault when the call ran one group alone (the failure is that group's), err
-// itself otherwise (the groups are to be retried). A canceled call is nobody's fault.
+// a handler.Fault when the guest call ran one group alone (the failure is that group's), err
+// itself otherwise (the groups are to be retried). A canceled call, or one that never
+// reached the guest, is nobody's fault.
 func pinned(err error, n int) error {
-	if n != 1 || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
+	var f *callFailure
+	if n != 1 || !errors.As(err, &f) || errors.Is(err, context.Canceled) {
+		return err // not a guest call's failure: an instance that could not start, a closed host
 	}
 	return &handler.Fault{Err: err}
 }

@@ -317,8 +317,9 @@ func TestInstrumentBulkMemory(t *testing.T) {
 	}
 	wasm := ins.wasm
 	// Each loop, and nothing else, got a check right after its block type. The module has no
-	// globals of its own, so the added stop flag is global 0 and the counter global 1.
-	check := check(0, 1)
+	// globals of its own, so the added counter is global 1; its three functions come before
+	// the slow path the checks call, function 3.
+	check := check(1, 3)
 	for _, f := range m.funcs {
 		var want []byte
 		rest := f.body

@@ -112,6 +112,13 @@ func (w *logWriter) firstLine() string {
 
 func (w *logWriter) Write(p []byte) (int, error) {
 	if !w.in.logs.take(len(p)) {
+		// Dropped; but the first line of a call's stderr still goes into its error message.
+		w.mu.Lock()
+		if w.inCall && w.first == "" {
+			line, _, _ := bytes.Cut(p[:min(len(p), 4096)], []byte("\n"))
+			w.noteFirst(line)
+		}
+		w.mu.Unlock()
 		return len(p), nil
 	}
 	w.mu.Lock()
@@ -142,13 +149,20 @@ func (w *logWriter) flush() {
 }
 
 func (w *logWriter) emit(line []byte) {
-	if w.inCall && w.first == "" && len(bytes.TrimSpace(line)) > 0 {
-		w.first = string(bytes.TrimSpace(line))
+	if w.inCall && w.first == "" {
+		w.noteFirst(line)
+	}
+	w.in.logger.Info(string(line), "stream", w.stream, "key", w.in.current.Load().key())
+}
+
+// noteFirst keeps line as the call's first line, when it is not blank (w.mu held).
+func (w *logWriter) noteFirst(line []byte) {
+	if t := bytes.TrimSpace(line); len(t) > 0 {
+		w.first = string(t)
 		if len(w.first) > 200 {
 			w.first = w.first[:200] + "..."
 		}
 	}
-	w.in.logger.Info(string(line), "stream", w.stream, "key", w.in.current.Load().key())
 }
 
 // beginV2 is group_begin of a v2 call: group i becomes the group whose state requests are

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -131,6 +132,14 @@ func TestHostileModules(t *testing.T) {
 			defer h.Close(context.Background())
 			keys := []string{"a", "x1", "b", "x2", "c"}
 			failed := map[string]string{}
+			// outcome records key i's result: its error, or its emits, which must be {"ok":true}.
+			outcome := func(i int, err error, emits [][]byte) {
+				if err != nil {
+					failed[keys[i]] = err.Error()
+				} else if len(emits) != 1 || string(emits[0]) != `{"ok":true}` {
+					t.Errorf("%s: emits %q", keys[i], emits)
+				}
+			}
 			start = time.Now()
 			if m.ABI == 2 {
 				call := &handler.CallV2{ProcessingTimeMs: 1000}
@@ -142,11 +151,7 @@ func TestHostileModules(t *testing.T) {
 					t.Fatal(err)
 				}
 				for i, r := range res {
-					if r.Err != nil {
-						failed[keys[i]] = r.Err.Error()
-					} else if len(r.Emits) != 1 || string(r.Emits[0]) != `{"ok":true}` {
-						t.Errorf("%s: emits %q", keys[i], r.Emits)
-					}
+					outcome(i, r.Err, r.Emits)
 				}
 			} else {
 				call := &handler.Call{ProcessingTimeMs: 1000}
@@ -158,11 +163,7 @@ func TestHostileModules(t *testing.T) {
 					t.Fatal(err)
 				}
 				for i, r := range res {
-					if r.Err != nil {
-						failed[keys[i]] = r.Err.Error()
-					} else if len(r.Emits) != 1 || string(r.Emits[0]) != `{"ok":true}` {
-						t.Errorf("%s: emits %q", keys[i], r.Emits)
-					}
+					outcome(i, r.Err, r.Emits)
 				}
 			}
 			took := time.Since(start)
@@ -282,4 +283,24 @@ func TestLoopingKeysAnonymous(t *testing.T) {
 	if stopped == 0 || took > 3*time.Second {
 		t.Errorf("%d keys stopped by the budget after %v; want some, within the call timeout and the budget", stopped, took)
 	}
+}
+
+// TestCompileTimeout: a module whose compilation takes longer than LoadLimits.CompileTimeout
+// is refused at once with ErrCompileTimeout; its compilation ends in the background, which
+// then closes what it made (WaitCompilations waits for it), without a panic or a leak of the
+// caller's time.
+func TestCompileTimeout(t *testing.T) {
+	cfg := testConfig(hostile.SlowCompile(10_000).Wasm())
+	cfg.Load.CompileTimeout = 50 * time.Millisecond
+	start := time.Now()
+	h, err := New(context.Background(), cfg)
+	if err == nil {
+		h.Close(context.Background())
+		t.Fatal("module accepted")
+	}
+	if !errors.Is(err, ErrCompileTimeout) || time.Since(start) > time.Second {
+		t.Fatalf("err = %v after %v; want ErrCompileTimeout at once", err, time.Since(start))
+	}
+	WaitCompilations()
+	t.Logf("refused in %v; the compilation ended in the background after %v", err, time.Since(start))
 }

@@ -91,6 +91,9 @@ func (c *callState) key() string {
 func (c *callState) refuse(i int, err error) {
 	if i >= 0 && i < len(c.refused) && c.refused[i] == nil {
 		c.refused[i] = &handler.GroupError{Message: "state request refused: " + err.Error()}
+		if c.state != nil {
+			c.state.drop(i)
+		}
 	}
 }
 
@@ -261,6 +264,9 @@ func (in *instance) call(ctx context.Context, fn api.Function, size int, maxResu
 // wrote to stderr in the call, means the instance is no longer usable.
 func (in *instance) runProcess(ctx context.Context, cs *callState, size int, encode func([]byte) []byte, lim Limits) ([]byte, error) {
 	cs.group.Store(-1)
+	if in.cell != 0 {
+		in.mem.WriteUint32Le(in.cell, 0xFFFFFFFF) // no group yet: a failure before the first is no group's
+	}
 	in.current.Store(cs)
 	defer in.current.Store(nil)
 	cctx, cancel := context.WithTimeout(context.WithValue(context.WithValue(ctx, callStateKey{}, cs), instanceKey{}, in), lim.CallTimeout)

@@ -3,6 +3,7 @@ package host
 import (
 	"errors"
 	"fmt"
+	"slices"
 )
 
 // Interrupting guest code.
@@ -74,6 +75,7 @@ func instrument(wasm []byte, lim LoadLimits) (res instrumented, err error) {
 	}
 	g := globals{stop: m.importedGlobals + m.globals}
 	g.counter, g.stack = g.stop+1, g.stop+2
+	g.slow = m.importedFuncs + uint32(len(m.params))   // appended after the module's functions
 	newGlobals := []byte{0x7f, 0x01, 0x41, 0x00, 0x0b} // stop: i32, mutable, i32.const 0, end
 	newGlobals = append(newGlobals, 0x7f, 0x01, 0x41)  // counter: i32, mutable, i32.const N, end
 	newGlobals = appendSleb(newGlobals, fuelPerYield)
@@ -105,6 +107,14 @@ func instrument(wasm []byte, lim LoadLimits) (res instrumented, err error) {
 			continue // exported instead (StartExport)
 		case sectionTable:
 			s.content = clampTables(s.content, lim.TableElements)
+		case sectionType: // the slow path's type, [] -> [], last
+			r := &wreader{b: s.content}
+			n := r.u32()
+			s.content = append(append(appendU32(nil, n+1), s.content[r.off:]...), 0x60, 0x00, 0x00)
+		case sectionFunction: // the slow path, last (a module without functions gets one below)
+			r := &wreader{b: s.content}
+			n := r.u32()
+			s.content = appendU32(append(appendU32(nil, n+1), s.content[r.off:]...), m.types)
 		case sectionCode:
 			s.content, err = instrumentCode(s.content, m, g, lim)
 			if err != nil {
@@ -118,6 +128,21 @@ func instrument(wasm []byte, lim LoadLimits) (res instrumented, err error) {
 	}
 	if !m.hasExports {
 		out = insertSection(out, section{sectionExport, append(appendU32(nil, nNewExports), newExports...)})
+	}
+	// A module without a type, function or code section gets one holding the slow path's
+	// (the cases above added it to those it has).
+	has := func(id byte) bool {
+		return slices.ContainsFunc(out, func(s section) bool { return s.id == id })
+	}
+	if !has(sectionType) {
+		out = insertSection(out, section{sectionType, []byte{0x01, 0x60, 0x00, 0x00}})
+	}
+	if !has(sectionFunction) {
+		out = insertSection(out, section{sectionFunction, appendU32([]byte{0x01}, m.types)})
+	}
+	if !has(sectionCode) {
+		slow := slowPath(g.stop, g.counter)
+		out = insertSection(out, section{sectionCode, append(appendU32([]byte{0x01}, uint32(len(slow))), slow...)})
 	}
 	w := append([]byte(nil), wasm[:8]...)
 	for _, s := range out {
@@ -160,24 +185,33 @@ func clampTables(content []byte, limit uint32) []byte {
 const fuelPerYield int64 = 1 << 16
 
 // check is inserted at the start of every loop body and at the entry of every function that
-// calls another: count down, and every fuelPerYield passes leave compiled code (memory.grow 0
-// returns to the Go side of wazero, where the Go scheduler and garbage collector can stop the
-// goroutine), then trap if the stop flag is set.
-func check(stop, counter uint32) []byte {
+// calls another: count down, and every fuelPerYield passes call the slow path (slowPath). It
+// is one `if` around one call, so that the compiler, whose time grows with a function's
+// blocks, pays little for it.
+func check(counter, slow uint32) []byte {
 	g := func(op byte, idx uint32) []byte { return append([]byte{op}, appendU32(nil, idx)...) }
 	var c []byte
-	c = append(c, g(0x23, counter)...)    // global.get counter
-	c = append(c, 0x41, 0x01, 0x6b)       // i32.const 1; i32.sub
+	c = append(c, g(0x23, counter)...) // global.get counter
+	c = append(c, 0x41, 0x01, 0x6b)    // i32.const 1; i32.sub
+	c = append(c, g(0x24, counter)...) // global.set counter
+	c = append(c, g(0x23, counter)...) // global.get counter
+	c = append(c, 0x45, 0x04, 0x40)    // i32.eqz; if
+	c = append(c, g(0x10, slow)...)    //   call slow
+	return append(c, 0x0b)             // end
+}
+
+// slowPath is the body of the function the checks call every fuelPerYield passes: reset the
+// counter, leave compiled code (memory.grow 0 returns to the Go side of wazero, where the Go
+// scheduler and garbage collector can stop the goroutine), then trap if the stop flag is set.
+func slowPath(stop, counter uint32) []byte {
+	g := func(op byte, idx uint32) []byte { return append([]byte{op}, appendU32(nil, idx)...) }
+	c := []byte{0x00, 0x41} // no locals; i32.const N
+	c = appendSleb(c, fuelPerYield)
 	c = append(c, g(0x24, counter)...)    // global.set counter
-	c = append(c, g(0x23, counter)...)    // global.get counter
-	c = append(c, 0x45, 0x04, 0x40)       // i32.eqz; if
-	c = append(c, 0x41)                   //   i32.const N
-	c = appendSleb(c, fuelPerYield)       //
-	c = append(c, g(0x24, counter)...)    //   global.set counter
-	c = append(c, 0x41, 0x00)             //   i32.const 0
-	c = append(c, 0x40, 0x00, 0x1a)       //   memory.grow 0; drop
-	c = append(c, g(0x23, stop)...)       //   global.get stop
-	c = append(c, 0x04, 0x40, 0x00, 0x0b) //   if unreachable end
+	c = append(c, 0x41, 0x00)             // i32.const 0
+	c = append(c, 0x40, 0x00, 0x1a)       // memory.grow 0; drop
+	c = append(c, g(0x23, stop)...)       // global.get stop
+	c = append(c, 0x04, 0x40, 0x00, 0x0b) // if unreachable end
 	return append(c, 0x0b)                // end
 }
 
@@ -185,6 +219,7 @@ func check(stop, counter uint32) []byte {
 type globals struct {
 	stop, counter uint32
 	stack         uint32 // the estimate of the call stack's size
+	slow          uint32 // the function of slowPath
 }
 
 // instrumentCode rewrites the code section: each body gets check at its loop headers, and at
@@ -198,8 +233,8 @@ func instrumentCode(content []byte, m declarations, g globals, lim LoadLimits) (
 	if int(n) != len(m.params) {
 		return nil, fmt.Errorf("%w: %d function bodies for %d functions", ErrInvalidModule, n, len(m.params))
 	}
-	out := appendU32(nil, n)
-	chk := check(g.stop, g.counter)
+	out := appendU32(nil, n+1) // and the slow path, last
+	chk := check(g.counter, g.slow)
 	var body []byte
 	var work int64 // the sum of the squares of the functions' branches
 	for i := range n {
@@ -213,6 +248,7 @@ func instrumentCode(content []byte, m declarations, g globals, lim LoadLimits) (
 		body = body[:0]
 		start := fr.off
 		groups := fr.u32()
+		groupsEnd := fr.off // the groups' count may be written in more bytes than it needs
 		var locals uint64
 		for range groups {
 			locals += uint64(fr.u32())
@@ -233,14 +269,14 @@ func instrumentCode(content []byte, m declarations, g globals, lim LoadLimits) (
 			from := fr.off
 			op := fr.byte()
 			switch op {
-			case 0x02, 0x03, 0x04, 0x06: // block loop if try
+			case 0x02, 0x03, 0x04: // block loop if
 				depth++
 				if depth > lim.Nesting {
 					return nil, lim.exceeded(fmt.Sprintf("function %d nests blocks %%d deep", fn), depth, "block nesting", lim.Nesting)
 				}
 			case 0x0b: // end
 				depth--
-			case 0x10, 0x11, 0x12, 0x13: // call call_indirect return_call return_call_indirect
+			case 0x10, 0x11: // call call_indirect
 				calls = true
 			}
 			targets, err := skipImmediates(fr, op)
@@ -252,9 +288,6 @@ func instrumentCode(content []byte, m declarations, g globals, lim LoadLimits) (
 				return nil, lim.exceeded(fmt.Sprintf("function %d has %%d branches", fn), branches, "branches per function", lim.Branches)
 			}
 			switch op {
-			case 0x12, 0x13: // a tail call replaces the frame: release it first
-				body = append(body, fl.release()...)
-				body = append(body, fr.b[from:fr.off]...)
 			case 0x10, 0x11: // after a call, the stack is this frame's again
 				body = append(body, fr.b[from:fr.off]...)
 				body = append(body, fl.restore()...)
@@ -269,12 +302,12 @@ func instrumentCode(content []byte, m declarations, g globals, lim LoadLimits) (
 			return nil, fmt.Errorf("%w: function %d: unbalanced blocks", ErrInvalidModule, fn)
 		}
 		if work += int64(branches) * int64(branches); work > lim.BranchWork {
-			return nil, fmt.Errorf("%w: the module's functions have more than %d branch work (the sum of the squares of each function's branches, which the compiler's time follows); the branch work limit is %d", ErrLoadLimit, lim.BranchWork, lim.BranchWork)
+			return nil, fmt.Errorf("%w: the module's functions up to function %d have %d branch work (the sum of the squares of each function's branches, a loop counting %d, which the compiler's time follows); the branch work limit is %d", ErrLoadLimit, fn, work, loopWeight, lim.BranchWork)
 		}
 		if calls {
 			prologue := append(append([]byte(nil), chk...), fl.enter()...)
 			head := appendU32(nil, groups+1) // the locals with the frame's
-			head = append(head, body[localsAt+len(appendU32(nil, groups)):entry]...)
+			head = append(head, body[localsAt+(groupsEnd-start):entry]...)
 			head = append(head, 0x01, 0x7f)
 			body = append(append(append(body[:0:0], body[:localsAt]...), head...), append(prologue, body[entry:]...)...)
 		}
@@ -282,13 +315,16 @@ func instrumentCode(content []byte, m declarations, g globals, lim LoadLimits) (
 		out = appendU32(out, uint32(len(body)))
 		out = append(out, body...)
 	}
-	return out, nil
+	slow := slowPath(g.stop, g.counter)
+	out = appendU32(out, uint32(len(slow)))
+	return append(out, slow...), nil
 }
 
 // frame is how a body that calls others counts its frame into the stack estimate: at entry
 // it adds weight to the global stack, keeps the result in its local, and traps when that
 // passes limit; after each call it sets the global back to its local (however the callee
-// left it), and before a tail call it takes its weight off again.
+// left it). (Tail calls, which would need the weight taken off first, are refused: wazero
+// does not run them by default.)
 type frame struct {
 	local, stack  uint32
 	weight, limit int32
@@ -315,25 +351,23 @@ func (f frame) restore() []byte {
 	return appendU32(c, f.stack)
 }
 
-func (f frame) release() []byte {
-	c := append([]byte{0x20}, appendU32(nil, f.local)...) // local.get
-	c = append(c, 0x41)                                   // i32.const weight
-	c = appendSleb(c, int64(f.weight))
-	c = append(c, 0x6b, 0x24) // i32.sub; global.set stack
-	return appendU32(c, f.stack)
-}
+// loopWeight is what a loop counts among a function's branches (LoadLimits.Branches): the
+// loop and its check's if and call, which the compiler's time grows with as with branches.
+const loopWeight = 3
 
-// skipImmediates advances r past the immediates of op and returns how many branch targets the
-// instruction has (br, br_if and if one, br_table its table's).
+// skipImmediates advances r past the immediates of op and returns what the instruction counts
+// among the function's branches (br, br_if and if one, br_table its table's targets, a loop
+// loopWeight).
 func skipImmediates(r *wreader, op byte) (branches int, err error) {
 	switch {
-	case op == 0x02 || op == 0x03 || op == 0x06: // block loop try
+	case op == 0x02: // block
 		r.blockType()
+	case op == 0x03: // loop: its check adds an if and a call, which cost the compiler too
+		r.blockType()
+		return loopWeight, nil
 	case op == 0x04: // if
 		r.blockType()
 		return 1, nil
-	case op == 0x07 || op == 0x08 || op == 0x09 || op == 0x18: // catch throw rethrow delegate
-		r.u32()
 	case op == 0x0c || op == 0x0d: // br br_if
 		r.u32()
 		return 1, nil
@@ -343,9 +377,9 @@ func skipImmediates(r *wreader, op byte) (branches int, err error) {
 			r.u32()
 		}
 		return int(n) + 1, nil
-	case op == 0x10 || op == 0x12: // call return_call
+	case op == 0x10: // call
 		r.u32()
-	case op == 0x11 || op == 0x13: // call_indirect return_call_indirect
+	case op == 0x11: // call_indirect
 		r.u32()
 		r.u32()
 	case op == 0x1c: // select t*
@@ -405,11 +439,13 @@ func skipImmediates(r *wreader, op byte) (branches int, err error) {
 		default:
 			return 0, fmt.Errorf("%w (0xfd %d)", errUnknownInstruction, sub)
 		}
-	case op <= 0x01 || op == 0x05 || op == 0x0b || op == 0x0f || op == 0x19 || op == 0x1a || op == 0x1b ||
+	case op <= 0x01 || op == 0x05 || op == 0x0b || op == 0x0f || op == 0x1a || op == 0x1b ||
 		(op >= 0x45 && op <= 0xc4) || op == 0xd1:
 		// no immediates
 	default:
-		return 0, fmt.Errorf("%w (%#x)", errUnknownInstruction, op) // threads (0xfe), GC and the rest
+		// Exceptions (0x06-0x09, 0x18, 0x19), tail calls (0x12, 0x13), threads (0xfe), GC and
+		// the rest: wazero runs none of them by default.
+		return 0, fmt.Errorf("%w (%#x)", errUnknownInstruction, op)
 	}
 	return 0, nil
 }

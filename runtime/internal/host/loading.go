@@ -28,8 +28,8 @@ type LoadLimits struct {
 	Nesting int
 	// Branches caps the branch targets of one function (one per br, br_if and if, a
 	// br_table's table size plus one). wazero's compiler takes time that grows with the
-	// square of a function's branches (20,000 br_if in one function take 7.5 s on a 2-core
-	// Xeon), so Branches bounds one function and BranchWork, the sum over the functions of
+	// square of a function's branches (20,000 br_if in one function take 7.5 s on a 2-core AMD
+	// EPYC), so Branches bounds one function and BranchWork, the sum over the functions of
 	// the square of their branches, the module. Defaults 30,000 and 1,000,000,000 (about
 	// 20 s of compilation on that machine; the Go SDK's modules have at most 1,632 branches
 	// in a function and about 30,000,000 of work).
@@ -114,6 +114,8 @@ type declarations struct {
 	hasStart                       bool
 	start                          uint32   // the start function, when hasStart
 	params                         []uint32 // per defined function, its parameter count
+	types                          uint32   // types declared
+	hasMemory                      bool     // the module defines or imports a memory
 }
 
 // scanDeclarations checks every section but the code against lim and returns what the
@@ -129,6 +131,8 @@ func scanDeclarations(sections []section, lim LoadLimits) (declarations, error) 
 	}
 	funcs := 0
 	var typeParams []uint32 // per type, its parameter count
+	var typeEmpty []bool    // per type, whether it is [] -> []
+	var funcEmpty []bool    // per function (imported, then defined), whether its type is [] -> []
 	for _, s := range sections {
 		r := &wreader{b: s.content}
 		switch s.id {
@@ -137,6 +141,7 @@ func scanDeclarations(sections []section, lim LoadLimits) (declarations, error) 
 			if err != nil {
 				return d, err
 			}
+			d.types = n
 			for range n {
 				if form := r.byte(); form != 0x60 {
 					return d, fmt.Errorf("%w: a type of form %#x (only function types are supported)", ErrInvalidModule, form)
@@ -150,6 +155,7 @@ func scanDeclarations(sections []section, lim LoadLimits) (declarations, error) 
 					r.byte()
 				}
 				typeParams = append(typeParams, params)
+				typeEmpty = append(typeEmpty, params == 0 && results == 0)
 			}
 		case sectionImport:
 			n, err := count(r, "imports", lim.Functions+lim.Globals)
@@ -161,13 +167,15 @@ func scanDeclarations(sections []section, lim LoadLimits) (declarations, error) 
 				r.name()
 				switch kind := r.byte(); kind {
 				case 0x00: // func
-					r.u32()
+					t := r.u32()
+					funcEmpty = append(funcEmpty, int(t) < len(typeEmpty) && typeEmpty[t])
 					d.importedFuncs++
 				case 0x01: // table
 					r.byte()
 					r.limits()
 				case 0x02: // memory
 					r.limits()
+					d.hasMemory = true
 				case 0x03: // global
 					r.byte()
 					r.byte()
@@ -192,6 +200,7 @@ func scanDeclarations(sections []section, lim LoadLimits) (declarations, error) 
 					return d, fmt.Errorf("%w: a function of type %d, which the module does not declare", ErrInvalidModule, t)
 				}
 				d.params = append(d.params, typeParams[t])
+				funcEmpty = append(funcEmpty, typeEmpty[t])
 			}
 		case sectionTable:
 			n := r.u32()
@@ -221,6 +230,8 @@ func scanDeclarations(sections []section, lim LoadLimits) (declarations, error) 
 				r.byte()
 				r.u32()
 			}
+		case sectionMemory:
+			d.hasMemory = d.hasMemory || r.u32() > 0
 		case sectionStart:
 			d.start, d.hasStart = r.u32(), true
 		case sectionElement:
@@ -232,6 +243,12 @@ func scanDeclarations(sections []section, lim LoadLimits) (declarations, error) 
 				return d, err
 			}
 		}
+	}
+	if d.hasStart && (int(d.start) >= len(funcEmpty) || !funcEmpty[d.start]) {
+		return d, fmt.Errorf("%w: the start function %d does not exist or takes parameters or returns results", ErrInvalidModule, d.start)
+	}
+	if !d.hasMemory {
+		return d, fmt.Errorf("%w: missing export %q (the module's linear memory)", ErrInvalidModule, "memory")
 	}
 	if funcs > lim.Functions {
 		return d, lim.exceeded("the module has %d functions", funcs, "functions", lim.Functions)

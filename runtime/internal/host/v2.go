@@ -49,6 +49,9 @@ func (h *Host) ProcessV2(ctx context.Context, call *handler.CallV2, sess handler
 			return err
 		}
 	}
+	if before != nil {
+		return before(nil) // no group runs any more
+	}
 	return nil
 }
 
@@ -104,16 +107,18 @@ func (h *Host) runChunkV2(ctx context.Context, budget *retryBudget, call *handle
 	return h.settle(ctx, budget, 0, len(groups), run(ctx, 0, len(groups)), false, run, fail)
 }
 
-// stateBudget counts the ABI v2 state writes of one ProcessV2 (Limits.StateBytesPerCall and
-// StateBytesPerBatch): the bytes of each state request and of each result's ops. A group's
-// writes count for the batch only once its call ended without failing it (a failed group's
-// writes are reverted), so a hostile group never spends a healthy one's budget. Used by one
-// goroutine at a time (ProcessV2 runs its calls one after the other).
+// stateBudget counts the ABI v2 state requests of one ProcessV2 (Limits.StateBytesPerCall
+// and StateBytesPerBatch): the bytes of each state request (reads included) and of each
+// result's ops. The per-call limit bounds each group's own requests in a call; the per-batch
+// limit the requests of the groups that succeeded so far plus those of the call in progress
+// not refused. A refused or failed group's writes are reverted, so they never count against
+// another group. Used by one goroutine at a time (ProcessV2 runs its calls one after the
+// other).
 type stateBudget struct {
 	perCall, perBatch int64
-	used              int64   // the writes of the batch's groups that succeeded
-	call              int64   // the writes of the call in progress
-	group             []int64 // per group of the call in progress, its writes
+	used              int64   // the requests of the batch's groups that succeeded
+	call              int64   // the requests of the call in progress, refused groups' left out
+	group             []int64 // per group of the call in progress, its requests
 }
 
 // begin starts a call of n groups.
@@ -122,12 +127,16 @@ func (b *stateBudget) begin(n int) {
 	b.group = append(b.group[:0], make([]int64, n)...)
 }
 
-// take counts n bytes of writes of group g of the call in progress, or says which limit they
-// would pass.
+// take counts n bytes of requests of group g of the call in progress, or says which limit
+// they would pass.
 func (b *stateBudget) take(g int, n int64) error {
+	var own int64
+	if g >= 0 && g < len(b.group) {
+		own = b.group[g]
+	}
 	switch {
-	case b.call+n > b.perCall:
-		return fmt.Errorf("%w: the call's state writes would pass the limit of %d bytes a call (serve --max-state-writes-call)", ErrStateLimit, b.perCall)
+	case own+n > b.perCall:
+		return fmt.Errorf("%w: the key's state writes would pass the limit of %d bytes a call (serve --max-state-writes-call)", ErrStateLimit, b.perCall)
 	case b.used+b.call+n > b.perBatch:
 		return fmt.Errorf("%w: the batch's state writes would pass the limit of %d bytes a batch (serve --max-state-writes-batch)", ErrStateLimit, b.perBatch)
 	}
@@ -136,6 +145,15 @@ func (b *stateBudget) take(g int, n int64) error {
 		b.group[g] += n
 	}
 	return nil
+}
+
+// drop leaves group g's requests out of the call's: it was refused, and its writes are
+// reverted.
+func (b *stateBudget) drop(g int) {
+	if g >= 0 && g < len(b.group) {
+		b.call -= b.group[g]
+		b.group[g] = 0
+	}
 }
 
 // commit counts group k's writes for the batch: its call succeeded for it.

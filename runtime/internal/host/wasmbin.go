@@ -3,7 +3,11 @@ package host
 // A reader and writers of the WebAssembly binary format, for the module checks (loading.go)
 // and the instrumenter (interrupt.go).
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/groupstate/groupstate/runtime/internal/leb"
+)
 
 // The sections the checks and the instrumenter read or write.
 const (
@@ -143,25 +147,6 @@ func (r *wreader) blockType() {
 	r.sleb() // a type index as s33
 }
 
-func appendSleb(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+func appendSleb(b []byte, v int64) []byte { return leb.AppendS64(b, v) }
 
-func appendU32(b []byte, v uint32) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			b = append(b, c|0x80)
-			continue
-		}
-		return append(b, c)
-	}
-}
+func appendU32(b []byte, v uint32) []byte { return leb.AppendU32(b, v) }

@@ -14,6 +14,8 @@ package hostile
 import (
 	"fmt"
 	"strings"
+
+	"github.com/groupstate/groupstate/runtime/internal/leb"
 )
 
 // asm assembles one function body and keeps its listing.
@@ -46,9 +48,6 @@ func (a *asm) get(i uint32) *asm {
 }
 func (a *asm) set(i uint32) *asm {
 	return a.emit(fmt.Sprintf("local.set %d", i), append([]byte{0x21}, uleb(i)...)...)
-}
-func (a *asm) tee(i uint32) *asm {
-	return a.emit(fmt.Sprintf("local.tee %d", i), append([]byte{0x22}, uleb(i)...)...)
 }
 func (a *asm) call(f uint32) *asm {
 	return a.emit(fmt.Sprintf("call %d", f), append([]byte{0x10}, uleb(f)...)...)
@@ -84,7 +83,6 @@ func (a *asm) add() *asm         { return a.emit("i32.add", 0x6a) }
 func (a *asm) sub() *asm         { return a.emit("i32.sub", 0x6b) }
 func (a *asm) eqz() *asm         { return a.emit("i32.eqz", 0x45) }
 func (a *asm) eq() *asm          { return a.emit("i32.eq", 0x46) }
-func (a *asm) ne() *asm          { return a.emit("i32.ne", 0x47) }
 func (a *asm) geU() *asm         { return a.emit("i32.ge_u", 0x4f) }
 func (a *asm) memGrow() *asm     { return a.emit("memory.grow", 0x40, 0x00) }
 func (a *asm) i64ExtendU() *asm  { return a.emit("i64.extend_i32_u", 0xad) }
@@ -106,27 +104,6 @@ func (a *asm) packed(pushPtr, pushLen func(*asm)) *asm {
 	return a.i64ExtendU().i64Or()
 }
 
-func uleb(v uint32) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if v != 0 {
-			b = append(b, c|0x80)
-			continue
-		}
-		return append(b, c)
-	}
-}
+func uleb(v uint32) []byte { return leb.AppendU32(nil, v) }
 
-func sleb(v int64) []byte {
-	var b []byte
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
-}
+func sleb(v int64) []byte { return leb.AppendS64(nil, v) }

@@ -1,4 +1,4 @@
-;; memory-grow: grows the memory until it fails, then traps, for the keys that start with x
+;; memory-grow: grows the memory 4 MiB at a time until it fails, then traps, for the keys that start with x
 (module
   (import "groupstate" "group_begin" (func $0 (param i32)))
   (import "groupstate" "log" (func $1 (param i32 i32 i32)))
@@ -178,7 +178,7 @@
    
     block
       loop
-        i32.const 16
+        i32.const 64
         memory.grow
         i32.const -1
         i32.eq

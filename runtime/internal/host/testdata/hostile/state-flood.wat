@@ -8,6 +8,7 @@
   (data (i32.const 128) "{\"ok\":true}")
   (data (i32.const 32) "\x00\x00\x00\x00\x00\x00\x00\x00\x01\x00\x00\x00\x01\x00\x00\x00v\x01\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00")
   (data (i32.const 4096) "\x02\x00\x00\x00\x00\x00\xf0\x00\x00")
+  (data (i32.const 3072) "\x02\x00\x00\x00\x00\x01\x00\x00\x001")
   (func $4 (export "gs_abi_version") ;; gs_abi_version
     (result i32)
     i32.const 2
@@ -69,6 +70,12 @@
         local.get 3
         i32.load offset=4
         local.set 6
+        i32.const 3072
+        i32.const 10
+        i32.const 0
+        i32.const 0
+        call 3
+        drop
         local.get 3
         i32.load8_u offset=9
         i32.const 120
