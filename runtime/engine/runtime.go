@@ -18,9 +18,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"sync"
 
 	"github.com/tetratelabs/wazero"
 
@@ -48,6 +50,7 @@ type Runtime struct {
 	cache  wazero.CompilationCache
 	logger *slog.Logger
 	ceil   Ceilings      // with defaults
+	loads  gate          // the module loads in progress, which Close waits for
 	shared sharedModules // the modules engines share (Config.ShareModule)
 }
 
@@ -78,8 +81,65 @@ func (r *Runtime) Ceilings() Ceilings { return r.ceil }
 
 // Close releases the compilation cache's in-memory part (an on-disk cache stays on disk).
 // Engines must be closed first.
-// It first waits for the compilations that timed out and go on in the background.
+// It refuses new module loads ([ErrRuntimeClosed]) and waits for those in progress, and for
+// the compilations that timed out and go on in the background: wazero's engine, which the
+// cache holds, must not be closed under a compilation.
 func (r *Runtime) Close(ctx context.Context) error {
+	r.loads.close()
 	host.WaitCompilations()
 	return r.cache.Close(ctx)
+}
+
+// ErrRuntimeClosed is the error of a module load (NewEngine, ValidateModule) after
+// Runtime.Close began.
+var ErrRuntimeClosed = errors.New("engine: runtime closed")
+
+// gate admits module loads until it is closed, and lets close wait for those admitted.
+type gate struct {
+	mu     sync.Mutex
+	closed bool
+	n      int
+	idle   *sync.Cond
+}
+
+// enter admits a load; it reports false once the gate is closed.
+func (g *gate) enter() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return false
+	}
+	g.n++
+	return true
+}
+
+// exit ends a load enter admitted.
+func (g *gate) exit() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.n--; g.n == 0 && g.idle != nil {
+		g.idle.Broadcast()
+	}
+}
+
+// close admits no more loads and waits for those in progress.
+func (g *gate) close() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.closed = true
+	if g.idle == nil {
+		g.idle = sync.NewCond(&g.mu)
+	}
+	for g.n > 0 {
+		g.idle.Wait()
+	}
+}
+
+// newHost starts a module host of cfg, unless the Runtime is closing.
+func (r *Runtime) newHost(ctx context.Context, cfg host.Config) (*host.Host, error) {
+	if !r.loads.enter() {
+		return nil, ErrRuntimeClosed
+	}
+	defer r.loads.exit()
+	return host.New(ctx, cfg)
 }

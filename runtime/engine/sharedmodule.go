@@ -32,7 +32,7 @@ type sharedModule struct {
 func (r *Runtime) moduleHost(ctx context.Context, cfg Config, logger *slog.Logger) (handler.Handler, error) {
 	sp := cfg.Spec
 	if cfg.ShareModule == "" {
-		return host.New(ctx, r.hostConfig(sp, cfg.Wasm, logger, r.ceil.instances(sp)))
+		return r.newHost(ctx, r.hostConfig(sp, cfg.Wasm, logger, r.ceil.instances(sp)))
 	}
 	sm, id := &r.shared, cfg.ShareModule
 	sm.mu.Lock()
@@ -49,7 +49,7 @@ func (r *Runtime) moduleHost(ctx context.Context, cfg Config, logger *slog.Logge
 	sm.mu.Unlock()
 	ref := &moduleRef{m: m, sm: sm, id: id}
 	if first {
-		m.h, m.err = host.New(ctx, r.hostConfig(sp, cfg.Wasm, r.logger.With("deployment", sp.Name), r.ceil.instances(sp)))
+		m.h, m.err = r.newHost(ctx, r.hostConfig(sp, cfg.Wasm, r.logger.With("deployment", sp.Name), r.ceil.instances(sp)))
 		if m.err != nil {
 			sm.mu.Lock()
 			if sm.byID[id] == m {

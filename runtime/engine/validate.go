@@ -23,7 +23,7 @@ func (r *Runtime) ValidateModuleUnder(ctx context.Context, sp *spec.Spec, wasm [
 		return err
 	}
 	lim, load := ceil.hostLimits(sp, 1)
-	h, err := host.New(ctx, host.Config{Wasm: wasm, Cache: r.cache, Init: initFor(sp), Logger: r.logger, Limits: lim, Load: load})
+	h, err := r.newHost(ctx, host.Config{Wasm: wasm, Cache: r.cache, Init: initFor(sp), Logger: r.logger, Limits: lim, Load: load})
 	if err != nil {
 		return err
 	}
