@@ -133,6 +133,10 @@ type Deployment struct {
 	// (deploy --initial-state; a shadow's is its primary's), empty when none; read it with
 	// [Client.InitialState].
 	InitialState string `json:"initial_state,omitempty"`
+	// Invalid, when not empty, says why no runtime runs this record: it does not decode, its
+	// key, name and spec name disagree, or its spec is not valid. Only Name (the record's
+	// key), Revision and Invalid are then set. Deploy the deployment again, or undeploy it.
+	Invalid string `json:"invalid,omitempty"`
 	// runSpec is what RunSpec returns (nil: Spec).
 	runSpec *spec.Spec
 }
@@ -386,20 +390,25 @@ func (c *Client) Get(ctx context.Context, name string) (*Deployment, error) {
 	return deploymentOf(rec)
 }
 
-// List returns every deployment, sorted by name.
+// List returns every deployment, sorted by name. A record no runtime runs is listed with
+// [Deployment.Invalid] saying why: one malformed record never breaks the list.
 func (c *Client) List(ctx context.Context) ([]*Deployment, error) {
-	recs, err := c.reg.List(ctx)
+	recs, invalid, err := c.reg.ListAll(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Deployment, 0, len(recs))
+	out := make([]*Deployment, 0, len(recs)+len(invalid))
 	for _, rec := range recs {
 		d, err := deploymentOf(rec)
 		if err != nil {
-			return nil, err
+			d = &Deployment{Name: rec.Name, Revision: rec.Revision, Invalid: err.Error()}
 		}
 		out = append(out, d)
 	}
+	for _, inv := range invalid {
+		out = append(out, &Deployment{Name: inv.Key, Revision: inv.Revision, Invalid: inv.Reason})
+	}
+	slices.SortFunc(out, func(a, b *Deployment) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 

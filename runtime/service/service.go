@@ -188,7 +188,10 @@ func (s *Service) Run(ctx context.Context) error {
 	}()
 	var events <-chan registry.Event
 	err := s.untilStarted(ctx, "watching deployments", func(ctx context.Context) (err error) {
-		events, err = s.reg.Watch(ctx)
+		events, err = s.reg.Watch(ctx, func(inv registry.Invalid) {
+			s.logger.Warn("deployment record skipped: no runtime runs it until it is deployed again or undeployed",
+				"key", inv.Key, "revision", inv.Revision, "reason", inv.Reason)
+		})
 		return err
 	})
 	if err != nil {
