@@ -180,9 +180,12 @@ func OpenRegistry(ctx context.Context, js jetstream.JetStream, replicas int) (*R
 		Description: "groupstate WASM modules by SHA-256",
 		Storage:     jetstream.FileStorage,
 	}
-	mod, err := js.CreateObjectStore(ctx, cfg)
-	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		mod, err = js.ObjectStore(ctx, cfg.Bucket)
+	mod, err := js.ObjectStore(ctx, cfg.Bucket) // first: a reader may not create streams
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		mod, err = js.CreateObjectStore(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			mod, err = js.ObjectStore(ctx, cfg.Bucket)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, natsio.ExplainReplicas(err, replicas))

@@ -1,0 +1,210 @@
+package service_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/internal/auth"
+	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/service"
+)
+
+const runtimePassword = "runtime-password-for-tests-0123456789"
+
+var testUsers = []auth.User{
+	{Name: "admin", Password: "a-Secret-1", Role: auth.Admin},
+	{Name: "ops", Password: "o-Secret-2", Role: auth.Reader},
+	{Name: "loader", Password: "l-Secret-3", Role: auth.Producer, Subjects: []string{"logins.>"}},
+	{Name: "app", Password: "c-Secret-4", Role: auth.Consumer, Subjects: []string{"logincount.out"}},
+}
+
+// authEnv is an embedded server with the test users, and a runtime on it.
+type authEnv struct {
+	t   *testing.T
+	srv *server.Server
+}
+
+func startAuthEnv(t *testing.T) *authEnv {
+	t.Helper()
+	srv, err := service.StartEmbedded(service.EmbeddedOptions{DataDir: t.TempDir(), Port: -1, Logger: testutil.DiscardLogger(),
+		Users: testUsers, RuntimePassword: runtimePassword})
+	testutil.Require(t, err)
+	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
+	nc, err := service.Connect(service.ConnOptions{URL: srv.ClientURL(), User: auth.RuntimeUser, Password: runtimePassword, Logger: testutil.DiscardLogger()})
+	testutil.Require(t, err)
+	t.Cleanup(nc.Close)
+	svc, err := service.New(context.Background(), service.Options{DataDir: t.TempDir(), Conn: nc, Logger: testutil.DiscardLogger()})
+	testutil.Require(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	testutil.Eventually(t, "the runtime ready", svc.Ready)
+	return &authEnv{t: t, srv: srv}
+}
+
+// conn connects as user with password.
+func (e *authEnv) conn(user, password string) *nats.Conn {
+	e.t.Helper()
+	nc, err := service.Connect(service.ConnOptions{URL: e.srv.ClientURL(), User: user, Password: password, Logger: testutil.DiscardLogger()})
+	testutil.Require(e.t, err, "connecting as "+user)
+	e.t.Cleanup(nc.Close)
+	return nc
+}
+
+func (e *authEnv) client(nc *nats.Conn) *client.Client {
+	e.t.Helper()
+	c, err := client.New(context.Background(), nc)
+	testutil.Require(e.t, err, "opening a client")
+	e.t.Cleanup(func() { c.Close(context.Background()) })
+	return c
+}
+
+// denied reports whether err, or the connection's last error, is a permissions violation.
+func denied(nc *nats.Conn, err error) bool {
+	if err == nil {
+		return false
+	}
+	le := nc.LastError()
+	return errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(err.Error()), "permission") ||
+		(le != nil && strings.Contains(strings.ToLower(le.Error()), "permissions violation"))
+}
+
+// TestAuthRoles: with users, anonymous connections are refused, and each role can do what
+// it may and nothing else, through the client and through raw NATS requests.
+func TestAuthRoles(t *testing.T) {
+	e := startAuthEnv(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+
+	if _, err := service.Connect(service.ConnOptions{URL: e.srv.ClientURL(), Logger: testutil.DiscardLogger()}); err == nil {
+		t.Fatal("an anonymous connection was accepted")
+	}
+	if _, err := service.Connect(service.ConnOptions{URL: e.srv.ClientURL(), User: "admin", Password: "wrong-password", Logger: testutil.DiscardLogger()}); err == nil {
+		t.Fatal("a wrong password was accepted")
+	}
+
+	// admin deploys.
+	adminNC := e.conn("admin", "a-Secret-1")
+	admin := e.client(adminNC)
+	_, err := admin.Deploy(ctx, specFromYAML(t, logincountSpec), logincountWasm(t))
+	testutil.Require(t, err, "admin deploys")
+	testutil.EventuallyWithin(t, compileDeadline, "logincount running", func() bool {
+		st, err := admin.Status(ctx, "logincount")
+		return err == nil && st.State == client.StatusRunning
+	})
+
+	// producer publishes its subjects, core and JetStream, and nothing else.
+	loaderNC := e.conn("loader", "l-Secret-3")
+	loaderJS, err := jetstream.New(loaderNC)
+	testutil.Require(t, err)
+	_, err = loaderJS.Publish(ctx, "logins.web", []byte(`{"user_id":"ada"}`))
+	testutil.Require(t, err, "producer publishes with JetStream")
+	testutil.Require(t, loaderNC.Publish("logins.web", []byte(`{"user_id":"ada"}`)), "producer publishes")
+	testutil.Require(t, loaderNC.Flush())
+
+	// consumer subscribes to its subject and reads the stream that keeps it.
+	appNC := e.conn("app", "c-Secret-4")
+	appJS, err := jetstream.New(appNC)
+	testutil.Require(t, err)
+	cons, err := appJS.OrderedConsumer(ctx, "LOGINCOUNT_OUT", jetstream.OrderedConsumerConfig{FilterSubjects: []string{"logincount.out"}})
+	testutil.Require(t, err, "consumer reads the output stream")
+	var outputs int
+	testutil.EventuallyWithin(t, compileDeadline, "two outputs read by the consumer", func() bool {
+		batch, err := cons.FetchNoWait(10)
+		if err != nil {
+			return false
+		}
+		for range batch.Messages() {
+			outputs++
+		}
+		return outputs >= 2
+	})
+
+	// reader lists, reads status and state.
+	opsNC := e.conn("ops", "o-Secret-2")
+	ops := e.client(opsNC)
+	ds, err := ops.List(ctx)
+	if err != nil || len(ds) != 1 || ds[0].Name != "logincount" {
+		t.Fatalf("reader list: %v %v", ds, err)
+	}
+	if _, err := ops.Status(ctx, "logincount"); err != nil {
+		t.Fatalf("reader status: %v", err)
+	}
+	ks, found, err := ops.State(ctx, "logincount", []byte(`"ada"`))
+	if err != nil || !found {
+		t.Fatalf("reader state: %+v %v %v", ks, found, err)
+	}
+
+	// Denials.
+	short := func() (context.Context, context.CancelFunc) { return context.WithTimeout(ctx, 3*time.Second) }
+	{
+		c, cancel := short()
+		_, err := ops.Deploy(c, specFromYAML(t, strings.Replace(logincountSpec, "name: logincount", "name: other", 1)), logincountWasm(t))
+		cancel()
+		if !denied(opsNC, err) {
+			t.Errorf("reader deploy: %v, want permission denied", err)
+		}
+	}
+	{
+		c, cancel := short()
+		err := ops.Undeploy(c, "logincount")
+		cancel()
+		if !denied(opsNC, err) {
+			t.Errorf("reader undeploy: %v, want permission denied", err)
+		}
+	}
+	for _, who := range []struct {
+		name string
+		nc   *nats.Conn
+	}{{"ops", opsNC}, {"loader", loaderNC}, {"app", appNC}} {
+		js, _ := jetstream.New(who.nc)
+		c, cancel := short()
+		_, err := js.Publish(c, "$KV.groupstate-deployments.pwned", []byte("{}"))
+		cancel()
+		if !denied(who.nc, err) {
+			t.Errorf("%s writes the registry: %v, want permission denied", who.name, err)
+		}
+		c, cancel = short()
+		err = js.DeleteStream(c, "LOGINCOUNT_OUT")
+		cancel()
+		if !denied(who.nc, err) {
+			t.Errorf("%s deletes a stream: %v, want permission denied", who.name, err)
+		}
+		c, cancel = short()
+		_, err = js.Publish(c, "gs.cl.logincount.0", []byte("{}"))
+		cancel()
+		if !denied(who.nc, err) {
+			t.Errorf("%s publishes a changelog record: %v, want permission denied", who.name, err)
+		}
+	}
+	{
+		c, cancel := short()
+		_, err := loaderJS.Publish(c, "logincount.out", []byte(`{"forged":true}`))
+		cancel()
+		if !denied(loaderNC, err) {
+			t.Errorf("producer publishes an output: %v, want permission denied", err)
+		}
+	}
+	{
+		sub, err := appNC.SubscribeSync("logins.>")
+		if err == nil {
+			_ = appNC.Flush()
+			_, err = sub.NextMsg(500 * time.Millisecond)
+		}
+		if !denied(appNC, err) && !errors.Is(err, nats.ErrTimeout) {
+			t.Errorf("consumer subscribes to the input: %v", err)
+		}
+		if le := appNC.LastError(); le == nil || !strings.Contains(strings.ToLower(le.Error()), "permissions violation") {
+			t.Errorf("consumer subscribing to the input: no permissions violation (%v)", le)
+		}
+	}
+}
