@@ -25,19 +25,25 @@ import (
 func newServeCommand() *cobra.Command {
 	var cf connFlags
 	var ceil ceilingFlags
-	var dataDir, listen, logLevel, logFormat, metricsAddr, stateCache string
+	var dataDir, listen, logLevel, logFormat, metricsAddr, stateCache, authFile string
+	var insecure bool
 	var replicas int
 	var id string
 	var memberTTL time.Duration
 	cmd := &cobra.Command{
-		Use:   "serve --data DIR [--listen HOST:PORT] [--server URL] [--metrics HOST:PORT] [--state-cache SIZE]",
+		Use:   "serve --data DIR [--listen HOST:PORT] [--auth FILE] [--server URL] [--metrics HOST:PORT] [--state-cache SIZE]",
 		Short: "Run the runtime (with an embedded NATS server unless --server is given)",
 		Long: `Runs every deployment registered in NATS. Without --server it embeds a NATS server with
 JetStream (storage under DIR/nats) listening on --listen, so one command runs everything on
 one machine. With --server it uses that NATS instead (for example a JetStream cluster).
 SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs and exits 0;
 a second signal while that waits exits at once with code 130 (the batches in flight are
-redelivered when serve runs again).`,
+redelivered when serve runs again).
+
+Without --auth the embedded server has no authentication: whoever reaches it may deploy
+code, read any state and delete anything. It listens on loopback by default, and serve
+refuses a --listen address other machines can reach unless --auth FILE (a users file with
+roles, see docs/security.md) or --insecure is given.`,
 		Example: `  groupstate serve --data ./gsdata
   groupstate serve --data /var/lib/groupstate --server nats://nats.internal:4222 --creds app.creds`,
 		Args: cobra.NoArgs,
@@ -58,12 +64,19 @@ redelivered when serve runs again).`,
 				return err
 			}
 			ctx := cmd.Context()
+			if cmd.Flags().Changed("server") && authFile != "" {
+				return fmt.Errorf("--auth configures the embedded server; on an external server (--server), give each user the permissions of its role (groupstate auth permissions --role ROLE)")
+			}
 			if !cmd.Flags().Changed("server") {
 				host, port, err := splitHostPort(listen)
 				if err != nil {
 					return err
 				}
-				srv, err := service.StartEmbedded(service.EmbeddedOptions{DataDir: filepath.Join(dataDir, "nats"), Host: host, Port: port, Logger: logger})
+				eo := service.EmbeddedOptions{DataDir: filepath.Join(dataDir, "nats"), Host: host, Port: port, Logger: logger}
+				if err := embeddedAuth(&eo, &cf, authFile, insecure); err != nil {
+					return err
+				}
+				srv, err := service.StartEmbedded(eo)
 				if err != nil {
 					return err
 				}
@@ -109,6 +122,8 @@ redelivered when serve runs again).`,
 	ceil.register(cmd)
 	cmd.Flags().StringVar(&dataDir, "data", "", "directory for state, compiled modules and the embedded server's storage")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4222", "address of the embedded NATS server")
+	cmd.Flags().StringVar(&authFile, "auth", "", "users file (YAML) of the embedded server: only its users may connect, each with its role's permissions")
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a --listen address other machines can reach without --auth (anyone who reaches it may do anything)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")
 	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics, /healthz and /readyz on HOST:PORT")

@@ -60,6 +60,8 @@ type Client struct {
 	leaseErr   error
 
 	rt *engine.Runtime // compiles modules to validate them before a deploy
+
+	perms permissions // the connection's user's, asked once (see may)
 }
 
 // ceilings are the ceilings a deployment is checked against: the lowest of the live runtimes'
@@ -91,6 +93,10 @@ func New(ctx context.Context, nc *nats.Conn) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	c := &Client{nc: nc, js: js}
+	if err := c.mayRead(ctx, "read the deployments"); err != nil {
+		return nil, err
+	}
 	reg, err := registry.OpenRegistry(ctx, js, 0)
 	if err != nil {
 		return nil, fmt.Errorf("client: opening the deployment registry: %w", err)
@@ -99,7 +105,8 @@ func New(ctx context.Context, nc *nats.Conn) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, js: js, reg: reg, rt: rt}, nil
+	c.reg, c.rt = reg, rt
+	return c, nil
 }
 
 // JetStream returns the client's JetStream context on its connection (to read the streams a
@@ -189,6 +196,9 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 		opt(&o)
 	}
 	if err := sp.ValidateForService(); err != nil {
+		return nil, err
+	}
+	if err := c.mayChange(ctx, "deploy "+sp.Name, sp.Name); err != nil {
 		return nil, err
 	}
 	ceil, err := c.ceilings(ctx)
@@ -368,6 +378,9 @@ func newToken() (string, error) {
 // stops it when it sees the deletion, after its batch in flight; a deploy of the same name
 // made before then may be claimed by another runtime.
 func (c *Client) Undeploy(ctx context.Context, name string) error {
+	if err := c.mayChange(ctx, "undeploy "+name, name); err != nil {
+		return err
+	}
 	err := c.reg.Delete(ctx, name)
 	if errors.Is(err, registry.ErrNotFound) {
 		return fmt.Errorf("%w: %q", ErrNotDeployed, name)

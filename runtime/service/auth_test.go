@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/auth"
 	"github.com/groupstate/groupstate/runtime/client"
-	"github.com/groupstate/groupstate/runtime/internal/auth"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/service"
 )
@@ -68,14 +68,15 @@ func (e *authEnv) client(nc *nats.Conn) *client.Client {
 	return c
 }
 
-// denied reports whether err, or the connection's last error, is a permissions violation.
-func denied(nc *nats.Conn, err error) bool {
-	if err == nil {
-		return false
-	}
+// deniedPublish publishes to subj on nc and reports whether the server refused it: it
+// answers a publish it does not permit with a permissions violation naming the subject,
+// before the reply to the flush that follows.
+func deniedPublish(t *testing.T, nc *nats.Conn, subj string) bool {
+	t.Helper()
+	testutil.Require(t, nc.Publish(subj, []byte(`{}`)))
+	testutil.Require(t, nc.Flush())
 	le := nc.LastError()
-	return errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(strings.ToLower(err.Error()), "permission") ||
-		(le != nil && strings.Contains(strings.ToLower(le.Error()), "permissions violation"))
+	return le != nil && strings.Contains(strings.ToLower(le.Error()), "permissions violation") && strings.Contains(le.Error(), `"`+subj+`"`)
 }
 
 // TestAuthRoles: with users, anonymous connections are refused, and each role can do what
@@ -150,49 +151,54 @@ func TestAuthRoles(t *testing.T) {
 		c, cancel := short()
 		_, err := ops.Deploy(c, specFromYAML(t, strings.Replace(logincountSpec, "name: logincount", "name: other", 1)), logincountWasm(t))
 		cancel()
-		if !denied(opsNC, err) {
-			t.Errorf("reader deploy: %v, want permission denied", err)
+		if !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), "user ops may not deploy other") {
+			t.Errorf("reader deploy: %v, want permission denied naming the user and the operation", err)
 		}
 	}
 	{
 		c, cancel := short()
 		err := ops.Undeploy(c, "logincount")
 		cancel()
-		if !denied(opsNC, err) {
-			t.Errorf("reader undeploy: %v, want permission denied", err)
+		if !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), "user ops may not undeploy logincount") {
+			t.Errorf("reader undeploy: %v, want permission denied naming the user and the operation", err)
+		}
+		c, cancel = short()
+		_, err = ops.Drain(c, "logincount")
+		cancel()
+		if !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), "user ops may not drain logincount") {
+			t.Errorf("reader drain: %v, want permission denied", err)
+		}
+		c, cancel = short()
+		_, err = client.New(c, loaderNC)
+		cancel()
+		if !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), "user loader may not read the deployments") {
+			t.Errorf("producer opens a client: %v, want permission denied", err)
 		}
 	}
 	for _, who := range []struct {
 		name string
 		nc   *nats.Conn
 	}{{"ops", opsNC}, {"loader", loaderNC}, {"app", appNC}} {
-		js, _ := jetstream.New(who.nc)
-		c, cancel := short()
-		_, err := js.Publish(c, "$KV.groupstate-deployments.pwned", []byte("{}"))
-		cancel()
-		if !denied(who.nc, err) {
-			t.Errorf("%s writes the registry: %v, want permission denied", who.name, err)
-		}
-		c, cancel = short()
-		err = js.DeleteStream(c, "LOGINCOUNT_OUT")
-		cancel()
-		if !denied(who.nc, err) {
-			t.Errorf("%s deletes a stream: %v, want permission denied", who.name, err)
-		}
-		c, cancel = short()
-		_, err = js.Publish(c, "gs.cl.logincount.0", []byte("{}"))
-		cancel()
-		if !denied(who.nc, err) {
-			t.Errorf("%s publishes a changelog record: %v, want permission denied", who.name, err)
+		for _, subj := range []string{
+			"$KV.groupstate-deployments.pwned", // the registry
+			"$JS.API.STREAM.DELETE.LOGINCOUNT_OUT",
+			"$JS.API.STREAM.PURGE.GS_LOGINCOUNT_IN",
+			"$JS.API.CONSUMER.DELETE.GS_LOGINCOUNT_IN.groupstate-logincount",
+			"gs.cl.logincount.0",               // a changelog record
+			"$KV.groupstate-status.logincount", // a status
+			"logincount.out",                   // a forged output
+			"groupstate.api.drain.logincount",
+		} {
+			if !deniedPublish(t, who.nc, subj) {
+				t.Errorf("%s may publish to %s", who.name, subj)
+			}
 		}
 	}
-	{
-		c, cancel := short()
-		_, err := loaderJS.Publish(c, "logincount.out", []byte(`{"forged":true}`))
-		cancel()
-		if !denied(loaderNC, err) {
-			t.Errorf("producer publishes an output: %v, want permission denied", err)
-		}
+	if _, err := admin.Status(ctx, "logincount"); err != nil {
+		t.Fatalf("status after the denials: %v", err)
+	}
+	if _, err := loaderJS.Stream(ctx, "LOGINCOUNT_OUT"); err == nil {
+		t.Error("the producer reads stream info")
 	}
 	{
 		sub, err := appNC.SubscribeSync("logins.>")
@@ -200,7 +206,7 @@ func TestAuthRoles(t *testing.T) {
 			_ = appNC.Flush()
 			_, err = sub.NextMsg(500 * time.Millisecond)
 		}
-		if !denied(appNC, err) && !errors.Is(err, nats.ErrTimeout) {
+		if err != nil && !errors.Is(err, nats.ErrPermissionViolation) && !errors.Is(err, nats.ErrTimeout) {
 			t.Errorf("consumer subscribes to the input: %v", err)
 		}
 		if le := appNC.LastError(); le == nil || !strings.Contains(strings.ToLower(le.Error()), "permissions violation") {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
-	"github.com/groupstate/groupstate/runtime/internal/auth"
+	"github.com/groupstate/groupstate/runtime/auth"
 )
 
 // Errors of [StartEmbedded].

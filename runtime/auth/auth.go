@@ -86,6 +86,10 @@ var jsRead = []string{
 	"$JS.FC.>",
 }
 
+// UserInfo is where a NATS server tells a connection who it is and what it may do; every
+// role may ask, so that a command refused by a role says so at once, naming the user.
+const UserInfo = "$SYS.REQ.USER.INFO"
+
 // readAPI are the verbs of groupstate's request-reply API that change nothing.
 var readAPI = []string{"groupstate.api.state.>", "groupstate.api.keys.>", "groupstate.api.ping.>"}
 
@@ -138,6 +142,9 @@ func For(role Role, subjects []string) (Permissions, error) {
 			p.Publish = append(p.Publish, "$JS.API.CONSUMER.CREATE.*.*."+s)
 		}
 		p.Subscribe = slices.Concat([]string{Replies}, subjects)
+	}
+	if role != Runtime {
+		p.Publish = append(p.Publish, UserInfo)
 	}
 	return p, nil
 }
