@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime/auth"
+	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/service"
@@ -213,4 +215,56 @@ func TestAuthRoles(t *testing.T) {
 			t.Errorf("consumer subscribing to the input: no permissions violation (%v)", le)
 		}
 	}
+}
+
+// TestPingsUnderRequestFlood: a flood of state requests (thousands fired at once, as any
+// client may) does not keep a runtime from answering pings, which peers take as its being
+// alive.
+func TestPingsUnderRequestFlood(t *testing.T) {
+	env := startNATS(t)
+	svc, err := service.New(context.Background(), service.Options{DataDir: t.TempDir(), Conn: env.nc, Logger: testutil.DiscardLogger()})
+	testutil.Require(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	env.deploy(logincountSpec, logincountWasm(t))
+	env.waitRunning("logincount")
+	const users = 3000 // a keys page of 3000 keys takes the runtime a few milliseconds to answer
+	rows := make([]string, users)
+	for i := range rows {
+		rows[i] = fmt.Sprintf(`{"user_id":"user-%05d"}`, i)
+	}
+	env.publish("logins.web", rows...)
+	testutil.EventuallyWithin(t, compileDeadline, "every user counted", func() bool {
+		st, err := env.client.Status(context.Background(), "logincount")
+		return err == nil && st.StateKeys == users
+	})
+
+	flooder, err := service.Connect(service.ConnOptions{URL: env.srv.ClientURL(), Logger: testutil.DiscardLogger()})
+	testutil.Require(t, err)
+	defer flooder.Close()
+	inbox := nats.NewInbox()
+	replies, err := flooder.SubscribeSync(inbox)
+	testutil.Require(t, err)
+	const flood = 5000
+	for i := range flood {
+		testutil.Require(t, flooder.PublishRequest("groupstate.api.keys.logincount", inbox, []byte(`{"limit":10000}`)))
+		if i == flood/2 {
+			up, err := api.Ping(context.Background(), env.nc, svc.ID())
+			if err != nil || !up {
+				t.Fatalf("ping during the flood: up %v, %v", up, err)
+			}
+		}
+	}
+	testutil.Require(t, flooder.Flush())
+	up, err := api.Ping(context.Background(), env.nc, svc.ID())
+	if err != nil || !up {
+		t.Fatalf("ping after the flood: up %v, %v", up, err)
+	}
+	// Every request that was not dropped as a slow consumer's excess got its answer.
+	testutil.Eventually(t, "answers to the flood", func() bool {
+		n, _, _ := replies.Pending()
+		return n > 0
+	})
 }

@@ -197,11 +197,11 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	api, err := s.serveAPI()
+	stopAPI, err := s.serveAPI()
 	if err != nil {
 		return err
 	}
-	defer api.Unsubscribe()
+	defer stopAPI()
 	err = s.untilStarted(ctx, "joining the runtimes", func(ctx context.Context) (err error) {
 		ceil, _ := json.Marshal(s.rt.Ceilings())
 		s.members, err = cluster.JoinMembers(ctx, s.js, cluster.MemberOptions{ID: s.id, TTL: s.cfg.MemberTTL, Replicas: s.cfg.Replicas, Ceilings: ceil})
