@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -27,6 +28,7 @@ func newServeCommand() *cobra.Command {
 	var ceil ceilingFlags
 	var dataDir, listen, logLevel, logFormat, metricsAddr, stateCache, authFile string
 	var insecure bool
+	var metricsAuth string
 	var replicas int
 	var id string
 	var memberTTL time.Duration
@@ -61,6 +63,9 @@ roles, see docs/security.md) or --insecure is given.`,
 			}
 			logger, err := newLogger(cmd.ErrOrStderr(), logLevel, logFormat)
 			if err != nil {
+				return err
+			}
+			if err := privateDataDir(dataDir, logger); err != nil {
 				return err
 			}
 			ctx := cmd.Context()
@@ -109,7 +114,11 @@ roles, see docs/security.md) or --insecure is given.`,
 				return err
 			}
 			if metricsAddr != "" {
-				stop, err := serveMetrics(metricsAddr, reg, func() bool { return svc.Ready() && nc.IsConnected() }, logger)
+				guard, err := metricsGuard(metricsAuth)
+				if err != nil {
+					return err
+				}
+				stop, err := serveMetrics(metricsAddr, reg, guard, func() bool { return svc.Ready() && nc.IsConnected() }, logger)
 				if err != nil {
 					return err
 				}
@@ -127,6 +136,7 @@ roles, see docs/security.md) or --insecure is given.`,
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")
 	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics, /healthz and /readyz on HOST:PORT")
+	cmd.Flags().StringVar(&metricsAuth, "metrics-auth", "", "file whose first line /metrics requires: 'bearer TOKEN' or 'basic USER:PASSWORD' (default: /metrics is open)")
 	cmd.Flags().StringVar(&id, "id", "", "name of this runtime (default: an id made once and kept in the data directory)")
 	cmd.Flags().DurationVar(&memberTTL, "member-ttl", 5*time.Second, "how long a runtime that stops renewing its membership stays a member (the same on every runtime)")
 	cmd.Flags().IntVar(&replicas, "replicas", 0, "replicas of the streams and buckets groupstate creates (default 3 on a clustered NATS, 1 otherwise)")
@@ -152,13 +162,13 @@ func parseStateCache(s string) (int64, error) {
 
 // serveMetrics serves /metrics, /healthz (the process is up) and /readyz (the runtime runs
 // and NATS is connected) on addr until stop is called.
-func serveMetrics(addr string, reg *prometheus.Registry, ready func() bool, logger *slog.Logger) (stop func(), err error) {
+func serveMetrics(addr string, reg *prometheus.Registry, guard func(http.Handler) http.Handler, ready func() bool, logger *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", guard(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {
@@ -175,6 +185,26 @@ func serveMetrics(addr string, reg *prometheus.Registry, ready func() bool, logg
 	}()
 	logger.Info("metrics listening", "addr", ln.Addr().String())
 	return func() { srv.Close() }, nil
+}
+
+// privateDataDir creates the data directory readable by its user only, or makes an existing
+// one so (saying so), and has serve create every file and directory under it the same way.
+func privateDataDir(dir string, logger *slog.Logger) error {
+	restrictFileModes()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--data %s: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("--data %s: %w", dir, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("--data %s is readable by other accounts (%04o) and cannot be made private: %w", dir, perm, err)
+		}
+		logger.Info("data directory was readable by other accounts; made it private", "dir", dir, "was", fmt.Sprintf("%04o", perm), "now", "0700")
+	}
+	return nil
 }
 
 // newLogger returns the logger of --log-level and --log-format, writing to w.

@@ -42,8 +42,12 @@ func TestServeAuth(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var serveOut, serveLog syncBuffer
 	exited := make(chan int, 1)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if err := os.Mkdir(dataDir, 0o755); err != nil { // as an older version, or a careless operator, left it
+		t.Fatal(err)
+	}
 	go func() {
-		exited <- run(ctx, []string{"serve", "--data", t.TempDir(), "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--auth", users}, &serveOut, &serveLog)
+		exited <- run(ctx, []string{"serve", "--data", dataDir, "--listen", fmt.Sprintf("127.0.0.1:%d", port), "--auth", users}, &serveOut, &serveLog)
 	}()
 	defer func() { cancel(); <-exited }()
 	as := func(user, password string, args ...string) (string, string, int) {
@@ -90,6 +94,28 @@ func TestServeAuth(t *testing.T) {
 	}
 	if out, errOut, code := as("admin", "a-Secret-1", "undeploy", "logincount"); code != 0 {
 		t.Fatalf("undeploy as admin: exit %d\n%s%s", code, out, errOut)
+	}
+
+	// The data directory and everything serve wrote under it are its user's alone.
+	files := 0
+	err := filepath.WalkDir(dataDir, func(path string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			t.Errorf("%s is %04o: readable by other accounts", path, fi.Mode().Perm())
+		}
+		if !d.IsDir() {
+			files++
+		}
+		return nil
+	})
+	if err != nil || files < 5 {
+		t.Fatalf("walking the data directory: %d files, %v", files, err)
 	}
 }
 
