@@ -98,12 +98,7 @@ func (s *Service) applyReplicated(ctx context.Context, rec registry.Record) {
 		// A partition the plan gives to this runtime is still held by its live owner, which
 		// hands it over (see applyPartition): look again soon rather than at the next
 		// periodic check.
-		time.AfterFunc(leaseHeldRetry, func() {
-			select {
-			case s.retry <- rec:
-			default:
-			}
-		})
+		s.retries.after(rec, leaseHeldRetry)
 	}
 }
 
@@ -297,24 +292,11 @@ func (s *Service) startPartitions(ctx context.Context, rec registry.Record, a *a
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
-			select {
-			case s.startFailed <- startFailure{rec, err}: // the loop retries it, once for the apply
-			default:
-			}
+			s.retries.failedStart(rec, err) // the loop retries it, once for the apply
 			return
 		}
-		select {
-		case s.retry <- rec: // the plan may have changed meanwhile
-		default:
-		}
+		s.retries.after(rec, 0) // the plan may have changed meanwhile
 	}()
-}
-
-// startFailure is a start of a deployment's partitions off the service's loop that failed in
-// a way a retry may fix.
-type startFailure struct {
-	rec registry.Record
-	err error
 }
 
 // startBuilt registers and starts the runner built (or not: err) for ps, and clears ps's
@@ -659,12 +641,7 @@ func (s *Service) lostReplication(rec registry.Record, err error) {
 	} else {
 		s.logger.Error("deployment's changelog append failed; restoring it", "deployment", rec.Name, "err", err)
 	}
-	time.AfterFunc(time.Second, func() {
-		select {
-		case s.retry <- rec:
-		default:
-		}
-	})
+	s.retries.after(rec, time.Second)
 }
 
 // changelogBytes is the size of deployment's changelog stream.
