@@ -196,6 +196,11 @@ func TestAuthRoles(t *testing.T) {
 			}
 		}
 	}
+	for _, subj := range []string{"gs.cl.logincount.0", "gs.batches.logincount.0", "$KV.groupstate-status.logincount", "logincount.out", "logincount.dlq"} {
+		if !deniedPublish(t, adminNC, subj) { // only the runtime writes what it reads back
+			t.Errorf("admin may publish to %s", subj)
+		}
+	}
 	if _, err := admin.Status(ctx, "logincount"); err != nil {
 		t.Fatalf("status after the denials: %v", err)
 	}
