@@ -204,7 +204,7 @@ func TestAuthRoles(t *testing.T) {
 	if _, err := admin.Status(ctx, "logincount"); err != nil {
 		t.Fatalf("status after the denials: %v", err)
 	}
-	if _, err := loaderJS.Stream(ctx, "LOGINCOUNT_OUT"); err == nil {
+	if !deniedPublish(t, loaderNC, "$JS.API.STREAM.INFO.LOGINCOUNT_OUT") {
 		t.Error("the producer reads stream info")
 	}
 	{
