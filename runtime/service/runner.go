@@ -40,18 +40,19 @@ import (
 // and the consumer (see opening), the shared watermark's lastRowAt and takeoverAt; the status
 // is shared through its reporter's lock, the rest is set before start and read-only after.
 type runner struct {
-	s *Service // the process: its NATS connection, registry, leases, clock, metrics, logger
-	unit
-	opening
-	report statusReporter
+	env     runnerEnv      // what the runners of the process share and only read
+	deps    runnerDeps     // what the runner asks of the process: the *Service
+	unit                   // what it runs
+	opening                // the engine and the consumer
+	report  statusReporter // the status, behind its own lock
 	// in is where the loop takes its batches from: shadow, or the live input (see
 	// batchSource); shadow is a shadow's source (nil: not a shadow; see shadow.go).
-	in     batchSource
-	shadow *shadowSource
-	partitionWatermark
-	routing
-	replication
-	control
+	in                 batchSource
+	shadow             *shadowSource
+	partitionWatermark // the partition's share of the event-time watermark
+	routing            // partition 0's router
+	replication        // lease, snapshots, takeover and handover of a replicated deployment
+	control            // how the service ends the loop or has it drain
 }
 
 // unit is what a runner runs: the revision, and which partition of it. Set by newRunner and
@@ -330,7 +331,7 @@ func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 	s.mu.Lock()
 	store := s.store
 	s.mu.Unlock()
-	r := &runner{s: s, unit: unit{rec: rec, spec: sp, wasm: rv.wasm, initial: rv.initial, logger: logger, instance: o.instance, part: o.part, parts: max(sp.Partitions, 1)},
+	r := &runner{env: s.runnerEnv(), deps: s, unit: unit{rec: rec, spec: sp, wasm: rv.wasm, initial: rv.initial, logger: logger, instance: o.instance, part: o.part, parts: max(sp.Partitions, 1)},
 		opening: opening{store: store}, control: control{done: make(chan struct{}), drainReq: make(chan chan drainResult)}}
 	r.lease, r.snaps = o.lease, o.snapshots
 	r.key = unitKey(sp.Name, r.part, r.parts)
@@ -356,10 +357,10 @@ func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 // setup opens the runner made by newRunner (see open; with reset, its state emptied first),
 // with its router and watermarks when it has them, ready to start.
 func (r *runner) setup(ctx context.Context, reset bool) error {
-	s, sp, rec := r.s, r.spec, r.rec
+	sp, rec := r.spec, r.rec
 	var err error
 	if r.sharesWatermark() {
-		if r.wm, err = s.watermarks(ctx); err != nil {
+		if r.wm, err = r.deps.watermarks(ctx); err != nil {
 			return err
 		}
 		if rec, ok := r.wm.Record(sp.Name, r.part); ok {
@@ -371,12 +372,12 @@ func (r *runner) setup(ctx context.Context, reset bool) error {
 		return err
 	}
 	if r.parts > 1 && r.part == 0 && !r.bySubject() && !r.shadowing() { // a shadow reads what its primary's router routed
-		if r.router, err = s.newRouter(ctx, sp, r.inputOf); err != nil {
+		if r.router, err = r.deps.newRouter(ctx, sp, r.inputOf); err != nil {
 			r.eng.Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("input router: %w", err)
 		}
 	}
-	st := client.Status{Name: r.key, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: s.id,
+	st := client.Status{Name: r.key, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: r.env.id,
 		ShadowOf: rec.ShadowOf}
 	if in := r.shadow; in != nil && in.promoted {
 		st.Promoted, st.PromotedBatch, st.PromotedPosition = true, in.handover.Batch, in.handover.Position
@@ -474,7 +475,7 @@ func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec, input string)
 // nothing else uses r.src and r.eng meanwhile. With reset, it empties the state first (see
 // resetState). It returns what reconcile found, for status.
 func (r *runner) open(ctx context.Context, reset bool) (notes string, err error) {
-	s, sp := r.s, r.spec
+	sp := r.spec
 	t := startTimings()
 	defer t.logIfSlow(r.logger, "opening the deployment took long")
 	in := r.input
@@ -490,7 +491,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 	}
 	defer func() {
 		if err != nil {
-			s.forgetStreams(r.rec) // the next open ensures them again
+			r.deps.forgetStreams(r.rec) // the next open ensures them again
 		}
 	}()
 	if reset {
@@ -506,7 +507,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 		}
 	}
 	if r.shadow == nil || !r.shadow.promoted {
-		if notes, err = reconcile(ctx, s.js, r.ks, inStream, src, r.logger); err != nil {
+		if notes, err = reconcile(ctx, r.env.js, r.ks, inStream, src, r.logger); err != nil {
 			return "", err
 		}
 	}
@@ -515,7 +516,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 	if err != nil {
 		return "", err
 	}
-	pub := output.NewPublisher(s.js, output.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject,
+	pub := output.NewPublisher(r.env.js, output.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject,
 		Manifest: changelog.ManifestSubject(sp.Name, r.part)}).
 		WithInstance(cmp.Or(r.instance, r.store.ID())).WithGeneration(p.Generation, p.GenerationFrom)
 	cfg := engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger(),
@@ -541,7 +542,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 			t.mark("initial_state")
 		}
 	}
-	eng, err := s.rt.NewEngine(ctx, cfg)
+	eng, err := r.env.rt.NewEngine(ctx, cfg)
 	if err != nil {
 		return "", err
 	}
@@ -559,14 +560,12 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 // first open skips it when another partition of the same revision here ensured them; a heal
 // (r.eng set: a stream or the consumer was deleted) never does.
 func (r *runner) ensureStreams(ctx context.Context) (string, error) {
-	s, key := r.s, revisionKey(r.rec)
-	s.mu.Lock()
-	inStream, done := s.ensured[key]
-	s.mu.Unlock()
+	key := revisionKey(r.rec)
+	inStream, done := r.deps.streamsEnsured(key)
 	if done && r.eng == nil {
 		return inStream, nil
 	}
-	inStream, err := s.ensureStreams(ctx, r.spec, r.inputStreams())
+	inStream, err := r.deps.ensureStreams(ctx, r.spec, r.inputStreams())
 	if err != nil {
 		return "", err
 	}
@@ -575,9 +574,7 @@ func (r *runner) ensureStreams(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("partitioned input stream: %w", err)
 		}
 	}
-	s.mu.Lock()
-	s.ensured[key] = inStream
-	s.mu.Unlock()
+	r.deps.ensuredStreams(key, inStream)
 	return inStream, nil
 }
 
@@ -592,6 +589,23 @@ func (r *runner) inputStreams() string {
 
 // revisionKey names a deployment's revision: "<name>@<revision>".
 func revisionKey(rec registry.Record) string { return fmt.Sprintf("%s@%d", rec.Name, rec.Revision) }
+
+// streamsEnsured returns the input stream of the revision named key (see revisionKey), and
+// whether a runner here ensured its streams already.
+func (s *Service) streamsEnsured(key string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inStream, ok := s.ensured[key]
+	return inStream, ok
+}
+
+// ensuredStreams notes that the streams of the revision named key are ensured, its input
+// stream inStream.
+func (s *Service) ensuredStreams(key, inStream string) {
+	s.mu.Lock()
+	s.ensured[key] = inStream
+	s.mu.Unlock()
+}
 
 // forgetStreams makes the next open of rec's revision ensure its streams again.
 func (s *Service) forgetStreams(rec registry.Record) {
@@ -609,12 +623,12 @@ func (r *runner) bySubject() bool {
 // ensurePartitioned ensures the partitioned stream the partition reads, of input stream
 // inStream: written by the router, or sourcing the input through the server's transforms.
 func (r *runner) ensurePartitioned(ctx context.Context, inStream string) error {
-	s, sp := r.s, r.spec
+	sp := r.spec
 	if !r.bySubject() {
-		return changelog.EnsurePartitionedStream(ctx, s.js, r.inputOf, s.cfg.Replicas, sp.Input.MaxAge.Std())
+		return changelog.EnsurePartitionedStream(ctx, r.env.js, r.inputOf, r.env.replicas, sp.Input.MaxAge.Std())
 	}
-	return changelog.EnsureSourcedPartitionedStream(ctx, s.js, changelog.SourcedOptions{Deployment: r.inputOf, InputStream: inStream,
-		InputSubjects: sp.Input.Subjects, Token: sp.Key.SubjectToken, Partitions: r.parts, Replicas: s.cfg.Replicas, MaxAge: sp.Input.MaxAge.Std()})
+	return changelog.EnsureSourcedPartitionedStream(ctx, r.env.js, changelog.SourcedOptions{Deployment: r.inputOf, InputStream: inStream,
+		InputSubjects: sp.Input.Subjects, Token: sp.Key.SubjectToken, Partitions: r.parts, Replicas: r.env.replicas, MaxAge: sp.Input.MaxAge.Std()})
 }
 
 // wrongPartition is the engine's WrongPartition check of a deployment the server partitions:
@@ -631,9 +645,9 @@ func (r *runner) wrongPartition(key []byte) error {
 // engineLogger is the logger given to the engine, which adds the deployment's name itself.
 func (r *runner) engineLogger() *slog.Logger {
 	if r.parts > 1 {
-		return r.s.logger.With("partition", r.part)
+		return r.env.logger.With("partition", r.part)
 	}
-	return r.s.logger
+	return r.env.logger
 }
 
 // reconcile compares the deployment's committed input position with the input stream and
@@ -761,7 +775,7 @@ func resetState(ctx context.Context, ks *state.Deployment, src *input.Source) er
 // shutdown drains: the batch in flight finishes and commits); a batch is cancelled only by
 // stop (an undeploy or a redeploy, which must not wait for a handler that loops).
 func (r *runner) start(ctx context.Context) {
-	r.s.cfg.Metrics.started(r.spec.Name, r.lease.Epoch != 0)
+	r.env.metrics.started(r.spec.Name, r.lease.Epoch != 0)
 	batchCtx, cancelBatch := context.WithCancel(context.WithoutCancel(ctx))
 	loopCtx, cancelLoop := context.WithCancel(ctx)
 	r.cancel = func() { cancelBatch(); cancelLoop() }
@@ -819,8 +833,10 @@ func (r *runner) stop() { r.end(r.cancel) }
 // engine.
 func (r *runner) finish() { r.end(r.drain) }
 
+// end ends the loop by how (nil: it never started), waits for it and the router, then for
+// the snapshot in progress, and closes the engine.
 func (r *runner) end(how context.CancelFunc) {
-	r.s.cfg.Metrics.stopped(r.spec.Name)
+	r.env.metrics.stopped(r.spec.Name)
 	if how != nil {
 		how()
 		<-r.done
@@ -857,7 +873,7 @@ func (r *runner) detach() {
 	r.ks.SetReplicator(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := r.s.leases.Release(ctx, r.lease); err != nil && !errors.Is(err, cluster.ErrLeaseLost) {
+	if err := r.env.leases.Release(ctx, r.lease); err != nil && !errors.Is(err, cluster.ErrLeaseLost) {
 		r.logger.Warn("releasing the deployment's lease failed; another runtime takes it when this one's membership expires", "err", err)
 	}
 }
@@ -871,12 +887,13 @@ func (r *runner) leaseLost() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return errors.Is(r.s.leases.Check(ctx, r.lease), cluster.ErrLeaseLost)
+	return errors.Is(r.env.leases.Check(ctx, r.lease), cluster.ErrLeaseLost)
 }
 
 // failed tells whether the deployment stopped by an error (on_error: fail, a failed store).
 func (r *runner) failed() bool { return r.report.failed() }
 
+// setError notes err as the status's error and publishes the status.
 func (r *runner) setError(err error) {
 	r.report.setError(err)
 	r.publishStatus(context.Background(), true)
@@ -954,7 +971,7 @@ func (r *runner) failedBatch(ctx, batchCtx context.Context, err error, backoff *
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		// No stream captures an output subject (an output stream was deleted): the
 		// engine keeps the outbox; re-create the streams so that delivery can work.
-		if _, serr := r.s.ensureStreams(ctx, r.spec, r.inputStreams()); serr != nil {
+		if _, serr := r.deps.ensureStreams(ctx, r.spec, r.inputStreams()); serr != nil {
 			r.logger.Warn("re-creating the output streams failed", "err", serr)
 		}
 	}
@@ -968,10 +985,10 @@ func (r *runner) failedBatch(ctx, batchCtx context.Context, err error, backoff *
 func (r *runner) committed(ctx context.Context, rep *engine.BatchReport) {
 	r.report.record(rep)
 	r.publishWatermark(rep)
-	r.s.cfg.Metrics.batch(r.spec.Name, rep)
+	r.env.metrics.batch(r.spec.Name, rep)
 	if !r.takeoverAt.IsZero() && !rep.Skipped {
 		took := time.Since(r.takeoverAt)
-		r.s.cfg.Metrics.takeover(r.spec.Name, took)
+		r.env.metrics.takeover(r.spec.Name, took)
 		r.logger.Info("first batch committed after taking the partition over", "since_lease_acquired", took.Round(time.Millisecond), "rows", rep.RowsIn)
 		r.takeoverAt = time.Time{}
 	}
@@ -989,11 +1006,11 @@ func (r *runner) stopOnStateError(err error) bool {
 		r.report.setSilent(errors.Is(err, changelog.ErrFenced)) // else publishStatus checks the lease
 		r.logLost.Store(true)
 		r.fail(err)
-		r.s.lostReplication(r.rec, err)
+		r.deps.lostReplication(r.rec, err)
 		return true
 	case errors.Is(err, state.ErrFailed):
 		r.fail(err)
-		r.s.signalStoreFailed()
+		r.deps.signalStoreFailed()
 		return true
 	}
 	return false
@@ -1097,6 +1114,8 @@ func (r *runner) heal(ctx context.Context, cause error, backoff *time.Duration) 
 	}
 }
 
+// fault reports err, a failure the loop retries (a batch or a fetch), in the log and the
+// status, and waits backoff (or until ctx ends), which it then doubles up to 10 s.
 func (r *runner) fault(ctx context.Context, err error, backoff *time.Duration) {
 	r.logger.Error("batch failed; retrying", "err", err, "in", *backoff)
 	r.setError(err)
@@ -1107,6 +1126,7 @@ func (r *runner) fault(ctx context.Context, err error, backoff *time.Duration) {
 	*backoff = min(2**backoff, 10*time.Second)
 }
 
+// fail reports err, which stopped the deployment, in the log and the status (failed).
 func (r *runner) fail(err error) {
 	r.logger.Error("deployment stopped by an error", "err", err)
 	r.report.fail(err)
@@ -1156,13 +1176,13 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 	}
 	st.Partitions = []client.PartitionStatus{{Partition: r.part, Owner: st.Owner, Standbys: []string{}, MissingStandbys: r.spec.Standbys,
 		Position: st.Position, Lag: st.InputLag, WatermarkMs: st.WatermarkMs}}
-	r.s.cfg.Metrics.status(r.spec.Name, r.part, &st, r.spec.HasEventTime())
+	r.env.metrics.status(r.spec.Name, r.part, &st, r.spec.HasEventTime())
 	if r.lease.Epoch != 0 {
-		if n, err := r.s.changelogBytes(ctx, r.spec.Name); err == nil {
-			r.s.cfg.Metrics.changelog(r.spec.Name, n)
+		if n, err := r.deps.changelogBytes(ctx, r.spec.Name); err == nil {
+			r.env.metrics.changelog(r.spec.Name, n)
 		}
 	}
-	r.s.putStatus(ctx, &st)
+	r.deps.putStatus(ctx, &st)
 }
 
 // inputsLagEvery is how often publishStatus counts the lag of each of several inputs (one
@@ -1188,7 +1208,7 @@ func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint
 			names[i] = st.Inputs[i].Name
 		}
 		var err error
-		if pending, err = changelog.InputsPending(ctx, r.s.js, r.inputOf, names, position); err != nil {
+		if pending, err = changelog.InputsPending(ctx, r.env.js, r.inputOf, names, position); err != nil {
 			r.logger.Debug("counting the inputs' lag", "err", err)
 			return
 		}
@@ -1203,7 +1223,7 @@ func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint
 // (a failed load is tried again by the next open).
 func (r *runner) initialState(ctx context.Context) (*engine.InitialState, error) {
 	is, err := r.initial.get(func() (*engine.InitialState, error) {
-		data, err := r.s.reg.GetInitialState(ctx, r.rec.InitialState) // verifies the bytes' SHA-256
+		data, err := r.env.reg.GetInitialState(ctx, r.rec.InitialState) // verifies the bytes' SHA-256
 		if err != nil {
 			return nil, fmt.Errorf("loading the initial state: %w", err)
 		}
@@ -1256,7 +1276,7 @@ func (r *runner) requestDrain(ctx context.Context) (*engine.BatchReport, error) 
 // answers reply. It reports whether the deployment drained: then the loop runs nothing more
 // and the status reads drained; else it goes on as before and the error is in the status.
 func (r *runner) runDrain(ctx context.Context, reply chan<- drainResult) bool {
-	now := r.s.cfg.Clock.Now()
+	now := r.env.clock.Now()
 	rep, err := r.eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(now), Drain: true})
 	if err != nil {
 		err = fmt.Errorf("drain batch: %w", err)
@@ -1265,7 +1285,7 @@ func (r *runner) runDrain(ctx context.Context, reply chan<- drainResult) bool {
 		return false
 	}
 	r.report.record(rep)
-	r.s.cfg.Metrics.batch(r.spec.Name, rep)
+	r.env.metrics.batch(r.spec.Name, rep)
 	r.drained.Store(rep)
 	r.report.setState(client.StatusDrained)
 	r.publishStatus(context.WithoutCancel(ctx), true)

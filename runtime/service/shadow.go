@@ -200,7 +200,7 @@ func (r *runner) openShadowInput(ctx context.Context, t *timings, held <-chan er
 	t.mark("input_streams")
 	primary := r.rec.ShadowOf
 	stream := changelog.ManifestsStream(primary)
-	src, err := input.NewSource(ctx, r.s.js, stream, r.consumerName(), []string{changelog.ManifestSubject(primary, r.part)}, r.sourceOptions(t, held)...)
+	src, err := input.NewSource(ctx, r.env.js, stream, r.consumerName(), []string{changelog.ManifestSubject(primary, r.part)}, r.sourceOptions(t, held)...)
 	t.mark("input_consumer")
 	if err != nil {
 		return "", nil, fmt.Errorf("consumer of primary %s's batch manifests (stream %s): %w", primary, stream, err)
@@ -305,11 +305,11 @@ func (in *shadowSource) openRows(ctx context.Context, from uint64) error {
 		in.rd.Close()
 		in.rd = nil
 	}
-	stream, filters, err := history.Input(ctx, r.s.js, r.spec, r.inputOf, r.part)
+	stream, filters, err := history.Input(ctx, r.env.js, r.spec, r.inputOf, r.part)
 	if err != nil {
 		return err
 	}
-	rd, err := input.OpenStreamReader(ctx, r.s.js, stream, filters, from)
+	rd, err := input.OpenStreamReader(ctx, r.env.js, stream, filters, from)
 	if err != nil {
 		return err
 	}
@@ -350,9 +350,9 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 	rec.ShadowOf, rec.ShadowSpec, rec.Promoting, rec.PrimaryHandovers = "", nil, false, nil
 	rec.InputOf, rec.Handovers = r.inputOf, handovers
 	rec.DeployedAt = time.Now().UTC()
-	if _, err := r.s.reg.Update(ctx, rec); err != nil {
+	if _, err := r.env.reg.Update(ctx, rec); err != nil {
 		// Another partition may have stored it first.
-		if cur, gerr := r.s.reg.Get(ctx, rec.Name); gerr == nil && cur.ShadowOf == "" {
+		if cur, gerr := r.env.reg.Get(ctx, rec.Name); gerr == nil && cur.ShadowOf == "" {
 			return true, nil
 		}
 		return false, fmt.Errorf("promoting: storing %s as a primary: %w", rec.Name, err)
@@ -361,7 +361,7 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for q := range r.parts {
-		if err := r.s.js.DeleteConsumer(dctx, changelog.ManifestsStream(primary), consumerName(r.spec.Name, q, r.parts)); err != nil {
+		if err := r.env.js.DeleteConsumer(dctx, changelog.ManifestsStream(primary), consumerName(r.spec.Name, q, r.parts)); err != nil {
 			r.logger.Warn("deleting a consumer of the old primary's manifests failed", "partition", q, "err", err)
 		}
 	}
@@ -372,7 +372,7 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 // primary recorded for it, it commits the primary's input position; it tells whether it did.
 func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 	primary := r.rec.ShadowOf
-	mstream, err := r.s.js.Stream(ctx, changelog.ManifestsStream(primary))
+	mstream, err := r.env.js.Stream(ctx, changelog.ManifestsStream(primary))
 	if err != nil {
 		return false, fmt.Errorf("promoting: primary %s's manifests stream: %w", primary, err)
 	}
@@ -424,7 +424,7 @@ func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 	if r.parts > 1 && r.spec.EventTime != nil {
 		// The partitions' shared watermark goes on from the primary's records, not from
 		// none (which would let each partition's first batches move it alone).
-		if wm, err := r.s.watermarks(ctx); err != nil {
+		if wm, err := r.deps.watermarks(ctx); err != nil {
 			r.logger.Warn("adopting the primary's watermark records failed", "err", err)
 		} else if err := wm.Adopt(ctx, primary, r.spec.Name, r.part); err != nil {
 			r.logger.Warn("adopting the primary's watermark record failed", "err", err)
@@ -470,7 +470,7 @@ func (r *runner) partitionsPromoted(ctx context.Context) ([]registry.Handover, b
 		if q == r.part {
 			continue
 		}
-		doc, err := r.s.reg.GetStatus(ctx, unitKey(r.spec.Name, q, r.parts))
+		doc, err := r.env.reg.GetStatus(ctx, unitKey(r.spec.Name, q, r.parts))
 		if errors.Is(err, registry.ErrNotFound) {
 			return nil, false, nil
 		}
@@ -493,11 +493,11 @@ func (r *runner) partitionsPromoted(ctx context.Context) ([]registry.Handover, b
 // inputCreated is the creation time of the shadow's input stream (UnixNano), as a primary's
 // progress records it.
 func (r *runner) inputCreated(ctx context.Context) (int64, error) {
-	in, _, err := history.Input(ctx, r.s.js, r.spec, r.inputOf, r.part)
+	in, _, err := history.Input(ctx, r.env.js, r.spec, r.inputOf, r.part)
 	if err != nil {
 		return 0, err
 	}
-	st, err := r.s.js.Stream(ctx, in)
+	st, err := r.env.js.Stream(ctx, in)
 	if err != nil {
 		return 0, fmt.Errorf("promoting: input stream %s: %w", in, err)
 	}
@@ -557,7 +557,7 @@ func (in *shadowSource) checkPrimary(ctx context.Context) {
 		return
 	}
 	in.checkedAt = time.Now()
-	_, err := r.s.reg.Get(ctx, r.rec.ShadowOf)
+	_, err := r.env.reg.Get(ctx, r.rec.ShadowOf)
 	switch gone := errors.Is(err, registry.ErrNotFound); {
 	case gone && !in.gone:
 		r.setError(fmt.Errorf("primary %s is no longer deployed: the shadow ran every batch it recorded and waits; promote it (groupstate promote %s) or undeploy it", r.rec.ShadowOf, r.spec.Name))

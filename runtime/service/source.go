@@ -36,7 +36,6 @@ type outcome int
 
 const (
 	runIt      outcome = iota // run the batch returned
-	retry                     // nothing to run this time (the source reported why): call next again
 	stopLoop                  // the loop ends: its context ended, or the runner stopped (the status tells why)
 	drainAsked                // a drain was requested (batch.drain takes the reply): the source's prefetch stopped
 	promoted                  // the shadow was promoted: the service runs the deployment again as a primary
@@ -183,7 +182,7 @@ func (l *liveSource) batch(msgs []input.Msg) batch {
 		rows = append(rows, row)
 		maxSeq = max(maxSeq, m.Sequence)
 	}
-	now := r.s.cfg.Clock.Now()
+	now := r.env.clock.Now()
 	if len(rows) > 0 {
 		r.lastRowAt = now // the partition is not idle for the batch's own watermark
 	}
