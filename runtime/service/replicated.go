@@ -185,7 +185,7 @@ func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, pa
 		s.mu.Lock()
 		delete(s.runners, key)
 		s.mu.Unlock()
-		old.quiet.Store(true)
+		old.report.silence()
 		old.stop()
 		s.logger.Info("deployment stopped here", "deployment", rec.Name, "partition", p, "owner", owner)
 		if d.Standby {

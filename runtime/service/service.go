@@ -389,9 +389,7 @@ func (r *runner) runs(rec registry.Record) bool {
 		r.rec.ShadowOf != rec.ShadowOf || r.rec.Promoting != rec.Promoting || string(r.rec.ShadowSpec) != string(rec.ShadowSpec) {
 		return false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.status.State != client.StatusFailed && r.status.Error == ""
+	return r.report.healthy()
 }
 
 // reportIfOrphaned writes the orphaned status of rec when its owner does not answer: the
@@ -547,9 +545,7 @@ func (s *Service) noteOutage(err error) {
 	}
 	s.mu.Unlock()
 	for _, r := range runners {
-		r.mu.Lock()
-		r.status.LastError, r.status.LastErrorAt = msg, time.Now()
-		r.mu.Unlock()
+		r.report.noteError(msg)
 	}
 }
 
