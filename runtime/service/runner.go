@@ -112,9 +112,7 @@ func (r *runner) copyPos() copyPos {
 	if r.snaps == nil || r.snaps.repl == nil {
 		return copyPos{}
 	}
-	r.snaps.repl.mu.Lock()
-	after, failed := r.snaps.repl.after, r.snaps.repl.failed
-	r.snaps.repl.mu.Unlock()
+	after, failed := r.snaps.repl.Position()
 	p, err := r.ks.Progress()
 	if failed != nil || err != nil {
 		return copyPos{} // an append whose outcome is unknown: the restore finds the copy's place
