@@ -239,7 +239,7 @@ func (s *Service) follow(ctx context.Context, sb *standby) error {
 	a := changelog.NewApplier(cl, sb.partition, sb.ks, r.Held.Held)
 	next := r.Last + 1
 	for {
-		cursor, applied, held := next-1, a.Applied, a.Held
+		cursor, before, held := next-1, a.Applied, a.Held
 		last, err := a.Apply(ctx, next, func(rec changelog.ChangelogRecord) (bool, error) {
 			if rec.Prev != 0 && rec.Prev > cursor {
 				return false, fmt.Errorf("%w: record %d follows %d, the copy's last read was %d", errStandbyGap, rec.Seq, rec.Prev, cursor)
@@ -250,7 +250,7 @@ func (s *Service) follow(ctx context.Context, sb *standby) error {
 		if err != nil {
 			return err
 		}
-		applied = a.Applied - applied
+		applied := a.Applied - before
 		if applied > 0 || a.Held != held {
 			p, err := sb.ks.Progress()
 			if err != nil {
