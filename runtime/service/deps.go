@@ -8,8 +8,8 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/timeouts"
@@ -52,7 +52,7 @@ type runnerDeps interface {
 	// watermarks returns the process's view of the partitions' watermarks.
 	watermarks(ctx context.Context) (*cluster.Watermarks, error)
 	// newRouter opens the router of a deployment split into partitions.
-	newRouter(ctx context.Context, sp *spec.Spec, input string) (*changelog.Router, error)
+	newRouter(ctx context.Context, sp *spec.Spec, inputOf string) (*input.Router, error)
 	// lostReplication tells that a write of rec's changelog was refused or lost (err): the
 	// runner stopped, and the deployment is to be restored again.
 	lostReplication(rec registry.Record, err error)

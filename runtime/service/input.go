@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/input"
 )
 
@@ -54,14 +53,14 @@ func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (
 	}
 	consumer, subjects := r.consumerName(), sp.Input.Subjects
 	if sp.HasInputs() {
-		subjects = []string{changelog.InputsFilter(r.inputOf)} // everything the inputs stream holds
+		subjects = []string{input.InputsFilter(r.inputOf)} // everything the inputs stream holds
 	}
 	if r.parts > 1 {
 		// The partition reads what the router (run with partition 0) routed to it, or, with
 		// key.subject_token, what the server put on its subjects.
-		inStream = changelog.PartitionedStream(r.inputOf)
+		inStream = input.PartitionedStream(r.inputOf)
 		consumer = r.consumerName()
-		subjects = []string{changelog.PartitionFilter(r.inputOf, r.part, r.bySubject())}
+		subjects = []string{input.PartitionFilter(r.inputOf, r.part, r.bySubject())}
 	}
 	src, err := input.NewSource(ctx, r.env.js, inStream, consumer, subjects, r.sourceOptions(t, held)...)
 	t.mark("input_consumer")

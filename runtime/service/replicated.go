@@ -30,9 +30,6 @@ import (
 // committed. A runtime whose append is refused (another runtime took the lease: it was
 // fenced) or fails stops the deployment; the plan decides again who runs it.
 
-// replicateTimeout bounds one changelog append (a batch commit waits for it).
-const replicateTimeout = 30 * time.Second
-
 // replicated tells whether rec is a deployment with replication: changelog (false for a
 // record whose spec does not decode: check reports that).
 func replicated(rec registry.Record) bool {
@@ -387,16 +384,16 @@ func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease clust
 		return nil, fmt.Errorf("snapshots: %w", err)
 	}
 	r.ks.SetReplicator(nil)
-	res, err := restore(ctx, cl, snaps, name, p, r.ks, hint)
+	res, err := changelog.Restore(ctx, cl, snaps, p, r.ks, hint)
 	if err != nil {
 		r.input.wait()
 		return nil, fmt.Errorf("restoring from the changelog: %w", err)
 	}
 	t.mark("restore")
-	s.logger.Info("state restored from the changelog", "deployment", name, "partition", p, "records_applied", res.applied, "last_seq", res.last,
+	s.logger.Info("state restored from the changelog", "deployment", name, "partition", p, "records_applied", res.Applied, "last_seq", res.Last,
 		"from_standby", hint.Held > 0)
-	s.cfg.Metrics.restoredRecords(name, res.applied)
-	repl := &changelogReplicator{cl: cl, partition: p, epoch: lease.Epoch, after: res.last}
+	s.cfg.Metrics.restoredRecords(name, res.Applied)
+	repl := changelog.NewReplicator(cl, p, lease.Epoch, res.Last)
 	r.ks.SetReplicator(repl)
 	r.snaps = &snapshotter{cl: cl, snaps: snaps, repl: repl, partition: p, interval: rv.spec.Snapshot.Interval.Std(), last: time.Now(), metrics: s.cfg.Metrics}
 	if err := r.setup(ctx, rv.rec.ResetState != ""); err != nil {
@@ -415,169 +412,6 @@ func lineageOf(rec registry.Record) string {
 		return rec.Lineage
 	}
 	return "l0" // a record written before lineages: still the same on every runtime
-}
-
-// restored is what a restore did: the log's last sequence read (the next writer expects
-// it), what the local copy holds after it, and how many records (and snapshot chunks) it
-// applied.
-type restored struct {
-	last    uint64
-	held    copyPos
-	applied int
-}
-
-// errHintStale: the record a restore's hint names is not in the log as the hint says.
-var errHintStale = errors.New("service: the local copy's position is not in the changelog")
-
-// restore brings ks up to the changelog's end. With a hint (what the local copy is known to
-// hold: a standby's position, or the owner's own last append), when the log still has the
-// record at hint.Held with the copy's batch, only the records after it are applied.
-// Otherwise, when ks's last batch is in the log after the newest snapshot (the local copy is
-// a prefix of the log: writes reach the log first), only the records after it are applied;
-// otherwise the newest readable snapshot is loaded (its first chunk empties the keyspace)
-// and the log after it applied; with no snapshot, ks is emptied and the whole log applied.
-func restore(ctx context.Context, cl *changelog.Changelog, snaps *changelog.Snapshots, name string, partition int, ks *state.Deployment, hint copyPos) (restored, error) {
-	var r restored
-	p, err := ks.Progress()
-	if err != nil {
-		return r, err
-	}
-	done := func(last uint64) (restored, error) {
-		p, err := ks.Progress()
-		r.last, r.held.Batch = last, p.BatchID
-		return r, err
-	}
-	if hint.Held > 0 && hint.Batch == p.BatchID {
-		first := true
-		last, err := cl.Read(ctx, partition, hint.Held, func(rec changelog.ChangelogRecord) error {
-			if first {
-				first = false
-				if rec.Seq != hint.Held || (rec.Kind != changelog.ChangelogFence && rec.BatchID != hint.Batch) {
-					return errHintStale
-				}
-				r.held.Held = rec.Seq
-				return nil // the local copy has it
-			}
-			r.held.Held = rec.Seq
-			if rec.Kind == changelog.ChangelogFence {
-				return nil
-			}
-			r.applied++
-			return ks.ApplyReplicated(rec.Data)
-		})
-		switch {
-		case err == nil && !first:
-			return done(last)
-		case err != nil && !errors.Is(err, errHintStale):
-			return r, err
-		}
-		r.applied = 0 // nothing was applied: the first record did not match
-	}
-	metas, err := snaps.List(ctx, name, partition)
-	if err != nil {
-		return r, err
-	}
-	// pass applies the records from sequence from on; with applying false, only those after
-	// the record of the local copy's last batch, and found tells whether that was there.
-	pass := func(from uint64, applying bool) (uint64, bool, error) {
-		found := applying
-		last, err := cl.Read(ctx, partition, from, func(rec changelog.ChangelogRecord) error {
-			if !found {
-				found = rec.Kind == changelog.ChangelogBatch && rec.BatchID == p.BatchID
-				if found {
-					r.held.Held = rec.Seq
-				}
-				return nil // the local copy has it
-			}
-			r.held.Held = rec.Seq
-			if rec.Kind == changelog.ChangelogFence {
-				return nil
-			}
-			r.applied++
-			return ks.ApplyReplicated(rec.Data)
-		})
-		return last, found, err
-	}
-	from := uint64(1)
-	if len(metas) > 0 {
-		from = metas[0].Seq + 1
-	}
-	if p.BatchID > 0 && (len(metas) == 0 || p.BatchID > metas[0].BatchID) {
-		last, found, err := pass(from, false)
-		if err != nil {
-			return r, err
-		}
-		if found {
-			return done(last)
-		}
-	}
-	for _, m := range metas { // newest first
-		r.applied, r.held.Held = 0, m.Seq
-		err := snaps.Read(ctx, name, partition, m, func(repr []byte) error {
-			r.applied++
-			return ks.ApplyReplicated(repr)
-		})
-		if errors.Is(err, changelog.ErrSnapshotNotFound) || errors.Is(err, changelog.ErrCorruptSnapshot) {
-			continue // pruned meanwhile, or damaged: the one before it, with more log after it
-		}
-		if err != nil {
-			return r, err
-		}
-		last, _, err := pass(m.Seq+1, true)
-		if err != nil {
-			return r, err
-		}
-		return done(last)
-	}
-	// No snapshot (the log is whole then: it is purged only below a snapshot), or a local
-	// copy that is not a prefix of the log: rebuild from the log alone.
-	if err := ks.Drop(); err != nil {
-		return r, err
-	}
-	r.applied, r.held.Held = 0, 0
-	last, _, err := pass(1, true)
-	if err != nil {
-		return r, err
-	}
-	return done(last)
-}
-
-// changelogReplicator appends a deployment's state writes to its changelog (the
-// state.Replicator of a replicated deployment). After a failed append it refuses every
-// later write: the runner then stops, and the deployment is restored from the log again.
-type changelogReplicator struct {
-	cl        *changelog.Changelog
-	partition int
-	epoch     uint64
-
-	mu     sync.Mutex
-	after  uint64 // the last sequence appended or read
-	failed error
-}
-
-// Replicate implements state.Replicator.
-func (c *changelogReplicator) Replicate(w state.ReplicatedWrite) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.failed != nil {
-		return c.failed
-	}
-	kind := changelog.ChangelogBatch
-	switch w.Kind {
-	case state.WriteAck:
-		kind = changelog.ChangelogAck
-	case state.WriteDrop:
-		kind = changelog.ChangelogDrop
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), replicateTimeout)
-	defer cancel()
-	seq, err := c.cl.Append(ctx, c.after, changelog.ChangelogRecord{Partition: c.partition, Kind: kind, Epoch: c.epoch, BatchID: w.BatchID, Data: w.Repr})
-	if err != nil {
-		c.failed = err
-		return err
-	}
-	c.after = seq
-	return nil
 }
 
 // liveIDs returns the IDs of the live runtimes, this one included.
@@ -676,7 +510,7 @@ const snapshotKeep = 2
 type snapshotter struct {
 	cl        *changelog.Changelog
 	snaps     *changelog.Snapshots
-	repl      *changelogReplicator
+	repl      *changelog.Replicator
 	partition int
 	interval  time.Duration
 	metrics   *Metrics // nil: none
@@ -692,9 +526,7 @@ func (sn *snapshotter) maybe(ctx context.Context, name string, ks *state.Deploym
 	if sn == nil || time.Since(sn.last) < sn.interval || sn.running.Load() {
 		return
 	}
-	sn.repl.mu.Lock()
-	after, failed := sn.repl.after, sn.repl.failed
-	sn.repl.mu.Unlock()
+	after, failed := sn.repl.Position()
 	if failed != nil || after == sn.lastSeq {
 		return // nothing new, or the log is no longer this runner's
 	}
@@ -720,17 +552,16 @@ func (sn *snapshotter) maybe(ctx context.Context, name string, ks *state.Deploym
 // take exports ks at a point between two writes, with the log sequence it holds, stores it,
 // then purges the log below the oldest snapshot kept and prunes the older snapshots.
 func (sn *snapshotter) take(ctx context.Context, name string, ks *state.Deployment) (changelog.SnapshotMeta, error) {
-	meta := changelog.SnapshotMeta{Epoch: sn.repl.epoch}
+	meta := changelog.SnapshotMeta{Epoch: sn.repl.Epoch()}
 	m, err := sn.snaps.Put(ctx, name, sn.partition, &meta, func(yield func([]byte) error) error {
 		_, err := ks.ExportAt(0, func(p state.Progress) error {
 			// No write of ks runs now, so the replicator's last sequence is exactly what
 			// the export holds.
-			sn.repl.mu.Lock()
-			defer sn.repl.mu.Unlock()
-			if sn.repl.failed != nil {
-				return sn.repl.failed
+			after, failed := sn.repl.Position()
+			if failed != nil {
+				return failed
 			}
-			meta.Seq, meta.BatchID = sn.repl.after, p.BatchID
+			meta.Seq, meta.BatchID = after, p.BatchID
 			return nil
 		}, yield)
 		return err

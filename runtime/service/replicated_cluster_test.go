@@ -48,7 +48,7 @@ func (e *natsEnv) clusterOutputs() ([]string, error) {
 	return out, nil
 }
 
-// outputsDeadline bounds the wait for outputs on the cluster: above replicateTimeout (30 s), as
+// outputsDeadline bounds the wait for outputs on the cluster: above the changelog replicator's append timeout (30 s), as
 // a changelog append that gets no answer while the node leading the changelog is lost waits
 // that long before the runner restores and goes on. The test logs every wait above 10 s.
 const outputsDeadline = 70 * time.Second

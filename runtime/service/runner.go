@@ -105,8 +105,8 @@ type partitionWatermark struct {
 // routing is the router of partition 0 of a deployment that the runtime splits into
 // partitions (without key.subject_token): set by setup, run by start, waited for by end.
 type routing struct {
-	router     *changelog.Router // partition 0 of several, without key.subject_token: routes the input to the partitions
-	routerDone chan struct{}     // closed when the router's goroutine ended (nil: none started)
+	router     *input.Router // partition 0 of several, without key.subject_token: routes the input to the partitions
+	routerDone chan struct{} // closed when the router's goroutine ended (nil: none started)
 }
 
 // replication is a runner's part in the replication of a replicated deployment (lease Epoch
@@ -146,9 +146,7 @@ func (r *runner) copyPos() copyPos {
 	if r.snaps == nil || r.snaps.repl == nil {
 		return copyPos{}
 	}
-	r.snaps.repl.mu.Lock()
-	after, failed := r.snaps.repl.after, r.snaps.repl.failed
-	r.snaps.repl.mu.Unlock()
+	after, failed := r.snaps.repl.Position()
 	p, err := r.ks.Progress()
 	if failed != nil || err != nil {
 		return copyPos{} // an append whose outcome is unknown: the restore finds the copy's place
@@ -281,11 +279,11 @@ func (s *Service) checkRecord(ctx context.Context, rec registry.Record) (*revisi
 		return nil, err
 	}
 	if sp.HasInputs() {
-		named := make([]changelog.NamedInput, len(sp.Inputs))
+		named := make([]input.NamedInput, len(sp.Inputs))
 		for i, in := range sp.Inputs {
-			named[i] = changelog.NamedInput{Name: in.Name, Subjects: in.Subjects}
+			named[i] = input.NamedInput{Name: in.Name, Subjects: in.Subjects}
 		}
-		if err := changelog.CheckInputsStream(ctx, s.js, cmp.Or(rec.InputOf, rec.ShadowOf, sp.Name), named); err != nil {
+		if err := input.CheckInputsStream(ctx, s.js, cmp.Or(rec.InputOf, rec.ShadowOf, sp.Name), named); err != nil {
 			return nil, err
 		}
 	}
@@ -448,25 +446,25 @@ func inputsMaxAge(sp *spec.Spec) time.Duration {
 }
 
 // ensureInputs ensures the streams of a deployment with several inputs, named after
-// deployment input (see runner.inputOf): each input's (its named stream, the stream that
+// deployment inputOf (see runner.inputOf): each input's (its named stream, the stream that
 // already captures its subjects, or GS_<INPUT>_IN_<NAME>), and the inputs stream that
-// sources them all, whose name it returns (changelog.EnsureInputsStream). The inputs stream
+// sources them all, whose name it returns (input.EnsureInputsStream). The inputs stream
 // keeps rows as long as the longest-kept input stream groupstate sets.
-func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec, input string) (string, error) {
-	named := make([]changelog.NamedInput, len(sp.Inputs))
+func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec, inputOf string) (string, error) {
+	named := make([]input.NamedInput, len(sp.Inputs))
 	for i, in := range sp.Inputs {
-		st, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: in.Stream, Fallback: natsio.StreamName(input + "_IN_" + in.Name),
+		st, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: in.Stream, Fallback: natsio.StreamName(inputOf + "_IN_" + in.Name),
 			Subjects: in.Subjects, MaxAge: in.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas})
 		if err != nil {
 			return "", fmt.Errorf("input %s: %w", in.Name, err)
 		}
-		named[i] = changelog.NamedInput{Name: in.Name, Stream: st, Subjects: in.Subjects}
+		named[i] = input.NamedInput{Name: in.Name, Stream: st, Subjects: in.Subjects}
 	}
 	maxAge := inputsMaxAge(sp)
-	if err := changelog.EnsureInputsStream(ctx, s.js, input, named, s.cfg.Replicas, maxAge); err != nil {
+	if err := input.EnsureInputsStream(ctx, s.js, inputOf, named, s.cfg.Replicas, maxAge); err != nil {
 		return "", err
 	}
-	return changelog.InputsStream(input), nil
+	return input.InputsStream(inputOf), nil
 }
 
 // open ensures the streams, creates the input consumer, reconciles it with the committed
@@ -625,9 +623,9 @@ func (r *runner) bySubject() bool {
 func (r *runner) ensurePartitioned(ctx context.Context, inStream string) error {
 	sp := r.spec
 	if !r.bySubject() {
-		return changelog.EnsurePartitionedStream(ctx, r.env.js, r.inputOf, r.env.replicas, sp.Input.MaxAge.Std())
+		return input.EnsurePartitionedStream(ctx, r.env.js, r.inputOf, r.env.replicas, sp.Input.MaxAge.Std())
 	}
-	return changelog.EnsureSourcedPartitionedStream(ctx, r.env.js, changelog.SourcedOptions{Deployment: r.inputOf, InputStream: inStream,
+	return input.EnsureSourcedPartitionedStream(ctx, r.env.js, input.SourcedOptions{Deployment: r.inputOf, InputStream: inStream,
 		InputSubjects: sp.Input.Subjects, Token: sp.Key.SubjectToken, Partitions: r.parts, Replicas: r.env.replicas, MaxAge: sp.Input.MaxAge.Std()})
 }
 
@@ -788,10 +786,10 @@ func (r *runner) start(ctx context.Context) {
 }
 
 // newRouter opens the router of a deployment split into partitions: it reads the input
-// stream and republishes each row to its partition's subject (see changelog.Router) in the
-// partitioned stream of deployment input (runner.inputOf).
-func (s *Service) newRouter(ctx context.Context, sp *spec.Spec, input string) (*changelog.Router, error) {
-	inStream, err := s.ensureStreams(ctx, sp, input)
+// stream and republishes each row to its partition's subject (see input.Router) in the
+// partitioned stream of deployment inputOf (runner.inputOf).
+func (s *Service) newRouter(ctx context.Context, sp *spec.Spec, inputOf string) (*input.Router, error) {
+	inStream, err := s.ensureStreams(ctx, sp, inputOf)
 	if err != nil {
 		return nil, err
 	}
@@ -799,7 +797,7 @@ func (s *Service) newRouter(ctx context.Context, sp *spec.Spec, input string) (*
 	if err != nil {
 		return nil, err
 	}
-	return changelog.NewRouter(ctx, s.js, changelog.RouterOptions{Deployment: input, InputStream: inStream, InputSubjects: sp.Input.Subjects,
+	return input.NewRouter(ctx, s.js, input.RouterOptions{Deployment: inputOf, InputStream: inStream, InputSubjects: sp.Input.Subjects,
 		Key: key, Partitions: sp.Partitions, MaxRows: sp.Trigger.MaxRows, MaxBytes: int(sp.Trigger.MaxBytes), Wait: sp.Trigger.Interval.Std(),
 		Logger: s.logger.With("deployment", sp.Name, "component", "router")})
 }
@@ -1186,7 +1184,7 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 }
 
 // inputsLagEvery is how often publishStatus counts the lag of each of several inputs (one
-// short-lived consumer per input: see changelog.InputsPending); in between a status repeats the
+// short-lived consumer per input: see input.InputsPending); in between a status repeats the
 // last count.
 const inputsLagEvery = 5 * time.Second
 
@@ -1208,7 +1206,7 @@ func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint
 			names[i] = st.Inputs[i].Name
 		}
 		var err error
-		if pending, err = changelog.InputsPending(ctx, r.env.js, r.inputOf, names, position); err != nil {
+		if pending, err = input.InputsPending(ctx, r.env.js, r.inputOf, names, position); err != nil {
 			r.logger.Debug("counting the inputs' lag", "err", err)
 			return
 		}

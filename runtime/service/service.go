@@ -18,8 +18,8 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/api"
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
@@ -411,7 +411,7 @@ func (s *Service) reportIfOrphaned(ctx context.Context, rec registry.Record, own
 // permanent tells whether a deployment failed to start for a reason that only a new deploy
 // can fix (as opposed to NATS being unreachable for a moment).
 func permanent(err error) bool {
-	return errors.Is(err, spec.ErrInvalidSpec) || errors.Is(err, engine.ErrInvalidModule) || errors.Is(err, engine.ErrABIVersion) || errors.Is(err, engine.ErrModuleInit) || errors.Is(err, natsio.ErrAvoidedStream) || errors.Is(err, changelog.ErrInputsChanged) ||
+	return errors.Is(err, spec.ErrInvalidSpec) || errors.Is(err, engine.ErrInvalidModule) || errors.Is(err, engine.ErrABIVersion) || errors.Is(err, engine.ErrModuleInit) || errors.Is(err, natsio.ErrAvoidedStream) || errors.Is(err, input.ErrInputsChanged) ||
 		errors.Is(err, engine.ErrLoadLimit) || errors.Is(err, engine.ErrCeiling)
 }
 

@@ -14,6 +14,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
+	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/replay"
@@ -200,7 +201,7 @@ func TestInputsShadowAndPromote(t *testing.T) {
 	if len(got) != 1 || p.AdID != "a2" || p.Click == nil || *p.Click != t0+h/4 {
 		t.Fatalf("the promoted deployment published %v, want a2's pair alone", got)
 	}
-	for _, stream := range []string{changelog.InputsStream("adjoin-v2"), natsio.StreamName("adjoin-v2_IN_clicks")} {
+	for _, stream := range []string{input.InputsStream("adjoin-v2"), natsio.StreamName("adjoin-v2_IN_clicks")} {
 		if _, err := env.js.Stream(ctx, stream); !errors.Is(err, jetstream.ErrStreamNotFound) {
 			t.Errorf("stream %s: %v, want none (the promoted deployment reads adjoin's)", stream, err)
 		}

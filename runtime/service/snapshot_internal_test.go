@@ -68,7 +68,7 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	src := open().Deployment("d")
 	seq, err := cl.Fence(ctx, 0, 1)
 	testutil.Require(t, err)
-	repl := &changelogReplicator{cl: cl, epoch: 1, after: seq}
+	repl := changelog.NewReplicator(cl, 0, 1, seq)
 	src.SetReplicator(repl)
 	sn := &snapshotter{cl: cl, snaps: snaps, repl: repl}
 
@@ -99,8 +99,8 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	}
 
 	replica := open().Deployment("d")
-	res, err := restore(ctx, cl, snaps, "d", 0, replica, copyPos{})
-	applied := res.applied
+	res, err := changelog.Restore(ctx, cl, snaps, 0, replica, copyPos{})
+	applied := res.Applied
 	testutil.Require(t, err)
 	sameState(t, src, replica)
 	if applied > 1+7 { // the snapshot's chunk(s), then the 7 batches after it
@@ -108,8 +108,8 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	}
 
 	commitN(t, src, 3)
-	res, err = restore(ctx, cl, snaps, "d", 0, replica, copyPos{}) // a restart: the local copy is a prefix
-	applied = res.applied
+	res, err = changelog.Restore(ctx, cl, snaps, 0, replica, copyPos{}) // a restart: the local copy is a prefix
+	applied = res.Applied
 	testutil.Require(t, err)
 	sameState(t, src, replica)
 	if applied != 3 {
@@ -126,16 +126,16 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 		{"purged", func(h copyPos) copyPos { return copyPos{Held: 1, Batch: h.Batch} }},
 		{"another batch's", func(h copyPos) copyPos { return copyPos{Held: h.Held, Batch: h.Batch + 1} }},
 	} {
-		hint := tc.hint(res.held)
+		hint := tc.hint(res.Held)
 		commitN(t, src, 2)
-		res, err = restore(ctx, cl, snaps, "d", 0, replica, hint)
+		res, err = changelog.Restore(ctx, cl, snaps, 0, replica, hint)
 		testutil.Require(t, err)
 		sameState(t, src, replica)
-		if res.applied != 2 {
-			t.Fatalf("%s position: restore applied %d records, want the 2 new ones", tc.name, res.applied)
+		if res.Applied != 2 {
+			t.Fatalf("%s position: restore applied %d records, want the 2 new ones", tc.name, res.Applied)
 		}
-		if p, _ := replica.Progress(); res.held.Batch != p.BatchID || res.held.Held != res.last {
-			t.Fatalf("%s position: restore says the copy holds %+v, want batch %d up to %d", tc.name, res.held, p.BatchID, res.last)
+		if p, _ := replica.Progress(); res.Held.Batch != p.BatchID || res.Held.Held != res.Last {
+			t.Fatalf("%s position: restore says the copy holds %+v, want batch %d up to %d", tc.name, res.Held, p.BatchID, res.Last)
 		}
 	}
 }

@@ -177,7 +177,7 @@ func (l *liveSource) batch(msgs []input.Msg) batch {
 		// The subject it was published on, and its input (history.Row makes replay's rows too).
 		row, err := history.Row(r.spec, r.inputOf, input.StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: m.Header, Data: m.Data})
 		if err != nil {
-			return batch{err: err} // the inputs stream sources nothing else (changelog.EnsureInputsStream)
+			return batch{err: err} // the inputs stream sources nothing else (input.EnsureInputsStream)
 		}
 		rows = append(rows, row)
 		maxSeq = max(maxSeq, m.Sequence)

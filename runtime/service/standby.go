@@ -39,13 +39,9 @@ const handoverWarmMax = 30 * time.Second
 // purge below the snapshots went past it): it restores from the snapshot again.
 var errStandbyGap = errors.New("service: records between the standby's copy and the changelog were purged")
 
-// copyPos says how far a local copy of a partition's state goes in its changelog: it holds
-// every record up to sequence Held, and its last committed batch is Batch. The zero value
-// says nothing (a restore then finds the copy's place in the log itself).
-type copyPos struct {
-	Held  uint64
-	Batch uint64
-}
+// copyPos says how far a local copy of a partition's state goes in its changelog
+// ([changelog.Position]).
+type copyPos = changelog.Position
 
 // standby is one partition's standby copy on this runtime. Its goroutine is the keyspace's
 // only writer while it runs.
@@ -63,11 +59,18 @@ type standby struct {
 	warm bool // restored once: it follows the log
 }
 
-// position returns what the copy holds.
+// position returns what the copy holds, and whether it is warm.
 func (sb *standby) position() (copyPos, bool) {
 	sb.mu.Lock()
 	defer sb.mu.Unlock()
 	return sb.pos, sb.warm
+}
+
+// setPosition records what the copy holds; with warm, that it is warm (restored once).
+func (sb *standby) setPosition(pos copyPos, warm bool) {
+	sb.mu.Lock()
+	defer sb.mu.Unlock()
+	sb.pos, sb.warm = pos, sb.warm || warm
 }
 
 // keepStandby makes sure this runtime keeps a standby copy of partition p of name (of
@@ -200,11 +203,9 @@ func (s *Service) runStandby(ctx context.Context, sb *standby) {
 		if ctx.Err() != nil {
 			return
 		}
-		sb.mu.Lock()
 		if errors.Is(err, errStandbyGap) {
-			sb.pos = copyPos{} // find the copy's place (or a snapshot) again
+			sb.setPosition(copyPos{}, false) // find the copy's place (or a snapshot) again
 		}
-		sb.mu.Unlock()
 		sb.logger.Warn("standby copy failed; restoring it again", "err", err, "in", backoff)
 		select {
 		case <-ctx.Done():
@@ -228,44 +229,34 @@ func (s *Service) follow(ctx context.Context, sb *standby) error {
 	}
 	hint, _ := sb.position()
 	started := time.Now()
-	r, err := restore(ctx, cl, snaps, sb.name, sb.partition, sb.ks, hint)
+	r, err := changelog.Restore(ctx, cl, snaps, sb.partition, sb.ks, hint)
 	if err != nil {
 		return fmt.Errorf("restoring from the changelog: %w", err)
 	}
-	sb.mu.Lock()
-	sb.pos, sb.warm = r.held, true
-	sb.mu.Unlock()
-	sb.logger.Info("standby copy warm", "records_applied", r.applied, "last_seq", r.last, "took", time.Since(started).Round(time.Millisecond))
+	sb.setPosition(r.Held, true)
+	sb.logger.Info("standby copy warm", "records_applied", r.Applied, "last_seq", r.Last, "took", time.Since(started).Round(time.Millisecond))
 	go s.publishStandbys()
-	next, held := r.last+1, r.held.Held
+	a := changelog.NewApplier(cl, sb.partition, sb.ks, r.Held.Held)
+	next := r.Last + 1
 	for {
-		cursor, applied := next-1, 0
-		last, err := cl.Read(ctx, sb.partition, next, func(rec changelog.ChangelogRecord) error {
+		cursor, before, held := next-1, a.Applied, a.Held
+		last, err := a.Apply(ctx, next, func(rec changelog.ChangelogRecord) (bool, error) {
 			if rec.Prev != 0 && rec.Prev > cursor {
-				return fmt.Errorf("%w: record %d follows %d, the copy's last read was %d", errStandbyGap, rec.Seq, rec.Prev, cursor)
+				return false, fmt.Errorf("%w: record %d follows %d, the copy's last read was %d", errStandbyGap, rec.Seq, rec.Prev, cursor)
 			}
 			cursor = rec.Seq
-			if rec.Kind != changelog.ChangelogFence {
-				if err := sb.ks.ApplyReplicated(rec.Data); err != nil {
-					return err
-				}
-				applied++
-			}
-			held = rec.Seq
-			return nil
+			return false, nil
 		})
 		if err != nil {
 			return err
 		}
-		if applied > 0 || held != r.held.Held {
+		applied := a.Applied - before
+		if applied > 0 || a.Held != held {
 			p, err := sb.ks.Progress()
 			if err != nil {
 				return err
 			}
-			sb.mu.Lock()
-			sb.pos = copyPos{Held: held, Batch: p.BatchID}
-			sb.mu.Unlock()
-			r.held.Held = held
+			sb.setPosition(copyPos{Held: a.Held, Batch: p.BatchID}, false)
 		}
 		s.cfg.Metrics.standbyBehind(sb.name, sb.partition, applied)
 		if last >= next {

@@ -168,18 +168,7 @@ func OpenChangelog(ctx context.Context, js jetstream.JetStream, deployment strin
 			return nil, fmt.Errorf("natsio: allowing direct gets on changelog stream %s: %w", name, err)
 		}
 	}
-	o := js.Options()
-	api := jetstream.DefaultAPIPrefix
-	switch {
-	case o.Domain != "":
-		api = "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		api = o.APIPrefix
-		if !strings.HasSuffix(api, ".") {
-			api += "."
-		}
-	}
-	return &Changelog{js: js, nc: js.Conn(), stream: st, deployment: deployment, name: name, api: api}, nil
+	return &Changelog{js: js, nc: js.Conn(), stream: st, deployment: deployment, name: name, api: natsio.APIPrefix(js)}, nil
 }
 
 // chunkMeta is what the headers of one message of a record say.
@@ -320,15 +309,6 @@ func (c *Changelog) Append(ctx context.Context, after uint64, rec ChangelogRecor
 	return expect, nil
 }
 
-// wrongLastSequence tells whether err is the server's answer to a publish whose expected
-// last subject sequence was not the subject's: code 10071, 10164 on replicated streams
-// (nats.go v1.55.0 has no sentinel for it outside KV).
-func wrongLastSequence(err error) bool {
-	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
-		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
-}
-
 // publishChunk publishes one chunk expecting expect, and returns its sequence.
 func (c *Changelog) publishChunk(ctx context.Context, subj string, expect uint64, meta chunkMeta, body []byte) (uint64, error) {
 	for attempt := 1; ; attempt++ {
@@ -341,9 +321,9 @@ func (c *Changelog) publishChunk(ctx context.Context, subj string, expect uint64
 		}
 		var apiErr *jetstream.APIError
 		switch {
-		case wrongLastSequence(err) && attempt == 1:
+		case natsio.WrongLastSequence(err) && attempt == 1:
 			return 0, fmt.Errorf("%w: %s was not at sequence %d", ErrFenced, subj, expect)
-		case wrongLastSequence(err):
+		case natsio.WrongLastSequence(err):
 			// An earlier attempt of ours may have landed since: resolve as below.
 		case errors.As(err, &apiErr), errors.Is(err, jetstream.ErrNoStreamResponse):
 			return 0, fmt.Errorf("natsio: appending to %s: %w", subj, err) // refused: nothing stored
@@ -379,7 +359,7 @@ const (
 func (c *Changelog) resolve(ctx context.Context, subj string, expect uint64, meta chunkMeta) (uint64, outcome, error) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), natsio.ResolveTimeout)
 	defer cancel()
-	last, found, err := c.leaderGet(rctx, msgGetRequest{LastFor: subj})
+	last, found, err := c.leaderGet(rctx, natsio.MsgGetRequest{LastFor: subj})
 	if err != nil {
 		return 0, outcomeAbsent, err
 	}
@@ -387,30 +367,23 @@ func (c *Changelog) resolve(ctx context.Context, subj string, expect uint64, met
 	return seq, out, nil
 }
 
-// storedMsg is one message read from the stream.
-type storedMsg struct {
-	seq    uint64
-	header nats.Header
-	data   []byte
-}
-
 // resolveOutcome decides the outcome of a publish of the chunk want, expecting expect, from
 // the subject's last message (found false: the subject is empty). It returns the last
 // message's sequence with it.
-func resolveOutcome(expect uint64, want chunkMeta, last storedMsg, found bool) (uint64, outcome) {
+func resolveOutcome(expect uint64, want chunkMeta, last natsio.StoredMsg, found bool) (uint64, outcome) {
 	if !found {
 		if expect == 0 {
 			return 0, outcomeAbsent
 		}
 		return 0, outcomeFenced // emptied under the writer
 	}
-	if last.seq == expect {
-		return last.seq, outcomeAbsent
+	if last.Sequence == expect {
+		return last.Sequence, outcomeAbsent
 	}
-	if got, ok := parseMeta(last.header); ok && last.seq > expect && sameChunk(got, want) {
-		return last.seq, outcomeAppended
+	if got, ok := parseMeta(last.Header); ok && last.Sequence > expect && sameChunk(got, want) {
+		return last.Sequence, outcomeAppended
 	}
-	return last.seq, outcomeFenced
+	return last.Sequence, outcomeFenced
 }
 
 // Fence appends a fence record of epoch to partition's changelog, expecting whatever is
@@ -420,14 +393,14 @@ func resolveOutcome(expect uint64, want chunkMeta, last storedMsg, found bool) (
 func (c *Changelog) Fence(ctx context.Context, partition int, epoch uint64) (uint64, error) {
 	subj := ChangelogSubject(c.deployment, partition)
 	for range 3 {
-		last, found, err := c.leaderGet(ctx, msgGetRequest{LastFor: subj})
+		last, found, err := c.leaderGet(ctx, natsio.MsgGetRequest{LastFor: subj})
 		if err != nil {
 			return 0, fmt.Errorf("natsio: fencing %s: %w", subj, err)
 		}
 		var after uint64
 		if found {
-			after = last.seq
-			if m, ok := parseMeta(last.header); ok && m.epoch > epoch {
+			after = last.Sequence
+			if m, ok := parseMeta(last.Header); ok && m.epoch > epoch {
 				return 0, fmt.Errorf("%w: %s has a record of epoch %d, above %d", ErrFenced, subj, m.epoch, epoch)
 			}
 		}
@@ -445,14 +418,14 @@ func (c *Changelog) Fence(ctx context.Context, partition int, epoch uint64) (uin
 // whole partition.
 func (c *Changelog) Last(ctx context.Context, partition int) (ChangelogRecord, bool, error) {
 	subj := ChangelogSubject(c.deployment, partition)
-	last, found, err := c.leaderGet(ctx, msgGetRequest{LastFor: subj})
+	last, found, err := c.leaderGet(ctx, natsio.MsgGetRequest{LastFor: subj})
 	if err != nil || !found {
 		return ChangelogRecord{}, false, err
 	}
 	from := uint64(0) // read the whole partition
-	if m, ok := parseMeta(last.header); ok && m.index == m.count {
+	if m, ok := parseMeta(last.Header); ok && m.index == m.count {
 		if m.count == 1 {
-			rec, err := decodeCLRecord(partition, m, last.seq, last.data)
+			rec, err := decodeCLRecord(partition, m, last.Sequence, last.Data)
 			return rec, err == nil, err
 		}
 		from = m.first
@@ -482,14 +455,14 @@ func (c *Changelog) Last(ctx context.Context, partition int) (ChangelogRecord, b
 // replica that answers cannot hide a record.
 func (c *Changelog) Read(ctx context.Context, partition int, from uint64, fn func(ChangelogRecord) error) (uint64, error) {
 	subj := ChangelogSubject(c.deployment, partition)
-	last, found, err := c.leaderGet(ctx, msgGetRequest{LastFor: subj})
+	last, found, err := c.leaderGet(ctx, natsio.MsgGetRequest{LastFor: subj})
 	if err != nil {
 		return 0, fmt.Errorf("natsio: reading %s: %w", subj, err)
 	}
 	if !found {
 		return 0, nil
 	}
-	target := last.seq
+	target := last.Sequence
 	from = max(from, 1)
 	if from > target {
 		return target, nil
@@ -503,12 +476,12 @@ func (c *Changelog) Read(ctx context.Context, partition int, from uint64, fn fun
 	cur, started := from, false
 	for cur <= target {
 		var ferr error
-		take := func(m storedMsg) bool {
-			if m.seq > target {
+		take := func(m natsio.StoredMsg) bool {
+			if m.Sequence > target {
 				cur = target + 1
 				return false
 			}
-			meta, ok := parseMeta(m.header)
+			meta, ok := parseMeta(m.Header)
 			if !started {
 				started = true
 				if ok && meta.index > 1 && meta.first < from {
@@ -517,14 +490,14 @@ func (c *Changelog) Read(ctx context.Context, partition int, from uint64, fn fun
 					return false
 				}
 			}
-			cur = m.seq + 1
+			cur = m.Sequence + 1
 			if !ok {
 				asm.reset()
 				return cur <= target
 			}
-			if data, prev, done := asm.add(m.seq, meta, m.data); done {
+			if data, prev, done := asm.add(m.Sequence, meta, m.Data); done {
 				meta.prev = prev
-				rec, err := decodeCLRecord(partition, meta, m.seq, data)
+				rec, err := decodeCLRecord(partition, meta, m.Sequence, data)
 				if err == nil {
 					err = fn(rec)
 				}
@@ -620,22 +593,22 @@ func decodeCLRecord(partition int, m chunkMeta, seq uint64, stored []byte) (Chan
 // [Changelog.Last] keeps a record to return.
 func (c *Changelog) Purge(ctx context.Context, partition int, below uint64) error {
 	subj := ChangelogSubject(c.deployment, partition)
-	last, found, err := c.leaderGet(ctx, msgGetRequest{LastFor: subj})
+	last, found, err := c.leaderGet(ctx, natsio.MsgGetRequest{LastFor: subj})
 	if err != nil {
 		return fmt.Errorf("natsio: purging %s: %w", subj, err)
 	}
 	if !found {
 		return nil
 	}
-	if below > last.seq {
-		below = last.seq
+	if below > last.Sequence {
+		below = last.Sequence
 	}
-	next, found, err := c.leaderGet(ctx, msgGetRequest{Seq: below, NextFor: subj})
+	next, found, err := c.leaderGet(ctx, natsio.MsgGetRequest{Seq: below, NextFor: subj})
 	if err != nil {
 		return fmt.Errorf("natsio: purging %s: %w", subj, err)
 	}
 	if found {
-		if m, ok := parseMeta(next.header); ok && m.index > 1 {
+		if m, ok := parseMeta(next.Header); ok && m.index > 1 {
 			below = min(below, m.first)
 		}
 	}
@@ -651,7 +624,7 @@ func (c *Changelog) Purge(ctx context.Context, partition int, below uint64) erro
 // orderedRead reads subj from sequence from on with an ordered consumer, calling fn with
 // each message until fn returns false or the subject has no more messages. It returns how
 // many messages came.
-func (c *Changelog) orderedRead(ctx context.Context, subj string, from uint64, fn func(storedMsg) bool) (int, error) {
+func (c *Changelog) orderedRead(ctx context.Context, subj string, from uint64, fn func(natsio.StoredMsg) bool) (int, error) {
 	cons, err := c.js.OrderedConsumer(ctx, c.name, jetstream.OrderedConsumerConfig{
 		FilterSubjects: []string{subj},
 		DeliverPolicy:  jetstream.DeliverByStartSequencePolicy,
@@ -682,72 +655,18 @@ func (c *Changelog) orderedRead(ctx context.Context, subj string, from uint64, f
 			return n, err
 		}
 		n++
-		if !fn(storedMsg{seq: md.Sequence.Stream, header: m.Headers(), data: m.Data()}) || md.NumPending == 0 {
+		if !fn(natsio.StoredMsg{Sequence: md.Sequence.Stream, Header: m.Headers(), Data: m.Data()}) || md.NumPending == 0 {
 			return n, nil
 		}
 	}
-}
-
-// msgGetRequest is a JetStream message get request.
-type msgGetRequest struct {
-	Seq      uint64 `json:"seq,omitempty"`
-	LastFor  string `json:"last_by_subj,omitempty"`
-	NextFor  string `json:"next_by_subj,omitempty"`
-	Batch    int    `json:"batch,omitempty"`
-	MaxBytes int    `json:"max_bytes,omitempty"`
-}
-
-// errCodeMessageNotFound is the server's JSNoMessageFoundErr.
-const errCodeMessageNotFound jetstream.ErrorCode = 10037
-
-// leaderGet gets one message with the stream API (answered by the stream leader, never by
-// a replica that may lag, unlike a direct get); found is false when there is none.
-func (c *Changelog) leaderGet(ctx context.Context, req msgGetRequest) (storedMsg, bool, error) {
-	body, _ := json.Marshal(req)
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, c.js.Options().DefaultTimeout)
-		defer cancel()
-	}
-	resp, err := c.nc.RequestWithContext(ctx, c.api+"STREAM.MSG.GET."+c.name, body)
-	if err != nil {
-		return storedMsg{}, false, err
-	}
-	var r struct {
-		Error   *jetstream.APIError `json:"error,omitempty"`
-		Message *struct {
-			Seq    uint64 `json:"seq"`
-			Header []byte `json:"hdrs,omitempty"`
-			Data   []byte `json:"data,omitempty"`
-		} `json:"message,omitempty"`
-	}
-	if err := json.Unmarshal(resp.Data, &r); err != nil {
-		return storedMsg{}, false, fmt.Errorf("natsio: message get response: %w", err)
-	}
-	if r.Error != nil {
-		if r.Error.ErrorCode == errCodeMessageNotFound {
-			return storedMsg{}, false, nil
-		}
-		return storedMsg{}, false, r.Error
-	}
-	if r.Message == nil {
-		return storedMsg{}, false, errors.New("natsio: message get response without a message")
-	}
-	m := storedMsg{seq: r.Message.Seq, data: r.Message.Data}
-	if len(r.Message.Header) > 0 {
-		if m.header, err = nats.DecodeHeadersMsg(r.Message.Header); err != nil {
-			return storedMsg{}, false, fmt.Errorf("natsio: message %d headers: %w", m.seq, err)
-		}
-	}
-	return m, true, nil
 }
 
 // directBatch gets the messages of subj from sequence from on, a batch of them, with a
 // direct get answered on sub, calling fn with each as it arrives until fn returns false (the
 // rest of the batch is drained). It returns how many messages came: none when the subject
 // has no message at or after from (on the replica that answered).
-func (c *Changelog) directBatch(ctx context.Context, sub *nats.Subscription, subj string, from uint64, fn func(storedMsg) bool) (int, error) {
-	body, _ := json.Marshal(msgGetRequest{Seq: from, NextFor: subj, Batch: readBatch, MaxBytes: readBatchBytes})
+func (c *Changelog) directBatch(ctx context.Context, sub *nats.Subscription, subj string, from uint64, fn func(natsio.StoredMsg) bool) (int, error) {
+	body, _ := json.Marshal(natsio.MsgGetRequest{Seq: from, NextFor: subj, Batch: readBatch, MaxBytes: readBatchBytes})
 	if err := c.nc.PublishRequest(c.api+"DIRECT.GET."+c.name, sub.Subject, body); err != nil {
 		return 0, err
 	}
@@ -777,7 +696,12 @@ func (c *Changelog) directBatch(ctx context.Context, sub *nats.Subscription, sub
 		}
 		n++
 		if more {
-			more = fn(storedMsg{seq: seq, header: m.Header, data: m.Data})
+			more = fn(natsio.StoredMsg{Sequence: seq, Header: m.Header, Data: m.Data})
 		}
 	}
+}
+
+// leaderGet gets one message of the changelog stream from its leader ([natsio.LeaderGet]).
+func (c *Changelog) leaderGet(ctx context.Context, req natsio.MsgGetRequest) (natsio.StoredMsg, bool, error) {
+	return natsio.LeaderGet(ctx, c.js, c.name, req)
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 )
 
@@ -314,8 +315,8 @@ func subjectSeqs(t *testing.T, c *Changelog, ctx context.Context, subj string) [
 	testutil.Require(t, err)
 	defer sub.Unsubscribe() //nolint:errcheck
 	var out []uint64
-	_, err = c.directBatch(ctx, sub, subj, 1, func(m storedMsg) bool {
-		out = append(out, m.seq)
+	_, err = c.directBatch(ctx, sub, subj, 1, func(m natsio.StoredMsg) bool {
+		out = append(out, m.Sequence)
 		return true
 	})
 	testutil.Require(t, err)
@@ -356,11 +357,13 @@ func TestChangelogPurge(t *testing.T) {
 
 func TestChangelogResolveOutcome(t *testing.T) {
 	want := chunkMeta{epoch: 4, batch: 12, kind: ChangelogBatch, index: 2, count: 3, first: 40}
-	msg := func(seq uint64, m chunkMeta) storedMsg { return storedMsg{seq: seq, header: m.header()} }
+	msg := func(seq uint64, m chunkMeta) natsio.StoredMsg {
+		return natsio.StoredMsg{Sequence: seq, Header: m.header()}
+	}
 	other := func(f func(*chunkMeta)) chunkMeta { m := want; f(&m); return m }
 	for _, tc := range []struct {
 		name   string
-		last   storedMsg
+		last   natsio.StoredMsg
 		found  bool
 		expect uint64
 		seq    uint64
@@ -368,8 +371,8 @@ func TestChangelogResolveOutcome(t *testing.T) {
 	}{
 		{"this chunk is last", msg(42, want), true, 41, 42, outcomeAppended},
 		{"still at expect", msg(41, other(func(m *chunkMeta) { m.index = 1; m.first = 0 })), true, 41, 41, outcomeAbsent},
-		{"empty, expected empty", storedMsg{}, false, 0, 0, outcomeAbsent},
-		{"empty, expected a message", storedMsg{}, false, 41, 0, outcomeFenced},
+		{"empty, expected empty", natsio.StoredMsg{}, false, 0, 0, outcomeAbsent},
+		{"empty, expected a message", natsio.StoredMsg{}, false, 41, 0, outcomeFenced},
 		{"a fence is last", msg(42, chunkMeta{epoch: 5, kind: ChangelogFence, index: 1, count: 1}), true, 41, 42, outcomeFenced},
 		{"another epoch", msg(42, other(func(m *chunkMeta) { m.epoch = 5 })), true, 41, 42, outcomeFenced},
 		{"another batch", msg(42, other(func(m *chunkMeta) { m.batch = 13 })), true, 41, 42, outcomeFenced},
@@ -377,7 +380,7 @@ func TestChangelogResolveOutcome(t *testing.T) {
 		{"another chunk count", msg(42, other(func(m *chunkMeta) { m.count = 4 })), true, 41, 42, outcomeFenced},
 		{"another chunk", msg(42, other(func(m *chunkMeta) { m.index = 3 })), true, 41, 42, outcomeFenced},
 		{"this chunk, then another message", msg(43, chunkMeta{epoch: 5, kind: ChangelogFence, index: 1, count: 1}), true, 41, 43, outcomeFenced},
-		{"not a changelog message", storedMsg{seq: 42}, true, 41, 42, outcomeFenced},
+		{"not a changelog message", natsio.StoredMsg{Sequence: 42}, true, 41, 42, outcomeFenced},
 	} {
 		seq, out := resolveOutcome(tc.expect, want, tc.last, tc.found)
 		if seq != tc.seq || out != tc.out {

@@ -30,12 +30,3 @@ func eventually(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	testutil.EventuallyWithin(t, d, what, cond)
 }
-
-func streamConfig(t *testing.T, e *env, name string) jetstream.StreamConfig {
-	t.Helper()
-	st, err := e.js.Stream(e.ctx, name)
-	if err != nil {
-		t.Fatalf("stream %s: %v", name, err)
-	}
-	return st.CachedInfo().Config
-}

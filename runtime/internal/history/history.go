@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
@@ -30,9 +29,9 @@ func Input(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, inputOf s
 	name := cmp.Or(inputOf, sp.Name)
 	switch {
 	case sp.Partitions > 1:
-		return changelog.PartitionedStream(name), []string{changelog.PartitionFilter(name, p, sp.Key.SubjectToken > 0)}, nil
+		return input.PartitionedStream(name), []string{input.PartitionFilter(name, p, sp.Key.SubjectToken > 0)}, nil
 	case sp.HasInputs():
-		return changelog.InputsStream(name), []string{changelog.InputsFilter(name)}, nil
+		return input.InputsStream(name), []string{input.InputsFilter(name)}, nil
 	case sp.Input.Stream != "":
 		return sp.Input.Stream, sp.Input.Subjects, nil
 	}
@@ -49,14 +48,14 @@ func Row(sp *spec.Spec, inputOf string, m input.StoredMsg) (engine.Row, error) {
 	row := engine.Row{Data: m.Data, Subject: m.Subject, Sequence: m.Sequence}
 	switch {
 	case sp.HasInputs():
-		name, orig, ok := changelog.SplitInputsSubject(cmp.Or(inputOf, sp.Name), m.Subject)
+		name, orig, ok := input.SplitInputsSubject(cmp.Or(inputOf, sp.Name), m.Subject)
 		i := slices.IndexFunc(sp.Inputs, func(in spec.NamedInput) bool { return in.Name == name })
 		if !ok || i < 0 {
 			return row, fmt.Errorf("history: input sequence %d: subject %s is not of one of the spec's inputs", m.Sequence, m.Subject)
 		}
 		row.Subject, row.Input = orig, i
 	case sp.Partitions > 1:
-		row.Subject = changelog.InputSubject(cmp.Or(inputOf, sp.Name), &input.Msg{Subject: m.Subject, Header: m.Header})
+		row.Subject = input.InputSubject(cmp.Or(inputOf, sp.Name), &input.Msg{Subject: m.Subject, Header: m.Header})
 	}
 	return row, nil
 }

@@ -6,7 +6,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/spec"
@@ -23,7 +22,7 @@ func TestRow(t *testing.T) {
 		{Name: "adds", InputSpec: spec.InputSpec{Subjects: []string{"carts.add"}}},
 		{Name: "pays", InputSpec: spec.InputSpec{Subjects: []string{"pay.>"}}},
 	}}
-	routed := nats.Header{changelog.RoutedSubjectHeader: []string{"carts.web"}}
+	routed := nats.Header{input.RoutedSubjectHeader: []string{"carts.web"}}
 	for _, tc := range []struct {
 		name          string
 		sp            *spec.Spec
@@ -33,8 +32,8 @@ func TestRow(t *testing.T) {
 		input         int
 	}{
 		{"one input", one, "", input.StoredMsg{Subject: "carts.web"}, "carts.web", "", 0},
-		{"routed", parts, "", input.StoredMsg{Subject: changelog.PartitionSubject("carts", 2), Header: routed}, "carts.web", "", 0},
-		{"routed, of the old primary", parts, "carts-v1", input.StoredMsg{Subject: changelog.PartitionSubject("carts-v1", 2), Header: routed}, "carts.web", "", 0},
+		{"routed", parts, "", input.StoredMsg{Subject: input.PartitionSubject("carts", 2), Header: routed}, "carts.web", "", 0},
+		{"routed, of the old primary", parts, "carts-v1", input.StoredMsg{Subject: input.PartitionSubject("carts-v1", 2), Header: routed}, "carts.web", "", 0},
 		{"split by the server", parts, "", input.StoredMsg{Subject: "gs.kg.carts.2.carts.web"}, "carts.web", "", 0},
 		{"inputs", inputs, "", input.StoredMsg{Subject: "gs.in.carts.pays.pay.card"}, "pay.card", "", 1},
 		{"inputs of the old primary", inputs, "carts-v1", input.StoredMsg{Subject: "gs.in.carts-v1.adds.carts.add"}, "carts.add", "", 0},

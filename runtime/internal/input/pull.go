@@ -69,19 +69,6 @@ type pull struct {
 	wbound  time.Time
 }
 
-// APIPrefix is the JetStream API prefix js sends its requests with.
-func APIPrefix(js jetstream.JetStream) string {
-	o := js.Options()
-	switch {
-	case o.Domain != "":
-		return "$JS." + o.Domain + ".API."
-	case o.APIPrefix != "":
-		return strings.TrimSuffix(o.APIPrefix, ".") + "."
-	default:
-		return jetstream.DefaultAPIPrefix
-	}
-}
-
 // startPull subscribes a new inbox and sends req on subject (the consumer's
 // CONSUMER.MSG.NEXT subject) with the inbox as its reply subject.
 func startPull(nc *nats.Conn, subject string, req pullRequest) (*pull, error) {

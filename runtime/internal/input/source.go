@@ -12,6 +12,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
 )
 
 // Source errors.
@@ -145,7 +147,7 @@ func NewSource(ctx context.Context, js jetstream.JetStream, stream, durable stri
 	}
 	s := &Source{
 		js: js, nc: js.Conn(), stream: stream, durable: durable, subjects: slices.Clone(subjects), cons: cons, resetable: true,
-		next: APIPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + durable,
+		next: natsio.APIPrefix(js) + "CONSUMER.MSG.NEXT." + stream + "." + durable,
 	}
 	s.acksDone.L = &s.mu
 	if o.beforeRewind != nil {

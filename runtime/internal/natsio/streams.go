@@ -280,3 +280,12 @@ const ResolveTimeout = 5 * time.Second
 // StatusHeader is the header of the status messages the server sends (a pull request's
 // statuses; "503" no responders, in place of a publish acknowledgement).
 const StatusHeader = "Status"
+
+// WrongLastSequence tells whether err is the server's answer to a publish whose expected
+// last sequence (of the stream, or of the subject) was not the last: code 10071, 10164 on
+// replicated streams (nats.go v1.55.0 has no sentinel for it outside KV).
+func WrongLastSequence(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}

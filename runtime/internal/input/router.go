@@ -1,4 +1,4 @@
-package changelog
+package input
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
@@ -57,7 +56,7 @@ import (
 // whose sequences are not H+1, H+2, ... is checked against the input stream (the sequences
 // of its matching rows after H, headers only), and a fetch that skipped rows is dropped and
 // the consumer rewound (see [Router.verify]: another client pulling from the same consumer
-// can make the [input.Source] skip rows). The router never fetches again before every row of a
+// can make the [Source] skip rows). The router never fetches again before every row of a
 // fetch is stored or skipped, except when Run ends; the next Run rewinds the consumer first.
 //
 // Limits: a message of the partitioned stream removed by its max_age or a purge is gone
@@ -157,7 +156,7 @@ func partitionPrefix(deployment string) string {
 // RouterConsumerName is the name of the router's durable consumer on deployment's input:
 // "groupstate-<deployment>-router".
 func RouterConsumerName(deployment string) string {
-	return input.ConsumerName(deployment) + "-router"
+	return ConsumerName(deployment) + "-router"
 }
 
 // EnsurePartitionedStream creates or updates deployment's partitioned stream
@@ -263,10 +262,9 @@ type RouterStats struct {
 type Router struct {
 	js     jetstream.JetStream
 	o      RouterOptions
-	src    *input.Source
+	src    *Source
 	stream string
-	getter *Changelog // leaderGet on the partitioned stream (only js, nc, name and api are set)
-	subj   []string   // partition subjects, by partition
+	subj   []string // partition subjects, by partition
 
 	running atomic.Bool
 	routed  atomic.Uint64
@@ -281,7 +279,7 @@ type Router struct {
 }
 
 // NewRouter opens the router's durable consumer [RouterConsumerName] on o.InputStream (a
-// [input.Source], filtered to o.InputSubjects). The partitioned stream must exist
+// [Source], filtered to o.InputSubjects). The partitioned stream must exist
 // ([EnsurePartitionedStream]).
 func NewRouter(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*Router, error) {
 	if err := o.check(); err != nil {
@@ -301,19 +299,18 @@ func NewRouter(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*R
 	}
 	return &Router{
 		js: js, o: o, src: src, stream: name, subj: subj,
-		getter: &Changelog{js: js, nc: js.Conn(), name: name, api: input.APIPrefix(js)},
 	}, nil
 }
 
-// openSource opens the router's [input.Source], each attempt bounded by [input.RewindTimeout] and
+// openSource opens the router's [Source], each attempt bounded by [RewindTimeout] and
 // retried until ctx ends: on a cluster the consumer reset that opening a Source makes can go
 // unanswered (the new consumer's leader had just moved; only the leader answers), and the
 // Source would wait for as long as ctx lasts (seen about once in fifteen fresh 3-node
 // clusters with nats-server v2.15.2; the next attempt is answered at once).
-func openSource(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*input.Source, error) {
+func openSource(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*Source, error) {
 	for {
-		actx, cancel := context.WithTimeout(ctx, input.RewindTimeout)
-		src, err := input.NewSource(actx, js, o.InputStream, RouterConsumerName(o.Deployment), o.InputSubjects)
+		actx, cancel := context.WithTimeout(ctx, RewindTimeout)
+		src, err := NewSource(actx, js, o.InputStream, RouterConsumerName(o.Deployment), o.InputSubjects)
 		cancel()
 		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 			return src, err
@@ -332,8 +329,8 @@ func (r *Router) Stats() RouterStats {
 // sent, and acknowledges the rows stored, so that a router started after Run returned
 // rarely meets one of its messages landing late (which would be harmless, only slower). It
 // returns nil when ctx ended, or the error that stopped it: the input consumer or a stream
-// gone ([input.Gone] tells: ensure them and make a new Router), [ErrNotRouted], [ErrRowTooLarge].
-// Other errors (timeouts, a cluster electing a leader, [input.ErrDeliveryGap]) are logged at warn
+// gone ([Gone] tells: ensure them and make a new Router), [ErrNotRouted], [ErrRowTooLarge].
+// Other errors (timeouts, a cluster electing a leader, [ErrDeliveryGap]) are logged at warn
 // and retried with backoff; a publish refused because another router wrote first makes it
 // resume from the stream at once.
 func (r *Router) Run(ctx context.Context) error {
@@ -349,13 +346,13 @@ func (r *Router) Run(ctx context.Context) error {
 	}
 	var b backoff
 	for err == nil {
-		var msgs []input.Msg
+		var msgs []Msg
 		msgs, err = r.src.Fetch(ctx, r.o.MaxRows, r.o.MaxBytes, r.o.Wait)
 		r.dirty = r.dirty || len(msgs) > 0 // until route handled them all
 		switch {
 		case ctx.Err() != nil:
 			return nil
-		case err != nil && !input.Gone(err):
+		case err != nil && !Gone(err):
 			r.o.Logger.Warn("router: fetching input failed; retrying", "deployment", r.o.Deployment, "err", err, "backoff", b.next())
 			err = b.wait(ctx)
 			continue
@@ -389,7 +386,7 @@ func (r *Router) restart(ctx context.Context) error {
 			r.dirty = false
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case input.Gone(err):
+		case Gone(err):
 			return fmt.Errorf("natsio: router of %s: %w", r.o.Deployment, err)
 		default:
 			r.o.Logger.Warn("router: rewinding the input consumer failed; retrying", "deployment", r.o.Deployment, "err", err, "backoff", b.next())
@@ -401,9 +398,9 @@ func (r *Router) restart(ctx context.Context) error {
 	return nil
 }
 
-// rewind is one attempt of restart, bounded by [input.RewindTimeout] (see [openSource]).
+// rewind is one attempt of restart, bounded by [RewindTimeout] (see [openSource]).
 func (r *Router) rewind(ctx context.Context) error {
-	ctx, cancel := context.WithTimeout(ctx, input.RewindTimeout)
+	ctx, cancel := context.WithTimeout(ctx, RewindTimeout)
 	defer cancel()
 	floor, err := r.src.AckFloor(ctx)
 	if err != nil {
@@ -414,7 +411,7 @@ func (r *Router) rewind(ctx context.Context) error {
 
 // route stores msgs (one fetch) in the partitioned stream and acknowledges them, resuming
 // from the stream after every failed publish, until all are stored or skipped.
-func (r *Router) route(ctx context.Context, msgs []input.Msg) error {
+func (r *Router) route(ctx context.Context, msgs []Msg) error {
 	var b backoff
 	for {
 		msgs = r.skip(msgs)
@@ -444,7 +441,7 @@ func (r *Router) route(ctx context.Context, msgs []input.Msg) error {
 			return ctx.Err()
 		case errors.Is(err, ErrRowTooLarge):
 			return err
-		case wrongLastSequence(err):
+		case natsio.WrongLastSequence(err):
 			r.o.Logger.Info("router: another router wrote the partitioned stream; resuming from it", "deployment", r.o.Deployment, "err", err)
 		default:
 			r.o.Logger.Warn("router: publishing failed; resuming from the partitioned stream", "deployment", r.o.Deployment, "err", err, "backoff", b.next())
@@ -461,7 +458,7 @@ func (r *Router) route(ctx context.Context, msgs []input.Msg) error {
 
 // skip acknowledges the leading rows of msgs at or before r.h (routed already) and returns
 // the rest.
-func (r *Router) skip(msgs []input.Msg) []input.Msg {
+func (r *Router) skip(msgs []Msg) []Msg {
 	n := 0
 	for n < len(msgs) && msgs[n].Sequence <= r.h {
 		n++
@@ -474,27 +471,27 @@ func (r *Router) skip(msgs []input.Msg) []input.Msg {
 }
 
 // ack has m and every row before it acknowledged, by Run's [acker].
-func (r *Router) ack(m input.Msg) { r.acks.ack(m) }
+func (r *Router) ack(m Msg) { r.acks.ack(m) }
 
 // acker acknowledges input rows in the background for Run, so that routing does not wait
 // for the server's confirmations. A row asked for replaces an earlier one not sent yet (an
 // acknowledgement covers every row before it).
 type acker struct {
-	src  *input.Source
+	src  *Source
 	log  *slog.Logger
-	next chan input.Msg // the latest row to acknowledge; capacity 1
+	next chan Msg // the latest row to acknowledge; capacity 1
 	done chan struct{}
 }
 
 // startAcker starts r's acker for a Run with ctx.
 func (r *Router) startAcker(ctx context.Context) *acker {
-	a := &acker{src: r.src, log: r.o.Logger.With("deployment", r.o.Deployment), next: make(chan input.Msg, 1), done: make(chan struct{})}
+	a := &acker{src: r.src, log: r.o.Logger.With("deployment", r.o.Deployment), next: make(chan Msg, 1), done: make(chan struct{})}
 	go a.run(context.WithoutCancel(ctx))
 	return a
 }
 
 // ack asks for m and every row before it to be acknowledged. Only one goroutine may call it.
-func (a *acker) ack(m input.Msg) {
+func (a *acker) ack(m Msg) {
 	select {
 	case <-a.next: // superseded
 	default:
@@ -536,7 +533,7 @@ func (a *acker) run(ctx context.Context) {
 // client meanwhile, so the Source can take a delivery that follows someone else's for the
 // one that follows its own (nats-server v2.15.2). Publishing such a fetch after the stream's
 // last row would leave the rows between out for good.
-func (r *Router) verify(ctx context.Context, msgs []input.Msg) error {
+func (r *Router) verify(ctx context.Context, msgs []Msg) error {
 	want := r.h + 1
 	for i := range msgs {
 		if msgs[i].Sequence != want+uint64(i) {
@@ -548,7 +545,7 @@ func (r *Router) verify(ctx context.Context, msgs []input.Msg) error {
 
 // verifyRead is [Router.verify] for rows that are not contiguous: it reads the sequences of
 // the matching input rows after r.h and compares them with those of msgs.
-func (r *Router) verifyRead(ctx context.Context, msgs []input.Msg) error {
+func (r *Router) verifyRead(ctx context.Context, msgs []Msg) error {
 	last := msgs[len(msgs)-1].Sequence
 	seqs, err := r.inputSeqs(ctx, r.h+1, last, len(msgs)+1)
 	if err != nil {
@@ -621,7 +618,7 @@ func (r *Router) inputSeqs(ctx context.Context, from, to uint64, max int) ([]uin
 // acknowledgement at once, and waits for their outcomes. It returns how many leading rows of
 // msgs are stored (up to the last message acknowledged) and the first error; on success it
 // moves r.h and r.l past msgs.
-func (r *Router) publish(ctx context.Context, msgs []input.Msg) (int, error) {
+func (r *Router) publish(ctx context.Context, msgs []Msg) (int, error) {
 	futs := make([]jetstream.PubAckFuture, 0, len(msgs))
 	a := batchAcks{last: -1, blocking: true}
 	var err error
@@ -666,7 +663,7 @@ func (r *Router) publish(ctx context.Context, msgs []input.Msg) (int, error) {
 
 // message is the routed message of m: on its partition's subject, with its data and the
 // routed headers.
-func (r *Router) message(m *input.Msg) (*nats.Msg, error) {
+func (r *Router) message(m *Msg) (*nats.Msg, error) {
 	h := make(nats.Header, 3)
 	h.Set(RoutedSeqHeader, strconv.FormatUint(m.Sequence, 10))
 	h.Set(RoutedSubjectHeader, m.Subject)
@@ -727,13 +724,13 @@ func (r *Router) position(ctx context.Context) error {
 	l := st.CachedInfo().State.LastSeq
 	var h uint64
 	if l > 0 {
-		last, found, err := r.getter.leaderGet(ctx, msgGetRequest{Seq: l})
+		last, found, err := natsio.LeaderGet(ctx, r.js, r.stream, natsio.MsgGetRequest{Seq: l})
 		if err != nil {
 			return fmt.Errorf("natsio: partitioned stream %s: reading message %d: %w", r.stream, l, err)
 		}
 		if found {
-			if h, err = strconv.ParseUint(last.header.Get(RoutedSeqHeader), 10, 64); err != nil {
-				return fmt.Errorf("%w: %s sequence %d: header %s %q", ErrNotRouted, r.stream, l, RoutedSeqHeader, last.header.Get(RoutedSeqHeader))
+			if h, err = strconv.ParseUint(last.Header.Get(RoutedSeqHeader), 10, 64); err != nil {
+				return fmt.Errorf("%w: %s sequence %d: header %s %q", ErrNotRouted, r.stream, l, RoutedSeqHeader, last.Header.Get(RoutedSeqHeader))
 			}
 		} else {
 			// Gone (max_age, a purge): every row up to the ack floor is stored, at least.

@@ -1,4 +1,4 @@
-package changelog
+package input
 
 import (
 	"context"
@@ -11,7 +11,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/subject"
@@ -128,7 +127,7 @@ func PartitionFilter(deployment string, p int, bySubject bool) string {
 // of deployment's partitioned stream: the subject's tail after "gs.kg.<deployment>.<p>."
 // (the server partitioned it), else its [RoutedSubjectHeader] (the router did). A message of
 // any other subject is its own.
-func InputSubject(deployment string, m *input.Msg) string {
+func InputSubject(deployment string, m *Msg) string {
 	s := m.Subject
 	const pre = "gs.kg."
 	if !strings.HasPrefix(s, pre) || !strings.HasPrefix(s[len(pre):], deployment) {

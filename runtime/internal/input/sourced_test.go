@@ -1,4 +1,4 @@
-package changelog
+package input
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	inputpkg "github.com/groupstate/groupstate/runtime/internal/input" // a local parameter is named input
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
@@ -140,7 +139,7 @@ func checkSourcedShape(t *testing.T, js jetstream.JetStream, input string, sh so
 
 	// Each partition's consumer reads exactly the rows of its partition.
 	for p := range sourcedPartitions {
-		src, err := inputpkg.NewSource(ctx, js, PartitionedStream("dep"), fmt.Sprintf("p%d", p), []string{PartitionFilter("dep", p, true)})
+		src, err := NewSource(ctx, js, PartitionedStream("dep"), fmt.Sprintf("p%d", p), []string{PartitionFilter("dep", p, true)})
 		testutil.Require(t, err)
 		want := 0
 		for row := range e.sent {
@@ -220,7 +219,7 @@ func (e *sourcedEnv) checkLandedWithin(t *testing.T, n int, d time.Duration) {
 		if p := PartitionSubject("dep", keyPartition(row)) + "."; !strings.HasPrefix(raw.Subject, p) {
 			t.Errorf("%q landed on %s, want %s...", row, raw.Subject, p)
 		}
-		if got := InputSubject("dep", &inputpkg.Msg{Subject: raw.Subject, Header: raw.Header}); got != want {
+		if got := InputSubject("dep", &Msg{Subject: raw.Subject, Header: raw.Header}); got != want {
 			t.Errorf("%q: input subject %q, want %q", row, got, want)
 		}
 	}
@@ -302,17 +301,17 @@ func TestPartitionedStreamModes(t *testing.T) {
 // TestInputSubject: the subject a row was published on, from either kind of partitioned
 // stream.
 func TestInputSubject(t *testing.T) {
-	routed := inputpkg.Msg{Subject: "gs.kg.dep.3"}
+	routed := Msg{Subject: "gs.kg.dep.3"}
 	routed.Header = map[string][]string{RoutedSubjectHeader: {"logins.web"}}
 	for _, tc := range []struct {
-		m    inputpkg.Msg
+		m    Msg
 		want string
 	}{
-		{inputpkg.Msg{Subject: "gs.kg.dep.3.logins.ada"}, "logins.ada"},
-		{inputpkg.Msg{Subject: "gs.kg.dep.0.a.b.c.d"}, "a.b.c.d"},
+		{Msg{Subject: "gs.kg.dep.3.logins.ada"}, "logins.ada"},
+		{Msg{Subject: "gs.kg.dep.0.a.b.c.d"}, "a.b.c.d"},
 		{routed, "logins.web"},
-		{inputpkg.Msg{Subject: "gs.kg.depot.3.x"}, "gs.kg.depot.3.x"}, // another deployment's
-		{inputpkg.Msg{Subject: "logins.ada"}, "logins.ada"},
+		{Msg{Subject: "gs.kg.depot.3.x"}, "gs.kg.depot.3.x"}, // another deployment's
+		{Msg{Subject: "logins.ada"}, "logins.ada"},
 	} {
 		if got := InputSubject("dep", &tc.m); got != tc.want {
 			t.Errorf("InputSubject(%q) = %q, want %q", tc.m.Subject, got, tc.want)

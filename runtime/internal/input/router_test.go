@@ -1,4 +1,4 @@
-package changelog
+package input
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
@@ -436,7 +435,7 @@ func TestRouterZombie(t *testing.T) {
 			o.MaxRows = 50
 			r1, r2 := e.newRouter(t, o), e.newRouter(t, o)
 			if tc.separate {
-				src, err := input.NewSource(e.ctx, e.js, e.input, "zombie", o.InputSubjects)
+				src, err := NewSource(e.ctx, e.js, e.input, "zombie", o.InputSubjects)
 				testutil.Require(t, err)
 				r2.src = src
 			}
@@ -616,7 +615,7 @@ func TestRouterVerify(t *testing.T) {
 		{4, []uint64{6, 7}, false},    // 7 is not in the input
 	} {
 		t.Run(fmt.Sprintf("after %d: %v", tc.h, tc.seqs), func(t *testing.T) {
-			msgs := make([]input.Msg, len(tc.seqs))
+			msgs := make([]Msg, len(tc.seqs))
 			for i, seq := range tc.seqs {
 				msgs[i].Sequence = seq
 			}
@@ -647,7 +646,7 @@ func TestRouterStops(t *testing.T) {
 			testutil.Require(t, e.js.DeleteStream(e.ctx, PartitionedStream(rtDeployment)))
 			e.publishUsers(t, 1, 1)
 		}, func(t *testing.T, e *rtEnv, err error) bool {
-			return input.Gone(err) && errors.Is(err, jetstream.ErrStreamNotFound)
+			return Gone(err) && errors.Is(err, jetstream.ErrStreamNotFound)
 		}},
 		{"row too large", func(t *testing.T, e *rtEnv) {
 			max := int(e.js.Conn().MaxPayload())

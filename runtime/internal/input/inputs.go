@@ -1,4 +1,4 @@
-package changelog
+package input
 
 import (
 	"context"
