@@ -12,8 +12,8 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/api"
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
@@ -112,7 +112,7 @@ func (c *Client) checkInputOfFree(ctx context.Context, name string) error {
 // checkShadowHistory checks that the recorded history of each of primary's parts
 // partitions starts from empty state.
 func (c *Client) checkShadowHistory(ctx context.Context, primary string, parts int) error {
-	name := changelog.ManifestsStream(primary)
+	name := topology.ManifestsStream(primary)
 	st, err := c.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return fmt.Errorf("%w: %s records no batch manifests (no stream %s): it has not started yet, or runs on a runtime older than shadows (restart that runtime with this version); deploy the shadow once %s runs", ErrShadow, primary, name, primary)
@@ -125,7 +125,7 @@ func (c *Client) checkShadowHistory(ctx context.Context, primary string, parts i
 		return nil // no batch yet: the shadow follows from the first
 	}
 	for p := range parts {
-		raw, err := st.GetMsg(ctx, first, jetstream.WithGetMsgSubject(changelog.ManifestSubject(primary, p)))
+		raw, err := st.GetMsg(ctx, first, jetstream.WithGetMsgSubject(topology.ManifestSubject(primary, p)))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // no batch of the partition yet
 		}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
 
@@ -73,7 +73,7 @@ func Diff(ctx context.Context, opts DiffOptions) (*Report, error) {
 		total += len(shHist[p])
 	}
 	if total == 0 {
-		return nil, fmt.Errorf("%w: shadow %s has recorded no batch yet on stream %s", ErrNoHistory, sh.Name, changelog.ManifestsStream(sh.Name))
+		return nil, fmt.Errorf("%w: shadow %s has recorded no batch yet on stream %s", ErrNoHistory, sh.Name, topology.ManifestsStream(sh.Name))
 	}
 	for p := range parts {
 		var err error

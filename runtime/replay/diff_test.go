@@ -17,6 +17,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/replay"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
@@ -97,7 +98,7 @@ func newDiffEnv(t *testing.T) *diffEnv {
 func (e *diffEnv) manifest(deployment string, m engine.Manifest) uint64 {
 	b, err := json.Marshal(m)
 	testutil.Require(e.t, err)
-	ack, err := e.js.Publish(context.Background(), changelog.ManifestSubject(deployment, 0), b)
+	ack, err := e.js.Publish(context.Background(), topology.ManifestSubject(deployment, 0), b)
 	testutil.Require(e.t, err)
 	return ack.Sequence
 }
@@ -321,7 +322,7 @@ func TestDiffPrimaryManifestGone(t *testing.T) {
 		{at: 0, rows: 1, old: []out{o(`"u1"`, `{"n":1}`)}, new: []out{o(`"u1"`, `{"n":9}`)}},
 		same(time.Second, 1, o(`"u1"`, `{"n":2}`)),
 	})
-	s, err := e.js.Stream(context.Background(), changelog.ManifestsStream(e.primary.Name))
+	s, err := e.js.Stream(context.Background(), topology.ManifestsStream(e.primary.Name))
 	testutil.Require(t, err)
 	testutil.Require(t, s.Purge(context.Background(), jetstream.WithPurgeSequence(2))) // the first batch's
 	var logged countLog

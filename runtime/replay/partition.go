@@ -9,6 +9,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/internal/input"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -98,7 +99,7 @@ func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
 	sink := &emitted{}
 	for _, b := range hist {
 		if eng == nil {
-			cfg := engine.Config{Spec: sp, Wasm: r.opts.Module, Store: r.store, Keyspace: unitKey(sp, p), Sink: sink, Logger: r.opts.Logger}
+			cfg := engine.Config{Spec: sp, Wasm: r.opts.Module, Store: r.store, Keyspace: topology.Keyspace(sp.Name, p, sp.Partitions), Sink: sink, Logger: r.opts.Logger}
 			if is := r.opts.InitialState; is != nil && !fromSnapshot {
 				// Applied in the first batch, as the deployment's first batch did (a
 				// snapshot holds what it applied).

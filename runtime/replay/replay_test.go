@@ -17,6 +17,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/replay"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/runtime/spec"
@@ -431,7 +432,7 @@ func TestReplayFromSnapshot(t *testing.T) {
 	}
 
 	// The manifests before the snapshot's batch go (as the stream's retention would take them).
-	rd, err := input.OpenStreamReader(ctx, e.js, changelog.ManifestsStream("logincount"), nil, 0)
+	rd, err := input.OpenStreamReader(ctx, e.js, topology.ManifestsStream("logincount"), nil, 0)
 	testutil.Require(t, err)
 	var keep uint64
 	for keep == 0 {
@@ -447,7 +448,7 @@ func TestReplayFromSnapshot(t *testing.T) {
 		}
 	}
 	rd.Close()
-	ms, err := e.js.Stream(ctx, changelog.ManifestsStream("logincount"))
+	ms, err := e.js.Stream(ctx, topology.ManifestsStream("logincount"))
 	testutil.Require(t, err)
 	testutil.Require(t, ms.Purge(ctx, jetstream.WithPurgeSequence(keep)))
 

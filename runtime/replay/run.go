@@ -13,10 +13,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -52,7 +52,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		total += len(hist[p])
 	}
 	if total == 0 {
-		return nil, fmt.Errorf("%w: deployment %s has no batch manifest on stream %s", ErrNoHistory, sp.Name, changelog.ManifestsStream(sp.Name))
+		return nil, fmt.Errorf("%w: deployment %s has no batch manifest on stream %s", ErrNoHistory, sp.Name, topology.ManifestsStream(sp.Name))
 	}
 	wanted, since := markCompared(hist, opts)
 	old, err := readOutputs(ctx, opts.JS, sp.Name, sp.Output.Subject, sp.Output.Stream, parts, wanted, since)
@@ -98,13 +98,13 @@ type batch struct {
 
 // readHistory reads partition p's recorded batches, in order.
 func readHistory(ctx context.Context, js jetstream.JetStream, deployment string, p int) ([]batch, error) {
-	name := changelog.ManifestsStream(deployment)
+	name := topology.ManifestsStream(deployment)
 	if _, err := js.Stream(ctx, name); errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, fmt.Errorf("%w: deployment %s has no manifests stream %s (deployed with a runtime that did not record manifests?)", ErrNoHistory, deployment, name)
 	} else if err != nil {
 		return nil, err
 	}
-	rd, err := input.OpenStreamReader(ctx, js, name, []string{changelog.ManifestSubject(deployment, p)}, 0)
+	rd, err := input.OpenStreamReader(ctx, js, name, []string{topology.ManifestSubject(deployment, p)}, 0)
 	if err != nil {
 		return nil, err
 	}

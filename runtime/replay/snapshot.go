@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
@@ -20,15 +21,6 @@ type SnapshotStart struct {
 	// it. TakenAt is when the snapshot was taken.
 	Batch   uint64    `json:"batch"`
 	TakenAt time.Time `json:"taken_at"`
-}
-
-// unitKey is the keyspace of partition p of the deployment of sp, as its runtime names it: a
-// snapshot's writes hold keys of that keyspace only.
-func unitKey(sp *spec.Spec, p int) string {
-	if sp.Partitions > 1 {
-		return state.PartitionName(sp.Name, p)
-	}
-	return sp.Name
 }
 
 // snapshotStart, for a partition whose replay cannot or need not start from empty state,
@@ -68,7 +60,7 @@ func (r *replayer) snapshotStart(ctx context.Context, p int, hist []batch) (star
 		if !ok || start > firstCompared {
 			continue
 		}
-		ks := r.store.Deployment(unitKey(sp, p))
+		ks := r.store.Deployment(topology.Keyspace(sp.Name, p, sp.Partitions))
 		err := snaps.Read(ctx, sp.Name, p, m, ks.ApplyReplicated)
 		if errors.Is(err, changelog.ErrSnapshotNotFound) || errors.Is(err, changelog.ErrCorruptSnapshot) {
 			continue // pruned meanwhile, or damaged: an older one

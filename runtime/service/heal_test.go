@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/client"
-	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/timeouts"
 )
 
@@ -22,7 +22,7 @@ func TestConsumerDeletedHeals(t *testing.T) {
 	env.publish("logins.web", `{"user_id":"ada"}`)
 	env.waitTotals(map[string]int{"ada": 1})
 
-	testutil.Require(t, env.js.DeleteConsumer(context.Background(), logincountIn, input.ConsumerName("logincount")))
+	testutil.Require(t, env.js.DeleteConsumer(context.Background(), logincountIn, topology.Consumer("logincount")))
 	env.publish("logins.web", `{"user_id":"ada"}`, `{"user_id":"bob"}`)
 	env.waitTotals(map[string]int{"ada": 2, "bob": 1})
 	env.waitStatus("logincount", "the fault in LastError", func(st *client.Status) bool {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/groupstate/groupstate/runtime/internal/input"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 )
 
 // inputOpen is the opening of a runner's input, which may run while the runner's state is
@@ -51,18 +52,11 @@ func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (
 	if err != nil {
 		return "", nil, err
 	}
-	consumer, subjects := r.consumerName(), sp.Input.Subjects
-	if sp.HasInputs() {
-		subjects = []string{input.InputsFilter(r.inputOf)} // everything the inputs stream holds
-	}
-	if r.parts > 1 {
-		// The partition reads what the router (run with partition 0) routed to it, or, with
-		// key.subject_token, what the server put on its subjects.
-		inStream = input.PartitionedStream(r.inputOf)
-		consumer = r.consumerName()
-		subjects = []string{input.PartitionFilter(r.inputOf, r.part, r.bySubject())}
-	}
-	src, err := input.NewSource(ctx, r.env.js, inStream, consumer, subjects, r.sourceOptions(t, held)...)
+	// With partitions, the partition reads what the router (run with partition 0) routed to
+	// it, or, with key.subject_token, what the server put on its subjects; with several
+	// inputs, everything the inputs stream holds.
+	inStream, subjects := topology.Read(sp, r.inputOf, r.part, inStream)
+	src, err := input.NewSource(ctx, r.env.js, inStream, r.consumerName(), subjects, r.sourceOptions(t, held)...)
 	t.mark("input_consumer")
 	if err != nil {
 		r.deps.forgetStreams(r.rec) // the next open ensures them again
@@ -71,16 +65,9 @@ func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (
 	return inStream, src, nil
 }
 
-// consumerName is the name of the durable consumer r reads (see consumerName).
-func (r *runner) consumerName() string { return consumerName(r.spec.Name, r.part, r.parts) }
-
-// consumerName is the name of the durable consumer that partition part of deployment name,
-// of parts partitions, reads: the deployment's, with partitions one per partition.
-func consumerName(name string, part, parts int) string {
-	if parts > 1 {
-		return input.ConsumerName(fmt.Sprintf("%s-p%d", name, part))
-	}
-	return input.ConsumerName(name)
+// consumerName is the name of the durable consumer r reads (see topology.PartitionConsumer).
+func (r *runner) consumerName() string {
+	return topology.PartitionConsumer(r.spec.Name, r.part, r.parts)
 }
 
 // sourceOptions are the options of r's consumer: with held not nil, the rewind waits for it

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/timeouts"
 )
@@ -37,13 +37,13 @@ func TestManifestsPublished(t *testing.T) {
 	env.waitStream("LOGINCOUNT_OUT", 9)
 
 	var prev, rows, seq uint64
-	msgs := env.streamMsgs(changelog.ManifestsStream("logincount"))
+	msgs := env.streamMsgs(topology.ManifestsStream("logincount"))
 	for _, m := range msgs {
 		var man engine.Manifest
 		if err := json.Unmarshal(m.Data, &man); err != nil {
 			t.Fatalf("manifest %s: %v", m.Data, err)
 		}
-		if m.Subject != changelog.ManifestSubject("logincount", 0) || m.Header.Get(service.HeaderDeployment) != "logincount" ||
+		if m.Subject != topology.ManifestSubject("logincount", 0) || m.Header.Get(service.HeaderDeployment) != "logincount" ||
 			m.Header.Get(service.HeaderBatch) != fmt.Sprint(man.Batch) {
 			t.Errorf("manifest %s on %s with headers %v", m.Data, m.Subject, m.Header)
 		}

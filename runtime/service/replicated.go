@@ -17,6 +17,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/placement"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
@@ -119,7 +120,7 @@ type applying struct {
 // of one apply. It returns false when the others need not be tried (the revision was
 // refused, or the lease bucket failed: the deployment is applied again later).
 func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, parts int, as placement.Assignment, lease cluster.Lease, a *applying) bool {
-	key := unitKey(rec.Name, p, parts)
+	key := topology.Keyspace(rec.Name, p, parts)
 	owner := as.Owner
 	s.mu.Lock()
 	old, starting := s.runners[key], s.starting[key]
@@ -492,7 +493,7 @@ func (s *Service) lostReplication(rec registry.Record, err error) {
 
 // changelogBytes is the size of deployment's changelog stream.
 func (s *Service) changelogBytes(ctx context.Context, deployment string) (uint64, error) {
-	st, err := s.js.Stream(ctx, changelog.ChangelogStream(deployment))
+	st, err := s.js.Stream(ctx, topology.ChangelogStream(deployment))
 	if err != nil {
 		return 0, err
 	}

@@ -11,8 +11,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime/client"
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/timeouts"
 )
@@ -150,7 +150,7 @@ func TestChangelogFailoverCluster(t *testing.T) {
 
 	// The node that leads the changelog stream stops while rows flow: first made the owner's
 	// node, so that the owner loses its node at the same time (the harder case).
-	leader := env.moveStreamLeader(c, changelog.ChangelogStream("logincount"), nodeOf[second])
+	leader := env.moveStreamLeader(c, topology.ChangelogStream("logincount"), nodeOf[second])
 	stopped := time.Now()
 	c.Stop(leader)
 	row("bob")

@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/groupstate/groupstate/runtime/client"
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/timeouts"
 )
@@ -198,7 +198,7 @@ func TestReplicationSwitchedOffWithReset(t *testing.T) {
 	before, err := env.client.Status(context.Background(), "logincount")
 	testutil.Require(t, err)
 	clMsgs := func() uint64 {
-		st, err := env.js.Stream(context.Background(), changelog.ChangelogStream("logincount"))
+		st, err := env.js.Stream(context.Background(), topology.ChangelogStream("logincount"))
 		testutil.Require(t, err)
 		info, err := st.Info(context.Background())
 		testutil.Require(t, err)

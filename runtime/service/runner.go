@@ -23,6 +23,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 	"github.com/groupstate/groupstate/timeouts"
@@ -65,7 +66,7 @@ type unit struct {
 	logger *slog.Logger
 	// part is the partition the runner runs of a deployment split into parts partitions
 	// (parts 1: the whole deployment, partition 0). key names the runner's unit: its keyspace,
-	// the key of its status and of s.runners, and what the state API is asked by (see unitKey).
+	// the key of its status and of s.runners, and what the state API is asked by (see topology.Keyspace).
 	part, parts int
 	key         string
 	// inputOf names the deployment whose input-side streams the runner reads (partitioned
@@ -283,7 +284,7 @@ func (s *Service) checkRecord(ctx context.Context, rec registry.Record) (*revisi
 		for i, in := range sp.Inputs {
 			named[i] = input.NamedInput{Name: in.Name, Subjects: in.Subjects}
 		}
-		if err := input.CheckInputsStream(ctx, s.js, cmp.Or(rec.InputOf, rec.ShadowOf, sp.Name), named); err != nil {
+		if err := input.CheckInputsStream(ctx, s.js, rec.InputDeployment(), named); err != nil {
 			return nil, err
 		}
 	}
@@ -301,16 +302,6 @@ type runnerOptions struct {
 	instance  string
 	snapshots *snapshotter
 	part      int // the partition, of a deployment with spec.Partitions > 1
-}
-
-// unitKey is what names partition part of deployment name split into parts partitions: its
-// keyspace, status key and state API name. A deployment of one partition is named as before
-// partitions existed.
-func unitKey(name string, part, parts int) string {
-	if parts <= 1 {
-		return name
-	}
-	return state.PartitionName(name, part)
 }
 
 // build makes the runner of rv (see newRunner) and sets it up (see setup).
@@ -332,8 +323,8 @@ func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 	r := &runner{env: s.runnerEnv(), deps: s, unit: unit{rec: rec, spec: sp, wasm: rv.wasm, initial: rv.initial, logger: logger, instance: o.instance, part: o.part, parts: max(sp.Partitions, 1)},
 		opening: opening{store: store}, control: control{done: make(chan struct{}), drainReq: make(chan chan drainResult)}}
 	r.lease, r.snaps = o.lease, o.snapshots
-	r.key = unitKey(sp.Name, r.part, r.parts)
-	r.inputOf = cmp.Or(rec.InputOf, rec.ShadowOf, sp.Name) // a shadow recorded before InputOf: its primary
+	r.key = topology.Keyspace(sp.Name, r.part, r.parts)
+	r.inputOf = rec.InputDeployment() // a shadow recorded before InputOf: its primary
 	if rec.ShadowOf != "" {
 		r.shadow = &shadowSource{feed: feed{r: r}}
 		r.in = r.shadow
@@ -402,7 +393,7 @@ func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec, input string
 	case sp.HasInputs():
 		inStream, err = s.ensureInputs(ctx, sp, input)
 	default:
-		inStream, err = natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: sp.Input.Stream, Fallback: natsio.StreamName(input + "_IN"),
+		inStream, err = natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: sp.Input.Stream, Fallback: topology.InputStream(input),
 			Subjects: sp.Input.Subjects, MaxAge: sp.Input.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas})
 	}
 	if err != nil {
@@ -411,18 +402,18 @@ func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec, input string
 	// Outputs are never stored in the input stream (the spec refuses subjects that the input
 	// subjects match, but a named or adopted input stream may capture more than they do).
 	outputs := []struct {
-		what, suffix string
+		what, stream string // the default stream
 		sink         spec.SinkSpec
 	}{
-		{"output", "_OUT", spec.SinkSpec{Subject: sp.Output.Subject, Stream: sp.Output.Stream, MaxAge: sp.Output.MaxAge}},
-		{"dead-letter", "_DLQ", sp.DeadLetter},
-		{"late", "_LATE", sp.Late},
+		{"output", topology.OutputStream(sp.Name), spec.SinkSpec{Subject: sp.Output.Subject, Stream: sp.Output.Stream, MaxAge: sp.Output.MaxAge}},
+		{"dead-letter", topology.DeadLetterStream(sp.Name), sp.DeadLetter},
+		{"late", topology.LateStream(sp.Name), sp.Late},
 	}
 	for _, o := range outputs {
 		if o.sink.Subject == "" {
 			continue // no late subject
 		}
-		if _, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: o.sink.Stream, Fallback: natsio.StreamName(sp.Name + o.suffix),
+		if _, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: o.sink.Stream, Fallback: o.stream,
 			Subjects: []string{o.sink.Subject}, Duplicates: natsio.MinDuplicateWindow,
 			MaxAge: o.sink.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas, Avoid: inStream}); err != nil {
 			return "", fmt.Errorf("%s stream: %w", o.what, err)
@@ -453,7 +444,7 @@ func inputsMaxAge(sp *spec.Spec) time.Duration {
 func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec, inputOf string) (string, error) {
 	named := make([]input.NamedInput, len(sp.Inputs))
 	for i, in := range sp.Inputs {
-		st, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: in.Stream, Fallback: natsio.StreamName(inputOf + "_IN_" + in.Name),
+		st, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: in.Stream, Fallback: topology.NamedInputStream(inputOf, in.Name),
 			Subjects: in.Subjects, MaxAge: in.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas})
 		if err != nil {
 			return "", fmt.Errorf("input %s: %w", in.Name, err)
@@ -464,7 +455,7 @@ func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec, inputOf strin
 	if err := input.EnsureInputsStream(ctx, s.js, inputOf, named, s.cfg.Replicas, maxAge); err != nil {
 		return "", err
 	}
-	return input.InputsStream(inputOf), nil
+	return topology.InputsStream(inputOf), nil
 }
 
 // open ensures the streams, creates the input consumer, reconciles it with the committed
@@ -515,7 +506,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 		return "", err
 	}
 	pub := output.NewPublisher(r.env.js, output.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject,
-		Manifest: changelog.ManifestSubject(sp.Name, r.part)}).
+		Manifest: topology.ManifestSubject(sp.Name, r.part)}).
 		WithInstance(cmp.Or(r.instance, r.store.ID())).WithGeneration(p.Generation, p.GenerationFrom)
 	cfg := engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger(),
 		SharedWatermark: r.engineBound(), Manifests: true, Revision: deployRevision(r.rec)}

@@ -18,10 +18,10 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
@@ -579,7 +579,7 @@ func probeWasm(t testing.TB) []byte {
 func (e *natsEnv) consumerInfo(stream, name string) *jetstream.ConsumerInfo {
 	e.t.Helper()
 	ctx := context.Background()
-	c, err := e.js.Consumer(ctx, stream, input.ConsumerName(name))
+	c, err := e.js.Consumer(ctx, stream, topology.Consumer(name))
 	testutil.Require(e.t, err)
 	info, err := c.Info(ctx)
 	testutil.Require(e.t, err)

@@ -12,10 +12,10 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 )
 
 // A shadow deployment (deploy --shadow) runs its primary's batches again, live: its
@@ -199,8 +199,8 @@ func (r *runner) openShadowInput(ctx context.Context, t *timings, held <-chan er
 	}
 	t.mark("input_streams")
 	primary := r.rec.ShadowOf
-	stream := changelog.ManifestsStream(primary)
-	src, err := input.NewSource(ctx, r.env.js, stream, r.consumerName(), []string{changelog.ManifestSubject(primary, r.part)}, r.sourceOptions(t, held)...)
+	stream := topology.ManifestsStream(primary)
+	src, err := input.NewSource(ctx, r.env.js, stream, r.consumerName(), []string{topology.ManifestSubject(primary, r.part)}, r.sourceOptions(t, held)...)
 	t.mark("input_consumer")
 	if err != nil {
 		return "", nil, fmt.Errorf("consumer of primary %s's batch manifests (stream %s): %w", primary, stream, err)
@@ -361,7 +361,7 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for q := range r.parts {
-		if err := r.env.js.DeleteConsumer(dctx, changelog.ManifestsStream(primary), consumerName(r.spec.Name, q, r.parts)); err != nil {
+		if err := r.env.js.DeleteConsumer(dctx, topology.ManifestsStream(primary), topology.PartitionConsumer(r.spec.Name, q, r.parts)); err != nil {
 			r.logger.Warn("deleting a consumer of the old primary's manifests failed", "partition", q, "err", err)
 		}
 	}
@@ -372,7 +372,7 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 // primary recorded for it, it commits the primary's input position; it tells whether it did.
 func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 	primary := r.rec.ShadowOf
-	mstream, err := r.env.js.Stream(ctx, changelog.ManifestsStream(primary))
+	mstream, err := r.env.js.Stream(ctx, topology.ManifestsStream(primary))
 	if err != nil {
 		return false, fmt.Errorf("promoting: primary %s's manifests stream: %w", primary, err)
 	}
@@ -385,7 +385,7 @@ func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 	// promotion (its manifests then count in its old primary's manifests stream).
 	h, handedOver := r.primaryHandover()
 	var position uint64
-	raw, err := mstream.GetLastMsgForSubject(ctx, changelog.ManifestSubject(primary, r.part))
+	raw, err := mstream.GetLastMsgForSubject(ctx, topology.ManifestSubject(primary, r.part))
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound):
 		// The primary recorded no batch of the partition: it goes on from the start, or
@@ -470,7 +470,7 @@ func (r *runner) partitionsPromoted(ctx context.Context) ([]registry.Handover, b
 		if q == r.part {
 			continue
 		}
-		doc, err := r.env.reg.GetStatus(ctx, unitKey(r.spec.Name, q, r.parts))
+		doc, err := r.env.reg.GetStatus(ctx, topology.Keyspace(r.spec.Name, q, r.parts))
 		if errors.Is(err, registry.ErrNotFound) {
 			return nil, false, nil
 		}

@@ -13,10 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime/client"
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
-	"github.com/groupstate/groupstate/runtime/internal/input"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/replay"
 	"github.com/groupstate/groupstate/timeouts"
 )
@@ -25,7 +23,7 @@ import (
 // its primary recorded for it.
 func (e *natsEnv) partitionsCaughtUp(primary, shadow string, parts int) bool {
 	ctx := context.Background()
-	s, err := e.js.Stream(ctx, changelog.ManifestsStream(primary))
+	s, err := e.js.Stream(ctx, topology.ManifestsStream(primary))
 	if err != nil {
 		return false
 	}
@@ -34,7 +32,7 @@ func (e *natsEnv) partitionsCaughtUp(primary, shadow string, parts int) bool {
 		return false
 	}
 	for _, p := range st.Partitions {
-		last, err := s.GetLastMsgForSubject(ctx, changelog.ManifestSubject(primary, p.Partition))
+		last, err := s.GetLastMsgForSubject(ctx, topology.ManifestSubject(primary, p.Partition))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue
 		}
@@ -201,7 +199,7 @@ func TestInputsShadowAndPromote(t *testing.T) {
 	if len(got) != 1 || p.AdID != "a2" || p.Click == nil || *p.Click != t0+h/4 {
 		t.Fatalf("the promoted deployment published %v, want a2's pair alone", got)
 	}
-	for _, stream := range []string{input.InputsStream("adjoin-v2"), natsio.StreamName("adjoin-v2_IN_clicks")} {
+	for _, stream := range []string{topology.InputsStream("adjoin-v2"), topology.StreamName("adjoin-v2_IN_clicks")} {
 		if _, err := env.js.Stream(ctx, stream); !errors.Is(err, jetstream.ErrStreamNotFound) {
 			t.Errorf("stream %s: %v, want none (the promoted deployment reads adjoin's)", stream, err)
 		}

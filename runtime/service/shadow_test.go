@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/groupstate/groupstate/runtime/client"
-	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/replay"
 	"github.com/groupstate/groupstate/runtime/service"
 	"github.com/groupstate/groupstate/state"
@@ -70,7 +70,7 @@ func startLogincount(t *testing.T) (env *natsEnv, dir string, clock *timeouts.Ma
 
 // caughtUp tells whether shadow ran every batch its primary recorded.
 func (e *natsEnv) caughtUp(primary, shadow string) bool {
-	s, err := e.js.Stream(context.Background(), changelog.ManifestsStream(primary))
+	s, err := e.js.Stream(context.Background(), topology.ManifestsStream(primary))
 	if err != nil {
 		return false
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -77,7 +78,7 @@ func (sb *standby) setPosition(pos copyPos, warm bool) {
 // parts), starting it from hint (what the local copy holds, when known: a partition this
 // runtime just handed over). Only the service's loop calls it.
 func (s *Service) keepStandby(name string, p, parts int, hint copyPos) {
-	key := unitKey(name, p, parts)
+	key := topology.Keyspace(name, p, parts)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.standbys[key] != nil || s.store == nil {
@@ -170,7 +171,7 @@ func partitionOfKey(key, name string, parts int) (int, bool) {
 		return 0, false
 	}
 	p, err := strconv.Atoi(key[len(name)+1:])
-	return p, err == nil && p >= 0 && p < parts && unitKey(name, p, parts) == key
+	return p, err == nil && p >= 0 && p < parts && topology.Keyspace(name, p, parts) == key
 }
 
 // publishStandbys records this runtime's warm standby copies in its member value.

@@ -12,10 +12,10 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/timeouts"
 )
 
@@ -102,16 +102,16 @@ func TestPartitionedBySubjectToken(t *testing.T) {
 	if names := env.consumerNames(in); len(names) != 0 {
 		t.Fatalf("consumers on the input stream %s: %v, want none (no router)", in, names)
 	}
-	names := env.consumerNames(input.PartitionedStream("logincount"))
+	names := env.consumerNames(topology.PartitionedStream("logincount"))
 	for p := range parts {
-		if !contains(names, input.ConsumerName(fmt.Sprintf("logincount-p%d", p))) {
+		if !contains(names, topology.Consumer(fmt.Sprintf("logincount-p%d", p))) {
 			t.Errorf("partition %d's consumer missing: %v", p, names)
 		}
 	}
 	if len(names) != parts {
 		t.Errorf("consumers on the partitioned stream: %v", names)
 	}
-	st, err := env.js.Stream(ctx, input.PartitionedStream("logincount"))
+	st, err := env.js.Stream(ctx, topology.PartitionedStream("logincount"))
 	testutil.Require(t, err)
 	if cfg := st.CachedInfo().Config; len(cfg.Subjects) != 0 || len(cfg.Sources) != 1 || cfg.Sources[0].Name != in {
 		t.Fatalf("partitioned stream %+v, want a source of %s and no subjects", cfg, in)

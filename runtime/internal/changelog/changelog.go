@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/klauspost/compress/s2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -89,17 +90,6 @@ const publishAttempts = 3
 // and published again, instead of the whole append waiting for its caller's deadline.
 const publishAttemptTimeout = 5 * time.Second
 
-// ChangelogStream is the name of deployment's changelog stream.
-func ChangelogStream(deployment string) string {
-	return natsio.StreamName(deployment + "_CL")
-}
-
-// ChangelogSubject is the subject of partition's changelog of deployment:
-// "gs.cl.<deployment>.<partition>".
-func ChangelogSubject(deployment string, partition int) string {
-	return "gs.cl." + deployment + "." + strconv.Itoa(partition)
-}
-
 // ChangelogRecord is one record of a partition's changelog.
 type ChangelogRecord struct {
 	// Partition is the partition whose changelog holds the record.
@@ -151,8 +141,8 @@ const (
 // max_age, direct gets allowed) and returns it.
 func OpenChangelog(ctx context.Context, js jetstream.JetStream, deployment string, replicas int) (*Changelog, error) {
 	name, err := natsio.EnsureStream(ctx, js, natsio.StreamOptions{
-		Name:     ChangelogStream(deployment),
-		Subjects: []string{"gs.cl." + deployment + ".>"},
+		Name:     topology.ChangelogStream(deployment),
+		Subjects: []string{topology.ChangelogFilter(deployment)},
 		Replicas: replicas,
 	})
 	if err != nil {
@@ -282,7 +272,7 @@ func (c *Changelog) Append(ctx context.Context, after uint64, rec ChangelogRecor
 	if rec.Partition < 0 || !validKind(rec.Kind) {
 		return 0, fmt.Errorf("%w: partition %d, kind %q", ErrInvalidRecord, rec.Partition, rec.Kind)
 	}
-	subj := ChangelogSubject(c.deployment, rec.Partition)
+	subj := topology.ChangelogSubject(c.deployment, rec.Partition)
 	data, codec := encodeData(rec.Data)
 	size := chunkSize(c.nc.MaxPayload())
 	count := max(1, (len(data)+size-1)/size)
@@ -391,7 +381,7 @@ func resolveOutcome(expect uint64, want chunkMeta, last natsio.StoredMsg, found 
 // by its next append. When the last record there has an epoch above epoch (a newer owner
 // fenced already), nothing is appended and [ErrFenced] returned.
 func (c *Changelog) Fence(ctx context.Context, partition int, epoch uint64) (uint64, error) {
-	subj := ChangelogSubject(c.deployment, partition)
+	subj := topology.ChangelogSubject(c.deployment, partition)
 	for range 3 {
 		last, found, err := c.leaderGet(ctx, natsio.MsgGetRequest{LastFor: subj})
 		if err != nil {
@@ -417,7 +407,7 @@ func (c *Changelog) Fence(ctx context.Context, partition int, epoch uint64) (uin
 // incomplete record (a writer that crashed or was fenced mid-record) makes it read the
 // whole partition.
 func (c *Changelog) Last(ctx context.Context, partition int) (ChangelogRecord, bool, error) {
-	subj := ChangelogSubject(c.deployment, partition)
+	subj := topology.ChangelogSubject(c.deployment, partition)
 	last, found, err := c.leaderGet(ctx, natsio.MsgGetRequest{LastFor: subj})
 	if err != nil || !found {
 		return ChangelogRecord{}, false, err
@@ -454,7 +444,7 @@ func (c *Changelog) Last(ctx context.Context, partition int) (ChangelogRecord, b
 // consumer; the partition's last sequence comes from the stream leader first, so a lagging
 // replica that answers cannot hide a record.
 func (c *Changelog) Read(ctx context.Context, partition int, from uint64, fn func(ChangelogRecord) error) (uint64, error) {
-	subj := ChangelogSubject(c.deployment, partition)
+	subj := topology.ChangelogSubject(c.deployment, partition)
 	last, found, err := c.leaderGet(ctx, natsio.MsgGetRequest{LastFor: subj})
 	if err != nil {
 		return 0, fmt.Errorf("natsio: reading %s: %w", subj, err)
@@ -592,7 +582,7 @@ func decodeCLRecord(partition int, m chunkMeta, seq uint64, stored []byte) (Chan
 // partition's last record: the partition keeps the last sequence its writer expects, and
 // [Changelog.Last] keeps a record to return.
 func (c *Changelog) Purge(ctx context.Context, partition int, below uint64) error {
-	subj := ChangelogSubject(c.deployment, partition)
+	subj := topology.ChangelogSubject(c.deployment, partition)
 	last, found, err := c.leaderGet(ctx, natsio.MsgGetRequest{LastFor: subj})
 	if err != nil {
 		return fmt.Errorf("natsio: purging %s: %w", subj, err)

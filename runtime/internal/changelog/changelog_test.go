@@ -18,6 +18,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 )
 
 func openChangelog(t testing.TB, js jetstream.JetStream, ctx context.Context) *Changelog {
@@ -269,7 +270,7 @@ func publishChunks(t *testing.T, e *env, subj string, after uint64, m chunkMeta,
 func TestChangelogIncomplete(t *testing.T) {
 	e := newEnv(t)
 	c := openChangelog(t, e.js, e.ctx)
-	subj := ChangelogSubject("clog", 0)
+	subj := topology.ChangelogSubject("clog", 0)
 	recs := appendN(t, c, e.ctx, 0, 2, 0, 2)
 	after := recs[1].Seq
 
@@ -302,7 +303,7 @@ func TestChangelogIncomplete(t *testing.T) {
 		t.Fatalf("Last: %v %v", ok, short(rec))
 	}
 	// Only incomplete records: none.
-	publishChunks(t, e, ChangelogSubject("clog", 1), 0, chunkMeta{epoch: 1, batch: 1, kind: ChangelogBatch, count: 4}, 3)
+	publishChunks(t, e, topology.ChangelogSubject("clog", 1), 0, chunkMeta{epoch: 1, batch: 1, kind: ChangelogBatch, count: 4}, 3)
 	if rec, ok, err := c.Last(e.ctx, 1); err != nil || ok {
 		t.Fatalf("Last of only an incomplete record: %v %v %v", short(rec), ok, err)
 	}
@@ -346,7 +347,7 @@ func TestChangelogPurge(t *testing.T) {
 
 	// Below everything: the last record stays, and its writer appends on.
 	testutil.Require(t, c.Purge(e.ctx, 0, tail[0].Seq+100))
-	if seqs := subjectSeqs(t, c, e.ctx, ChangelogSubject("clog", 0)); !slices.Equal(seqs, []uint64{tail[0].Seq}) {
+	if seqs := subjectSeqs(t, c, e.ctx, topology.ChangelogSubject("clog", 0)); !slices.Equal(seqs, []uint64{tail[0].Seq}) {
 		t.Fatalf("after purging everything, the partition has %v", seqs)
 	}
 	if _, err := c.Append(e.ctx, tail[0].Seq, ChangelogRecord{Partition: 0, Kind: ChangelogAck, Epoch: 1, BatchID: 8}); err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/input"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
 
@@ -26,20 +27,14 @@ var ErrGone = errors.New("history: no longer retained")
 // filters of its consumer. inputOf names the deployment whose input-side streams it reads
 // (registry.Record.InputOf: a shadow's primary); empty, sp.Name.
 func Input(ctx context.Context, js jetstream.JetStream, sp *spec.Spec, inputOf string, p int) (stream string, filters []string, err error) {
-	name := cmp.Or(inputOf, sp.Name)
-	switch {
-	case sp.Partitions > 1:
-		return input.PartitionedStream(name), []string{input.PartitionFilter(name, p, sp.Key.SubjectToken > 0)}, nil
-	case sp.HasInputs():
-		return input.InputsStream(name), []string{input.InputsFilter(name)}, nil
-	case sp.Input.Stream != "":
-		return sp.Input.Stream, sp.Input.Subjects, nil
+	stream = sp.Input.Stream
+	if stream == "" && sp.Partitions <= 1 && !sp.HasInputs() {
+		if stream, err = js.StreamNameBySubject(ctx, sp.Input.Subjects[0]); err != nil {
+			return "", nil, fmt.Errorf("history: the stream of input subject %s: %w", sp.Input.Subjects[0], err)
+		}
 	}
-	stream, err = js.StreamNameBySubject(ctx, sp.Input.Subjects[0])
-	if err != nil {
-		return "", nil, fmt.Errorf("history: the stream of input subject %s: %w", sp.Input.Subjects[0], err)
-	}
-	return stream, sp.Input.Subjects, nil
+	stream, filters = topology.Read(sp, inputOf, p, stream)
+	return stream, filters, nil
 }
 
 // Row makes the engine row of a stored input message of the deployment of sp, as its runtime

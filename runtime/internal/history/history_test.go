@@ -8,6 +8,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/internal/input"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
 
@@ -32,8 +33,8 @@ func TestRow(t *testing.T) {
 		input         int
 	}{
 		{"one input", one, "", input.StoredMsg{Subject: "carts.web"}, "carts.web", "", 0},
-		{"routed", parts, "", input.StoredMsg{Subject: input.PartitionSubject("carts", 2), Header: routed}, "carts.web", "", 0},
-		{"routed, of the old primary", parts, "carts-v1", input.StoredMsg{Subject: input.PartitionSubject("carts-v1", 2), Header: routed}, "carts.web", "", 0},
+		{"routed", parts, "", input.StoredMsg{Subject: topology.PartitionSubject("carts", 2), Header: routed}, "carts.web", "", 0},
+		{"routed, of the old primary", parts, "carts-v1", input.StoredMsg{Subject: topology.PartitionSubject("carts-v1", 2), Header: routed}, "carts.web", "", 0},
 		{"split by the server", parts, "", input.StoredMsg{Subject: "gs.kg.carts.2.carts.web"}, "carts.web", "", 0},
 		{"inputs", inputs, "", input.StoredMsg{Subject: "gs.in.carts.pays.pay.card"}, "pay.card", "", 1},
 		{"inputs of the old primary", inputs, "carts-v1", input.StoredMsg{Subject: "gs.in.carts-v1.adds.carts.add"}, "carts.add", "", 0},

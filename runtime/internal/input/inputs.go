@@ -13,6 +13,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/subject"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 )
 
 // A deployment with several named inputs (the spec's inputs) reads one stream, its inputs
@@ -43,14 +44,6 @@ type NamedInput struct {
 	Subjects []string
 }
 
-// InputsStream is the stream a deployment with several inputs reads: "GS_<DEPLOYMENT>_INPUTS".
-func InputsStream(deployment string) string { return natsio.StreamName(deployment + "_INPUTS") }
-
-// InputsFilter is the filter of the consumer on deployment's inputs stream: "gs.in.<deployment>.>".
-func InputsFilter(deployment string) string { return inputsPrefix(deployment) + ">" }
-
-func inputsPrefix(deployment string) string { return "gs.in." + deployment + "." }
-
 // InputsSources returns the sources of deployment's inputs stream: one per distinct input
 // stream (in the order of first use), each with one transform per subject of each input it
 // captures, mapping the subject to "gs.in.<deployment>.<input>.<subject>" with every wildcard
@@ -75,7 +68,7 @@ func InputsSources(deployment string, inputs []NamedInput) []*jetstream.StreamSo
 				}
 			}
 			src.SubjectTransforms = append(src.SubjectTransforms, jetstream.SubjectTransformConfig{
-				Source: s, Destination: inputsPrefix(deployment) + in.Name + "." + strings.Join(tokens, "."),
+				Source: s, Destination: topology.InputsPrefix(deployment) + in.Name + "." + strings.Join(tokens, "."),
 			})
 		}
 	}
@@ -86,7 +79,7 @@ func InputsSources(deployment string, inputs []NamedInput) []*jetstream.StreamSo
 // stream was published on, from the subject it has there; ok is false for a subject that is
 // not one of the stream's.
 func SplitInputsSubject(deployment, s string) (input, original string, ok bool) {
-	rest, found := strings.CutPrefix(s, inputsPrefix(deployment))
+	rest, found := strings.CutPrefix(s, topology.InputsPrefix(deployment))
 	if !found {
 		return "", "", false
 	}
@@ -116,7 +109,7 @@ func EnsureInputsStream(ctx context.Context, js jetstream.JetStream, deployment 
 		}
 	}
 	srcs := InputsSources(deployment, inputs)
-	name := InputsStream(deployment)
+	name := topology.InputsStream(deployment)
 	cfg := jetstream.StreamConfig{
 		Name:        name,
 		Description: "groupstate inputs of " + deployment + " (sourced from each input's stream)",
@@ -162,11 +155,11 @@ func sameSources(a, b []*jetstream.StreamSource) bool {
 // sourced). It counts with one short-lived consumer per input (filtered to the input, starting
 // after after, deleted at once), so call it seldom: a status, not every batch.
 func InputsPending(ctx context.Context, js jetstream.JetStream, deployment string, names []string, after uint64) (map[string]uint64, error) {
-	stream := InputsStream(deployment)
+	stream := topology.InputsStream(deployment)
 	out := make(map[string]uint64, len(names))
 	for _, name := range names {
 		c, err := js.CreateConsumer(ctx, stream, jetstream.ConsumerConfig{
-			FilterSubject:     inputsPrefix(deployment) + name + ".>",
+			FilterSubject:     topology.InputsPrefix(deployment) + name + ".>",
 			DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 			OptStartSeq:       after + 1,
 			AckPolicy:         jetstream.AckNonePolicy,
@@ -188,12 +181,12 @@ func InputsPending(ctx context.Context, js jetstream.JetStream, deployment strin
 // yet), nil when it does not exist or matches. It changes nothing, so a revision can be
 // refused before the running one is touched.
 func CheckInputsStream(ctx context.Context, js jetstream.JetStream, deployment string, inputs []NamedInput) error {
-	st, err := js.Stream(ctx, InputsStream(deployment))
+	st, err := js.Stream(ctx, topology.InputsStream(deployment))
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("natsio: looking up inputs stream %s: %w", InputsStream(deployment), err)
+		return fmt.Errorf("natsio: looking up inputs stream %s: %w", topology.InputsStream(deployment), err)
 	}
 	transforms := func(srcs []*jetstream.StreamSource) []jetstream.SubjectTransformConfig {
 		var out []jetstream.SubjectTransformConfig
@@ -205,7 +198,7 @@ func CheckInputsStream(ctx context.Context, js jetstream.JetStream, deployment s
 	old, want := st.CachedInfo().Config.Sources, InputsSources(deployment, inputs)
 	if !sameTransforms(transforms(old), transforms(want)) {
 		return fmt.Errorf("%w: %s sources %s; this revision's inputs would need %s (the inputs' names, subjects and streams are fixed at the first deploy); deploy under a new name",
-			ErrInputsChanged, InputsStream(deployment), describeSources(old), describeSources(want))
+			ErrInputsChanged, topology.InputsStream(deployment), describeSources(old), describeSources(want))
 	}
 	return nil
 }

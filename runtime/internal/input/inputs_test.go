@@ -11,6 +11,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 )
 
 // TestInputsStream: the inputs stream sources every input's stream (two inputs sharing one,
@@ -32,7 +33,7 @@ func TestInputsStream(t *testing.T) {
 	}
 	testutil.Require(t, EnsureInputsStream(ctx, js, "dep", inputs, 1, time.Hour))
 	testutil.Require(t, EnsureInputsStream(ctx, js, "dep", inputs, 1, time.Hour)) // nothing to change
-	st, err := js.Stream(ctx, InputsStream("dep"))
+	st, err := js.Stream(ctx, topology.InputsStream("dep"))
 	testutil.Require(t, err)
 	if cfg := st.CachedInfo().Config; len(cfg.Subjects) != 0 || len(cfg.Sources) != 2 || cfg.MaxAge != time.Hour {
 		t.Fatalf("config %+v", cfg)
@@ -48,7 +49,7 @@ func TestInputsStream(t *testing.T) {
 	}
 	_, err = js.Publish(ctx, "ads.elsewhere", []byte(`{}`)) // in ADS, but no input's
 	testutil.Require(t, err)
-	cons, err := js.OrderedConsumer(ctx, InputsStream("dep"), jetstream.OrderedConsumerConfig{FilterSubjects: []string{InputsFilter("dep")}})
+	cons, err := js.OrderedConsumer(ctx, topology.InputsStream("dep"), jetstream.OrderedConsumerConfig{FilterSubjects: []string{topology.InputsFilter("dep")}})
 	testutil.Require(t, err)
 	got := map[string][2]string{}
 	for len(got) < len(want) {

@@ -16,6 +16,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 )
 
 // The partition router reads a deployment's input once and republishes every row into the
@@ -135,30 +136,6 @@ var errInputSkipped = errors.New("natsio: the input consumer skipped rows")
 // in time (or was not awaited any more): it may or may not be stored.
 var errRouteUnanswered = errors.New("natsio: routed message not acknowledged in time")
 
-// PartitionedStream is the name of deployment's partitioned input stream:
-// StreamName(deployment + "_KG").
-func PartitionedStream(deployment string) string {
-	return natsio.StreamName(deployment + "_KG")
-}
-
-// PartitionSubject is partition p's subject in deployment's partitioned stream:
-// "gs.kg.<deployment>.<p>".
-func PartitionSubject(deployment string, p int) string {
-	return partitionPrefix(deployment) + strconv.Itoa(p)
-}
-
-// partitionPrefix is what every subject of deployment's partitioned stream starts with:
-// "gs.kg.<deployment>.".
-func partitionPrefix(deployment string) string {
-	return "gs.kg." + deployment + "."
-}
-
-// RouterConsumerName is the name of the router's durable consumer on deployment's input:
-// "groupstate-<deployment>-router".
-func RouterConsumerName(deployment string) string {
-	return ConsumerName(deployment) + "-router"
-}
-
 // EnsurePartitionedStream creates or updates deployment's partitioned stream
 // ([PartitionedStream]) for the router: subjects "gs.kg.<deployment>.*", file storage, limits
 // retention, discard old, max_age maxAge (0: none), and replicas copies ([natsio.DefaultReplicas]
@@ -168,8 +145,8 @@ func RouterConsumerName(deployment string) string {
 // duplicate window: routed messages carry no message id (the expected last sequence keeps
 // them unique).
 func EnsurePartitionedStream(ctx context.Context, js jetstream.JetStream, deployment string, replicas int, maxAge time.Duration) error {
-	name := PartitionedStream(deployment)
-	subjects := []string{partitionPrefix(deployment) + "*"}
+	name := topology.PartitionedStream(deployment)
+	subjects := []string{topology.PartitionPrefix(deployment) + "*"}
 	cfg := jetstream.StreamConfig{
 		Name:        name,
 		Description: "groupstate partitioned input of " + deployment,
@@ -285,7 +262,7 @@ func NewRouter(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*R
 	if err := o.check(); err != nil {
 		return nil, err
 	}
-	name := PartitionedStream(o.Deployment)
+	name := topology.PartitionedStream(o.Deployment)
 	if _, err := js.Stream(ctx, name); err != nil {
 		return nil, fmt.Errorf("natsio: router of %s: partitioned stream %s: %w", o.Deployment, name, err)
 	}
@@ -295,7 +272,7 @@ func NewRouter(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*R
 	}
 	subj := make([]string, o.Partitions)
 	for p := range subj {
-		subj[p] = PartitionSubject(o.Deployment, p)
+		subj[p] = topology.PartitionSubject(o.Deployment, p)
 	}
 	return &Router{
 		js: js, o: o, src: src, stream: name, subj: subj,
@@ -310,7 +287,7 @@ func NewRouter(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*R
 func openSource(ctx context.Context, js jetstream.JetStream, o RouterOptions) (*Source, error) {
 	for {
 		actx, cancel := context.WithTimeout(ctx, RewindTimeout)
-		src, err := NewSource(actx, js, o.InputStream, RouterConsumerName(o.Deployment), o.InputSubjects)
+		src, err := NewSource(actx, js, o.InputStream, topology.RouterConsumer(o.Deployment), o.InputSubjects)
 		cancel()
 		if err == nil || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
 			return src, err

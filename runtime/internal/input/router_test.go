@@ -18,6 +18,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 )
 
 // Router test parameters: rows over keys, routed into partitions.
@@ -141,7 +142,7 @@ func stopOK(t *testing.T, stop func() error) {
 // routedCount is the number of messages in the partitioned stream.
 func (e *rtEnv) routedCount(t *testing.T) uint64 {
 	t.Helper()
-	st, err := e.js.Stream(e.ctx, PartitionedStream(rtDeployment))
+	st, err := e.js.Stream(e.ctx, topology.PartitionedStream(rtDeployment))
 	testutil.Require(t, err)
 	return st.CachedInfo().State.Msgs
 }
@@ -178,7 +179,7 @@ func (e *rtEnv) readRouted(t *testing.T) []routedMsg {
 }
 
 func (e *rtEnv) tryReadRouted() ([]routedMsg, error) {
-	name := PartitionedStream(rtDeployment)
+	name := topology.PartitionedStream(rtDeployment)
 	st, err := e.js.Stream(e.ctx, name)
 	if err != nil {
 		return nil, err
@@ -238,7 +239,7 @@ func (e *rtEnv) checkRouted(t *testing.T) {
 		if got, want := m.header.Get(RoutedSubjectHeader), e.subjects[in]; got != want {
 			t.Fatalf("message %d: %s %q, want %q", m.seq, RoutedSubjectHeader, got, want)
 		}
-		if want := PartitionSubject(rtDeployment, userPartition(t, row)); m.subject != want {
+		if want := topology.PartitionSubject(rtDeployment, userPartition(t, row)); m.subject != want {
 			t.Fatalf("message %d (%s) on %s, want %s", m.seq, row, m.subject, want)
 		}
 	}
@@ -504,7 +505,7 @@ func TestRouterUnreadableKeys(t *testing.T) {
 			if m.data != c.row {
 				t.Errorf("data %q, want %q unchanged", m.data, c.row)
 			}
-			if want := PartitionSubject(rtDeployment, c.want); m.subject != want {
+			if want := topology.PartitionSubject(rtDeployment, c.want); m.subject != want {
 				t.Errorf("subject %s, want %s", m.subject, want)
 			}
 		})
@@ -568,20 +569,20 @@ func TestRouterOptionsRefused(t *testing.T) {
 func TestEnsurePartitionedStream(t *testing.T) {
 	e := newEnv(t)
 	testutil.Require(t, EnsurePartitionedStream(e.ctx, e.js, "logins", 0, time.Hour))
-	cfg := streamConfig(t, e, PartitionedStream("logins"))
+	cfg := streamConfig(t, e, topology.PartitionedStream("logins"))
 	if cfg.Name != "GS_LOGINS_KG" || !slices.Equal(cfg.Subjects, []string{"gs.kg.logins.*"}) || cfg.Storage != jetstream.FileStorage ||
 		cfg.Retention != jetstream.LimitsPolicy || cfg.Discard != jetstream.DiscardOld || cfg.MaxAge != time.Hour || cfg.Replicas != 1 {
 		t.Fatalf("config %+v", cfg)
 	}
-	if got := PartitionSubject("logins", 7); got != "gs.kg.logins.7" {
+	if got := topology.PartitionSubject("logins", 7); got != "gs.kg.logins.7" {
 		t.Errorf("PartitionSubject: %s", got)
 	}
 	testutil.Require(t, EnsurePartitionedStream(e.ctx, e.js, "logins", 0, 0))
-	if cfg := streamConfig(t, e, PartitionedStream("logins")); cfg.MaxAge != 0 {
+	if cfg := streamConfig(t, e, topology.PartitionedStream("logins")); cfg.MaxAge != 0 {
 		t.Fatalf("max_age %s after an update to none", cfg.MaxAge)
 	}
 	testutil.Require(t, EnsurePartitionedStream(e.ctx, e.js, "logins", 0, time.Minute))
-	if cfg := streamConfig(t, e, PartitionedStream("logins")); cfg.MaxAge != time.Minute || cfg.Duplicates > time.Minute {
+	if cfg := streamConfig(t, e, topology.PartitionedStream("logins")); cfg.MaxAge != time.Minute || cfg.Duplicates > time.Minute {
 		t.Fatalf("max_age %s, duplicates %s after an update to 1m", cfg.MaxAge, cfg.Duplicates)
 	}
 }
@@ -638,12 +639,12 @@ func TestRouterStops(t *testing.T) {
 		want          func(t *testing.T, e *rtEnv, err error) bool
 	}{
 		{"foreign message in the partitioned stream", func(t *testing.T, e *rtEnv) {
-			_, err := e.js.Publish(e.ctx, PartitionSubject(rtDeployment, 0), []byte("x"))
+			_, err := e.js.Publish(e.ctx, topology.PartitionSubject(rtDeployment, 0), []byte("x"))
 			testutil.Require(t, err)
 		}, nil, func(t *testing.T, e *rtEnv, err error) bool { return errors.Is(err, ErrNotRouted) }},
 		{"partitioned stream deleted", nil, func(t *testing.T, e *rtEnv) {
 			e.waitRouted(t, 1)
-			testutil.Require(t, e.js.DeleteStream(e.ctx, PartitionedStream(rtDeployment)))
+			testutil.Require(t, e.js.DeleteStream(e.ctx, topology.PartitionedStream(rtDeployment)))
 			e.publishUsers(t, 1, 1)
 		}, func(t *testing.T, e *rtEnv, err error) bool {
 			return Gone(err) && errors.Is(err, jetstream.ErrStreamNotFound)
@@ -689,7 +690,7 @@ func TestRouterStreamPurged(t *testing.T) {
 	e.waitRouted(t, 10)
 	e.waitAcked(t, r)
 	stopOK(t, stop)
-	st, err := e.js.Stream(e.ctx, PartitionedStream(rtDeployment))
+	st, err := e.js.Stream(e.ctx, topology.PartitionedStream(rtDeployment))
 	testutil.Require(t, err)
 	testutil.Require(t, st.Purge(e.ctx))
 

@@ -36,9 +36,6 @@ const SourceAckWait = 30 * time.Second
 // re-delivery on behalf of an earlier copy (see [Source.Ack]).
 const RewindTimeout = 5 * time.Second
 
-// ConsumerName is the name of the durable input consumer of deployment.
-func ConsumerName(deployment string) string { return "groupstate-" + deployment }
-
 // Msg is one input message.
 type Msg struct {
 	// Data is the message body.

@@ -14,6 +14,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/subject"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 )
 
 // A deployment whose key is also a token of its input subjects (key.subject_token) is split
@@ -94,7 +95,7 @@ func PartitionTransforms(deployment string, subjects []string, token, partitions
 			return nil, fmt.Errorf("%w: input subject %q has no '*' at token %d", ErrSubjectToken, s, token)
 		}
 		var dest strings.Builder
-		dest.WriteString(partitionPrefix(deployment))
+		dest.WriteString(topology.PartitionPrefix(deployment))
 		k, wild := 0, 0
 		rest := make([]string, len(tokens))
 		for j, t := range tokens {
@@ -113,31 +114,17 @@ func PartitionTransforms(deployment string, subjects []string, token, partitions
 	return out, nil
 }
 
-// PartitionFilter is the filter of partition p's consumer on deployment's partitioned
-// stream: [PartitionSubject] when the router partitions the input, and everything under it
-// ("gs.kg.<deployment>.<p>.>") when the server does (bySubject: key.subject_token).
-func PartitionFilter(deployment string, p int, bySubject bool) string {
-	if bySubject {
-		return PartitionSubject(deployment, p) + ".>"
-	}
-	return PartitionSubject(deployment, p)
-}
-
 // InputSubject is the subject m was published on in deployment's input, m being a message
 // of deployment's partitioned stream: the subject's tail after "gs.kg.<deployment>.<p>."
 // (the server partitioned it), else its [RoutedSubjectHeader] (the router did). A message of
 // any other subject is its own.
 func InputSubject(deployment string, m *Msg) string {
 	s := m.Subject
-	const pre = "gs.kg."
-	if !strings.HasPrefix(s, pre) || !strings.HasPrefix(s[len(pre):], deployment) {
+	rest, ok := strings.CutPrefix(s, topology.PartitionPrefix(deployment))
+	if !ok || rest == "" {
 		return s
 	}
-	rest := s[len(pre)+len(deployment):]
-	if len(rest) < 2 || rest[0] != '.' {
-		return s
-	}
-	if _, orig, ok := strings.Cut(rest[1:], "."); ok {
+	if _, orig, ok := strings.Cut(rest, "."); ok {
 		return orig
 	}
 	return m.Header.Get(RoutedSubjectHeader)
@@ -159,7 +146,7 @@ func EnsureSourcedPartitionedStream(ctx context.Context, js jetstream.JetStream,
 	if err != nil {
 		return err
 	}
-	name := PartitionedStream(o.Deployment)
+	name := topology.PartitionedStream(o.Deployment)
 	src := &jetstream.StreamSource{Name: o.InputStream, SubjectTransforms: trs}
 	cfg := jetstream.StreamConfig{
 		Name:        name,

@@ -15,6 +15,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 )
 
 // sourcedPartitions is the number of partitions of the sourced-stream tests.
@@ -76,7 +77,7 @@ func TestSourcedPartitionedStreamCluster(t *testing.T) {
 	js := c.JetStream(t)
 	sh := sourcedShapes[0]
 	e := checkSourcedShape(t, js, "IN", sh, 3)
-	_, err := js.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN."+PartitionedStream("dep"), nil, 5*time.Second)
+	_, err := js.Conn().Request("$JS.API.STREAM.LEADER.STEPDOWN."+topology.PartitionedStream("dep"), nil, 5*time.Second)
 	testutil.Require(t, err)
 	// The new leader sets the source up again. When its first attempt fails (a loaded machine:
 	// CI once timed out here with one 30 s budget for the whole test) the server retries after
@@ -112,13 +113,13 @@ func checkSourcedShape(t *testing.T, js jetstream.JetStream, input string, sh so
 	e.input, err = natsio.EnsureStream(ctx, js, natsio.StreamOptions{Name: input, Subjects: sh.subjects, Replicas: replicas})
 	testutil.Require(t, err)
 	// Delete a stream left by an earlier shape: each shape's partitioned stream is new.
-	if err := js.DeleteStream(ctx, PartitionedStream("dep")); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
+	if err := js.DeleteStream(ctx, topology.PartitionedStream("dep")); err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) {
 		t.Fatal(err)
 	}
 	o := SourcedOptions{Deployment: "dep", InputStream: e.input, InputSubjects: sh.subjects, Token: sh.token, Partitions: sourcedPartitions, Replicas: replicas, MaxAge: time.Hour}
 	testutil.Require(t, EnsureSourcedPartitionedStream(ctx, js, o))
 	testutil.Require(t, EnsureSourcedPartitionedStream(ctx, js, o)) // again: nothing to change
-	st, err := js.Stream(ctx, PartitionedStream("dep"))
+	st, err := js.Stream(ctx, topology.PartitionedStream("dep"))
 	testutil.Require(t, err)
 	cfg := st.CachedInfo().Config
 	if len(cfg.Subjects) != 0 || len(cfg.Sources) != 1 || cfg.Sources[0].Name != e.input || cfg.MaxAge != time.Hour || cfg.Replicas != replicas || cfg.Discard != jetstream.DiscardOld {
@@ -139,7 +140,7 @@ func checkSourcedShape(t *testing.T, js jetstream.JetStream, input string, sh so
 
 	// Each partition's consumer reads exactly the rows of its partition.
 	for p := range sourcedPartitions {
-		src, err := NewSource(ctx, js, PartitionedStream("dep"), fmt.Sprintf("p%d", p), []string{PartitionFilter("dep", p, true)})
+		src, err := NewSource(ctx, js, topology.PartitionedStream("dep"), fmt.Sprintf("p%d", p), []string{topology.PartitionFilter("dep", p, true)})
 		testutil.Require(t, err)
 		want := 0
 		for row := range e.sent {
@@ -195,7 +196,7 @@ func (e *sourcedEnv) checkLanded(t *testing.T, n int) {
 // checkLandedWithin is checkLanded waiting up to d for the rows.
 func (e *sourcedEnv) checkLandedWithin(t *testing.T, n int, d time.Duration) {
 	t.Helper()
-	st, err := e.js.Stream(e.ctx, PartitionedStream("dep"))
+	st, err := e.js.Stream(e.ctx, topology.PartitionedStream("dep"))
 	testutil.Require(t, err)
 	testutil.EventuallyWithin(t, d, fmt.Sprintf("%d rows sourced", n), func() bool {
 		info, err := st.Info(e.ctx)
@@ -216,7 +217,7 @@ func (e *sourcedEnv) checkLandedWithin(t *testing.T, n int, d time.Duration) {
 			t.Fatalf("sequence %d: %q (sent %v, seen before %v)", seq, row, ok, seen[row])
 		}
 		seen[row] = true
-		if p := PartitionSubject("dep", keyPartition(row)) + "."; !strings.HasPrefix(raw.Subject, p) {
+		if p := topology.PartitionSubject("dep", keyPartition(row)) + "."; !strings.HasPrefix(raw.Subject, p) {
 			t.Errorf("%q landed on %s, want %s...", row, raw.Subject, p)
 		}
 		if got := InputSubject("dep", &Msg{Subject: raw.Subject, Header: raw.Header}); got != want {
@@ -286,14 +287,14 @@ func TestPartitionedStreamModes(t *testing.T) {
 	reordered := o
 	reordered.InputSubjects = []string{"signups.*", "logins.*"}
 	o.InputSubjects = []string{"logins.*", "signups.*"}
-	if err := e.js.DeleteStream(e.ctx, PartitionedStream("sourced")); err != nil {
+	if err := e.js.DeleteStream(e.ctx, topology.PartitionedStream("sourced")); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Require(t, EnsureSourcedPartitionedStream(e.ctx, e.js, o))
 	testutil.Require(t, EnsureSourcedPartitionedStream(e.ctx, e.js, reordered)) // the same subjects: no change
 	o.MaxAge = time.Minute
 	testutil.Require(t, EnsureSourcedPartitionedStream(e.ctx, e.js, o))
-	if cfg := streamConfig(t, e, PartitionedStream("sourced")); cfg.MaxAge != time.Minute {
+	if cfg := streamConfig(t, e, topology.PartitionedStream("sourced")); cfg.MaxAge != time.Minute {
 		t.Fatalf("max_age %s after an update to 1m", cfg.MaxAge)
 	}
 }
@@ -317,10 +318,10 @@ func TestInputSubject(t *testing.T) {
 			t.Errorf("InputSubject(%q) = %q, want %q", tc.m.Subject, got, tc.want)
 		}
 	}
-	if got := PartitionFilter("dep", 2, true); got != "gs.kg.dep.2.>" {
+	if got := topology.PartitionFilter("dep", 2, true); got != "gs.kg.dep.2.>" {
 		t.Errorf("PartitionFilter by subject: %s", got)
 	}
-	if got := PartitionFilter("dep", 2, false); got != "gs.kg.dep.2" {
+	if got := topology.PartitionFilter("dep", 2, false); got != "gs.kg.dep.2" {
 		t.Errorf("PartitionFilter for the router: %s", got)
 	}
 }

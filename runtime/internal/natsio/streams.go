@@ -255,24 +255,6 @@ func CapDuplicates(dup, maxAge time.Duration) time.Duration {
 	return dup
 }
 
-// StreamName derives a valid stream name from a deployment name and suffix:
-// "GS_" followed by s upper-cased, every character other than [A-Z0-9_-]
-// replaced by '_'. StreamName("login-count_in") is "GS_LOGIN-COUNT_IN".
-func StreamName(s string) string {
-	var b strings.Builder
-	b.Grow(3 + len(s))
-	b.WriteString("GS_")
-	for _, r := range strings.ToUpper(s) {
-		switch {
-		case r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
-}
-
 // ResolveTimeout bounds the read that resolves a publish whose outcome is unknown (a
 // changelog append's), and the deletion of a consumer a reader stopped.
 const ResolveTimeout = 5 * time.Second

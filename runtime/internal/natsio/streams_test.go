@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -99,8 +100,8 @@ func TestStreamName(t *testing.T) {
 		"a.b c>*":        "GS_A_B_C__",
 		"dlq":            "GS_DLQ",
 	} {
-		if got := StreamName(in); got != want {
-			t.Errorf("StreamName(%q) = %q, want %q", in, got, want)
+		if got := topology.StreamName(in); got != want {
+			t.Errorf("topology.StreamName(%q) = %q, want %q", in, got, want)
 		}
 	}
 }

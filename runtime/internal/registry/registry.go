@@ -1,6 +1,7 @@
 package registry
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -109,6 +110,11 @@ type Record struct {
 	// Revision is the KV revision, filled on read.
 	Revision uint64 `json:"-"`
 }
+
+// InputDeployment names the deployment whose input-side streams the deployment of r reads
+// (see [Record].InputOf): InputOf, else for a shadow recorded before InputOf existed its
+// primary, else its own name. It is the one answer to "whose input do I read".
+func (r Record) InputDeployment() string { return cmp.Or(r.InputOf, r.ShadowOf, r.Name) }
 
 // Handover is where a partition of a promoted shadow took over its old primary's input
 // (see [Record].Handovers).
