@@ -68,7 +68,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 		return nil, err
 	}
 	if !o.ReadOnly {
-		if err := o.FS.MkdirAll(dir, 0o755); err != nil {
+		if err := o.FS.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("state: create %s: %w", dir, err)
 		}
 	}

@@ -37,6 +37,10 @@ func newListCommand() *cobra.Command {
 			}
 			rows := make([]row, len(ds))
 			for i, d := range ds {
+				if d.Invalid != "" {
+					rows[i] = row{d, &client.Status{Name: d.Name, State: "invalid", Error: d.Invalid}}
+					continue
+				}
 				st, err := c.Status(cmd.Context(), d.Name)
 				if err != nil {
 					st = &client.Status{Name: d.Name, State: "unknown", Error: err.Error()}
@@ -66,8 +70,12 @@ func newListCommand() *cobra.Command {
 				if r.ShadowOf != "" {
 					name += " (shadow of " + r.ShadowOf + ")"
 				}
+				deployed := "-"
+				if !r.DeployedAt.IsZero() {
+					deployed = r.DeployedAt.Local().Format(time.DateTime)
+				}
 				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.12s\t%s\t%s\n", name, r.Status.State, r.Status.RowsIn, r.Status.StateKeys,
-					r.Status.InputLag, r.ModuleDigest, r.DeployedAt.Local().Format(time.DateTime), r.Status.Error)
+					r.Status.InputLag, r.ModuleDigest, deployed, r.Status.Error)
 			}
 			if err := w.Flush(); err != nil {
 				return err

@@ -24,6 +24,7 @@ with the per-key function compiled to WebAssembly from Go, Rust, C or AssemblySc
 		newReplayCommand(),
 		newDiffCommand(),
 		newPromoteCommand(),
+		newAuthCommand(),
 		newPubCommand(),
 		newTailCommand(),
 		newTestCommand(),

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -25,19 +26,26 @@ import (
 func newServeCommand() *cobra.Command {
 	var cf connFlags
 	var ceil ceilingFlags
-	var dataDir, listen, logLevel, logFormat, metricsAddr, stateCache string
+	var dataDir, listen, logLevel, logFormat, metricsAddr, stateCache, authFile string
+	var insecure bool
+	var metricsAuth string
 	var replicas int
 	var id string
 	var memberTTL time.Duration
 	cmd := &cobra.Command{
-		Use:   "serve --data DIR [--listen HOST:PORT] [--server URL] [--metrics HOST:PORT] [--state-cache SIZE]",
+		Use:   "serve --data DIR [--listen HOST:PORT] [--auth FILE] [--server URL] [--metrics HOST:PORT] [--state-cache SIZE]",
 		Short: "Run the runtime (with an embedded NATS server unless --server is given)",
 		Long: `Runs every deployment registered in NATS. Without --server it embeds a NATS server with
 JetStream (storage under DIR/nats) listening on --listen, so one command runs everything on
 one machine. With --server it uses that NATS instead (for example a JetStream cluster).
 SIGTERM or Ctrl-C finishes the batches in flight, commits them, flushes outputs and exits 0;
 a second signal while that waits exits at once with code 130 (the batches in flight are
-redelivered when serve runs again).`,
+redelivered when serve runs again).
+
+Without --auth the embedded server has no authentication: whoever reaches it may deploy
+code, read any state and delete anything. It listens on loopback by default, and serve
+refuses a --listen address other machines can reach unless --auth FILE (a users file with
+roles, see docs/security.md) or --insecure is given.`,
 		Example: `  groupstate serve --data ./gsdata
   groupstate serve --data /var/lib/groupstate --server nats://nats.internal:4222 --creds app.creds`,
 		Args: cobra.NoArgs,
@@ -57,13 +65,23 @@ redelivered when serve runs again).`,
 			if err != nil {
 				return err
 			}
+			if err := privateDataDir(dataDir, logger); err != nil {
+				return err
+			}
 			ctx := cmd.Context()
+			if cmd.Flags().Changed("server") && authFile != "" {
+				return fmt.Errorf("--auth configures the embedded server; on an external server (--server), give each user the permissions of its role (groupstate auth permissions --role ROLE)")
+			}
 			if !cmd.Flags().Changed("server") {
 				host, port, err := splitHostPort(listen)
 				if err != nil {
 					return err
 				}
-				srv, err := service.StartEmbedded(service.EmbeddedOptions{DataDir: filepath.Join(dataDir, "nats"), Host: host, Port: port, Logger: logger})
+				eo := service.EmbeddedOptions{DataDir: filepath.Join(dataDir, "nats"), Host: host, Port: port, Logger: logger}
+				if err := embeddedAuth(&eo, &cf, authFile, insecure); err != nil {
+					return err
+				}
+				srv, err := service.StartEmbedded(eo)
 				if err != nil {
 					return err
 				}
@@ -96,7 +114,11 @@ redelivered when serve runs again).`,
 				return err
 			}
 			if metricsAddr != "" {
-				stop, err := serveMetrics(metricsAddr, reg, func() bool { return svc.Ready() && nc.IsConnected() }, logger)
+				guard, err := metricsGuard(metricsAuth)
+				if err != nil {
+					return err
+				}
+				stop, err := serveMetrics(metricsAddr, reg, guard, func() bool { return svc.Ready() && nc.IsConnected() }, logger)
 				if err != nil {
 					return err
 				}
@@ -109,9 +131,12 @@ redelivered when serve runs again).`,
 	ceil.register(cmd)
 	cmd.Flags().StringVar(&dataDir, "data", "", "directory for state, compiled modules and the embedded server's storage")
 	cmd.Flags().StringVar(&listen, "listen", "127.0.0.1:4222", "address of the embedded NATS server")
+	cmd.Flags().StringVar(&authFile, "auth", "", "users file (YAML) of the embedded server: only its users may connect, each with its role's permissions")
+	cmd.Flags().BoolVar(&insecure, "insecure", false, "allow a --listen address other machines can reach without --auth (anyone who reaches it may do anything)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "info", "debug, info, warn or error")
 	cmd.Flags().StringVar(&logFormat, "log-format", "text", "text or json")
 	cmd.Flags().StringVar(&metricsAddr, "metrics", "", "serve Prometheus metrics, /healthz and /readyz on HOST:PORT")
+	cmd.Flags().StringVar(&metricsAuth, "metrics-auth", "", "file whose first line /metrics requires: 'bearer TOKEN' or 'basic USER:PASSWORD' (default: /metrics is open)")
 	cmd.Flags().StringVar(&id, "id", "", "name of this runtime (default: an id made once and kept in the data directory)")
 	cmd.Flags().DurationVar(&memberTTL, "member-ttl", 5*time.Second, "how long a runtime that stops renewing its membership stays a member (the same on every runtime)")
 	cmd.Flags().IntVar(&replicas, "replicas", 0, "replicas of the streams and buckets groupstate creates (default 3 on a clustered NATS, 1 otherwise)")
@@ -137,13 +162,13 @@ func parseStateCache(s string) (int64, error) {
 
 // serveMetrics serves /metrics, /healthz (the process is up) and /readyz (the runtime runs
 // and NATS is connected) on addr until stop is called.
-func serveMetrics(addr string, reg *prometheus.Registry, ready func() bool, logger *slog.Logger) (stop func(), err error) {
+func serveMetrics(addr string, reg *prometheus.Registry, guard func(http.Handler) http.Handler, ready func() bool, logger *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics %s: %w", addr, err)
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", guard(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !ready() {
@@ -160,6 +185,26 @@ func serveMetrics(addr string, reg *prometheus.Registry, ready func() bool, logg
 	}()
 	logger.Info("metrics listening", "addr", ln.Addr().String())
 	return func() { srv.Close() }, nil
+}
+
+// privateDataDir creates the data directory readable by its user only, or makes an existing
+// one so (saying so), and has serve create every file and directory under it the same way.
+func privateDataDir(dir string, logger *slog.Logger) error {
+	restrictFileModes()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--data %s: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("--data %s: %w", dir, err)
+	}
+	if perm := fi.Mode().Perm(); perm&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("--data %s is readable by other accounts (%04o) and cannot be made private: %w", dir, perm, err)
+		}
+		logger.Info("data directory was readable by other accounts; made it private", "dir", dir, "was", fmt.Sprintf("%04o", perm), "now", "0700")
+	}
+	return nil
 }
 
 // newLogger returns the logger of --log-level and --log-format, writing to w.

@@ -60,6 +60,8 @@ type Client struct {
 	leaseErr   error
 
 	rt *engine.Runtime // compiles modules to validate them before a deploy
+
+	perms permissions // the connection's user's, asked once (see may)
 }
 
 // ceilings are the ceilings a deployment is checked against: the lowest of the live runtimes'
@@ -91,6 +93,10 @@ func New(ctx context.Context, nc *nats.Conn) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
+	c := &Client{nc: nc, js: js}
+	if err := c.mayRead(ctx, "read the deployments"); err != nil {
+		return nil, err
+	}
 	reg, err := registry.OpenRegistry(ctx, js, 0)
 	if err != nil {
 		return nil, fmt.Errorf("client: opening the deployment registry: %w", err)
@@ -99,7 +105,8 @@ func New(ctx context.Context, nc *nats.Conn) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Client{nc: nc, js: js, reg: reg, rt: rt}, nil
+	c.reg, c.rt = reg, rt
+	return c, nil
 }
 
 // JetStream returns the client's JetStream context on its connection (to read the streams a
@@ -133,6 +140,10 @@ type Deployment struct {
 	// (deploy --initial-state; a shadow's is its primary's), empty when none; read it with
 	// [Client.InitialState].
 	InitialState string `json:"initial_state,omitempty"`
+	// Invalid, when not empty, says why no runtime runs this record: it does not decode, its
+	// key, name and spec name disagree, or its spec is not valid. Only Name (the record's
+	// key), Revision and Invalid are then set. Deploy the deployment again, or undeploy it.
+	Invalid string `json:"invalid,omitempty"`
 	// runSpec is what RunSpec returns (nil: Spec).
 	runSpec *spec.Spec
 }
@@ -185,6 +196,9 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 		opt(&o)
 	}
 	if err := sp.ValidateForService(); err != nil {
+		return nil, err
+	}
+	if err := c.mayChange(ctx, "deploy "+sp.Name, sp.Name); err != nil {
 		return nil, err
 	}
 	ceil, err := c.ceilings(ctx)
@@ -364,6 +378,9 @@ func newToken() (string, error) {
 // stops it when it sees the deletion, after its batch in flight; a deploy of the same name
 // made before then may be claimed by another runtime.
 func (c *Client) Undeploy(ctx context.Context, name string) error {
+	if err := c.mayChange(ctx, "undeploy "+name, name); err != nil {
+		return err
+	}
 	err := c.reg.Delete(ctx, name)
 	if errors.Is(err, registry.ErrNotFound) {
 		return fmt.Errorf("%w: %q", ErrNotDeployed, name)
@@ -386,20 +403,25 @@ func (c *Client) Get(ctx context.Context, name string) (*Deployment, error) {
 	return deploymentOf(rec)
 }
 
-// List returns every deployment, sorted by name.
+// List returns every deployment, sorted by name. A record no runtime runs is listed with
+// [Deployment.Invalid] saying why: one malformed record never breaks the list.
 func (c *Client) List(ctx context.Context) ([]*Deployment, error) {
-	recs, err := c.reg.List(ctx)
+	recs, invalid, err := c.reg.ListAll(ctx)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]*Deployment, 0, len(recs))
+	out := make([]*Deployment, 0, len(recs)+len(invalid))
 	for _, rec := range recs {
 		d, err := deploymentOf(rec)
 		if err != nil {
-			return nil, err
+			d = &Deployment{Name: rec.Name, Revision: rec.Revision, Invalid: err.Error()}
 		}
 		out = append(out, d)
 	}
+	for _, inv := range invalid {
+		out = append(out, &Deployment{Name: inv.Key, Revision: inv.Revision, Invalid: inv.Reason})
+	}
+	slices.SortFunc(out, func(a, b *Deployment) int { return strings.Compare(a.Name, b.Name) })
 	return out, nil
 }
 

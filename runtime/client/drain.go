@@ -31,6 +31,9 @@ type DrainReport struct {
 // Stop the producers and let the deployment catch up (status: lag 0) first: rows that
 // arrive after a partition drained are not run.
 func (c *Client) Drain(ctx context.Context, name string) (DrainReport, error) {
+	if err := c.mayAsk(ctx, "drain "+name, api.VerbDrain, name); err != nil {
+		return DrainReport{}, err
+	}
 	d, err := c.Get(ctx, name)
 	if err != nil {
 		return DrainReport{}, err

@@ -156,6 +156,9 @@ func (c *Client) checkShadowHistory(ctx context.Context, primary string, parts i
 // partition of the shadow takes over its primary partition's position before the record
 // changes (see [Status].Promoted).
 func (c *Client) Promote(ctx context.Context, name string) error {
+	if err := c.mayChange(ctx, "promote "+name, name); err != nil {
+		return err
+	}
 	rec, err := c.reg.Get(ctx, name)
 	if errors.Is(err, registry.ErrNotFound) {
 		return fmt.Errorf("%w: %q", ErrNotDeployed, name)

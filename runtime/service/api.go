@@ -5,7 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -14,26 +16,36 @@ import (
 	"github.com/groupstate/groupstate/state"
 )
 
+// apiWorkers bounds the API requests a runtime answers at once: a flood of requests queues
+// (in the subscription's pending buffer, whose limits drop the excess as a slow consumer)
+// instead of starting a goroutine each.
+const apiWorkers = 8
+
 // serveAPI answers state and key listing requests for the deployments this runtime runs, and
-// pings addressed to this runtime's ID.
-// Only a runtime that runs the deployment answers (a queue group per deployment would be
-// wrong: each runtime has its own state).
-func (s *Service) serveAPI() (*nats.Subscription, error) {
-	return s.cfg.Conn.Subscribe(api.Prefix+">", func(m *nats.Msg) {
+// pings addressed to this runtime's ID, on a subscription of their own, so that a flood of
+// other requests never delays the answer peers take for being alive. Only a runtime that
+// runs the deployment answers (a queue group per deployment would be wrong: each runtime has
+// its own state). stop unsubscribes and waits for the answers in progress.
+func (s *Service) serveAPI() (stop func(), err error) {
+	ping, err := s.cfg.Conn.Subscribe(api.Subject(api.VerbPing, s.id), func(m *nats.Msg) {
+		_ = m.Respond([]byte("{}"))
+	})
+	if err != nil {
+		return nil, err
+	}
+	slots := make(chan struct{}, apiWorkers)
+	var answering sync.WaitGroup
+	var stopping sync.Mutex // orders the last answer's start before stop's wait
+	stopped := false
+	sub, err := s.cfg.Conn.Subscribe(api.Prefix+">", func(m *nats.Msg) {
 		verb, name, ok := strings.Cut(strings.TrimPrefix(m.Subject, api.Prefix), ".")
-		if !ok {
-			return
+		if !ok || verb == api.VerbPing {
+			return // pings have their own subscription
 		}
 		s.mu.Lock()
 		r, running := s.runners[name]
 		st := s.store
 		s.mu.Unlock()
-		if verb == api.VerbPing {
-			if name == s.id {
-				_ = m.Respond([]byte("{}"))
-			}
-			return
-		}
 		if !running || st == nil {
 			return // another runtime may run it; no reply means none does
 		}
@@ -41,13 +53,47 @@ func (s *Service) serveAPI() (*nats.Subscription, error) {
 			go respondDrain(m, r) // the drain batch may take long; other requests go on
 			return
 		}
-		reply, err := answer(st.Deployment(name), verb, m.Data, s.cfg.Clock.Now().UnixMilli())
-		if err != nil {
-			reply = api.Error{Error: err.Error()}
+		slots <- struct{}{} // at most apiWorkers at once; the subscription waits meanwhile
+		stopping.Lock()
+		if stopped {
+			stopping.Unlock()
+			<-slots
+			return
 		}
-		data, _ := json.Marshal(reply)
-		_ = m.Respond(data)
+		answering.Add(1)
+		stopping.Unlock()
+		go func() {
+			defer func() { <-slots; answering.Done() }()
+			reply, err := answer(st.Deployment(name), verb, m.Data, s.cfg.Clock.Now().UnixMilli())
+			if err != nil {
+				reply = api.Error{Error: err.Error()}
+			}
+			respond(m, reply, s.cfg.Conn.MaxPayload())
+		}()
 	})
+	if err != nil {
+		_ = ping.Unsubscribe()
+		return nil, err
+	}
+	return func() {
+		_ = ping.Unsubscribe()
+		_ = sub.Unsubscribe()
+		stopping.Lock()
+		stopped = true
+		stopping.Unlock()
+		answering.Wait()
+	}, nil
+}
+
+// respond replies to m with reply as JSON, or, when that is larger than the server's
+// max_payload (a page of large keys), with an error that says so: the request gets an answer
+// either way.
+func respond(m *nats.Msg, reply any, maxPayload int64) {
+	data, _ := json.Marshal(reply)
+	if maxPayload > 0 && int64(len(data)) > maxPayload-1024 { // room for the reply's headers
+		data, _ = json.Marshal(api.Error{Error: fmt.Sprintf("the reply is %d bytes, above the NATS server's max_payload of %d: ask for fewer keys a page", len(data), maxPayload)})
+	}
+	_ = m.Respond(data)
 }
 
 // respondDrain answers a drain request once r's loop ran the drain batch (or could not),

@@ -2,7 +2,13 @@ package service
 
 import (
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 
 	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
@@ -73,5 +79,46 @@ func TestAnswerVars(t *testing.T) {
 	ask(api.VerbKeys, api.KeysRequest{After: keys.Next, Limit: 10}, 2000, &keys)
 	if len(keys.Keys) != 2 {
 		t.Fatalf("every key: %+v", keys)
+	}
+}
+
+// TestRespondOversized: a reply above the server's max_payload is replaced by an error that
+// says so, so the request gets an answer instead of none.
+func TestRespondOversized(t *testing.T) {
+	srv, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, MaxPayload: 8 << 10})
+	testutil.Require(t, err)
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("server not ready")
+	}
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	nc, err := nats.Connect(srv.ClientURL())
+	testutil.Require(t, err)
+	defer nc.Close()
+	big := api.KeysReply{}
+	for i := range 200 {
+		big.Keys = append(big.Keys, api.KeyState{Key: json.RawMessage(fmt.Sprintf(`"key-%04d"`, i)), Value: json.RawMessage(`"` + strings.Repeat("v", 100) + `"`), HasValue: true})
+	}
+	small := api.KeysReply{Keys: big.Keys[:2]}
+	sub, err := nc.Subscribe("page.*", func(m *nats.Msg) {
+		if m.Subject == "page.big" {
+			respond(m, big, nc.MaxPayload())
+		} else {
+			respond(m, small, nc.MaxPayload())
+		}
+	})
+	testutil.Require(t, err)
+	defer sub.Unsubscribe()
+	msg, err := nc.Request("page.big", nil, 5*time.Second)
+	testutil.Require(t, err, "an oversized page gets an answer")
+	var e api.Error
+	if json.Unmarshal(msg.Data, &e) != nil || !strings.Contains(e.Error, "above the NATS server's max_payload of 8192") || !strings.Contains(e.Error, "fewer keys") {
+		t.Fatalf("oversized page answered %s", msg.Data)
+	}
+	msg, err = nc.Request("page.small", nil, 5*time.Second)
+	testutil.Require(t, err)
+	var page api.KeysReply
+	if json.Unmarshal(msg.Data, &page) != nil || len(page.Keys) != 2 {
+		t.Fatalf("small page answered %s", msg.Data)
 	}
 }

@@ -20,13 +20,13 @@ func TestRunsDecidesRedeploys(t *testing.T) {
 		want   bool
 	}{
 		{"no runner", nil, rec, false},
-		{"same record", &runner{rec: rec, status: client.Status{State: client.StatusRunning}}, rec, true},
-		{"recovered (an old error only in LastError)", &runner{rec: rec, status: client.Status{State: client.StatusRunning, LastError: "x"}}, rec, true},
-		{"new module", &runner{rec: rec}, registry.Record{Name: "d", Spec: rec.Spec, ModuleDigest: "bb"}, false},
-		{"new spec", &runner{rec: rec}, registry.Record{Name: "d", Spec: json.RawMessage(`{"name":"d","x":1}`), ModuleDigest: "aa"}, false},
-		{"reset asked", &runner{rec: rec}, registry.Record{Name: "d", Spec: rec.Spec, ModuleDigest: "aa", ResetState: "t"}, false},
-		{"failed", &runner{rec: rec, status: client.Status{State: client.StatusFailed, Error: "boom"}}, rec, false},
-		{"faulting", &runner{rec: rec, status: client.Status{State: client.StatusRunning, Error: "fetching input: boom"}}, rec, false},
+		{"same record", testRunner(rec, client.Status{State: client.StatusRunning}), rec, true},
+		{"recovered (an old error only in LastError)", testRunner(rec, client.Status{State: client.StatusRunning, LastError: "x"}), rec, true},
+		{"new module", testRunner(rec, client.Status{}), registry.Record{Name: "d", Spec: rec.Spec, ModuleDigest: "bb"}, false},
+		{"new spec", testRunner(rec, client.Status{}), registry.Record{Name: "d", Spec: json.RawMessage(`{"name":"d","x":1}`), ModuleDigest: "aa"}, false},
+		{"reset asked", testRunner(rec, client.Status{}), registry.Record{Name: "d", Spec: rec.Spec, ModuleDigest: "aa", ResetState: "t"}, false},
+		{"failed", testRunner(rec, client.Status{State: client.StatusFailed, Error: "boom"}), rec, false},
+		{"faulting", testRunner(rec, client.Status{State: client.StatusRunning, Error: "fetching input: boom"}), rec, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,4 +35,11 @@ func TestRunsDecidesRedeploys(t *testing.T) {
 			}
 		})
 	}
+}
+
+// testRunner is a runner of rec whose status is st, made for runs alone.
+func testRunner(rec registry.Record, st client.Status) *runner {
+	r := &runner{unit: unit{rec: rec}}
+	r.report.reset(st)
+	return r
 }

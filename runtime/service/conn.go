@@ -78,9 +78,9 @@ func Connect(opts ConnOptions) (*nats.Conn, error) {
 		nats.RetryOnFailedConnect(false),
 		nats.DisconnectErrHandler(func(nc *nats.Conn, err error) {
 			if err != nil {
-				lg.Warn("disconnected from NATS", "url", opts.URL, "err", err)
+				lg.Warn("disconnected from NATS", "url", redactURL(opts.URL), "err", err)
 			} else {
-				lg.Info("disconnected from NATS", "url", opts.URL)
+				lg.Info("disconnected from NATS", "url", redactURL(opts.URL))
 			}
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
@@ -127,6 +127,9 @@ func Connect(opts ConnOptions) (*nats.Conn, error) {
 	if err != nil {
 		if errors.Is(err, nats.ErrNoServers) || errors.Is(err, syscall.ECONNREFUSED) {
 			return nil, fmt.Errorf("service: cannot connect to NATS at %s (is groupstate serve running?): %w", redactURL(opts.URL), err)
+		}
+		if errors.Is(err, nats.ErrAuthorization) || errors.Is(err, nats.ErrAuthExpired) {
+			return nil, fmt.Errorf("service: NATS at %s refused the connection's credentials (give --user and --password, --creds or --nkey of one of its users): %w", redactURL(opts.URL), err)
 		}
 		return nil, fmt.Errorf("service: cannot connect to NATS at %s: %w", redactURL(opts.URL), err)
 	}

@@ -8,6 +8,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"log/slog"
 	"math/big"
 	"net"
 	"os"
@@ -79,6 +80,26 @@ func TestConnectUserPassword(t *testing.T) {
 	_, err = service.Connect(service.ConnOptions{URL: s.ClientURL(), User: "app", Password: "wrong", Logger: testutil.DiscardLogger()})
 	if err == nil || !strings.Contains(strings.ToLower(err.Error()), "authorization") {
 		t.Fatalf("wrong password: %v", err)
+	}
+}
+
+// TestConnectLogsNoPassword: a password given in the server URL appears in no log line, on
+// connection trouble (a disconnect) as on success.
+func TestConnectLogsNoPassword(t *testing.T) {
+	s := startSecured(t, func(o *server.Options) { o.Username, o.Password = "app", "hunter2-s3cret" })
+	var logs syncBuffer
+	url := strings.Replace(s.ClientURL(), "nats://", "nats://app:hunter2-s3cret@", 1)
+	nc, err := service.Connect(service.ConnOptions{URL: url, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	testutil.Require(t, err)
+	defer nc.Close()
+	s.Shutdown()
+	s.WaitForShutdown()
+	testutil.Eventually(t, "the disconnect logged", func() bool { return strings.Contains(logs.String(), "disconnected from NATS") })
+	if strings.Contains(logs.String(), "hunter2") {
+		t.Fatalf("the password is in the log:\n%s", logs.String())
+	}
+	if _, err := service.Connect(service.ConnOptions{URL: url, Logger: testutil.DiscardLogger()}); err == nil || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("a failed connection's error shows the password: %v", err)
 	}
 }
 

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+
+	"github.com/groupstate/groupstate/runtime/auth"
 )
 
 // Errors of [StartEmbedded].
@@ -41,6 +43,14 @@ type EmbeddedOptions struct {
 	// on the server only when Logger is enabled at slog.LevelDebug, tracing never).
 	// Default slog.Default().
 	Logger *slog.Logger
+	// Users, when not empty, turn authentication on (serve --auth): only they and the
+	// runtime's own user (auth.RuntimeUser, with RuntimePassword) may connect, each with its
+	// role's permissions (auth.For); an anonymous connection is refused. Empty: no
+	// authentication, anyone who reaches the port may do anything (the default on loopback).
+	Users []auth.User
+	// RuntimePassword is the password of the runtime's own user; required with Users. The
+	// caller makes it (random, per process) and connects with it; it is never logged.
+	RuntimePassword string
 }
 
 // withDefaults returns o with its zero fields set to their defaults.
@@ -65,6 +75,43 @@ func (o EmbeddedOptions) validate() error {
 	if o.Port < -1 || o.Port > 65535 {
 		return fmt.Errorf("service: invalid server port %d", o.Port)
 	}
+	if len(o.Users) > 0 && len(o.RuntimePassword) < 16 {
+		return errors.New("service: an embedded server with users needs the runtime's password (at least 16 characters)")
+	}
+	return nil
+}
+
+// authorize sets sopts' users from o (nothing when o has none).
+func (o EmbeddedOptions) authorize(sopts *server.Options) error {
+	if len(o.Users) == 0 {
+		return nil
+	}
+	perms := func(role auth.Role, subjects []string) (*server.Permissions, error) {
+		p, err := auth.For(role, subjects)
+		if err != nil {
+			return nil, err
+		}
+		return &server.Permissions{
+			Publish:   &server.SubjectPermission{Allow: p.Publish},
+			Subscribe: &server.SubjectPermission{Allow: p.Subscribe},
+		}, nil
+	}
+	rp, err := perms(auth.Runtime, nil)
+	if err != nil {
+		return err
+	}
+	sopts.Users = []*server.User{{Username: auth.RuntimeUser, Password: o.RuntimePassword, Permissions: rp}}
+	for _, u := range o.Users {
+		p, err := perms(u.Role, u.Subjects)
+		if err != nil {
+			return fmt.Errorf("service: user %s: %w", u.Name, err)
+		}
+		if u.Nkey != "" {
+			sopts.Nkeys = append(sopts.Nkeys, &server.NkeyUser{Nkey: u.Nkey, Permissions: p})
+			continue
+		}
+		sopts.Users = append(sopts.Users, &server.User{Username: u.Name, Password: u.Password, Permissions: p})
+	}
 	return nil
 }
 
@@ -86,6 +133,9 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 		JetStream:  true,
 		StoreDir:   filepath.Join(opts.DataDir, "jetstream"),
 		NoSigs:     true,
+	}
+	if err := opts.authorize(sopts); err != nil {
+		return nil, err
 	}
 	s, err := server.NewServer(sopts)
 	if err != nil {

@@ -62,10 +62,10 @@ func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (
 		consumer = r.consumerName()
 		subjects = []string{input.PartitionFilter(r.inputOf, r.part, r.bySubject())}
 	}
-	src, err := input.NewSource(ctx, r.s.js, inStream, consumer, subjects, r.sourceOptions(t, held)...)
+	src, err := input.NewSource(ctx, r.env.js, inStream, consumer, subjects, r.sourceOptions(t, held)...)
 	t.mark("input_consumer")
 	if err != nil {
-		r.s.forgetStreams(r.rec) // the next open ensures them again
+		r.deps.forgetStreams(r.rec) // the next open ensures them again
 		return "", nil, fmt.Errorf("input consumer: %w", err)
 	}
 	return inStream, src, nil

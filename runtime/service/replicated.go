@@ -95,12 +95,7 @@ func (s *Service) applyReplicated(ctx context.Context, rec registry.Record) {
 		// A partition the plan gives to this runtime is still held by its live owner, which
 		// hands it over (see applyPartition): look again soon rather than at the next
 		// periodic check.
-		time.AfterFunc(leaseHeldRetry, func() {
-			select {
-			case s.retry <- rec:
-			default:
-			}
-		})
+		s.retries.after(rec, leaseHeldRetry)
 	}
 }
 
@@ -119,83 +114,92 @@ type applying struct {
 }
 
 // applyPartition applies partition p of rec (of parts) given the plan's assignment and the
-// lease as read; a carries the revision check over the partitions of one apply. It
-// returns false when the others need not be tried (the revision was refused, or the lease
-// bucket failed: the deployment is applied again later).
+// lease as read: it gathers what this runtime knows of the partition, lets placement.Decide
+// choose the action, and carries it out. a carries the revision check over the partitions
+// of one apply. It returns false when the others need not be tried (the revision was
+// refused, or the lease bucket failed: the deployment is applied again later).
 func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, parts int, as placement.Assignment, lease cluster.Lease, a *applying) bool {
 	key := unitKey(rec.Name, p, parts)
 	owner := as.Owner
 	s.mu.Lock()
 	old, starting := s.runners[key], s.starting[key]
 	s.mu.Unlock()
-	if starting {
-		return true // applied again once started (see startPartitions)
+	f := placement.Facts{Me: s.id, Assignment: as, Lease: placement.Lease{Owner: lease.Owner, Epoch: lease.Epoch}, Starting: starting,
+		Now: time.Now(), WarmMax: handoverWarmMax}
+	if old != nil {
+		f.Runner = &placement.Runner{Lease: placement.Lease{Owner: old.lease.Owner, Epoch: old.lease.Epoch}, Runs: old.runs(rec),
+			SameRevision: old.rec.Revision == rec.Revision, LogLost: old.logLost.Load(), HandoverAsked: old.handoverAsked}
+		if owner != s.id && !starting {
+			f.NewOwnerWarm = s.standbyWarm(owner, key)
+		}
 	}
-	if owner != s.id {
-		standby := slices.Contains(as.Standbys, s.id)
-		defer func() {
-			if !standby {
-				s.endStandby(key, true)
-			}
-		}()
-		if old == nil {
-			if standby {
-				s.keepStandby(rec.Name, p, parts, copyPos{})
-			}
-			return true
+	d := placement.Decide(f)
+	switch d.Action {
+	case placement.Starting:
+		return true // applied again once started (see startPartitions)
+	case placement.Keep:
+		old.handoverAsked = time.Time{}
+		return true
+	case placement.Acquire:
+		return s.acquirePartition(ctx, rec, p, parts, key, old, f, a)
+	}
+	// The plan gives the partition to another runtime.
+	if !d.Standby {
+		defer s.endStandby(key, true)
+	}
+	switch d.Action {
+	case placement.KeepStandby:
+		s.keepStandby(rec.Name, p, parts, copyPos{})
+	case placement.WaitForWarmCopy:
+		// The plan moves the partition to another runtime (one joined) while this one holds
+		// its lease: it is handed over once the newcomer's standby copy of it is warm (or
+		// after handoverWarmMax). Its member value changing, or the periodic check, applies
+		// this again.
+		if old.handoverAsked.IsZero() {
+			old.handoverAsked = f.Now
+			s.logger.Info("partition to hand over once the new owner's copy is warm", "deployment", rec.Name, "partition", p, "to", owner)
 		}
-		if lease.Owner == s.id && lease.Epoch == old.lease.Epoch {
-			// The plan moves the partition to another runtime (one joined) while this one
-			// holds its lease: hand it over once the newcomer's standby copy of it is warm
-			// (or after handoverWarmMax). The batch in flight finishes, the status says
-			// stopped, and the lease is released for the new owner to take at once.
-			if !s.standbyWarm(owner, key) {
-				if old.handoverAsked.IsZero() {
-					old.handoverAsked = time.Now()
-					s.logger.Info("partition to hand over once the new owner's copy is warm", "deployment", rec.Name, "partition", p, "to", owner)
-				}
-				if time.Since(old.handoverAsked) < handoverWarmMax {
-					return true // its member value changing, or the periodic check, applies this again
-				}
-			}
-			s.mu.Lock()
-			delete(s.runners, key)
-			s.mu.Unlock()
-			old.stopAndReport(false, true)
-			var waited time.Duration
-			if !old.handoverAsked.IsZero() {
-				waited = time.Since(old.handoverAsked).Round(time.Millisecond)
-			}
-			s.logger.Info("partition handed over", "deployment", rec.Name, "partition", p, "to", owner, "waited_for_warm_copy", waited)
-			if standby {
-				s.keepStandby(rec.Name, p, parts, old.copyPos())
-			} else {
-				old.dropCopy()
-			}
-			return true
+	case placement.HandOver:
+		// The batch in flight finishes, the status says stopped, and the lease is released
+		// for the new owner to take at once.
+		s.mu.Lock()
+		delete(s.runners, key)
+		s.mu.Unlock()
+		old.stopAndReport(false, true)
+		var waited time.Duration
+		if !old.handoverAsked.IsZero() {
+			waited = time.Since(old.handoverAsked).Round(time.Millisecond)
 		}
+		s.logger.Info("partition handed over", "deployment", rec.Name, "partition", p, "to", owner, "waited_for_warm_copy", waited)
+		if d.Standby {
+			s.keepStandby(rec.Name, p, parts, old.copyPos())
+		} else {
+			old.dropCopy()
+		}
+	case placement.StopFenced:
 		// Another runtime holds the lease: this one was fenced (or is about to be, at its
 		// next append). It stops quietly: the status and the lease are the new owner's.
 		s.mu.Lock()
 		delete(s.runners, key)
 		s.mu.Unlock()
-		old.quiet.Store(true)
+		old.report.silence()
 		old.stop()
 		s.logger.Info("deployment stopped here", "deployment", rec.Name, "partition", p, "owner", owner)
-		if standby {
+		if d.Standby {
 			s.keepStandby(rec.Name, p, parts, copyPos{})
 		} else {
 			old.dropCopy()
 		}
-		return true
 	}
-	if old != nil && old.lease.Epoch == lease.Epoch && old.lease.Owner == lease.Owner &&
-		(old.runs(rec) || (old.rec.Revision == rec.Revision && !old.logLost.Load())) {
-		// Runs it, holding the current lease; or it stopped by itself (on_error: fail) and
-		// this is a placement check, not a redeploy: only a redeploy starts it again.
-		old.handoverAsked = time.Time{}
-		return true
-	}
+	return true
+}
+
+// acquirePartition carries out placement.Acquire for partition p of rec (of parts), keyed
+// key, that runner old (nil: none) does not run as it should: it checks the revision (once
+// per apply), stops old, and acquires the lease; while another live runtime holds it, a
+// standby copy is kept here (placement.AwaitLease), else the partition is added to the
+// apply's starts. It returns false as applyPartition does.
+func (s *Service) acquirePartition(ctx context.Context, rec registry.Record, p, parts int, key string, old *runner, f placement.Facts, a *applying) bool {
 	if !a.checked {
 		var ok bool
 		if a.rv, ok = s.checkOrReport(ctx, rec, old); !ok {
@@ -211,17 +215,20 @@ func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, pa
 	}
 	lease, err := s.leases.Acquire(ctx, rec.Name, p, s.id, s.isLive)
 	if errors.Is(err, cluster.ErrLeaseHeld) {
-		// Its owner, alive, hands it over once this runtime's copy of it is warm: keep one.
-		s.keepStandby(rec.Name, p, parts, copyPos{})
-		s.mu.Lock()
-		sb := s.standbys[key]
-		s.mu.Unlock()
-		warm := false
-		if sb != nil {
-			_, warm = sb.position()
+		f.AcquireRefused = true
+		if placement.Decide(f).Action == placement.AwaitLease {
+			// Its owner, alive, hands it over once this runtime's copy of it is warm: keep one.
+			s.keepStandby(rec.Name, p, parts, copyPos{})
+			s.mu.Lock()
+			sb := s.standbys[key]
+			s.mu.Unlock()
+			warm := false
+			if sb != nil {
+				_, warm = sb.position()
+			}
+			s.logger.Debug("partition's lease is held by a live runtime; warming a copy of it", "deployment", rec.Name, "partition", p, "warm", warm, "err", err)
+			a.held = a.held || warm // until it is warm, its member value changing applies this again
 		}
-		s.logger.Debug("partition's lease is held by a live runtime; warming a copy of it", "deployment", rec.Name, "partition", p, "warm", warm, "err", err)
-		a.held = a.held || warm // until it is warm, its member value changing applies this again
 		return true
 	}
 	if err != nil {
@@ -294,24 +301,11 @@ func (s *Service) startPartitions(ctx context.Context, rec registry.Record, a *a
 		}
 		wg.Wait()
 		if err := errors.Join(errs...); err != nil {
-			select {
-			case s.startFailed <- startFailure{rec, err}: // the loop retries it, once for the apply
-			default:
-			}
+			s.retries.failedStart(rec, err) // the loop retries it, once for the apply
 			return
 		}
-		select {
-		case s.retry <- rec: // the plan may have changed meanwhile
-		default:
-		}
+		s.retries.after(rec, 0) // the plan may have changed meanwhile
 	}()
-}
-
-// startFailure is a start of a deployment's partitions off the service's loop that failed in
-// a way a retry may fix.
-type startFailure struct {
-	rec registry.Record
-	err error
 }
 
 // startBuilt registers and starts the runner built (or not: err) for ps, and clears ps's
@@ -493,12 +487,7 @@ func (s *Service) lostReplication(rec registry.Record, err error) {
 	} else {
 		s.logger.Error("deployment's changelog append failed; restoring it", "deployment", rec.Name, "err", err)
 	}
-	time.AfterFunc(time.Second, func() {
-		select {
-		case s.retry <- rec:
-		default:
-		}
-	})
+	s.retries.after(rec, time.Second)
 }
 
 // changelogBytes is the size of deployment's changelog stream.

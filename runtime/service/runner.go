@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,7 +17,6 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
-	"github.com/groupstate/groupstate/runtime/internal/history"
 	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/output"
@@ -32,19 +30,39 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// runner drives one deployment: it fetches rows from the input stream, runs micro-batches,
-// acknowledges the input once a batch committed, and publishes the deployment's status.
+// runner drives one partition of a deployment (the whole of it, unpartitioned): its loop
+// takes batches from its source (live input or, for a shadow, the primary's batches: see
+// batchSource), runs them, has the source acknowledge the input once a batch committed, and
+// publishes the partition's status.
+//
+// Its parts are owned as each says. The service's goroutine makes the runner (newRunner,
+// setup) and then owns it but for what the loop owns once started: the source, the engine
+// and the consumer (see opening), the shared watermark's lastRowAt and takeoverAt; the status
+// is shared through its reporter's lock, the rest is set before start and read-only after.
 type runner struct {
-	s      *Service
+	env     runnerEnv      // what the runners of the process share and only read
+	deps    runnerDeps     // what the runner asks of the process: the *Service
+	unit                   // what it runs
+	opening                // the engine and the consumer
+	report  statusReporter // the status, behind its own lock
+	// in is where the loop takes its batches from: shadow, or the live input (see
+	// batchSource); shadow is a shadow's source (nil: not a shadow; see shadow.go).
+	in                 batchSource
+	shadow             *shadowSource
+	partitionWatermark // the partition's share of the event-time watermark
+	routing            // partition 0's router
+	replication        // lease, snapshots, takeover and handover of a replicated deployment
+	control            // how the service ends the loop or has it drain
+}
+
+// unit is what a runner runs: the revision, and which partition of it. Set by newRunner and
+// read-only after, but for rec, which the service's goroutine updates before start (see
+// clearReset).
+type unit struct {
 	rec    registry.Record
 	spec   *spec.Spec
 	wasm   []byte
-	store  *state.Store
-	eng    *engine.Engine
-	ks     *state.Deployment
-	src    *input.Source
 	logger *slog.Logger
-
 	// part is the partition the runner runs of a deployment split into parts partitions
 	// (parts 1: the whole deployment, partition 0). key names the runner's unit: its keyspace,
 	// the key of its status and of s.runners, and what the state API is asked by (see unitKey).
@@ -53,57 +71,73 @@ type runner struct {
 	// inputOf names the deployment whose input-side streams the runner reads (partitioned
 	// stream, inputs stream, default input stream names): its own, or a shadow's primary's,
 	// kept once promoted (registry.Record.InputOf).
-	inputOf string
+	inputOf  string
+	instance string       // of the output message ids; empty: the store's ID
+	initial  *initialLoad // the revision's initial state, shared by its runners here
+}
 
-	// wm is the runtime's view of the partitions' watermarks, for a partition of a deployment
-	// under event_time (nil otherwise); lastRowAt is when the partition's last row arrived (by
-	// the service's clock), published with its max event time. Only the loop uses lastRowAt.
-	wm        *cluster.Watermarks
-	lastRowAt time.Time
-
-	router     *input.Router // partition 0 of several, without key.subject_token: routes the input to the partitions
-	routerDone chan struct{} // closed when the router's goroutine ended (nil: none started)
-
-	lease cluster.Lease // of a replicated deployment (Epoch 0: none)
-	snaps *snapshotter  // of a replicated deployment (nil: none)
-	quiet atomic.Bool   // fenced: publishes no more status (the new owner does)
-	// logLost: the loop ended because the changelog refused or lost a write; the deployment
-	// is to be restored again (see lostReplication).
-	logLost atomic.Bool
-	// takeoverAt is when the lease was acquired, until the first batch committed (for
-	// groupstate_takeover_seconds); zero otherwise. Only the loop uses it.
-	takeoverAt time.Time
+// opening is what a runner's open makes: the engine and the consumer its source reads. Set by
+// open, in setup and then only by the loop (heal), which owns them once started; the engine
+// is closed by end once the loop ended.
+type opening struct {
+	store *state.Store
+	ks    *state.Deployment
+	eng   *engine.Engine
+	src   *input.Source
 	// input is the opening of the runner's input started before its first open (see
 	// buildReplicated), which open takes; nil otherwise.
 	input *inputOpen
 	// opened is how long the steps of the runner's last open took (slog attributes, see
 	// timings), for the log line of a takeover.
-	opened   []any
-	instance string // of the output message ids; empty: the store's ID
-	// shadowIn reads the input rows of a shadow's primary's batches (nil: not a shadow; see
-	// shadow.go). Only the loop uses it.
-	shadowIn *shadowIn
-	// handoverAsked is when the plan first moved the partition to another runtime while this
-	// runner held it (it hands over once the newcomer's copy is warm); zero otherwise. Only
-	// the service's loop uses it.
-	handoverAsked time.Time
+	opened []any
+}
 
+// partitionWatermark is a runner's part of the watermark its partition shares with the
+// others (see watermark.go). wm is set by setup and read-only after; lastRowAt is the loop's.
+type partitionWatermark struct {
+	// wm is the runtime's view of the partitions' watermarks, for a partition of a deployment
+	// under event_time (nil otherwise); lastRowAt is when the partition's last row arrived (by
+	// the service's clock), published with its max event time.
+	wm        *cluster.Watermarks
+	lastRowAt time.Time
+}
+
+// routing is the router of partition 0 of a deployment that the runtime splits into
+// partitions (without key.subject_token): set by setup, run by start, waited for by end.
+type routing struct {
+	router     *input.Router // partition 0 of several, without key.subject_token: routes the input to the partitions
+	routerDone chan struct{} // closed when the router's goroutine ended (nil: none started)
+}
+
+// replication is a runner's part in the replication of a replicated deployment (lease Epoch
+// 0: not replicated). lease and snaps are set before start (buildReplicated) and read-only
+// after; takeoverAt is set before start and then the loop's; handoverAsked is the service
+// goroutine's; logLost is written by the loop and read by the service.
+type replication struct {
+	lease cluster.Lease // of a replicated deployment (Epoch 0: none)
+	snaps *snapshotter  // of a replicated deployment (nil: none)
+	// logLost: the loop ended because the changelog refused or lost a write; the deployment
+	// is to be restored again (see lostReplication).
+	logLost atomic.Bool
+	// takeoverAt is when the lease was acquired, until the first batch committed (for
+	// groupstate_takeover_seconds); zero otherwise.
+	takeoverAt time.Time
+	// handoverAsked is when the plan first moved the partition to another runtime while this
+	// runner held it (it hands over once the newcomer's copy is warm); zero otherwise.
+	handoverAsked time.Time
+}
+
+// control is how the service ends a runner's loop or has it drain. Set by newRunner and start,
+// before the loop runs; drained is written by the loop and read by any goroutine.
+type control struct {
 	cancel context.CancelFunc // ends the loop and cancels the batch in flight
 	drain  context.CancelFunc // ends the loop after the batch in flight
-	done   chan struct{}
-
-	initial *initialLoad // the revision's initial state, shared by its runners here
+	done   chan struct{}      // closed when the loop ended
 
 	// drainReq takes a drain request (undeploy --drain) to the loop, which runs the drain
 	// batch and then nothing more; drained is the report once it did (nil before).
 	drainReq chan chan drainResult
 	drained  atomic.Pointer[engine.BatchReport]
-
-	mu         sync.Mutex
-	status     client.Status
-	lastStatus time.Time
-	// inputsLagAt is when publishStatus last counted the inputs' lag (see inputsLag).
-	inputsLagAt time.Time
 }
 
 // copyPos returns what r's keyspace holds of its changelog, for a stopped runner of a
@@ -144,9 +178,25 @@ type revision struct {
 }
 
 // initialLoad holds a revision's parsed initial state once one of its runners loaded it.
+// Safe for concurrent use.
 type initialLoad struct {
 	mu sync.Mutex
 	is *engine.InitialState
+}
+
+// get returns the initial state, loaded by load the first time (and again after a load
+// failed); one load runs at a time.
+func (l *initialLoad) get(load func() (*engine.InitialState, error)) (*engine.InitialState, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.is == nil {
+		is, err := load()
+		if err != nil {
+			return nil, err
+		}
+		l.is = is
+	}
+	return l.is, nil
 }
 
 // check validates rec before anything of a running revision is touched: its spec, and its
@@ -279,12 +329,16 @@ func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 	s.mu.Lock()
 	store := s.store
 	s.mu.Unlock()
-	r := &runner{s: s, rec: rec, spec: sp, wasm: rv.wasm, initial: rv.initial, store: store, logger: logger, done: make(chan struct{}), drainReq: make(chan chan drainResult), lease: o.lease, instance: o.instance, snaps: o.snapshots,
-		part: o.part, parts: max(sp.Partitions, 1)}
+	r := &runner{env: s.runnerEnv(), deps: s, unit: unit{rec: rec, spec: sp, wasm: rv.wasm, initial: rv.initial, logger: logger, instance: o.instance, part: o.part, parts: max(sp.Partitions, 1)},
+		opening: opening{store: store}, control: control{done: make(chan struct{}), drainReq: make(chan chan drainResult)}}
+	r.lease, r.snaps = o.lease, o.snapshots
 	r.key = unitKey(sp.Name, r.part, r.parts)
 	r.inputOf = cmp.Or(rec.InputOf, rec.ShadowOf, sp.Name) // a shadow recorded before InputOf: its primary
 	if rec.ShadowOf != "" {
-		r.shadowIn = &shadowIn{}
+		r.shadow = &shadowSource{feed: feed{r: r}}
+		r.in = r.shadow
+	} else {
+		r.in = &liveSource{feed: feed{r: r}}
 	}
 	if r.parts > 1 {
 		r.logger = logger.With("partition", r.part)
@@ -301,10 +355,10 @@ func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 // setup opens the runner made by newRunner (see open; with reset, its state emptied first),
 // with its router and watermarks when it has them, ready to start.
 func (r *runner) setup(ctx context.Context, reset bool) error {
-	s, sp, rec := r.s, r.spec, r.rec
+	sp, rec := r.spec, r.rec
 	var err error
 	if r.sharesWatermark() {
-		if r.wm, err = s.watermarks(ctx); err != nil {
+		if r.wm, err = r.deps.watermarks(ctx); err != nil {
 			return err
 		}
 		if rec, ok := r.wm.Record(sp.Name, r.part); ok {
@@ -316,22 +370,23 @@ func (r *runner) setup(ctx context.Context, reset bool) error {
 		return err
 	}
 	if r.parts > 1 && r.part == 0 && !r.bySubject() && !r.shadowing() { // a shadow reads what its primary's router routed
-		if r.router, err = s.newRouter(ctx, sp, r.inputOf); err != nil {
+		if r.router, err = r.deps.newRouter(ctx, sp, r.inputOf); err != nil {
 			r.eng.Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("input router: %w", err)
 		}
 	}
-	r.status = client.Status{Name: r.key, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: s.id,
+	st := client.Status{Name: r.key, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: r.env.id,
 		ShadowOf: rec.ShadowOf}
-	if in := r.shadowIn; in != nil && in.promoted {
-		r.status.Promoted, r.status.PromotedBatch, r.status.PromotedPosition = true, in.handover.Batch, in.handover.Position
+	if in := r.shadow; in != nil && in.promoted {
+		st.Promoted, st.PromotedBatch, st.PromotedPosition = true, in.handover.Batch, in.handover.Position
 	}
 	for _, in := range sp.Inputs {
-		r.status.Inputs = append(r.status.Inputs, client.InputStatus{Name: in.Name})
+		st.Inputs = append(st.Inputs, client.InputStatus{Name: in.Name})
 	}
 	if notes != "" {
-		r.status.LastError, r.status.LastErrorAt = notes, time.Now()
+		st.LastError, st.LastErrorAt = notes, time.Now()
 	}
+	r.report.reset(st)
 	return nil
 }
 
@@ -418,7 +473,7 @@ func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec, inputOf strin
 // nothing else uses r.src and r.eng meanwhile. With reset, it empties the state first (see
 // resetState). It returns what reconcile found, for status.
 func (r *runner) open(ctx context.Context, reset bool) (notes string, err error) {
-	s, sp := r.s, r.spec
+	sp := r.spec
 	t := startTimings()
 	defer t.logIfSlow(r.logger, "opening the deployment took long")
 	in := r.input
@@ -434,7 +489,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 	}
 	defer func() {
 		if err != nil {
-			s.forgetStreams(r.rec) // the next open ensures them again
+			r.deps.forgetStreams(r.rec) // the next open ensures them again
 		}
 	}()
 	if reset {
@@ -442,15 +497,15 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 			return "", fmt.Errorf("resetting the state: %w", err)
 		}
 	}
-	if r.shadowIn != nil && r.rec.Promoting {
+	if r.shadow != nil && r.rec.Promoting {
 		// A promotion that committed the shadow's input position but stopped before storing
 		// the record: the position counts in the input, not in the manifests.
 		if _, err = r.promotionCommitted(ctx); err != nil {
 			return "", err
 		}
 	}
-	if r.shadowIn == nil || !r.shadowIn.promoted {
-		if notes, err = reconcile(ctx, s.js, r.ks, inStream, src, r.logger); err != nil {
+	if r.shadow == nil || !r.shadow.promoted {
+		if notes, err = reconcile(ctx, r.env.js, r.ks, inStream, src, r.logger); err != nil {
 			return "", err
 		}
 	}
@@ -459,7 +514,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 	if err != nil {
 		return "", err
 	}
-	pub := output.NewPublisher(s.js, output.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject,
+	pub := output.NewPublisher(r.env.js, output.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject,
 		Manifest: changelog.ManifestSubject(sp.Name, r.part)}).
 		WithInstance(cmp.Or(r.instance, r.store.ID())).WithGeneration(p.Generation, p.GenerationFrom)
 	cfg := engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger(),
@@ -485,7 +540,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 			t.mark("initial_state")
 		}
 	}
-	eng, err := s.rt.NewEngine(ctx, cfg)
+	eng, err := r.env.rt.NewEngine(ctx, cfg)
 	if err != nil {
 		return "", err
 	}
@@ -503,14 +558,12 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 // first open skips it when another partition of the same revision here ensured them; a heal
 // (r.eng set: a stream or the consumer was deleted) never does.
 func (r *runner) ensureStreams(ctx context.Context) (string, error) {
-	s, key := r.s, revisionKey(r.rec)
-	s.mu.Lock()
-	inStream, done := s.ensured[key]
-	s.mu.Unlock()
+	key := revisionKey(r.rec)
+	inStream, done := r.deps.streamsEnsured(key)
 	if done && r.eng == nil {
 		return inStream, nil
 	}
-	inStream, err := s.ensureStreams(ctx, r.spec, r.inputStreams())
+	inStream, err := r.deps.ensureStreams(ctx, r.spec, r.inputStreams())
 	if err != nil {
 		return "", err
 	}
@@ -519,9 +572,7 @@ func (r *runner) ensureStreams(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("partitioned input stream: %w", err)
 		}
 	}
-	s.mu.Lock()
-	s.ensured[key] = inStream
-	s.mu.Unlock()
+	r.deps.ensuredStreams(key, inStream)
 	return inStream, nil
 }
 
@@ -536,6 +587,23 @@ func (r *runner) inputStreams() string {
 
 // revisionKey names a deployment's revision: "<name>@<revision>".
 func revisionKey(rec registry.Record) string { return fmt.Sprintf("%s@%d", rec.Name, rec.Revision) }
+
+// streamsEnsured returns the input stream of the revision named key (see revisionKey), and
+// whether a runner here ensured its streams already.
+func (s *Service) streamsEnsured(key string) (string, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	inStream, ok := s.ensured[key]
+	return inStream, ok
+}
+
+// ensuredStreams notes that the streams of the revision named key are ensured, its input
+// stream inStream.
+func (s *Service) ensuredStreams(key, inStream string) {
+	s.mu.Lock()
+	s.ensured[key] = inStream
+	s.mu.Unlock()
+}
 
 // forgetStreams makes the next open of rec's revision ensure its streams again.
 func (s *Service) forgetStreams(rec registry.Record) {
@@ -553,12 +621,12 @@ func (r *runner) bySubject() bool {
 // ensurePartitioned ensures the partitioned stream the partition reads, of input stream
 // inStream: written by the router, or sourcing the input through the server's transforms.
 func (r *runner) ensurePartitioned(ctx context.Context, inStream string) error {
-	s, sp := r.s, r.spec
+	sp := r.spec
 	if !r.bySubject() {
-		return input.EnsurePartitionedStream(ctx, s.js, r.inputOf, s.cfg.Replicas, sp.Input.MaxAge.Std())
+		return input.EnsurePartitionedStream(ctx, r.env.js, r.inputOf, r.env.replicas, sp.Input.MaxAge.Std())
 	}
-	return input.EnsureSourcedPartitionedStream(ctx, s.js, input.SourcedOptions{Deployment: r.inputOf, InputStream: inStream,
-		InputSubjects: sp.Input.Subjects, Token: sp.Key.SubjectToken, Partitions: r.parts, Replicas: s.cfg.Replicas, MaxAge: sp.Input.MaxAge.Std()})
+	return input.EnsureSourcedPartitionedStream(ctx, r.env.js, input.SourcedOptions{Deployment: r.inputOf, InputStream: inStream,
+		InputSubjects: sp.Input.Subjects, Token: sp.Key.SubjectToken, Partitions: r.parts, Replicas: r.env.replicas, MaxAge: sp.Input.MaxAge.Std()})
 }
 
 // wrongPartition is the engine's WrongPartition check of a deployment the server partitions:
@@ -575,9 +643,9 @@ func (r *runner) wrongPartition(key []byte) error {
 // engineLogger is the logger given to the engine, which adds the deployment's name itself.
 func (r *runner) engineLogger() *slog.Logger {
 	if r.parts > 1 {
-		return r.s.logger.With("partition", r.part)
+		return r.env.logger.With("partition", r.part)
 	}
-	return r.s.logger
+	return r.env.logger
 }
 
 // reconcile compares the deployment's committed input position with the input stream and
@@ -705,7 +773,7 @@ func resetState(ctx context.Context, ks *state.Deployment, src *input.Source) er
 // shutdown drains: the batch in flight finishes and commits); a batch is cancelled only by
 // stop (an undeploy or a redeploy, which must not wait for a handler that loops).
 func (r *runner) start(ctx context.Context) {
-	r.s.cfg.Metrics.started(r.spec.Name, r.lease.Epoch != 0)
+	r.env.metrics.started(r.spec.Name, r.lease.Epoch != 0)
 	batchCtx, cancelBatch := context.WithCancel(context.WithoutCancel(ctx))
 	loopCtx, cancelLoop := context.WithCancel(ctx)
 	r.cancel = func() { cancelBatch(); cancelLoop() }
@@ -763,8 +831,10 @@ func (r *runner) stop() { r.end(r.cancel) }
 // engine.
 func (r *runner) finish() { r.end(r.drain) }
 
+// end ends the loop by how (nil: it never started), waits for it and the router, then for
+// the snapshot in progress, and closes the engine.
 func (r *runner) end(how context.CancelFunc) {
-	r.s.cfg.Metrics.stopped(r.spec.Name)
+	r.env.metrics.stopped(r.spec.Name)
 	if how != nil {
 		how()
 		<-r.done
@@ -786,11 +856,7 @@ func (r *runner) stopAndReport(keepFailed, drain bool) {
 	} else {
 		r.stop()
 	}
-	r.mu.Lock()
-	if !keepFailed || r.status.State != client.StatusFailed {
-		r.status.State = client.StatusStopped
-	}
-	r.mu.Unlock()
+	r.report.stopped(keepFailed)
 	r.publishStatus(context.Background(), true)
 	r.detach()
 }
@@ -805,7 +871,7 @@ func (r *runner) detach() {
 	r.ks.SetReplicator(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := r.s.leases.Release(ctx, r.lease); err != nil && !errors.Is(err, cluster.ErrLeaseLost) {
+	if err := r.env.leases.Release(ctx, r.lease); err != nil && !errors.Is(err, cluster.ErrLeaseLost) {
 		r.logger.Warn("releasing the deployment's lease failed; another runtime takes it when this one's membership expires", "err", err)
 	}
 }
@@ -819,27 +885,21 @@ func (r *runner) leaseLost() bool {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return errors.Is(r.s.leases.Check(ctx, r.lease), cluster.ErrLeaseLost)
+	return errors.Is(r.env.leases.Check(ctx, r.lease), cluster.ErrLeaseLost)
 }
 
 // failed tells whether the deployment stopped by an error (on_error: fail, a failed store).
-func (r *runner) failed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.status.State == client.StatusFailed
-}
+func (r *runner) failed() bool { return r.report.failed() }
 
+// setError notes err as the status's error and publishes the status.
 func (r *runner) setError(err error) {
-	r.mu.Lock()
-	r.status.Error = err.Error()
-	r.status.LastError, r.status.LastErrorAt = err.Error(), time.Now()
-	r.mu.Unlock()
+	r.report.setError(err)
 	r.publishStatus(context.Background(), true)
 }
 
-// loop is the deployment's micro-batch loop. Fetching runs ahead of it (see prefetch), so the
-// next batch's rows arrive while the current batch runs; the loop acknowledges each batch's
-// input once it committed (an acknowledgement does not wait for the fetch in progress).
+// loop is the deployment's micro-batch loop: it runs the batches its source returns (see
+// batchSource; fetching runs ahead of it, so the next batch's rows arrive while the current
+// batch runs) and, once one committed, has the source acknowledge its input.
 func (r *runner) loop(ctx, batchCtx context.Context) {
 	defer close(r.done)
 	defer r.publishStatus(context.Background(), true) // not a zombie's: see publishStatus
@@ -850,140 +910,88 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 	// not cancelled).
 	after := context.WithoutCancel(ctx)
 	r.publishStatus(ctx, true) // running, before a first batch that may take long
-	f := r.startFetcher(ctx)
-	defer func() {
-		// The fetcher ends before the runner counts as stopped, so a redeploy's new runner
-		// never shares the consumer with it.
-		f.stop()
-	}()
-	defer r.closeShadow()
-	var pending []input.Msg // fetched, not yet committed
-	noData := false
+	// The source's prefetch ends before the runner counts as stopped, so a redeploy's new
+	// runner never shares the consumer with it.
+	defer r.in.close()
 	backoff := 100 * time.Millisecond
 	for ctx.Err() == nil {
-		if r.shadowIn != nil && r.shadowIn.promoted {
-			// The partition committed its promotion (now, or before a restart): store the
-			// record once every partition did.
-			switch r.promoteOrFault(ctx, &backoff) {
-			case shadowPromoted:
-				<-ctx.Done() // the service runs it again as a primary
+		b, out := r.in.next(ctx, batchCtx, &backoff)
+		switch out {
+		case stopLoop:
+			return
+		case promoted:
+			<-ctx.Done() // the service runs it again as a primary
+			return
+		case drainAsked:
+			if r.runDrain(batchCtx, b.drain) {
+				<-ctx.Done() // drained: nothing runs until the deployment goes
 				return
-			case shadowStop:
-				return
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(promoteWait):
 			}
 			continue
 		}
-		if (len(pending) == 0 || r.shadowIn.waits()) && !noData {
-			var res fetchResult
-			select {
-			case res = <-f.out:
-			case reply := <-r.drainReq:
-				f.stop() // no more input: the rows not run yet stay in the stream
-				if !r.runDrain(batchCtx, reply) {
-					f = r.startFetcher(ctx)
-					continue
-				}
-				<-ctx.Done() // drained: nothing runs until the deployment goes
-				return
-			case <-r.watermarkMoved():
-				// Another partition's max event time changed: when it moves this partition's
-				// watermark, a no-data batch commits it (and the next fires the timeouts it
-				// passed), though no row comes. The fetch in flight is taken next time.
-				noData = r.watermarkAhead()
-				continue
-			case <-ctx.Done():
-				return
-			}
-			if res.err != nil {
-				if ctx.Err() != nil {
-					return
-				}
-				if input.Gone(res.err) {
-					// The consumer or the input stream was deleted: no fetch can succeed
-					// again. Stop the fetcher, re-create them, and fetch from the new consumer.
-					f.stop()
-					r.heal(ctx, fmt.Errorf("fetching input: %w", res.err), &backoff)
-					f = r.startFetcher(ctx)
-					continue
-				}
-				r.fault(ctx, fmt.Errorf("fetching input: %w", res.err), &backoff)
-				continue
-			}
-			if r.shadowing() {
-				var step shadowStep
-				switch res.msgs, step = r.fetched(ctx, after, res.msgs, len(pending) == 0, &backoff); step {
-				case shadowPromoted:
-					<-ctx.Done() // the service runs it again as a primary
-					return
-				case shadowStop:
-					return
-				case shadowFetch:
-					continue
-				}
-			}
-			pending = append(pending, res.msgs...)
-		}
-		var batch, rest []input.Msg
-		if r.shadowing() {
-			var wait bool
-			var err error
-			if batch, rest, wait, err = r.cut(pending); err != nil {
-				r.fail(err)
-				return
-			}
-			if wait {
-				pending = rest
-				continue
-			}
-		} else {
-			batch, rest = cutBatch(pending, int(r.spec.Trigger.MaxBytes))
-		}
-		rep, last, err := r.runBatch(batchCtx, batch)
-		if err != nil && batchCtx.Err() != nil && !errors.Is(err, state.ErrFailed) {
-			r.logger.Info("batch in flight cancelled by a stop; its input will be redelivered", "err", err)
-			return
-		}
+		rep, err := r.run(batchCtx, b)
 		if err != nil {
-			if r.stopOnStateError(err) {
+			if r.failedBatch(ctx, batchCtx, err, &backoff) {
 				return
 			}
-			if errors.Is(err, engine.ErrKeyFailed) {
-				r.fail(err) // on_error: fail stops the deployment; nothing of the batch committed
-				return
-			}
-			if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
-				// No stream captures an output subject (an output stream was deleted): the
-				// engine keeps the outbox; re-create the streams so that delivery can work.
-				if _, serr := r.s.ensureStreams(ctx, r.spec, r.inputStreams()); serr != nil {
-					r.logger.Warn("re-creating the output streams failed", "err", serr)
-				}
-			}
-			r.fault(ctx, err, &backoff)
 			continue // the same rows again
 		}
-		if last != nil {
-			r.ack(after, *last)
-		}
-		pending = rest                                  // what did not fit trigger.max_bytes runs next, before another fetch
-		noData = rep.NeedsNoDataBatch && !r.shadowing() // a shadow runs the primary's batches only
+		r.in.committed(after, rep)
 		backoff = 100 * time.Millisecond
-		r.record(rep)
-		r.publishWatermark(rep)
-		r.s.cfg.Metrics.batch(r.spec.Name, rep)
-		if !r.takeoverAt.IsZero() && !rep.Skipped {
-			took := time.Since(r.takeoverAt)
-			r.s.cfg.Metrics.takeover(r.spec.Name, took)
-			r.logger.Info("first batch committed after taking the partition over", "since_lease_acquired", took.Round(time.Millisecond), "rows", rep.RowsIn)
-			r.takeoverAt = time.Time{}
-		}
-		r.publishStatus(after, false)
-		r.snaps.maybe(after, r.spec.Name, r.ks, r.logger)
+		r.committed(after, rep)
 	}
+}
+
+// run runs batch b (see batchSource.next).
+func (r *runner) run(ctx context.Context, b batch) (*engine.BatchReport, error) {
+	if b.err != nil {
+		return nil, b.err
+	}
+	return r.eng.RunBatch(ctx, b.in)
+}
+
+// failedBatch handles the failure err of a batch, telling whether the loop ends: after a stop
+// cancelled it (batchCtx), a write of the state failed for good (see stopOnStateError), or a
+// key failed under on_error: fail. Else the error goes to the status, with backoff (see
+// fault), and the loop runs the batch again.
+func (r *runner) failedBatch(ctx, batchCtx context.Context, err error, backoff *time.Duration) bool {
+	if batchCtx.Err() != nil && !errors.Is(err, state.ErrFailed) {
+		r.logger.Info("batch in flight cancelled by a stop; its input will be redelivered", "err", err)
+		return true
+	}
+	if r.stopOnStateError(err) {
+		return true
+	}
+	if errors.Is(err, engine.ErrKeyFailed) {
+		r.fail(err) // on_error: fail stops the deployment; nothing of the batch committed
+		return true
+	}
+	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+		// No stream captures an output subject (an output stream was deleted): the
+		// engine keeps the outbox; re-create the streams so that delivery can work.
+		if _, serr := r.deps.ensureStreams(ctx, r.spec, r.inputStreams()); serr != nil {
+			r.logger.Warn("re-creating the output streams failed", "err", serr)
+		}
+	}
+	r.fault(ctx, err, backoff)
+	return false
+}
+
+// committed records a committed batch, after its source acknowledged its input: in the
+// status's counters, the shared watermark and the metrics, then publishes the status
+// (throttled) and takes a snapshot when one is due.
+func (r *runner) committed(ctx context.Context, rep *engine.BatchReport) {
+	r.report.record(rep)
+	r.publishWatermark(rep)
+	r.env.metrics.batch(r.spec.Name, rep)
+	if !r.takeoverAt.IsZero() && !rep.Skipped {
+		took := time.Since(r.takeoverAt)
+		r.env.metrics.takeover(r.spec.Name, took)
+		r.logger.Info("first batch committed after taking the partition over", "since_lease_acquired", took.Round(time.Millisecond), "rows", rep.RowsIn)
+		r.takeoverAt = time.Time{}
+	}
+	r.publishStatus(ctx, false)
+	r.snaps.maybe(ctx, r.spec.Name, r.ks, r.logger)
 }
 
 // stopOnStateError stops the runner (and tells so) on an error of a write of its state that
@@ -993,14 +1001,14 @@ func (r *runner) stopOnStateError(err error) bool {
 	switch {
 	case errors.Is(err, state.ErrReplication):
 		// Fenced, or the changelog append failed: nothing of the write committed.
-		r.quiet.Store(errors.Is(err, changelog.ErrFenced)) // else publishStatus checks the lease
+		r.report.setSilent(errors.Is(err, changelog.ErrFenced)) // else publishStatus checks the lease
 		r.logLost.Store(true)
 		r.fail(err)
-		r.s.lostReplication(r.rec, err)
+		r.deps.lostReplication(r.rec, err)
 		return true
 	case errors.Is(err, state.ErrFailed):
 		r.fail(err)
-		r.s.signalStoreFailed()
+		r.deps.signalStoreFailed()
 		return true
 	}
 	return false
@@ -1085,39 +1093,6 @@ func (r *runner) prefetch(ctx context.Context) (<-chan fetchResult, <-chan struc
 	return out, done
 }
 
-// runBatch runs one batch of msgs (possibly none), skipping rows at or before the committed
-// position (redeliveries after a crash). It returns the last message, to acknowledge.
-func (r *runner) runBatch(ctx context.Context, msgs []input.Msg) (*engine.BatchReport, *input.Msg, error) {
-	if r.shadowing() {
-		return r.runShadowBatch(ctx) // msgs are the batch cut
-	}
-	pos := r.eng.Progress().Position
-	rows := make([]engine.Row, 0, len(msgs))
-	var last *input.Msg
-	var maxSeq uint64
-	for i := range msgs {
-		m := &msgs[i]
-		last = m
-		if m.Sequence <= pos {
-			continue
-		}
-		// The subject it was published on, and its input (history.Row makes replay's rows too).
-		row, err := history.Row(r.spec, r.inputOf, input.StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: m.Header, Data: m.Data})
-		if err != nil {
-			return nil, nil, err // the inputs stream sources nothing else (input.EnsureInputsStream)
-		}
-		rows = append(rows, row)
-		maxSeq = max(maxSeq, m.Sequence)
-	}
-	now := r.s.cfg.Clock.Now()
-	if len(rows) > 0 {
-		r.lastRowAt = now // the partition is not idle for the batch's own watermark
-	}
-	in := engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(now), Rows: rows, Position: maxSeq}
-	rep, err := r.eng.RunBatch(ctx, in)
-	return rep, last, err
-}
-
 // heal re-creates what a deleted consumer or stream took (see open), with backoff, until it
 // succeeds or ctx ends. The fault stays in the status (Error) until a batch succeeds. The
 // fetcher must have stopped: heal replaces r.src and r.eng.
@@ -1137,6 +1112,8 @@ func (r *runner) heal(ctx context.Context, cause error, backoff *time.Duration) 
 	}
 }
 
+// fault reports err, a failure the loop retries (a batch or a fetch), in the log and the
+// status, and waits backoff (or until ctx ends), which it then doubles up to 10 s.
 func (r *runner) fault(ctx context.Context, err error, backoff *time.Duration) {
 	r.logger.Error("batch failed; retrying", "err", err, "in", *backoff)
 	r.setError(err)
@@ -1147,42 +1124,10 @@ func (r *runner) fault(ctx context.Context, err error, backoff *time.Duration) {
 	*backoff = min(2**backoff, 10*time.Second)
 }
 
+// fail reports err, which stopped the deployment, in the log and the status (failed).
 func (r *runner) fail(err error) {
 	r.logger.Error("deployment stopped by an error", "err", err)
-	r.mu.Lock()
-	r.status.State = client.StatusFailed
-	r.status.Error = err.Error()
-	r.status.LastError, r.status.LastErrorAt = err.Error(), time.Now()
-	r.mu.Unlock()
-}
-
-// record adds a batch report to the status counters.
-func (r *runner) record(rep *engine.BatchReport) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	st := &r.status
-	st.Error = ""
-	if rep.Skipped {
-		return
-	}
-	st.Batches++
-	st.RowsIn += int64(rep.RowsIn)
-	st.LateRows += int64(rep.LateRows)
-	st.DeadLetters += int64(rep.DeadLetters)
-	st.TimeoutsFired += int64(rep.TimeoutCalls)
-	st.TTLExpired += int64(rep.TTLExpired)
-	st.Emitted += int64(rep.Emitted)
-	st.LastBatchID = rep.BatchID
-	st.LastBatchMs = float64(rep.Duration.Microseconds()) / 1000
-	st.WatermarkMs = rep.WatermarkMs
-	st.LastBatchAt = time.Now()
-	for i, in := range rep.Inputs {
-		if i < len(st.Inputs) {
-			st.Inputs[i].RowsIn += int64(in.RowsIn)
-			st.Inputs[i].LateRows += int64(in.LateRows)
-			st.Inputs[i].WatermarkMs = in.WatermarkMs
-		}
-	}
+	r.report.fail(err)
 }
 
 // deployRevision names the deploy of rec for the engine's quarantine (engine.Config.Revision):
@@ -1194,21 +1139,16 @@ func deployRevision(rec registry.Record) string {
 // publishStatus writes the status document, at most once a second unless forced; a
 // replicated runner whose lease moved writes nothing, then or ever after.
 func (r *runner) publishStatus(ctx context.Context, force bool) {
-	if r.quiet.Load() {
+	if r.report.silent() {
 		return
 	}
-	r.mu.Lock()
-	if !force && time.Since(r.lastStatus) < time.Second {
-		r.mu.Unlock()
+	st, ok := r.report.take(force)
+	if !ok {
 		return
 	}
-	r.lastStatus = time.Now()
-	st := r.status
-	st.Inputs = slices.Clone(st.Inputs) // record goes on adding to r.status's
-	r.mu.Unlock()
 	if r.leaseLost() {
 		// A zombie (its lease moved while it ran or idled): the status is the new owner's.
-		r.quiet.Store(true)
+		r.report.silence()
 		return
 	}
 	p := r.eng.Progress()
@@ -1216,7 +1156,7 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 	if r.spec.HasEventTime() {
 		st.WatermarkMs = p.WatermarkMs
 	}
-	if n, err := r.src.Pending(ctx); err == nil {
+	if n, err := r.in.pending(ctx); err == nil {
 		st.InputLag = int64(n)
 	}
 	r.inputsLag(ctx, &st, p.Position)
@@ -1234,13 +1174,13 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 	}
 	st.Partitions = []client.PartitionStatus{{Partition: r.part, Owner: st.Owner, Standbys: []string{}, MissingStandbys: r.spec.Standbys,
 		Position: st.Position, Lag: st.InputLag, WatermarkMs: st.WatermarkMs}}
-	r.s.cfg.Metrics.status(r.spec.Name, r.part, &st, r.spec.HasEventTime())
+	r.env.metrics.status(r.spec.Name, r.part, &st, r.spec.HasEventTime())
 	if r.lease.Epoch != 0 {
-		if n, err := r.s.changelogBytes(ctx, r.spec.Name); err == nil {
-			r.s.cfg.Metrics.changelog(r.spec.Name, n)
+		if n, err := r.deps.changelogBytes(ctx, r.spec.Name); err == nil {
+			r.env.metrics.changelog(r.spec.Name, n)
 		}
 	}
-	r.s.putStatus(ctx, &st)
+	r.deps.putStatus(ctx, &st)
 }
 
 // inputsLagEvery is how often publishStatus counts the lag of each of several inputs (one
@@ -1248,7 +1188,7 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 // last count.
 const inputsLagEvery = 5 * time.Second
 
-// inputsLag sets the lag of each of the deployment's several inputs in st and r.status
+// inputsLag sets the lag of each of the deployment's several inputs in st and the status
 // (nothing for one input): the rows of the input in the inputs stream after position. With
 // st.InputLag 0 every input's is 0; else they are counted at most every inputsLagEvery (the
 // last count stays in between).
@@ -1258,10 +1198,7 @@ func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint
 	}
 	var pending map[string]uint64
 	if st.InputLag > 0 {
-		r.mu.Lock()
-		due := time.Since(r.inputsLagAt) >= inputsLagEvery
-		r.mu.Unlock()
-		if !due {
+		if !r.report.inputsLagDue(inputsLagEvery) {
 			return
 		}
 		names := make([]string, len(st.Inputs))
@@ -1269,20 +1206,12 @@ func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint
 			names[i] = st.Inputs[i].Name
 		}
 		var err error
-		if pending, err = input.InputsPending(ctx, r.s.js, r.inputOf, names, position); err != nil {
+		if pending, err = input.InputsPending(ctx, r.env.js, r.inputOf, names, position); err != nil {
 			r.logger.Debug("counting the inputs' lag", "err", err)
 			return
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.inputsLagAt = time.Now()
-	for i := range st.Inputs {
-		st.Inputs[i].Lag = int64(pending[st.Inputs[i].Name])
-		if i < len(r.status.Inputs) {
-			r.status.Inputs[i].Lag = st.Inputs[i].Lag
-		}
-	}
+	r.report.setInputsLag(st, pending)
 }
 
 // initialState loads the deployment's initial state (registry.Record.InitialState) and returns
@@ -1291,19 +1220,20 @@ func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint
 // The file is read and parsed once per revision on this runtime, for all its partitions here
 // (a failed load is tried again by the next open).
 func (r *runner) initialState(ctx context.Context) (*engine.InitialState, error) {
-	l := r.initial
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.is == nil {
-		data, err := r.s.reg.GetInitialState(ctx, r.rec.InitialState) // verifies the bytes' SHA-256
+	is, err := r.initial.get(func() (*engine.InitialState, error) {
+		data, err := r.env.reg.GetInitialState(ctx, r.rec.InitialState) // verifies the bytes' SHA-256
 		if err != nil {
 			return nil, fmt.Errorf("loading the initial state: %w", err)
 		}
-		if l.is, err = engine.ParseInitialState(bytes.NewReader(data)); err != nil {
+		is, err := engine.ParseInitialState(bytes.NewReader(data))
+		if err != nil {
 			return nil, fmt.Errorf("the initial state %s: %w", r.rec.InitialState, err)
 		}
+		return is, nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	is := l.is
 	if r.parts > 1 {
 		is = is.Partition(r.part, r.parts)
 	}
@@ -1344,7 +1274,7 @@ func (r *runner) requestDrain(ctx context.Context) (*engine.BatchReport, error) 
 // answers reply. It reports whether the deployment drained: then the loop runs nothing more
 // and the status reads drained; else it goes on as before and the error is in the status.
 func (r *runner) runDrain(ctx context.Context, reply chan<- drainResult) bool {
-	now := r.s.cfg.Clock.Now()
+	now := r.env.clock.Now()
 	rep, err := r.eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(now), Drain: true})
 	if err != nil {
 		err = fmt.Errorf("drain batch: %w", err)
@@ -1352,12 +1282,10 @@ func (r *runner) runDrain(ctx context.Context, reply chan<- drainResult) bool {
 		reply <- drainResult{err: err}
 		return false
 	}
-	r.record(rep)
-	r.s.cfg.Metrics.batch(r.spec.Name, rep)
+	r.report.record(rep)
+	r.env.metrics.batch(r.spec.Name, rep)
 	r.drained.Store(rep)
-	r.mu.Lock()
-	r.status.State = client.StatusDrained
-	r.mu.Unlock()
+	r.report.setState(client.StatusDrained)
 	r.publishStatus(context.WithoutCancel(ctx), true)
 	r.logger.Info("drained: every timeout fired; the deployment runs nothing more until it is undeployed",
 		"batch", rep.BatchID, "timeout_calls", rep.TimeoutCalls, "emitted", rep.Emitted)

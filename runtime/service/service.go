@@ -95,9 +95,8 @@ type Service struct {
 
 	ready       atomic.Bool
 	storeFailed chan struct{}
-	retry       chan registry.Record
-	startFailed chan startFailure        // starts off the loop that failed, for the loop to retry
-	backoff     map[string]time.Duration // per deployment, for retries of a failed start
+	retries     *retries                 // the deployments to apply again, which the loop drains
+	backoff     map[string]time.Duration // per deployment, for retries of a failed start; only the loop uses it
 	// checked is the last revision of each deployment that check accepted, reused while the
 	// record is the same (the partitions a runtime takes one after another, its placement
 	// checks). Only the service's loop uses it.
@@ -139,7 +138,7 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 	}
 	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg, leases: leases,
 		runners: map[string]*runner{}, standbys: map[string]*standby{}, ensured: map[string]string{}, starting: map[string]bool{}, checked: map[string]*revision{}, checks: map[string]checkResult{}, checkDone: make(chan checkResult), storeFailed: make(chan struct{}, 1),
-		retry: make(chan registry.Record, 16), startFailed: make(chan startFailure, 16), backoff: map[string]time.Duration{}}
+		retries: newRetries(), backoff: map[string]time.Duration{}}
 	if s.store, err = s.openStore(); err != nil {
 		rt.Close(ctx)
 		return nil, err
@@ -188,17 +187,20 @@ func (s *Service) Run(ctx context.Context) error {
 	}()
 	var events <-chan registry.Event
 	err := s.untilStarted(ctx, "watching deployments", func(ctx context.Context) (err error) {
-		events, err = s.reg.Watch(ctx)
+		events, err = s.reg.Watch(ctx, func(inv registry.Invalid) {
+			s.logger.Warn("deployment record skipped: no runtime runs it until it is deployed again or undeployed",
+				"key", inv.Key, "revision", inv.Revision, "reason", inv.Reason)
+		})
 		return err
 	})
 	if err != nil {
 		return err
 	}
-	api, err := s.serveAPI()
+	stopAPI, err := s.serveAPI()
 	if err != nil {
 		return err
 	}
-	defer api.Unsubscribe()
+	defer stopAPI()
 	err = s.untilStarted(ctx, "joining the runtimes", func(ctx context.Context) (err error) {
 		ceil, _ := json.Marshal(s.rt.Ceilings())
 		s.members, err = cluster.JoinMembers(ctx, s.js, cluster.MemberOptions{ID: s.id, TTL: s.cfg.MemberTTL, Replicas: s.cfg.Replicas, Ceilings: ceil})
@@ -257,18 +259,12 @@ func (s *Service) Run(ctx context.Context) error {
 			records[name] = ev.Record
 			delete(s.backoff, name)
 			s.apply(ctx, ev.Record)
-		case rec := <-s.retry:
-			if cur, ok := records[rec.Name]; ok && cur.Revision == rec.Revision {
-				s.apply(ctx, rec)
-			}
+		case <-s.retries.wake:
+			s.retry(ctx, records)
 		case c := <-s.checkDone:
 			s.checkedOff(c)
 			if cur, ok := records[c.rec.Name]; ok && cur.Revision == c.rec.Revision {
 				s.apply(ctx, cur)
-			}
-		case f := <-s.startFailed:
-			if cur, ok := records[f.rec.Name]; ok && cur.Revision == f.rec.Revision {
-				s.retryLater(f.rec, f.err)
 			}
 		case <-s.storeFailed:
 			s.recoverStore(ctx, records)
@@ -393,9 +389,7 @@ func (r *runner) runs(rec registry.Record) bool {
 		r.rec.ShadowOf != rec.ShadowOf || r.rec.Promoting != rec.Promoting || string(r.rec.ShadowSpec) != string(rec.ShadowSpec) {
 		return false
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.status.State != client.StatusFailed && r.status.Error == ""
+	return r.report.healthy()
 }
 
 // reportIfOrphaned writes the orphaned status of rec when its owner does not answer: the
@@ -427,12 +421,31 @@ func (s *Service) retryLater(rec registry.Record, err error) {
 	d = min(d, time.Minute)
 	s.backoff[rec.Name] = d
 	s.logger.Warn("deployment could not start; retrying", "deployment", rec.Name, "in", d, "err", err)
-	time.AfterFunc(d, func() {
-		select {
-		case s.retry <- rec:
-		default:
+	s.retries.after(rec, d)
+}
+
+// retry drains the retries (see retries): a start off the loop that failed is retried
+// later (retryLater), and a record due is applied again, each only while it is still its
+// deployment's current record (records, by name).
+func (s *Service) retry(ctx context.Context, records map[string]registry.Record) {
+	failed, due := s.retries.take(time.Now())
+	current := func(rec registry.Record) bool {
+		cur, ok := records[rec.Name]
+		return ok && cur.Revision == rec.Revision
+	}
+	for _, f := range failed {
+		if current(f.rec) {
+			s.retryLater(f.rec, f.err)
 		}
-	})
+	}
+	for _, rec := range due {
+		if ctx.Err() != nil {
+			return // stopping: the loop ends
+		}
+		if current(rec) {
+			s.apply(ctx, rec)
+		}
+	}
 }
 
 // undeploy stops a deployment that was removed. Its owner entry is not the service's to
@@ -532,9 +545,7 @@ func (s *Service) noteOutage(err error) {
 	}
 	s.mu.Unlock()
 	for _, r := range runners {
-		r.mu.Lock()
-		r.status.LastError, r.status.LastErrorAt = msg, time.Now()
-		r.mu.Unlock()
+		r.report.noteError(msg)
 	}
 }
 

@@ -31,11 +31,19 @@ import (
 // moves its position to the primary's input position of it, and once every partition did,
 // stores the record as a primary (see promote).
 
-// shadowIn is a shadow's reader of its primary's input rows. Only the loop uses it.
-type shadowIn struct {
-	stream string              // the input stream
-	rd     *input.StreamReader // nil: not open
-	next   uint64              // the sequence rd reads next (at least)
+// shadowSource is a shadow's batchSource: the primary's batches, cut from its manifests (see
+// cut), with their rows read from the input stream (see rows); and the shadow's
+// promotion, which ends the source (outcome promoted). Used by the loop only, but for
+// promoted and handover, which open sets before the loop starts.
+type shadowSource struct {
+	feed
+	fetched []input.Msg // manifests fetched, not yet committed
+	rest    []input.Msg // fetched after the batch returned last
+	last    *input.Msg  // the batch returned last's last manifest
+
+	stream  string              // the input stream
+	rd      *input.StreamReader // nil: not open
+	nextSeq uint64              // the sequence rd reads next (at least)
 	// checkedAt is when checkPrimary last looked for the primary's record (gone tells that
 	// it found none), or partitionsPromoted at the partitions' statuses.
 	checkedAt time.Time
@@ -47,10 +55,84 @@ type shadowIn struct {
 	// the rest before it runs the batch, unless ended says that none will come (a shadow
 	// being promoted whose primary stopped between the chunks of a batch).
 	more, ended bool
-	// batch is the primary batch cut last (see cut), which runShadowBatch runs.
+	// batch is the primary batch cut last (see cut), which input makes the batch of.
 	batch shadowBatch
 	// handover is where the partition took over the primary's input, once promoted.
 	handover registry.Handover
+}
+
+var _ batchSource = (*shadowSource)(nil)
+
+func (in *shadowSource) next(ctx, batchCtx context.Context, backoff *time.Duration) (batch, outcome) {
+	r := in.r
+	in.start(ctx)
+	after := context.WithoutCancel(ctx)
+	for ctx.Err() == nil {
+		if in.promoted {
+			// The partition committed its promotion (now, or before a restart): store the
+			// record once every partition did.
+			switch r.promoteOrFault(ctx, backoff) {
+			case shadowPromoted:
+				return batch{}, promoted
+			case shadowStop:
+				return batch{}, stopLoop
+			}
+			select {
+			case <-ctx.Done():
+				return batch{}, stopLoop
+			case <-time.After(promoteWait):
+			}
+			continue
+		}
+		if len(in.fetched) == 0 || in.more {
+			ev, msgs, reply := in.wait(ctx, backoff)
+			switch ev {
+			case gotDrain:
+				return batch{drain: reply}, drainAsked
+			case gotStop:
+				return batch{}, stopLoop
+			case gotWatermark, gotRetry:
+				continue
+			}
+			var step shadowStep
+			switch msgs, step = in.sift(ctx, after, msgs, len(in.fetched) == 0, backoff); step {
+			case shadowPromoted:
+				return batch{}, promoted
+			case shadowStop:
+				return batch{}, stopLoop
+			case shadowFetch:
+				continue
+			}
+			in.fetched = append(in.fetched, msgs...)
+		}
+		wait, err := in.cut(in.fetched)
+		if err != nil {
+			r.fail(err)
+			return batch{}, stopLoop
+		}
+		if wait {
+			in.fetched = in.rest
+			continue
+		}
+		return in.input(batchCtx), runIt
+	}
+	return batch{}, stopLoop
+}
+
+func (in *shadowSource) committed(ctx context.Context, _ *engine.BatchReport) {
+	in.r.ack(ctx, *in.last)
+	in.fetched, in.last = in.rest, nil // a shadow runs the primary's batches only: no no-data batch
+}
+
+func (in *shadowSource) pending(ctx context.Context) (uint64, error) { return in.r.src.Pending(ctx) }
+
+// close stops the prefetch and closes the reader of the input rows, when open.
+func (in *shadowSource) close() {
+	if in.rd != nil {
+		in.rd.Close()
+		in.rd = nil
+	}
+	in.stop()
 }
 
 // shadowBatch is one primary batch to run again: the messages of its manifests (its first
@@ -60,7 +142,7 @@ type shadowBatch struct {
 	first, last engine.Manifest
 }
 
-// shadowStep is what the loop does with a fetch once a shadow looked at it (see fetched).
+// shadowStep is what the loop does with a fetch once a shadow looked at it (see sift).
 type shadowStep int
 
 const (
@@ -70,22 +152,22 @@ const (
 	shadowStop                       // a write of the state failed for good: the loop ends (see stopOnStateError)
 )
 
-// fetched is what a shadow does with the manifests msgs of a fetch (idle: nothing pending):
+// sift is what a shadow does with the manifests msgs of a fetch (idle: nothing pending):
 // it drops those it ran already; with none while being promoted, it finishes the batch
 // pending (the primary stopped between its chunks) or promotes; with none while idle, it
 // checks that the primary is still deployed. It returns the manifests to add to the pending
 // ones, and what the loop does next.
-func (r *runner) fetched(ctx, after context.Context, msgs []input.Msg, idle bool, backoff *time.Duration) ([]input.Msg, shadowStep) {
-	in := r.shadowIn
+func (in *shadowSource) sift(ctx, after context.Context, msgs []input.Msg, idle bool, backoff *time.Duration) ([]input.Msg, shadowStep) {
+	r := in.r
 	if len(msgs) == 0 && r.rec.Promoting {
 		if !in.more {
 			return nil, r.promoteOrFault(ctx, backoff)
 		}
 		in.ended = true // the primary stopped between the chunks of a batch
 	}
-	msgs = r.dropRun(after, msgs)
+	msgs = in.dropRun(after, msgs)
 	if idle && len(msgs) == 0 {
-		r.checkPrimary(ctx)
+		in.checkPrimary(ctx)
 		r.publishStatus(after, false) // what the last batches did, once the throttle lets it
 		return nil, shadowFetch       // caught up with the primary: no batch of the shadow's own
 	}
@@ -93,21 +175,17 @@ func (r *runner) fetched(ctx, after context.Context, msgs []input.Msg, idle bool
 }
 
 // cut cuts the first primary batch out of the pending manifests (see cutShadow) for
-// runShadowBatch; wait tells that its last chunk is still to come (rest is then pending).
-func (r *runner) cut(pending []input.Msg) (batch, rest []input.Msg, wait bool, err error) {
-	in := r.shadowIn
+// input, and sets what is left as the source's rest; wait tells that its last chunk is
+// still to come (the rest is then all pending).
+func (in *shadowSource) cut(pending []input.Msg) (wait bool, err error) {
 	b, rest, more, err := cutShadow(pending, in.ended)
-	in.more, in.ended = more, false
+	in.more, in.ended, in.rest = more, false, rest
 	if err != nil || more {
-		return nil, rest, more, err
+		return more, err
 	}
 	in.batch = b
-	return b.msgs, rest, false, nil
+	return false, nil
 }
-
-// waits tells whether the loop's pending manifests are part of a primary batch whose other
-// chunks it fetches first (see cut).
-func (in *shadowIn) waits() bool { return in != nil && in.more }
 
 // shadowing tells whether r runs a shadow.
 func (r *runner) shadowing() bool { return r.rec.ShadowOf != "" }
@@ -122,7 +200,7 @@ func (r *runner) openShadowInput(ctx context.Context, t *timings, held <-chan er
 	t.mark("input_streams")
 	primary := r.rec.ShadowOf
 	stream := changelog.ManifestsStream(primary)
-	src, err := input.NewSource(ctx, r.s.js, stream, r.consumerName(), []string{changelog.ManifestSubject(primary, r.part)}, r.sourceOptions(t, held)...)
+	src, err := input.NewSource(ctx, r.env.js, stream, r.consumerName(), []string{changelog.ManifestSubject(primary, r.part)}, r.sourceOptions(t, held)...)
 	t.mark("input_consumer")
 	if err != nil {
 		return "", nil, fmt.Errorf("consumer of primary %s's batch manifests (stream %s): %w", primary, stream, err)
@@ -132,7 +210,8 @@ func (r *runner) openShadowInput(ctx context.Context, t *timings, held <-chan er
 
 // dropRun drops the manifests of msgs the shadow ran already (at or before its position:
 // delivered again after a restart), acknowledging the last of them.
-func (r *runner) dropRun(ctx context.Context, msgs []input.Msg) []input.Msg {
+func (in *shadowSource) dropRun(ctx context.Context, msgs []input.Msg) []input.Msg {
+	r := in.r
 	pos := r.eng.Progress().Position
 	i := 0
 	for i < len(msgs) && msgs[i].Sequence <= pos {
@@ -177,36 +256,36 @@ func cutShadow(pending []input.Msg, ended bool) (b shadowBatch, rest []input.Msg
 	return shadowBatch{}, pending[start:], true, nil
 }
 
-// runShadowBatch runs the primary batch cut last (see cut) and returns its last manifest's
-// message, to acknowledge.
-func (r *runner) runShadowBatch(ctx context.Context) (*engine.BatchReport, *input.Msg, error) {
-	b := r.shadowIn.batch
-	last := &b.msgs[len(b.msgs)-1]
-	rows, err := r.shadowRows(ctx, b.first)
+// input makes the batch of the primary batch cut last (see cut): its rows, read from
+// the input stream, at the primary's processing time and watermark; its last manifest's
+// message is the one to acknowledge.
+func (in *shadowSource) input(ctx context.Context) batch {
+	b := in.batch
+	in.last = &b.msgs[len(b.msgs)-1]
+	rows, err := in.rows(ctx, b.first)
 	if err != nil {
-		return nil, nil, err
+		return batch{err: err}
 	}
 	nextW := b.last.NextWatermarkMs
-	in := engine.BatchInput{ProcessingTimeMs: b.first.ProcessingTimeMs, Rows: rows, Position: last.Sequence, Drain: b.first.Drain, NextWatermarkMs: &nextW}
-	rep, err := r.eng.RunBatch(ctx, in)
-	return rep, last, err
+	return batch{in: engine.BatchInput{ProcessingTimeMs: b.first.ProcessingTimeMs, Rows: rows, Position: in.last.Sequence, Drain: b.first.Drain, NextWatermarkMs: &nextW},
+		last: in.last}
 }
 
-// shadowRows reads the rows of the primary's batch man from the input stream.
-func (r *runner) shadowRows(ctx context.Context, man engine.Manifest) ([]engine.Row, error) {
+// rows reads the rows of the primary's batch man from the input stream.
+func (in *shadowSource) rows(ctx context.Context, man engine.Manifest) ([]engine.Row, error) {
+	r := in.r
 	if man.Rows == 0 {
 		return nil, nil
 	}
-	in := r.shadowIn
 	for attempt := 0; ; attempt++ {
-		if in.rd == nil || man.FirstSequence < in.next {
-			if err := r.openShadowRows(ctx, man.FirstSequence); err != nil {
+		if in.rd == nil || man.FirstSequence < in.nextSeq {
+			if err := in.openRows(ctx, man.FirstSequence); err != nil {
 				return nil, err
 			}
 		}
 		rows, err := history.Rows(ctx, in.rd, in.stream, r.spec, r.inputOf, man)
 		if err == nil {
-			in.next = man.LastSequence + 1
+			in.nextSeq = man.LastSequence + 1
 			return rows, nil
 		}
 		// The reader reads what the stream held when it was opened, and its consumer goes
@@ -219,31 +298,23 @@ func (r *runner) shadowRows(ctx context.Context, man engine.Manifest) ([]engine.
 	}
 }
 
-// openShadowRows opens the shadow's reader of the input stream at sequence from.
-func (r *runner) openShadowRows(ctx context.Context, from uint64) error {
-	in := r.shadowIn
+// openRows opens the shadow's reader of the input stream at sequence from.
+func (in *shadowSource) openRows(ctx context.Context, from uint64) error {
+	r := in.r
 	if in.rd != nil {
 		in.rd.Close()
 		in.rd = nil
 	}
-	stream, filters, err := history.Input(ctx, r.s.js, r.spec, r.inputOf, r.part)
+	stream, filters, err := history.Input(ctx, r.env.js, r.spec, r.inputOf, r.part)
 	if err != nil {
 		return err
 	}
-	rd, err := input.OpenStreamReader(ctx, r.s.js, stream, filters, from)
+	rd, err := input.OpenStreamReader(ctx, r.env.js, stream, filters, from)
 	if err != nil {
 		return err
 	}
-	in.stream, in.rd, in.next = stream, rd, from
+	in.stream, in.rd, in.nextSeq = stream, rd, from
 	return nil
-}
-
-// closeShadow closes the shadow's reader, when it has one.
-func (r *runner) closeShadow() {
-	if r.shadowIn != nil && r.shadowIn.rd != nil {
-		r.shadowIn.rd.Close()
-		r.shadowIn.rd = nil
-	}
 }
 
 // promote, for a shadow being promoted whose partition ran every batch its primary recorded
@@ -260,12 +331,12 @@ func (r *runner) closeShadow() {
 // partition that committed says so in its status (client.Status.Promoted), which is how the
 // partitions, on whichever runtimes, learn that all did.
 func (r *runner) promote(ctx context.Context) (bool, error) {
-	if !r.shadowIn.promoted {
+	if !r.shadow.promoted {
 		if done, err := r.commitPromotion(ctx); err != nil || !done {
 			return false, err
 		}
 	}
-	handovers := []registry.Handover{r.shadowIn.handover}
+	handovers := []registry.Handover{r.shadow.handover}
 	if r.parts > 1 {
 		var all bool
 		var err error
@@ -279,9 +350,9 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 	rec.ShadowOf, rec.ShadowSpec, rec.Promoting, rec.PrimaryHandovers = "", nil, false, nil
 	rec.InputOf, rec.Handovers = r.inputOf, handovers
 	rec.DeployedAt = time.Now().UTC()
-	if _, err := r.s.reg.Update(ctx, rec); err != nil {
+	if _, err := r.env.reg.Update(ctx, rec); err != nil {
 		// Another partition may have stored it first.
-		if cur, gerr := r.s.reg.Get(ctx, rec.Name); gerr == nil && cur.ShadowOf == "" {
+		if cur, gerr := r.env.reg.Get(ctx, rec.Name); gerr == nil && cur.ShadowOf == "" {
 			return true, nil
 		}
 		return false, fmt.Errorf("promoting: storing %s as a primary: %w", rec.Name, err)
@@ -290,7 +361,7 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for q := range r.parts {
-		if err := r.s.js.DeleteConsumer(dctx, changelog.ManifestsStream(primary), consumerName(r.spec.Name, q, r.parts)); err != nil {
+		if err := r.env.js.DeleteConsumer(dctx, changelog.ManifestsStream(primary), consumerName(r.spec.Name, q, r.parts)); err != nil {
 			r.logger.Warn("deleting a consumer of the old primary's manifests failed", "partition", q, "err", err)
 		}
 	}
@@ -301,7 +372,7 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 // primary recorded for it, it commits the primary's input position; it tells whether it did.
 func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 	primary := r.rec.ShadowOf
-	mstream, err := r.s.js.Stream(ctx, changelog.ManifestsStream(primary))
+	mstream, err := r.env.js.Stream(ctx, changelog.ManifestsStream(primary))
 	if err != nil {
 		return false, fmt.Errorf("promoting: primary %s's manifests stream: %w", primary, err)
 	}
@@ -353,7 +424,7 @@ func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 	if r.parts > 1 && r.spec.EventTime != nil {
 		// The partitions' shared watermark goes on from the primary's records, not from
 		// none (which would let each partition's first batches move it alone).
-		if wm, err := r.s.watermarks(ctx); err != nil {
+		if wm, err := r.deps.watermarks(ctx); err != nil {
 			r.logger.Warn("adopting the primary's watermark records failed", "err", err)
 		} else if err := wm.Adopt(ctx, primary, r.spec.Name, r.part); err != nil {
 			r.logger.Warn("adopting the primary's watermark record failed", "err", err)
@@ -378,10 +449,8 @@ func (r *runner) primaryHandover() (registry.Handover, bool) {
 // setPromoted notes that r's partition committed its promotion at h (see promote), in its
 // status too.
 func (r *runner) setPromoted(h registry.Handover) {
-	r.shadowIn.promoted, r.shadowIn.handover = true, h
-	r.mu.Lock()
-	r.status.Promoted, r.status.PromotedBatch, r.status.PromotedPosition = true, h.Batch, h.Position
-	r.mu.Unlock()
+	r.shadow.promoted, r.shadow.handover = true, h
+	r.report.setPromoted(h)
 	if r.eng != nil {
 		r.publishStatus(context.Background(), true)
 	}
@@ -391,7 +460,7 @@ func (r *runner) setPromoted(h registry.Handover) {
 // by their statuses (see promote), and returns where each took over, in partition order; it
 // looks at most every primaryCheckEvery.
 func (r *runner) partitionsPromoted(ctx context.Context) ([]registry.Handover, bool, error) {
-	in := r.shadowIn
+	in := r.shadow
 	if time.Since(in.checkedAt) < primaryCheckEvery {
 		return nil, false, nil
 	}
@@ -401,7 +470,7 @@ func (r *runner) partitionsPromoted(ctx context.Context) ([]registry.Handover, b
 		if q == r.part {
 			continue
 		}
-		doc, err := r.s.reg.GetStatus(ctx, unitKey(r.spec.Name, q, r.parts))
+		doc, err := r.env.reg.GetStatus(ctx, unitKey(r.spec.Name, q, r.parts))
 		if errors.Is(err, registry.ErrNotFound) {
 			return nil, false, nil
 		}
@@ -424,11 +493,11 @@ func (r *runner) partitionsPromoted(ctx context.Context) ([]registry.Handover, b
 // inputCreated is the creation time of the shadow's input stream (UnixNano), as a primary's
 // progress records it.
 func (r *runner) inputCreated(ctx context.Context) (int64, error) {
-	in, _, err := history.Input(ctx, r.s.js, r.spec, r.inputOf, r.part)
+	in, _, err := history.Input(ctx, r.env.js, r.spec, r.inputOf, r.part)
 	if err != nil {
 		return 0, err
 	}
-	st, err := r.s.js.Stream(ctx, in)
+	st, err := r.env.js.Stream(ctx, in)
 	if err != nil {
 		return 0, fmt.Errorf("promoting: input stream %s: %w", in, err)
 	}
@@ -437,7 +506,7 @@ func (r *runner) inputCreated(ctx context.Context) (int64, error) {
 
 // promotionCommitted tells whether the shadow's state holds a promotion's commit: its input
 // position counts in the input stream (see promote). When it does, it notes the partition
-// promoted (shadowIn.promoted and handover: the last batch committed is the promotion's).
+// promoted (shadowSource.promoted and handover: the last batch committed is the promotion's).
 func (r *runner) promotionCommitted(ctx context.Context) (bool, error) {
 	p, err := r.ks.Progress()
 	if err != nil {
@@ -450,7 +519,7 @@ func (r *runner) promotionCommitted(ctx context.Context) (bool, error) {
 	if p.InputCreated == 0 || p.InputCreated != created {
 		return false, nil
 	}
-	r.shadowIn.promoted, r.shadowIn.handover = true, registry.Handover{Partition: r.part, Batch: p.BatchID, Position: p.Position}
+	r.shadow.promoted, r.shadow.handover = true, registry.Handover{Partition: r.part, Batch: p.BatchID, Position: p.Position}
 	return true, nil
 }
 
@@ -482,20 +551,18 @@ const primaryCheckEvery = 2 * time.Second
 // primaryCheckEvery) whether the primary is still deployed: a primary undeployed without a
 // promote records no more batches, and the shadow would wait for them without a word, so its
 // status says so.
-func (r *runner) checkPrimary(ctx context.Context) {
-	in := r.shadowIn
+func (in *shadowSource) checkPrimary(ctx context.Context) {
+	r := in.r
 	if time.Since(in.checkedAt) < primaryCheckEvery {
 		return
 	}
 	in.checkedAt = time.Now()
-	_, err := r.s.reg.Get(ctx, r.rec.ShadowOf)
+	_, err := r.env.reg.Get(ctx, r.rec.ShadowOf)
 	switch gone := errors.Is(err, registry.ErrNotFound); {
 	case gone && !in.gone:
 		r.setError(fmt.Errorf("primary %s is no longer deployed: the shadow ran every batch it recorded and waits; promote it (groupstate promote %s) or undeploy it", r.rec.ShadowOf, r.spec.Name))
 	case !gone && err == nil && in.gone:
-		r.mu.Lock()
-		r.status.Error = ""
-		r.mu.Unlock()
+		r.report.clearError()
 	}
 	if err == nil || errors.Is(err, registry.ErrNotFound) {
 		in.gone = errors.Is(err, registry.ErrNotFound)

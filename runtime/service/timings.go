@@ -15,6 +15,7 @@ type timings struct {
 	steps       []any // slog attributes: step name, duration
 }
 
+// startTimings starts timing an operation's steps.
 func startTimings() *timings {
 	now := time.Now()
 	return &timings{start: now, last: now}

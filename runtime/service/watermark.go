@@ -74,7 +74,7 @@ func (r *runner) publishWatermark(rep *engine.BatchReport) {
 		return
 	}
 	if rep.RowsIn > 0 {
-		r.lastRowAt = r.s.cfg.Clock.Now()
+		r.lastRowAt = r.env.clock.Now()
 	}
 	if rep.MaxEventMs == timeouts.NoEventTime {
 		return // nothing seen yet: nothing to bound the others with

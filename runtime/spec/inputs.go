@@ -117,6 +117,7 @@ func (s *Spec) validateInputs(add func(format string, args ...any)) {
 				add("%s.subjects: %q is not a valid subject: it %v", field, sub, err)
 				continue
 			}
+			refuseReserved(field+".subjects", sub, add)
 			for _, o := range s.Inputs[:i] {
 				for _, osub := range o.Subjects {
 					if subject.CheckPattern(osub) == nil && subject.Overlap(sub, osub) {

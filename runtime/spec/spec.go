@@ -358,6 +358,8 @@ func (s *Spec) validate(decodeProblem string) error {
 		for _, in := range s.Input.Subjects {
 			if err := subject.CheckPattern(in); err != nil {
 				add("input.subjects: %q is not a valid subject: it %v", in, err)
+			} else {
+				refuseReserved("input.subjects", in, add)
 			}
 		}
 	}
@@ -374,6 +376,8 @@ func (s *Spec) validate(decodeProblem string) error {
 	for _, out := range s.published() {
 		if err := subject.CheckLiteral(out.subject); out.subject != "" && err != nil {
 			add("%s %q is not a subject to publish to: it %v", out.field, out.subject, err)
+		} else if out.subject != "" {
+			refuseReserved(out.field, out.subject, add)
 		}
 	}
 	for _, a := range []struct {
@@ -465,6 +469,25 @@ func (s *Spec) ValidateForService() error {
 		return nil
 	}
 	return fmt.Errorf("%w: %s", ErrInvalidSpec, strings.Join(p, "; "))
+}
+
+// refuseReserved adds a problem when the valid subject or pattern sub, of the spec's field,
+// can reach a namespace NATS or groupstate keep for themselves (see subject.Reserved): a
+// deployment that publishes to "$KV.groupstate-deployments.x", or whose input stream
+// captures "gs.>", would write into the registry or another deployment's streams.
+func refuseReserved(field, sub string, add func(format string, args ...any)) {
+	if why, ok := subject.Reserved(sub); ok {
+		add("%s: %q is reserved: %s; NATS and groupstate keep subjects starting with %s for themselves",
+			field, sub, why, quoteAll(subject.ReservedPrefixes))
+	}
+}
+
+func quoteAll(ss []string) string {
+	q := make([]string, len(ss))
+	for i, s := range ss {
+		q[i] = fmt.Sprintf("%q", s)
+	}
+	return strings.Join(q, ", ")
 }
 
 // published lists the subjects the deployment publishes to, with their field names.

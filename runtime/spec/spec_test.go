@@ -156,8 +156,8 @@ func TestValidateForServiceRefusesFeedbackLoops(t *testing.T) {
 			`dead_letter.subject "orders.dlq" is matched by input subject "orders.>"`},
 		{"name: x\ninput: {subjects: [\"orders.*\"]}\nkey: {field: k}\noutput: {subject: orders.out}\n",
 			`output.subject "orders.out" is matched by input subject "orders.*"`},
-		{"name: x\ninput: {subjects: [\"in\", \">\"]}\n" + base,
-			`output.subject "orders-out" is matched by input subject ">"`},
+		{"name: x\ninput: {subjects: [\"in\", \"orders-out\"]}\n" + base,
+			`output.subject "orders-out" is matched by input subject "orders-out"`},
 		{"name: x\ninput: {subjects: [in.a]}\n" + base + "late: {subject: in.a}\n",
 			`late.subject "in.a" is matched by input subject "in.a"`},
 		{"name: x\ninput: {subjects: [in]}\nkey: {field: k}\noutput: {subject: out.>}\n",
@@ -183,5 +183,41 @@ func TestValidateForServiceRefusesFeedbackLoops(t *testing.T) {
 	}
 	if ok.Input.MaxAge.Std() != 24*time.Hour || ok.Output.MaxAge.Std() != spec.DuplicateWindow {
 		t.Fatalf("max_age: %+v %+v", ok.Input, ok.Output)
+	}
+}
+
+// TestSpecRefusesReservedSubjects: no subject field may reach a namespace NATS or groupstate
+// keep for themselves (the registry's KV subjects, JetStream's API, replies, groupstate's own
+// streams and control plane); each refusal names the field and the subject.
+func TestSpecRefusesReservedSubjects(t *testing.T) {
+	base := "key: {field: k}\n"
+	tests := []struct{ yaml, want string }{
+		{"name: x\ninput: {subjects: [in]}\n" + base + "output: {subject: \"$KV.groupstate-deployments.pwned\", max_age: 10m}\n",
+			`output.subject: "$KV.groupstate-deployments.pwned" is reserved`},
+		{"name: x\ninput: {subjects: [in]}\n" + base + "output: {subject: out}\ndead_letter: {subject: _INBOX.x}\n",
+			`dead_letter.subject: "_INBOX.x" is reserved`},
+		{"name: x\ninput: {subjects: [in]}\n" + base + "output: {subject: out}\nlate: {subject: gs.changelog.y.0}\n",
+			`late.subject: "gs.changelog.y.0" is reserved`},
+		{"name: x\ninput: {subjects: [in, \"groupstate.api.>\"]}\n" + base + "output: {subject: out}\n",
+			`input.subjects: "groupstate.api.>" is reserved`},
+		{"name: x\ninput: {subjects: [\">\"]}\n" + base + "output: {subject: out}\n",
+			`input.subjects: ">" is reserved`},
+		{"name: x\ninput: {subjects: [\"*.logins\"]}\n" + base + "output: {subject: out}\n",
+			`input.subjects: "*.logins" is reserved`},
+		{"name: x\ninputs:\n- {name: a, subjects: [a], key: {field: k}}\n- {name: b, subjects: [\"$JS.API.>\"], key: {field: k}}\noutput: {subject: out}\n",
+			`inputs[b].subjects: "$JS.API.>" is reserved`},
+	}
+	for _, tc := range tests {
+		s, err := spec.ParseSpec([]byte(tc.yaml))
+		if err == nil {
+			err = s.ValidateForService()
+		}
+		if !errors.Is(err, spec.ErrInvalidSpec) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("spec %q:\n  err  %v\n  want ErrInvalidSpec containing %q", tc.yaml, err, tc.want)
+		}
+	}
+	ok := specFromYAML(t, "name: x\ninput: {subjects: [\"logins.>\", \"gsx.in\"]}\nkey: {field: k}\noutput: {subject: out.groupstate}\n")
+	if err := ok.ValidateForService(); err != nil {
+		t.Errorf("a spec whose subjects only resemble reserved ones is refused: %v", err)
 	}
 }

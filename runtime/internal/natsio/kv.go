@@ -13,9 +13,14 @@ import (
 // configuration is kept). A creation that asks for more replicas than the cluster can give
 // fails saying what to do.
 func OpenKV(ctx context.Context, js jetstream.JetStream, cfg jetstream.KeyValueConfig) (jetstream.KeyValue, error) {
-	kv, err := js.CreateKeyValue(ctx, cfg)
-	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		kv, err = js.KeyValue(ctx, cfg.Bucket)
+	// Look the bucket up first: a user who may read but not create streams (a reader, see
+	// package auth) opens existing buckets, and an open costs one request.
+	kv, err := js.KeyValue(ctx, cfg.Bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		kv, err = js.CreateKeyValue(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			kv, err = js.KeyValue(ctx, cfg.Bucket)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("natsio: opening KV bucket %s: %w", cfg.Bucket, ExplainReplicas(err, cfg.Replicas))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -23,7 +24,14 @@ var (
 	ErrNoSubjects = errors.New("natsio: no subjects")
 	// ErrAvoidedStream: the stream to use is the one StreamOptions.Avoid names.
 	ErrAvoidedStream = errors.New("natsio: refusing to use that stream")
+	// ErrForeignStream: the stream would have to change, and it is not the deployment's (see
+	// StreamOptions.Owner).
+	ErrForeignStream = errors.New("natsio: refusing to change a stream groupstate did not create for this deployment")
 )
+
+// OwnerKey is the metadata key of a stream groupstate created for a deployment: its value
+// is the deployment's name (StreamOptions.Owner).
+const OwnerKey = "groupstate.deployment"
 
 // StreamOptions say which stream [EnsureStream] ensures.
 type StreamOptions struct {
@@ -46,6 +54,23 @@ type StreamOptions struct {
 	// Avoid names a stream that must not be used (the input stream, for outputs: a
 	// deployment that stored its outputs in its input stream would read them back).
 	Avoid string
+	// Owner names the deployment the stream is for. A stream created here is marked as its
+	// (metadata [OwnerKey]); an existing stream is changed (subjects added, max_age or the
+	// duplicate window set) only when it carries that mark or, unmarked, is the one named
+	// Fallback (made by an earlier version for the deployment), else [ErrForeignStream] says
+	// what would have to change. Empty: no check (streams of groupstate's own).
+	Owner string
+}
+
+// owns reports whether stream cfg is o.Owner's to change.
+func (o StreamOptions) owns(cfg jetstream.StreamConfig) bool {
+	if o.Owner == "" {
+		return true
+	}
+	if mark, ok := cfg.Metadata[OwnerKey]; ok {
+		return mark == o.Owner
+	}
+	return cfg.Name == o.Fallback
 }
 
 // EnsureStream returns the name of a stream that captures every subject in o.Subjects.
@@ -97,6 +122,9 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 				MaxAge:    o.MaxAge,
 				Replicas:  ReplicasFor(js, o.Replicas),
 			}
+			if o.Owner != "" {
+				cfg.Metadata = map[string]string{OwnerKey: o.Owner}
+			}
 			if cfg.MaxAge == 0 {
 				cfg.MaxAge = o.CreateMaxAge
 			}
@@ -114,32 +142,108 @@ func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) 
 			return "", fmt.Errorf("natsio: looking up stream %s: %w", name, err)
 		}
 		cfg := st.CachedInfo().Config
-		changed := false
-		for _, s := range subjects {
-			if !subject.Captured(s, cfg.Subjects) {
-				cfg.Subjects = append(cfg.Subjects, s)
-				changed = true
-			}
-		}
-		if o.MaxAge > 0 && cfg.MaxAge != o.MaxAge {
-			cfg.MaxAge = o.MaxAge
-			cfg.Duplicates = CapDuplicates(cfg.Duplicates, cfg.MaxAge)
-			changed = true
-		}
-		if dup > 0 {
-			if want := CapDuplicates(dup, cfg.MaxAge); cfg.Duplicates < want {
-				cfg.Duplicates = want
-				changed = true
-			}
-		}
-		if !changed {
+		changes := o.changes(&cfg, dup)
+		if len(changes) == 0 {
 			return name, nil
+		}
+		if !o.owns(cfg) {
+			return "", foreign(name, cfg, changes)
+		}
+		if o.Owner != "" && cfg.Metadata[OwnerKey] == "" {
+			cfg.Metadata = maps.Clone(cfg.Metadata)
+			if cfg.Metadata == nil {
+				cfg.Metadata = map[string]string{}
+			}
+			cfg.Metadata[OwnerKey] = o.Owner // made by an earlier version: mark it now
 		}
 		if _, err := js.UpdateStream(ctx, cfg); err != nil {
 			return "", fmt.Errorf("natsio: updating stream %s (subjects %s): %w", name, strings.Join(cfg.Subjects, ", "), err)
 		}
 		return name, nil
 	}
+}
+
+// changes applies to cfg what o needs of an existing stream and says what it changed (none:
+// the stream is fine as it is).
+func (o StreamOptions) changes(cfg *jetstream.StreamConfig, dup time.Duration) []string {
+	var changes []string
+	for _, s := range o.Subjects {
+		if !subject.Captured(s, cfg.Subjects) {
+			cfg.Subjects = append(cfg.Subjects, s)
+			changes = append(changes, fmt.Sprintf("capture subject %s", s))
+		}
+	}
+	if o.MaxAge > 0 && cfg.MaxAge != o.MaxAge {
+		changes = append(changes, fmt.Sprintf("keep messages for %s (max_age, now %s)", o.MaxAge, ageString(cfg.MaxAge)))
+		cfg.MaxAge = o.MaxAge
+		cfg.Duplicates = CapDuplicates(cfg.Duplicates, cfg.MaxAge)
+	}
+	if dup > 0 {
+		if want := CapDuplicates(dup, cfg.MaxAge); cfg.Duplicates < want {
+			changes = append(changes, fmt.Sprintf("keep a duplicate window of at least %s (now %s; exactly-once publishing needs it)", want, cfg.Duplicates))
+			cfg.Duplicates = want
+		}
+	}
+	return changes
+}
+
+func ageString(d time.Duration) string {
+	if d == 0 {
+		return "unlimited"
+	}
+	return d.String()
+}
+
+// foreign is the ErrForeignStream of stream name (configured as cfg), which would need changes.
+func foreign(name string, cfg jetstream.StreamConfig, changes []string) error {
+	whose := "no groupstate deployment"
+	if mark := cfg.Metadata[OwnerKey]; mark != "" {
+		whose = "deployment " + mark
+	}
+	return fmt.Errorf("%w: stream %s (created by %s) would have to %s; change the stream yourself, or name another stream (or none) in the spec",
+		ErrForeignStream, name, whose, strings.Join(changes, ", and "))
+}
+
+// CheckStream tells, without changing anything, whether [EnsureStream] with o would succeed
+// as far as the streams' owners go: nil when the stream is missing (it would be created),
+// fine as it is, or the deployment's to change; [ErrForeignStream] or [ErrAvoidedStream]
+// saying what is wrong otherwise. Deploy runs it, so that a spec is refused before a runtime
+// tries.
+func CheckStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) error {
+	if len(o.Subjects) == 0 {
+		return ErrNoSubjects
+	}
+	name := o.Name
+	if name == "" {
+		found, err := js.StreamNameBySubject(ctx, o.Subjects[0])
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			name = o.Fallback
+		case err != nil:
+			return fmt.Errorf("natsio: looking up the stream for subject %q: %w", o.Subjects[0], err)
+		default:
+			name = found
+		}
+	}
+	if o.Avoid != "" && name == o.Avoid {
+		return fmt.Errorf("%w: stream %s (which captures %s) is the input stream", ErrAvoidedStream, name, strings.Join(o.Subjects, ", "))
+	}
+	st, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("natsio: looking up stream %s: %w", name, err)
+	}
+	cfg := st.CachedInfo().Config
+	dup := o.Duplicates
+	if dup > 0 && dup < MinDuplicateWindow {
+		dup = MinDuplicateWindow
+	}
+	if changes := o.changes(&cfg, dup); len(changes) > 0 && !o.owns(cfg) {
+		return foreign(name, cfg, changes)
+	}
+	return nil
 }
 
 // CapDuplicates returns the duplicate window dup capped at maxAge (the server refuses a

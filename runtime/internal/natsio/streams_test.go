@@ -3,6 +3,7 @@ package natsio
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -149,5 +150,73 @@ func TestEnsureStreamMaxAge(t *testing.T) {
 	}
 	if cfg := streamConfig(t, e, "THEIRS"); cfg.MaxAge != 15*time.Minute || cfg.Duplicates != 15*time.Minute {
 		t.Fatalf("explicit max_age: max_age %s duplicates %s", cfg.MaxAge, cfg.Duplicates)
+	}
+}
+
+// TestEnsureStreamOwner: a stream created for a deployment is marked as its; an existing
+// stream is changed only by its own deployment (or, unmarked, when it has the deployment's
+// default name, which an earlier version made), and anything else is refused saying what
+// would have to change, by EnsureStream and by CheckStream alike, without changing it.
+func TestEnsureStreamOwner(t *testing.T) {
+	e := newEnv(t)
+	ctx := e.ctx
+	// Another team's stream, with its own retention.
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "ORDERS", Subjects: []string{"orders.>"}, MaxAge: 24 * time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		o    StreamOptions
+		want string // "" : allowed
+	}{
+		{"uses it as it is", StreamOptions{Subjects: []string{"orders.eu"}, Owner: "d"}, ""},
+		{"would shorten its retention", StreamOptions{Subjects: []string{"orders.eu"}, MaxAge: 10 * time.Minute, Owner: "d"},
+			"stream ORDERS (created by no groupstate deployment) would have to keep messages for 10m0s (max_age, now 24h0m0s)"},
+		{"would widen its duplicate window", StreamOptions{Subjects: []string{"orders.out"}, Duplicates: time.Hour, Owner: "d"},
+			"keep a duplicate window of at least 1h0m0s"},
+		{"would add a subject", StreamOptions{Name: "ORDERS", Subjects: []string{"refunds.>"}, Owner: "d"}, "capture subject refunds.>"},
+		{"unchecked without an owner", StreamOptions{Name: "ORDERS", Subjects: []string{"orders.>"}, MaxAge: 24 * time.Hour}, ""},
+	} {
+		before := streamConfig(t, e, "ORDERS")
+		checkErr := CheckStream(ctx, e.js, c.o)
+		_, err := EnsureStream(ctx, e.js, c.o)
+		for what, err := range map[string]error{"CheckStream": checkErr, "EnsureStream": err} {
+			if c.want == "" && err != nil {
+				t.Errorf("%s: %s: %v", c.name, what, err)
+			}
+			if c.want != "" && (!errors.Is(err, ErrForeignStream) || !strings.Contains(err.Error(), c.want)) {
+				t.Errorf("%s: %s = %v, want ErrForeignStream saying %q", c.name, what, err, c.want)
+			}
+		}
+		if after := streamConfig(t, e, "ORDERS"); c.want != "" && (after.MaxAge != before.MaxAge || len(after.Subjects) != len(before.Subjects) || after.Duplicates != before.Duplicates) {
+			t.Errorf("%s: the foreign stream changed: %+v, was %+v", c.name, after, before)
+		}
+	}
+
+	// Created here: marked, and its deployment may change it; another may not.
+	if _, err := EnsureStream(ctx, e.js, StreamOptions{Fallback: "GS_D_OUT", Subjects: []string{"d.out"}, Owner: "d"}); err != nil {
+		t.Fatal(err)
+	}
+	if cfg := streamConfig(t, e, "GS_D_OUT"); cfg.Metadata[OwnerKey] != "d" {
+		t.Fatalf("created stream not marked: %v", cfg.Metadata)
+	}
+	if _, err := EnsureStream(ctx, e.js, StreamOptions{Name: "GS_D_OUT", Subjects: []string{"d.out"}, MaxAge: time.Hour, Owner: "d"}); err != nil {
+		t.Fatalf("the owner changes its stream: %v", err)
+	}
+	err := CheckStream(ctx, e.js, StreamOptions{Name: "GS_D_OUT", Subjects: []string{"x.out"}, Owner: "x"})
+	if !errors.Is(err, ErrForeignStream) || !strings.Contains(err.Error(), "created by deployment d") {
+		t.Fatalf("another deployment's stream: %v", err)
+	}
+
+	// Made by an earlier version (unmarked) under the deployment's default name: still its,
+	// and marked once changed.
+	if _, err := e.js.CreateStream(ctx, jetstream.StreamConfig{Name: "GS_OLD_OUT", Subjects: []string{"old.out"}}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := EnsureStream(ctx, e.js, StreamOptions{Fallback: "GS_OLD_OUT", Subjects: []string{"old.out"}, MaxAge: time.Hour, Owner: "old"}); err != nil {
+		t.Fatalf("an earlier version's stream: %v", err)
+	}
+	if cfg := streamConfig(t, e, "GS_OLD_OUT"); cfg.Metadata[OwnerKey] != "old" || cfg.MaxAge != time.Hour {
+		t.Fatalf("the earlier version's stream: %+v", cfg)
 	}
 }

@@ -14,6 +14,13 @@
 //     highest (a hash of runtime, deployment and partition) among those with room (first
 //     below floor(partitions / live members), then below the bound), so the choice is
 //     spread evenly and does not depend on the order of the inputs.
+//
+// [Decide] is the other half: given the plan's assignment of one partition and what a
+// runtime knows of it (the lease, a runner or a standby copy there, a hand-over under way),
+// it returns the one [Action] that runtime takes (keep, acquire, hand over, wait for a warm
+// copy, stop fenced, keep a standby copy, drop the copy). Both are pure functions: the
+// package reads no clock, no store and no network (it imports nothing of NATS), and the
+// service gathers the facts and carries the actions out.
 package placement
 
 import (

@@ -40,7 +40,8 @@ var (
 	ErrDigestMismatch = errors.New("natsio: module digest mismatch")
 	// ErrBadDigest is returned for a digest that is not 64 lower-case hex digits.
 	ErrBadDigest = errors.New("natsio: malformed module digest")
-	// ErrBadRecord is returned by [Registry.Get] for a record that does not decode.
+	// ErrBadRecord is returned by [Registry.Get] for a record that does not decode, or whose
+	// key, record name and spec names do not agree (see [Invalid]).
 	ErrBadRecord = errors.New("natsio: malformed deployment record")
 	// ErrNoName is returned by [Registry.Put] for a record without a name.
 	ErrNoName = errors.New("natsio: deployment record has no name")
@@ -179,9 +180,12 @@ func OpenRegistry(ctx context.Context, js jetstream.JetStream, replicas int) (*R
 		Description: "groupstate WASM modules by SHA-256",
 		Storage:     jetstream.FileStorage,
 	}
-	mod, err := js.CreateObjectStore(ctx, cfg)
-	if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-		mod, err = js.ObjectStore(ctx, cfg.Bucket)
+	mod, err := js.ObjectStore(ctx, cfg.Bucket) // first: a reader may not create streams
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		mod, err = js.CreateObjectStore(ctx, cfg)
+		if errors.Is(err, jetstream.ErrBucketExists) || errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			mod, err = js.ObjectStore(ctx, cfg.Bucket)
+		}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("natsio: opening object store %s: %w", cfg.Bucket, natsio.ExplainReplicas(err, replicas))
@@ -304,13 +308,57 @@ func (r *Registry) Update(ctx context.Context, rec Record) (uint64, error) {
 	return rev, nil
 }
 
+// Invalid is a record of [DeploymentsBucket] that no runtime runs: it does not decode, or its
+// key, its record name and its spec's name (and its shadow spec's) do not all agree. Any
+// client that can write the bucket can store one, so every reader checks: a record stored
+// under "evil" whose spec names "logincount" would otherwise re-point logincount's consumer.
+type Invalid struct {
+	// Key is the record's key in the bucket.
+	Key string `json:"key"`
+	// Revision is the record's KV revision.
+	Revision uint64 `json:"revision"`
+	// Reason says what is wrong with it.
+	Reason string `json:"reason"`
+}
+
+func (i Invalid) Error() string {
+	return fmt.Sprintf("%s: %s revision %d: %s", ErrBadRecord, i.Key, i.Revision, i.Reason)
+}
+
+func (i Invalid) Unwrap() error { return ErrBadRecord }
+
+// decodeRecord decodes a record of the bucket, or returns an [Invalid] error for one that no
+// runtime may run.
 func decodeRecord(e jetstream.KeyValueEntry) (Record, error) {
+	bad := func(format string, args ...any) (Record, error) {
+		return Record{}, Invalid{Key: e.Key(), Revision: e.Revision(), Reason: fmt.Sprintf(format, args...)}
+	}
 	var rec Record
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {
-		return Record{}, fmt.Errorf("%w: %s revision %d: %v", ErrBadRecord, e.Key(), e.Revision(), err)
+		return bad("does not decode: %v", err)
 	}
 	if rec.Name == "" {
 		rec.Name = e.Key()
+	}
+	if rec.Name != e.Key() {
+		return bad("its name %q is not its key %q", rec.Name, e.Key())
+	}
+	for _, sp := range []struct {
+		field string
+		json  json.RawMessage
+	}{{"spec", rec.Spec}, {"shadow_spec", rec.ShadowSpec}} {
+		if sp.field == "shadow_spec" && len(sp.json) == 0 {
+			continue
+		}
+		var named struct {
+			Name string `json:"name"`
+		}
+		if err := json.Unmarshal(sp.json, &named); err != nil {
+			return bad("its %s does not decode: %v", sp.field, err)
+		}
+		if named.Name != rec.Name {
+			return bad("its %s names %q, not %q", sp.field, named.Name, rec.Name)
+		}
 	}
 	rec.Revision = e.Revision()
 	return rec, nil
@@ -331,8 +379,8 @@ func (r *Registry) Get(ctx context.Context, name string) (Record, error) {
 // Delete deletes the deployment named name, [ErrNotFound] when there is none.
 // Its module and status are left alone.
 func (r *Registry) Delete(ctx context.Context, name string) error {
-	if _, err := r.Get(ctx, name); err != nil {
-		return err
+	if _, err := r.Get(ctx, name); err != nil && !errors.Is(err, ErrBadRecord) {
+		return err // an invalid record can be deleted: that is how it goes
 	}
 	if err := r.deployments.Delete(ctx, name); err != nil {
 		return fmt.Errorf("natsio: deleting deployment %s: %w", name, err)
@@ -341,38 +389,53 @@ func (r *Registry) Delete(ctx context.Context, name string) error {
 }
 
 // List returns every deployment sorted by name (an empty slice when there
-// are none). Records that do not decode are skipped.
+// are none). Invalid records (see [Invalid]) are left out; [Registry.ListAll] has them.
 func (r *Registry) List(ctx context.Context) ([]Record, error) {
+	recs, _, err := r.ListAll(ctx)
+	return recs, err
+}
+
+// ListAll returns every deployment sorted by name, and the invalid records (see [Invalid])
+// sorted by key: one malformed record never hides the others.
+func (r *Registry) ListAll(ctx context.Context) ([]Record, []Invalid, error) {
 	w, err := r.deployments.WatchAll(ctx, jetstream.IgnoreDeletes())
 	if err != nil {
-		return nil, fmt.Errorf("natsio: listing deployments: %w", err)
+		return nil, nil, fmt.Errorf("natsio: listing deployments: %w", err)
 	}
 	defer w.Stop()
 	recs := []Record{}
+	var invalid []Invalid
 	for {
 		select {
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, fmt.Errorf("natsio: listing deployments: watcher closed")
+				return nil, nil, fmt.Errorf("natsio: listing deployments: watcher closed")
 			}
 			if e == nil {
 				sort.Slice(recs, func(i, j int) bool { return recs[i].Name < recs[j].Name })
-				return recs, nil
+				sort.Slice(invalid, func(i, j int) bool { return invalid[i].Key < invalid[j].Key })
+				return recs, invalid, nil
 			}
-			if rec, err := decodeRecord(e); err == nil {
+			rec, err := decodeRecord(e)
+			var inv Invalid
+			switch {
+			case err == nil:
 				recs = append(recs, rec)
+			case errors.As(err, &inv):
+				invalid = append(invalid, inv)
 			}
 		case <-ctx.Done():
-			return nil, fmt.Errorf("natsio: listing deployments: %w", ctx.Err())
+			return nil, nil, fmt.Errorf("natsio: listing deployments: %w", ctx.Err())
 		}
 	}
 }
 
 // Watch delivers the current deployments, then an event with InitialDone,
 // then every change (puts and deletions) until ctx is done, when the channel
-// is closed. Records that do not decode are skipped. The channel must be
-// drained: the watcher blocks while it is full.
-func (r *Registry) Watch(ctx context.Context) (<-chan Event, error) {
+// is closed. Invalid records (see [Invalid]) are skipped and given to skipped, when not nil
+// (from the watch's goroutine), so that the caller can say so. The channel must be drained:
+// the watcher blocks while it is full.
+func (r *Registry) Watch(ctx context.Context, skipped func(Invalid)) (<-chan Event, error) {
 	w, err := r.deployments.WatchAll(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("natsio: watching deployments: %w", err)
@@ -414,6 +477,10 @@ func (r *Registry) Watch(ctx context.Context) (<-chan Event, error) {
 				ev.Record = Record{Name: e.Key(), Revision: e.Revision()}
 			default:
 				rec, err := decodeRecord(e)
+				var inv Invalid
+				if errors.As(err, &inv) && skipped != nil {
+					skipped(inv)
+				}
 				if err != nil {
 					continue
 				}

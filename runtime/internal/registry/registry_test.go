@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -44,7 +46,7 @@ func TestRegistryRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rev, err := r.Put(e.ctx, Record{Name: "mid", Spec: json.RawMessage(`{"v":2}`), DeployedAt: at})
+	rev, err := r.Put(e.ctx, Record{Name: "mid", Spec: json.RawMessage(`{"name":"mid","v":2}`), DeployedAt: at})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,7 +54,7 @@ func TestRegistryRecords(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Revision != rev || string(got.Spec) != `{"v":2}` || !got.DeployedAt.Equal(at) {
+	if got.Revision != rev || string(got.Spec) != `{"name":"mid","v":2}` || !got.DeployedAt.Equal(at) {
 		t.Fatalf("get mid: %+v (rev %d)", got, rev)
 	}
 	recs, err := r.List(e.ctx)
@@ -135,13 +137,13 @@ func TestRegistryWatch(t *testing.T) {
 	e := newEnv(t)
 	r := openRegistry(t, e)
 	for _, n := range []string{"a", "b"} {
-		if _, err := r.Put(e.ctx, Record{Name: n, Spec: json.RawMessage(`{}`)}); err != nil {
+		if _, err := r.Put(e.ctx, Record{Name: n, Spec: json.RawMessage(`{"name":"` + n + `"}`)}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	ctx, cancel := context.WithCancel(e.ctx)
 	defer cancel()
-	ch, err := r.Watch(ctx)
+	ch, err := r.Watch(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -172,11 +174,11 @@ func TestRegistryWatch(t *testing.T) {
 	if len(initial) != 2 || !initial["a"] || !initial["b"] {
 		t.Fatalf("initial records %v", initial)
 	}
-	rev, err := r.Put(e.ctx, Record{Name: "c", Spec: json.RawMessage(`{"x":1}`)})
+	rev, err := r.Put(e.ctx, Record{Name: "c", Spec: json.RawMessage(`{"name":"c","x":1}`)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev := next(); ev.Deleted || ev.InitialDone || ev.Record.Name != "c" || ev.Record.Revision != rev || string(ev.Record.Spec) != `{"x":1}` {
+	if ev := next(); ev.Deleted || ev.InitialDone || ev.Record.Name != "c" || ev.Record.Revision != rev || string(ev.Record.Spec) != `{"name":"c","x":1}` {
 		t.Fatalf("put event %+v", ev)
 	}
 	if err := r.Delete(e.ctx, "a"); err != nil {
@@ -202,7 +204,7 @@ func TestRegistryWatch(t *testing.T) {
 func TestRegistryWatchEmpty(t *testing.T) {
 	e := newEnv(t)
 	r := openRegistry(t, e)
-	ch, err := r.Watch(e.ctx)
+	ch, err := r.Watch(e.ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,5 +273,99 @@ func TestRegistryOwners(t *testing.T) {
 	}
 	if o, err := r.Claim(e.ctx, "dep", "rt2"); err != nil || o != "rt2" {
 		t.Fatalf("claim after disown: %q %v", o, err)
+	}
+}
+
+// TestRegistryInvalidRecords: a record whose key, name and spec names disagree, or that does
+// not decode, is never delivered to a runtime (Watch hands it to skipped), Get refuses it
+// naming the reason, List leaves it out and ListAll reports it beside the valid ones, and
+// Delete removes it.
+func TestRegistryInvalidRecords(t *testing.T) {
+	e := newEnv(t)
+	r := openRegistry(t, e)
+	kv, err := e.js.KeyValue(e.ctx, DeploymentsBucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Put(e.ctx, Record{Name: "good", Spec: json.RawMessage(`{"name":"good"}`)}); err != nil {
+		t.Fatal(err)
+	}
+	bad := map[string]string{ // key -> stored value
+		"evil":      `{"name":"evil","spec":{"name":"logincount"}}`,
+		"renamed":   `{"name":"logincount","spec":{"name":"logincount"}}`,
+		"garbage":   `{not json`,
+		"shadowbad": `{"name":"shadowbad","spec":{"name":"shadowbad"},"shadow_of":"p","shadow_spec":{"name":"p"}}`,
+		"nospec":    `{"name":"nospec"}`,
+	}
+	want := map[string]string{
+		"evil":      `its spec names "logincount", not "evil"`,
+		"renamed":   `its name "logincount" is not its key "renamed"`,
+		"garbage":   "does not decode",
+		"shadowbad": `its shadow_spec names "p", not "shadowbad"`,
+		"nospec":    "its spec does not decode",
+	}
+	for k, v := range bad {
+		if _, err := kv.Put(e.ctx, k, []byte(v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k, reason := range want {
+		_, err := r.Get(e.ctx, k)
+		if !errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), reason) {
+			t.Errorf("Get(%s) = %v, want ErrBadRecord saying %q", k, err, reason)
+		}
+	}
+	recs, invalid, err := r.ListAll(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 1 || recs[0].Name != "good" {
+		t.Errorf("ListAll records %+v, want only good", recs)
+	}
+	if len(invalid) != len(want) {
+		t.Errorf("ListAll invalid %+v, want %d", invalid, len(want))
+	}
+	for _, inv := range invalid {
+		if !strings.Contains(inv.Reason, want[inv.Key]) || inv.Revision == 0 {
+			t.Errorf("invalid %+v, want reason %q", inv, want[inv.Key])
+		}
+	}
+	if recs, err := r.List(e.ctx); err != nil || len(recs) != 1 {
+		t.Errorf("List = %+v, %v; want only good", recs, err)
+	}
+
+	ctx, cancel := context.WithCancel(e.ctx)
+	defer cancel()
+	var mu sync.Mutex
+	skipped := map[string]bool{}
+	ch, err := r.Watch(ctx, func(inv Invalid) {
+		mu.Lock()
+		defer mu.Unlock()
+		skipped[inv.Key] = true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var delivered []string
+	for ev := range ch {
+		if ev.InitialDone {
+			break
+		}
+		delivered = append(delivered, ev.Record.Name)
+	}
+	if !slices.Equal(delivered, []string{"good"}) {
+		t.Errorf("Watch delivered %v, want only good", delivered)
+	}
+	mu.Lock()
+	if len(skipped) != len(want) {
+		t.Errorf("Watch skipped %v, want every invalid record", skipped)
+	}
+	mu.Unlock()
+
+	if err := r.Delete(e.ctx, "evil"); err != nil {
+		t.Fatalf("deleting an invalid record: %v", err)
+	}
+	if _, err := r.Get(e.ctx, "evil"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("after Delete, Get(evil) = %v", err)
 	}
 }

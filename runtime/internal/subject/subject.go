@@ -92,3 +92,35 @@ func Overlap(a, b string) bool {
 		}
 	}
 }
+
+// ReservedPrefixes are the subject namespaces that NATS and groupstate keep for themselves:
+// JetStream's API, KV and object stores ("$JS.", "$KV.", "$O.", every "$"-prefixed subject),
+// request replies ("_INBOX."), groupstate's internal streams ("gs.") and its control plane
+// ("groupstate."). A deployment's spec may name none of them.
+var ReservedPrefixes = []string{"$", "_INBOX.", "gs.", "groupstate."}
+
+// Reserved reports whether the valid subject or pattern s can match a subject in one of
+// [ReservedPrefixes], and why: the prefix it names, or, for a first token '*' or '>', that it
+// matches every namespace. A pattern that only overlaps a reserved namespace is reserved too:
+// a stream or subscription on "*.x" would capture "gs.x".
+func Reserved(s string) (why string, reserved bool) {
+	first, _, _ := strings.Cut(s, ".")
+	switch {
+	case first == "*" || first == ">":
+		return fmt.Sprintf("its first token %q matches the reserved namespaces too", first), true
+	case strings.HasPrefix(first, "$"):
+		return `"$"-prefixed subjects belong to NATS (JetStream, KV, object stores, the system account)`, true
+	}
+	for _, p := range ReservedPrefixes[1:] {
+		if first == strings.TrimSuffix(p, ".") {
+			return fmt.Sprintf("%q subjects belong to %s", p, reservedOwner[p]), true
+		}
+	}
+	return "", false
+}
+
+var reservedOwner = map[string]string{
+	"_INBOX.":     "request replies",
+	"gs.":         "groupstate's internal streams",
+	"groupstate.": "groupstate's control plane",
+}

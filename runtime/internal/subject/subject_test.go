@@ -78,3 +78,39 @@ func TestOverlap(t *testing.T) {
 		}
 	}
 }
+
+func TestReserved(t *testing.T) {
+	for _, c := range []struct {
+		s        string
+		reserved bool
+	}{
+		{"logins", false},
+		{"logins.>", false},
+		{"a.*.c", false},
+		{"gsx.in", false},
+		{"groupstates.x", false},
+		{"inbox.x", false},
+		{"x.$KV.y", false},
+		{"$KV.groupstate-deployments.pwned", true},
+		{"$JS.API.STREAM.CREATE.X", true},
+		{"$O.groupstate-modules.C.x", true},
+		{"$SYS.REQ.SERVER.PING", true},
+		{"$G", true},
+		{"_INBOX.abc", true},
+		{"_INBOX", true},
+		{"gs.changelog.x.0", true},
+		{"gs", true},
+		{"groupstate.api.state.x", true},
+		{"*", true},
+		{"*.logins", true},
+		{">", true},
+	} {
+		why, got := Reserved(c.s)
+		if got != c.reserved {
+			t.Errorf("Reserved(%q) = %v (%s), want %v", c.s, got, why, c.reserved)
+		}
+		if got && why == "" {
+			t.Errorf("Reserved(%q) gives no reason", c.s)
+		}
+	}
+}

@@ -1,0 +1,203 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/history"
+	"github.com/groupstate/groupstate/runtime/internal/input"
+	"github.com/groupstate/groupstate/timeouts"
+)
+
+// batchSource is where a runner's loop takes its batches from: the live input (liveSource)
+// or, for a shadow, its primary's recorded batches (shadowSource). The loop runs what next
+// returns, tells committed once it committed, and closes the source when it ends; publishStatus
+// asks pending from any goroutine. A source is made with its runner (newRunner) and, except
+// pending, used by the runner's loop only.
+type batchSource interface {
+	// next waits for the next batch to run and returns it, or another outcome for the loop
+	// (see outcome). backoff is the loop's retry delay, which a failed fetch doubles (see
+	// runner.fault). A batch that failed is returned again by the next call.
+	next(ctx, batchCtx context.Context, backoff *time.Duration) (batch, outcome)
+	// committed tells that the last batch next returned committed with report rep: the
+	// source acknowledges its input (on ctx) and moves past it.
+	committed(ctx context.Context, rep *engine.BatchReport)
+	// pending is how many messages the source's consumer holds after its ack floor (the
+	// status's input lag).
+	pending(ctx context.Context) (uint64, error)
+	// close ends the source's prefetch and closes what it reads; the loop calls it as it ends.
+	close()
+}
+
+// outcome is what the loop does after next returned.
+type outcome int
+
+const (
+	runIt      outcome = iota // run the batch returned
+	stopLoop                  // the loop ends: its context ended, or the runner stopped (the status tells why)
+	drainAsked                // a drain was requested (batch.drain takes the reply): the source's prefetch stopped
+	promoted                  // the shadow was promoted: the service runs the deployment again as a primary
+)
+
+// batch is a batch next returned: the engine's input, and the message to acknowledge once it
+// committed; or err, when the input could not be read (the loop takes it as the batch's
+// failure). drain is the reply of a drain request (outcome drainAsked).
+type batch struct {
+	in    engine.BatchInput
+	last  *input.Msg
+	err   error
+	drain chan<- drainResult
+}
+
+// feed is a source's prefetch of its runner's consumer (r.src), which it starts, stops and
+// heals. Used by the loop only.
+type feed struct {
+	r *runner
+	f *fetcher // nil: stopped
+}
+
+// start starts the prefetch, unless it runs.
+func (fd *feed) start(ctx context.Context) {
+	if fd.f == nil {
+		fd.f = fd.r.startFetcher(ctx)
+	}
+}
+
+// stop ends the prefetch and waits for it: afterwards nothing uses r.src.
+func (fd *feed) stop() {
+	if fd.f != nil {
+		fd.f.stop()
+		fd.f = nil
+	}
+}
+
+// event is what woke a loop waiting for rows (see feed.wait).
+type event int
+
+const (
+	gotRows      event = iota // a fetch returned rows (maybe none)
+	gotDrain                  // a drain request: the prefetch stopped
+	gotWatermark              // another partition's record may have moved the watermark
+	gotRetry                  // a fetch failed (reported, healed when the input was gone): wait again
+	gotStop                   // ctx ended
+)
+
+// wait waits for the prefetch's next fetch, a drain request, or a move of the shared
+// watermark. A failed fetch goes to the status with backoff (see runner.fault); after a fetch
+// that found the consumer or the input stream gone it stops the prefetch, re-creates them
+// (see runner.heal) and starts again on the new consumer.
+func (fd *feed) wait(ctx context.Context, backoff *time.Duration) (event, []input.Msg, chan drainResult) {
+	r := fd.r
+	var res fetchResult
+	select {
+	case res = <-fd.f.out:
+	case reply := <-r.drainReq:
+		fd.stop() // no more input: the rows not run yet stay in the stream
+		return gotDrain, nil, reply
+	case <-r.watermarkMoved():
+		return gotWatermark, nil, nil
+	case <-ctx.Done():
+		return gotStop, nil, nil
+	}
+	if res.err == nil {
+		return gotRows, res.msgs, nil
+	}
+	if ctx.Err() != nil {
+		return gotStop, nil, nil
+	}
+	if input.Gone(res.err) {
+		// The consumer or the input stream was deleted: no fetch can succeed again. Stop
+		// the fetcher, re-create them, and fetch from the new consumer.
+		fd.stop()
+		r.heal(ctx, fmt.Errorf("fetching input: %w", res.err), backoff)
+		fd.start(ctx)
+		return gotRetry, nil, nil
+	}
+	r.fault(ctx, fmt.Errorf("fetching input: %w", res.err), backoff)
+	return gotRetry, nil, nil
+}
+
+// liveSource is the batchSource of a deployment reading its input: batches of the fetched
+// rows, at most trigger.max_bytes each, and no-data batches when the partitions' shared
+// watermark moves this one's (see watermark.go). Used by the loop only.
+type liveSource struct {
+	feed
+	fetched []input.Msg // fetched, not yet committed
+	rest    []input.Msg // pending after the batch returned last
+	last    *input.Msg  // the batch returned last's last message (nil: none)
+	noData  bool        // run a batch without waiting for rows
+}
+
+var _ batchSource = (*liveSource)(nil)
+
+func (l *liveSource) next(ctx, batchCtx context.Context, backoff *time.Duration) (batch, outcome) {
+	l.start(ctx)
+	for ctx.Err() == nil {
+		if len(l.fetched) == 0 && !l.noData {
+			ev, msgs, reply := l.wait(ctx, backoff)
+			switch ev {
+			case gotDrain:
+				return batch{drain: reply}, drainAsked
+			case gotStop:
+				return batch{}, stopLoop
+			case gotWatermark:
+				// When another partition's max event time moves this partition's watermark,
+				// a no-data batch commits it (and the next fires the timeouts it passed),
+				// though no row comes. The fetch in flight is taken next time.
+				l.noData = l.r.watermarkAhead()
+				continue
+			case gotRetry:
+				continue
+			}
+			l.fetched = append(l.fetched, msgs...)
+		}
+		var msgs []input.Msg
+		msgs, l.rest = cutBatch(l.fetched, int(l.r.spec.Trigger.MaxBytes))
+		return l.batch(msgs), runIt
+	}
+	return batch{}, stopLoop
+}
+
+// batch makes the batch of msgs (possibly none), skipping rows at or before the committed
+// position (redeliveries after a crash).
+func (l *liveSource) batch(msgs []input.Msg) batch {
+	r := l.r
+	pos := r.eng.Progress().Position
+	rows := make([]engine.Row, 0, len(msgs))
+	var last *input.Msg
+	var maxSeq uint64
+	for i := range msgs {
+		m := &msgs[i]
+		last = m
+		if m.Sequence <= pos {
+			continue
+		}
+		// The subject it was published on, and its input (history.Row makes replay's rows too).
+		row, err := history.Row(r.spec, r.inputOf, input.StoredMsg{Subject: m.Subject, Sequence: m.Sequence, Header: m.Header, Data: m.Data})
+		if err != nil {
+			return batch{err: err} // the inputs stream sources nothing else (input.EnsureInputsStream)
+		}
+		rows = append(rows, row)
+		maxSeq = max(maxSeq, m.Sequence)
+	}
+	now := r.env.clock.Now()
+	if len(rows) > 0 {
+		r.lastRowAt = now // the partition is not idle for the batch's own watermark
+	}
+	l.last = last
+	return batch{in: engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(now), Rows: rows, Position: maxSeq}, last: last}
+}
+
+func (l *liveSource) committed(ctx context.Context, rep *engine.BatchReport) {
+	if l.last != nil {
+		l.r.ack(ctx, *l.last)
+	}
+	l.fetched, l.last = l.rest, nil // what did not fit trigger.max_bytes runs next, before another fetch
+	l.noData = rep.NeedsNoDataBatch
+}
+
+func (l *liveSource) pending(ctx context.Context) (uint64, error) { return l.r.src.Pending(ctx) }
+
+func (l *liveSource) close() { l.stop() }
