@@ -24,9 +24,13 @@ import (
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
+	"github.com/groupstate/groupstate/runtime/internal/input"
+	"github.com/groupstate/groupstate/runtime/internal/natsio"
+	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/internal/rowjson"
+	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
@@ -272,6 +276,9 @@ func (c *Client) Deploy(ctx context.Context, sp *spec.Spec, wasm []byte, opts ..
 		}
 	default:
 		return nil, fmt.Errorf("client: reading the deployment: %w", err)
+	}
+	if err := c.checkStreams(ctx, rec); err != nil {
+		return nil, err
 	}
 	if o.resetState {
 		if rec.ResetState, err = c.prepareReset(ctx, sp.Name); err != nil {
@@ -812,4 +819,45 @@ func (c *Client) storeInitialState(ctx context.Context, data []byte) (string, er
 		return "", fmt.Errorf("client: storing the initial state: %w", err)
 	}
 	return digest, nil
+}
+
+// checkStreams refuses the deployment of rec when a runtime could not ensure its streams
+// because one of them is not the deployment's to change (natsio.ErrForeignStream: a stream
+// someone else made, whose subjects, retention or duplicate window the spec would change),
+// naming the stream and what would have to change. A shadow reads its primary's input, so
+// only its sinks are checked.
+func (c *Client) checkStreams(ctx context.Context, rec registry.Record) error {
+	sp, err := api.RunSpecOf(rec)
+	if err != nil {
+		return err
+	}
+	var inputs []natsio.StreamOptions
+	switch inputOf := rec.InputDeployment(); {
+	case rec.ShadowOf != "":
+	case sp.HasInputs():
+		for _, in := range sp.Inputs {
+			inputs = append(inputs, input.NamedStreamOptions(in, inputOf, 0))
+		}
+	default:
+		inputs = append(inputs, input.StreamOptions(sp, inputOf, 0))
+	}
+	var inStream string // what the sinks must not be stored in
+	for _, o := range inputs {
+		if err := natsio.CheckStream(ctx, c.js, o); err != nil {
+			return fmt.Errorf("client: input stream: %w", err)
+		}
+		if inStream, err = natsio.ResolveStream(ctx, c.js, o); err != nil {
+			return fmt.Errorf("client: input stream: %w", err)
+		}
+	}
+	if sp.HasInputs() {
+		inStream = topology.InputsStream(rec.InputDeployment())
+	}
+	for _, o := range output.SinkStreams(sp, 0) {
+		o.Options.Avoid = inStream
+		if err := natsio.CheckStream(ctx, c.js, o.Options); err != nil {
+			return fmt.Errorf("client: %s stream: %w", o.What, err)
+		}
+	}
+	return nil
 }

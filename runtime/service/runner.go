@@ -382,41 +382,29 @@ func (r *runner) setup(ctx context.Context, reset bool) error {
 }
 
 // ensureStreams ensures the deployment's input stream (the streams of input, named after
-// deployment input: see runner.inputOf; none when input is empty, for a shadow, which reads
-// its primary's) and its output streams (output, dead-letter, late) and its manifests
-// stream, and returns the input stream's name.
-func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec, input string) (string, error) {
+// deployment inputOf: see runner.inputOf; none when inputOf is empty, for a shadow, which
+// reads its primary's) and its output streams (output, dead-letter, late: output.SinkStreams)
+// and its manifests stream, and returns the input stream's name. It changes no stream that
+// is not the deployment's (natsio.ErrForeignStream).
+func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec, inputOf string) (string, error) {
 	var inStream string
 	var err error
 	switch {
-	case input == "":
+	case inputOf == "":
 	case sp.HasInputs():
-		inStream, err = s.ensureInputs(ctx, sp, input)
+		inStream, err = s.ensureInputs(ctx, sp, inputOf)
 	default:
-		inStream, err = natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: sp.Input.Stream, Fallback: topology.InputStream(input),
-			Subjects: sp.Input.Subjects, MaxAge: sp.Input.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas})
+		inStream, err = natsio.EnsureStream(ctx, s.js, input.StreamOptions(sp, inputOf, s.cfg.Replicas))
 	}
 	if err != nil {
 		return "", fmt.Errorf("input stream: %w", err)
 	}
 	// Outputs are never stored in the input stream (the spec refuses subjects that the input
 	// subjects match, but a named or adopted input stream may capture more than they do).
-	outputs := []struct {
-		what, stream string // the default stream
-		sink         spec.SinkSpec
-	}{
-		{"output", topology.OutputStream(sp.Name), spec.SinkSpec{Subject: sp.Output.Subject, Stream: sp.Output.Stream, MaxAge: sp.Output.MaxAge}},
-		{"dead-letter", topology.DeadLetterStream(sp.Name), sp.DeadLetter},
-		{"late", topology.LateStream(sp.Name), sp.Late},
-	}
-	for _, o := range outputs {
-		if o.sink.Subject == "" {
-			continue // no late subject
-		}
-		if _, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: o.sink.Stream, Fallback: o.stream,
-			Subjects: []string{o.sink.Subject}, Duplicates: natsio.MinDuplicateWindow,
-			MaxAge: o.sink.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas, Avoid: inStream}); err != nil {
-			return "", fmt.Errorf("%s stream: %w", o.what, err)
+	for _, o := range output.SinkStreams(sp, s.cfg.Replicas) {
+		o.Options.Avoid = inStream
+		if _, err := natsio.EnsureStream(ctx, s.js, o.Options); err != nil {
+			return "", fmt.Errorf("%s stream: %w", o.What, err)
 		}
 	}
 	if _, err := changelog.EnsureManifestsStream(ctx, s.js, sp.Name, s.cfg.Replicas, inputsMaxAge(sp)); err != nil {
@@ -444,8 +432,7 @@ func inputsMaxAge(sp *spec.Spec) time.Duration {
 func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec, inputOf string) (string, error) {
 	named := make([]input.NamedInput, len(sp.Inputs))
 	for i, in := range sp.Inputs {
-		st, err := natsio.EnsureStream(ctx, s.js, natsio.StreamOptions{Name: in.Stream, Fallback: topology.NamedInputStream(inputOf, in.Name),
-			Subjects: in.Subjects, MaxAge: in.MaxAge.Std(), CreateMaxAge: spec.DefaultStreamMaxAge, Replicas: s.cfg.Replicas})
+		st, err := natsio.EnsureStream(ctx, s.js, input.NamedStreamOptions(in, inputOf, s.cfg.Replicas))
 		if err != nil {
 			return "", fmt.Errorf("input %s: %w", in.Name, err)
 		}

@@ -411,7 +411,7 @@ func (s *Service) reportIfOrphaned(ctx context.Context, rec registry.Record, own
 // permanent tells whether a deployment failed to start for a reason that only a new deploy
 // can fix (as opposed to NATS being unreachable for a moment).
 func permanent(err error) bool {
-	return errors.Is(err, spec.ErrInvalidSpec) || errors.Is(err, engine.ErrInvalidModule) || errors.Is(err, engine.ErrABIVersion) || errors.Is(err, engine.ErrModuleInit) || errors.Is(err, natsio.ErrAvoidedStream) || errors.Is(err, input.ErrInputsChanged) ||
+	return errors.Is(err, spec.ErrInvalidSpec) || errors.Is(err, engine.ErrInvalidModule) || errors.Is(err, engine.ErrABIVersion) || errors.Is(err, engine.ErrModuleInit) || errors.Is(err, natsio.ErrAvoidedStream) || errors.Is(err, natsio.ErrForeignStream) || errors.Is(err, input.ErrInputsChanged) ||
 		errors.Is(err, engine.ErrLoadLimit) || errors.Is(err, engine.ErrCeiling)
 }
 

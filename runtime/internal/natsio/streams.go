@@ -85,26 +85,16 @@ func (o StreamOptions) owns(cfg jetstream.StreamConfig) bool {
 // Errors from the server (for example subjects overlapping another stream) are returned
 // wrapped, with the stream name.
 func EnsureStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) (string, error) {
-	subjects, dup, name := o.Subjects, o.Duplicates, o.Name
+	subjects, dup := o.Subjects, o.Duplicates
 	if len(subjects) == 0 {
 		return "", ErrNoSubjects
 	}
 	if dup > 0 && dup < MinDuplicateWindow {
 		dup = MinDuplicateWindow
 	}
-	if name == "" {
-		found, err := js.StreamNameBySubject(ctx, subjects[0])
-		switch {
-		case err == nil:
-			name = found
-		case errors.Is(err, jetstream.ErrStreamNotFound):
-			name = o.Fallback
-		default:
-			return "", fmt.Errorf("natsio: looking up the stream for subject %q: %w", subjects[0], err)
-		}
-		if name == "" {
-			return "", fmt.Errorf("natsio: no stream captures %q and no fallback stream name was given", subjects[0])
-		}
+	name, err := ResolveStream(ctx, js, o)
+	if err != nil {
+		return "", err
 	}
 	if o.Avoid != "" && name == o.Avoid {
 		return "", fmt.Errorf("%w: stream %s (which captures %s) is the input stream", ErrAvoidedStream, name, strings.Join(subjects, ", "))
@@ -210,20 +200,9 @@ func foreign(name string, cfg jetstream.StreamConfig, changes []string) error {
 // saying what is wrong otherwise. Deploy runs it, so that a spec is refused before a runtime
 // tries.
 func CheckStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) error {
-	if len(o.Subjects) == 0 {
-		return ErrNoSubjects
-	}
-	name := o.Name
-	if name == "" {
-		found, err := js.StreamNameBySubject(ctx, o.Subjects[0])
-		switch {
-		case errors.Is(err, jetstream.ErrStreamNotFound):
-			name = o.Fallback
-		case err != nil:
-			return fmt.Errorf("natsio: looking up the stream for subject %q: %w", o.Subjects[0], err)
-		default:
-			name = found
-		}
+	name, err := ResolveStream(ctx, js, o)
+	if err != nil {
+		return err
 	}
 	if o.Avoid != "" && name == o.Avoid {
 		return fmt.Errorf("%w: stream %s (which captures %s) is the input stream", ErrAvoidedStream, name, strings.Join(o.Subjects, ", "))
@@ -244,6 +223,27 @@ func CheckStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) e
 		return foreign(name, cfg, changes)
 	}
 	return nil
+}
+
+// ResolveStream returns the name of the stream [EnsureStream] with o uses: o.Name, else the
+// stream that captures o.Subjects[0], else o.Fallback.
+func ResolveStream(ctx context.Context, js jetstream.JetStream, o StreamOptions) (string, error) {
+	if len(o.Subjects) == 0 {
+		return "", ErrNoSubjects
+	}
+	if o.Name != "" {
+		return o.Name, nil
+	}
+	found, err := js.StreamNameBySubject(ctx, o.Subjects[0])
+	switch {
+	case err == nil:
+		return found, nil
+	case !errors.Is(err, jetstream.ErrStreamNotFound):
+		return "", fmt.Errorf("natsio: looking up the stream for subject %q: %w", o.Subjects[0], err)
+	case o.Fallback == "":
+		return "", fmt.Errorf("natsio: no stream captures %q and no fallback stream name was given", o.Subjects[0])
+	}
+	return o.Fallback, nil
 }
 
 // CapDuplicates returns the duplicate window dup capped at maxAge (the server refuses a
