@@ -15,13 +15,20 @@ import (
 func newDeployCommand() *cobra.Command {
 	var cf connFlags
 	var specPath, modulePath, initialPath, shadowOf string
+	var wait bool
+	var waitTimeout time.Duration
 	var resetState, confirm bool
 	cmd := &cobra.Command{
-		Use:   "deploy -f SPEC [--module WASM] [--initial-state FILE] [--reset-state --confirm] [--shadow PRIMARY]",
+		Use:   "deploy -f SPEC [--module WASM] [--initial-state FILE] [--reset-state --confirm] [--shadow PRIMARY] [--wait=false] [--timeout D]",
 		Short: "Validate and deploy a handler (redeploying a name replaces the module and keeps state)",
 		Long: `Validates the spec and the module (the module is compiled and initialized with the spec's
 config, so one that would fail at start is refused now), stores both in NATS, and the runtimes
 start it. Redeploying a name replaces the module and keeps the deployment's state.
+
+deploy then waits, printing what for, until a runtime runs the new revision (--timeout, 2m
+by default); with --wait=false only until the deployment's input streams exist. Either way,
+when it exits 0 a row published at once (core NATS or JetStream) is kept and processed. A
+revision that fails to start makes deploy fail with the runtime's reason.
 
 --reset-state --confirm empties the deployment's state instead: every key, timeout and output
 not yet delivered is dropped, and the deployment goes on from empty state at the input
@@ -97,6 +104,17 @@ groupstate promote NAME.`,
 			if d.ResetState {
 				fmt.Fprintf(cmd.OutOrStdout(), "its state will be reset when a runtime takes the deploy (groupstate status %s shows it running again)\n", d.Name)
 			}
+			wctx, cancel := context.WithTimeout(cmd.Context(), waitTimeout)
+			defer cancel()
+			err = c.WaitReady(wctx, d, wait, func(what string) { fmt.Fprintf(cmd.ErrOrStderr(), "waiting for %s...\n", what) })
+			if err != nil {
+				return err
+			}
+			if wait {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s is running\n", d.Name)
+			} else {
+				fmt.Fprintf(cmd.OutOrStdout(), "%s's input streams exist: rows published now are kept\n", d.Name)
+			}
 			return nil
 		},
 	}
@@ -107,6 +125,8 @@ groupstate promote NAME.`,
 	cmd.Flags().BoolVar(&confirm, "confirm", false, "confirm --reset-state")
 	cmd.Flags().StringVar(&shadowOf, "shadow", "", "deploy as a shadow of this deployment (its batches run again, outputs on <subject>.shadow)")
 	cmd.Flags().StringVar(&initialPath, "initial-state", "", "a new deployment's initial state (JSON Lines of {\"key\": K, \"state\": V}), applied in its first batch")
+	cmd.Flags().BoolVar(&wait, "wait", true, "wait until a runtime runs the deployment (false: only until its input streams exist)")
+	cmd.Flags().DurationVar(&waitTimeout, "timeout", 2*time.Minute, "how long to wait (the deployment stays deployed when the wait gives up)")
 	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"log/slog"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/groupstate/groupstate/runtime/service"
+)
+
+// TestDeployMeansReady: once deploy exits 0, rows published at once, with core NATS and with
+// JetStream, are all kept and processed: with the default wait (until the deployment runs)
+// and with --wait=false (until its input streams exist). Without a runtime, deploy gives up
+// after --timeout saying what it waited for.
+func TestDeployMeansReady(t *testing.T) {
+	port := freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	var serveOut, serveLog syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve", "--data", t.TempDir(), "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, &serveOut, &serveLog)
+	}()
+	defer func() { cancel(); <-exited }()
+	cli := func(args ...string) (string, string, int) { return runCLI(t, append(args, "--server", url)...) }
+	waitCLI(t, func() bool {
+		out, _, code := cli("list")
+		return code == 0 && strings.Contains(out, "\nRUNTIME ")
+	})
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	logincount := inRepo("samples/logincount/logincount.yaml")
+	for _, c := range []struct {
+		name string
+		args []string
+		says string
+	}{
+		{"default", nil, "logincount is running"},
+		{"--wait=false", []string{"--wait=false"}, "input streams exist"},
+	} {
+		if c.name == "--wait=false" {
+			if _, errOut, code := cli("undeploy", "logincount"); code != 0 {
+				t.Fatalf("undeploy: %s", errOut)
+			}
+		}
+		out, errOut, code := cli(append([]string{"deploy", "-f", logincount}, c.args...)...)
+		if code != 0 || !strings.Contains(out, c.says) {
+			t.Fatalf("%s: deploy exit %d\n%s%s", c.name, code, out, errOut)
+		}
+		// At once: 10 rows with core NATS, 10 with JetStream, each a new user.
+		for i := range 10 {
+			if err := nc.Publish("logins.web", []byte(fmt.Sprintf(`{"user_id":"%s-core-%d"}`, strings.TrimPrefix(c.name, "--"), i))); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := js.Publish(ctx, "logins.web", []byte(fmt.Sprintf(`{"user_id":"%s-js-%d"}`, strings.TrimPrefix(c.name, "--"), i))); err != nil {
+				t.Fatalf("%s: a JetStream publish right after deploy: %v", c.name, err)
+			}
+		}
+		if err := nc.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		waitCLI(t, func() bool {
+			out, _, code := cli("state", "logincount")
+			return code == 0 && strings.Count(out, "\n") >= 20
+		})
+	}
+
+	// A NATS server without a runtime: deploy stores the deployment, then says what it waited
+	// for and that no runtime took it.
+	srv, err := service.StartEmbedded(service.EmbeddedOptions{DataDir: t.TempDir(), Port: -1, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { srv.Shutdown(); srv.WaitForShutdown() }()
+	_, errOut, code := runCLI(t, "deploy", "-f", logincount, "--server", srv.ClientURL(), "--timeout", "2s")
+	if code == 0 || !strings.Contains(errOut, "waiting for the runtime to create the input streams") || !strings.Contains(errOut, "not ready") ||
+		!strings.Contains(errOut, "is groupstate serve running?") {
+		t.Fatalf("deploy without a runtime: exit %d\n%s", code, errOut)
+	}
+}
