@@ -68,6 +68,11 @@ roles, see docs/security.md) or --insecure is given.`,
 			if err := privateDataDir(dataDir, logger); err != nil {
 				return err
 			}
+			release, err := lockDataDir(dataDir)
+			if err != nil {
+				return err
+			}
+			defer release()
 			ctx := cmd.Context()
 			if cmd.Flags().Changed("server") && authFile != "" {
 				return fmt.Errorf("--auth configures the embedded server; on an external server (--server), give each user the permissions of its role (groupstate auth permissions --role ROLE)")

@@ -1,0 +1,36 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+)
+
+// TestServeDataDirLocked: a second serve on a data directory in use fails at once, naming
+// the directory and the holder's PID, and leaves the first one running.
+func TestServeDataDirLocked(t *testing.T) {
+	dir := t.TempDir()
+	port := freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	var serveOut, serveLog syncBuffer
+	exited := make(chan int, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve", "--data", dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, &serveOut, &serveLog)
+	}()
+	defer func() { cancel(); <-exited }()
+	waitCLI(t, func() bool {
+		out, _, code := runCLI(t, "list", "--server", url)
+		return code == 0 && strings.Contains(out, "\nRUNTIME ")
+	})
+	_, errOut, code := runCLI(t, "serve", "--data", dir, "--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
+	want := fmt.Sprintf("--data %s is in use by the groupstate serve with PID %d", dir, os.Getpid())
+	if code == 0 || !strings.Contains(errOut, want) {
+		t.Fatalf("a second serve on the data directory: exit %d\n%s\nwant %q", code, errOut, want)
+	}
+	if out, _, code := runCLI(t, "list", "--server", url); code != 0 || !strings.Contains(out, "\nRUNTIME ") {
+		t.Fatalf("the first serve after the second one's attempt: exit %d\n%s", code, out)
+	}
+}
