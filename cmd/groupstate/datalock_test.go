@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"strings"
 	"testing"
@@ -32,5 +33,20 @@ func TestServeDataDirLocked(t *testing.T) {
 	}
 	if out, _, code := runCLI(t, "list", "--server", url); code != 0 || !strings.Contains(out, "\nRUNTIME ") {
 		t.Fatalf("the first serve after the second one's attempt: exit %d\n%s", code, out)
+	}
+}
+
+// TestServeBusyPort: a --listen port in use fails at once with one line naming it and
+// --listen, before the embedded server logs anything.
+func TestServeBusyPort(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	addr := l.Addr().String()
+	_, errOut, code := runCLI(t, "serve", "--data", t.TempDir(), "--listen", addr)
+	if code == 0 || !strings.Contains(errOut, "--listen "+addr+": cannot listen there") || strings.Contains(errOut, "nats-server") {
+		t.Fatalf("serve on a busy port: exit %d\n%s", code, errOut)
 	}
 }

@@ -82,6 +82,9 @@ roles, see docs/security.md) or --insecure is given.`,
 				if err != nil {
 					return err
 				}
+				if err := portFree(host, port); err != nil {
+					return err
+				}
 				eo := service.EmbeddedOptions{DataDir: filepath.Join(dataDir, "nats"), Host: host, Port: port, Logger: logger}
 				if err := embeddedAuth(&eo, &cf, authFile, insecure); err != nil {
 					return err
