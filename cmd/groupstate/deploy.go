@@ -19,7 +19,7 @@ func newDeployCommand() *cobra.Command {
 	var waitTimeout time.Duration
 	var resetState, confirm bool
 	cmd := &cobra.Command{
-		Use:   "deploy -f SPEC [--module WASM] [--initial-state FILE] [--reset-state --confirm] [--shadow PRIMARY] [--wait=false] [--timeout D]",
+		Use:   "deploy -f SPEC|SPEC [--module WASM] [--initial-state FILE] [--reset-state --confirm] [--shadow PRIMARY] [--wait=false] [--timeout D]",
 		Short: "Validate and deploy a handler (redeploying a name replaces the module and keeps state)",
 		Long: `Validates the spec and the module (the module is compiled and initialized with the spec's
 config, so one that would fail at start is refused now), stores both in NATS, and the runtimes
@@ -54,8 +54,16 @@ groupstate promote NAME.`,
   groupstate deploy -f my.yaml --initial-state carts-initial.jsonl
   groupstate deploy -f my.yaml --reset-state --confirm
   groupstate deploy -f logincount-v2.yaml --module fixed.wasm --shadow logincount`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch {
+			case len(args) == 1 && specPath != "":
+				return fmt.Errorf("give the spec once: -f %s or %s", specPath, args[0])
+			case len(args) == 1:
+				specPath = args[0]
+			case specPath == "":
+				return fmt.Errorf("which spec? groupstate deploy -f SPEC (or groupstate deploy SPEC)")
+			}
 			if confirm && !resetState {
 				return fmt.Errorf("--confirm confirms --reset-state, which is not given")
 			}
@@ -127,7 +135,6 @@ groupstate promote NAME.`,
 	cmd.Flags().StringVar(&initialPath, "initial-state", "", "a new deployment's initial state (JSON Lines of {\"key\": K, \"state\": V}), applied in its first batch")
 	cmd.Flags().BoolVar(&wait, "wait", true, "wait until a runtime runs the deployment (false: only until its input streams exist)")
 	cmd.Flags().DurationVar(&waitTimeout, "timeout", 2*time.Minute, "how long to wait (the deployment stays deployed when the wait gives up)")
-	_ = cmd.MarkFlagRequired("file")
 	return cmd
 }
 

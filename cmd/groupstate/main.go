@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -49,9 +50,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root.SetArgs(args)
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	if err == nil {
 		return 0
+	}
+	if usageError(err) && cmd != nil {
+		// Wrong arguments or flags: say so, then how the command is used, in two lines.
+		fmt.Fprintf(stderr, "groupstate: %v\nusage: %s\nrun '%s --help' for its flags and examples\n", err, cmd.UseLine(), cmd.CommandPath())
+		return 1
 	}
 	var ex *exitError
 	if errors.As(err, &ex) {
@@ -62,6 +68,18 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintln(stderr, "groupstate:", err)
 	return 1
+}
+
+// usageError tells whether err is cobra's complaint about the command line itself (its
+// arguments or flags), after which the usage helps; the commands' own errors say what to do.
+func usageError(err error) bool {
+	msg := err.Error()
+	for _, s := range []string{"unknown command", "unknown flag", "unknown shorthand flag", "arg(s), received", "accepts at most", "requires at least", "flag needs an argument", "required flag(s)", "invalid argument"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // exitError ends the command with a specific exit code and an optional message.

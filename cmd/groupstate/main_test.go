@@ -59,7 +59,8 @@ func (b *syncBuffer) String() string {
 }
 
 // TestRunExitCodes: run's exit codes and what it writes to standard error are the binary's: a
-// usage error or a failed command prints "groupstate: " and the error and exits 1; a failed
+// usage error prints "groupstate: ", the error and the command's usage line and exits 1; a
+// failed command prints "groupstate: " and the error and exits 1; a failed
 // expectation prints its diff as it is and exits 1; state exits 2 when it cannot ask; no
 // arguments (nil or empty, never the process's own os.Args) print the help and exit 0.
 func TestRunExitCodes(t *testing.T) {
@@ -78,11 +79,12 @@ func TestRunExitCodes(t *testing.T) {
 		stdoutHas  string
 		stdoutNone bool
 	}{
-		{name: "bad flag", args: []string{"--bogus"}, code: 1, stderr: "groupstate: unknown flag: --bogus\n", stdoutNone: true},
-		{name: "bad flag of a command", args: []string{"deploy", "--bogus"}, code: 1, stderr: "groupstate: unknown flag: --bogus\n", stdoutNone: true},
-		{name: "unknown command", args: []string{"frobnicate"}, code: 1, stderr: "groupstate: unknown command \"frobnicate\" for \"groupstate\"\n", stdoutNone: true},
-		{name: "missing required flags", args: []string{"test"}, code: 1, stderr: "groupstate: required flag(s) \"scenario\", \"spec\" not set\n", stdoutNone: true},
-		{name: "state without a name", args: []string{"state"}, code: 1, stderr: "groupstate: accepts between 1 and 2 arg(s), received 0\n", stdoutNone: true},
+		{name: "bad flag", args: []string{"--bogus"}, code: 1, stderr: "groupstate: unknown flag: --bogus\nusage: groupstate [flags]\nrun 'groupstate --help' for its flags and examples\n", stdoutNone: true},
+		{name: "bad flag of a command", args: []string{"deploy", "--bogus"}, code: 1, stderrHas: "groupstate: unknown flag: --bogus\nusage: groupstate deploy -f SPEC|SPEC [--module WASM]", stdoutNone: true},
+		{name: "unknown command", args: []string{"frobnicate"}, code: 1, stderrHas: "groupstate: unknown command \"frobnicate\" for \"groupstate\"\nusage: groupstate", stdoutNone: true},
+		{name: "missing required flags", args: []string{"test"}, code: 1, stderrHas: "groupstate: required flag(s) \"scenario\", \"spec\" not set\nusage: groupstate test", stdoutNone: true},
+		{name: "state without a name", args: []string{"state"}, code: 1, stderr: "groupstate: accepts between 1 and 2 arg(s), received 0\nusage: groupstate state NAME [KEY] [flags]\nrun 'groupstate state --help' for its flags and examples\n", stdoutNone: true},
+		{name: "version flag", args: []string{"--version"}, code: 0, stderr: "", stdoutHas: "groupstate "},
 		{name: "failing expectation", args: []string{"test", "--spec", inRepo("samples/logincount/logincount.yaml"), "--scenario", wrongExpect},
 			code: 1, stderrHas: `- missing:    {"total_logins":3,"user_id":"x"}`, stdoutHas: `{"user_id":"x","total_logins":1}`},
 		{name: "state without a server", args: []string{"state", "logincount", "ada", "--server", "nats://127.0.0.1:1"},

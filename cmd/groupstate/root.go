@@ -13,7 +13,10 @@ func newRootCommand() *cobra.Command {
 with the per-key function compiled to WebAssembly from Go, Rust, C or AssemblyScript.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       "set below", // so that cobra adds --version
 	}
+	root.SetVersionTemplate("{{.Version}}")
+	root.Version = versionText()
 	root.AddCommand(
 		newServeCommand(),
 		newDeployCommand(),

@@ -104,8 +104,8 @@ func TestServeDeployFlow(t *testing.T) {
 		out, _, code := cli("state", "logincount", "ada")
 		return code == 0 && strings.TrimSpace(out) == `{"login_count":2}`
 	})
-	if out, errOut, code := cli("state", "logincount", "nobody"); code != 1 || out != "" || errOut != "" {
-		t.Fatalf("state of a key without state: exit %d, stdout %q, stderr %q; want 1 and nothing printed", code, out, errOut)
+	if out, errOut, code := cli("state", "logincount", "nobody"); code != 1 || out != "" || errOut != "logincount has no state for key \"nobody\"\n" {
+		t.Fatalf("state of a key without state: exit %d, stdout %q, stderr %q; want 1 and a line saying so on stderr", code, out, errOut)
 	}
 	out, _, code := cli("state", "logincount")
 	if code != 0 || out != "\"ada\"\n\"bob\"\n" {

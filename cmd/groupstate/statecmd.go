@@ -106,7 +106,11 @@ func stateRun(cmd *cobra.Command, cf *connFlags, args []string, asJSON bool, lim
 			fmt.Fprintln(out, string(b))
 		}
 		if !found || !ks.HasValue {
-			return &exitError{code: 1}
+			msg := "" // --json said it: {"has_value": false}
+			if !asJSON {
+				msg = fmt.Sprintf("%s has no state for key %s", args[0], client.KeyFromArg(args[1]))
+			}
+			return &exitError{code: 1, msg: msg}
 		}
 		if !asJSON {
 			fmt.Fprintln(out, string(ks.Value))
