@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/nats-io/nats.go"
@@ -89,5 +91,15 @@ func TestDeployMeansReady(t *testing.T) {
 	if code == 0 || !strings.Contains(errOut, "waiting for the runtime to create the input streams") || !strings.Contains(errOut, "not ready") ||
 		!strings.Contains(errOut, "is groupstate serve running?") {
 		t.Fatalf("deploy without a runtime: exit %d\n%s", code, errOut)
+	}
+
+	// pub to a subject no stream captures fails without claiming it published anything.
+	rows := filepath.Join(t.TempDir(), "rows.jsonl")
+	if err := os.WriteFile(rows, []byte("{\"user_id\":\"ada\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = runCLI(t, "pub", "nowhere.at.all", "--file", rows, "--server", srv.ClientURL())
+	if code == 0 || !strings.Contains(errOut, "no JetStream stream captures nowhere.at.all") || strings.Contains(errOut, "published") {
+		t.Fatalf("pub to an uncaptured subject: exit %d\n%s", code, errOut)
 	}
 }

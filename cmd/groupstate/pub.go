@@ -49,7 +49,12 @@ first). Progress goes to standard error.`,
 			if n == 1 {
 				noun = "message"
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "published %d %s to %s\n", n, noun, args[0])
+			switch {
+			case err == nil:
+				fmt.Fprintf(cmd.ErrOrStderr(), "published %d %s to %s\n", n, noun, args[0])
+			case n > 0:
+				fmt.Fprintf(cmd.ErrOrStderr(), "%d %s to %s acknowledged before the error\n", n, noun, args[0])
+			}
 			return err
 		},
 	}
@@ -60,7 +65,8 @@ first). Progress goes to standard error.`,
 }
 
 // publishLines publishes every non-empty line of in to subject through JetStream, with a
-// bounded window of unacknowledged messages, and reports progress once a second.
+// bounded window of unacknowledged messages, and reports progress once a second. It returns
+// how many the stream acknowledged.
 func publishLines(cmd *cobra.Command, nc *nats.Conn, subject string, in io.Reader, rate float64) (int, error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
@@ -70,12 +76,13 @@ func publishLines(cmd *cobra.Command, nc *nats.Conn, subject string, in io.Reade
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	start, last := time.Now(), time.Now()
-	n := 0
+	n, acked := 0, 0
 	var futures []jetstream.PubAckFuture
 	wait := func() error {
 		for _, f := range futures {
 			select {
 			case <-f.Ok():
+				acked++
 			case err := <-f.Err():
 				if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrNoStreamResponse) {
 					return fmt.Errorf("no JetStream stream captures %s: deploy a handler whose input.subjects match it first", subject)
@@ -100,19 +107,19 @@ func publishLines(cmd *cobra.Command, nc *nats.Conn, subject string, in io.Reade
 				select {
 				case <-time.After(time.Until(due)):
 				case <-ctx.Done():
-					return n, ctx.Err()
+					return acked, ctx.Err()
 				}
 			}
 		}
 		f, err := js.PublishAsync(subject, append([]byte(nil), line...))
 		if err != nil {
-			return n, err
+			return acked, err
 		}
 		futures = append(futures, f)
 		n++
 		if len(futures) >= 1024 {
 			if err := wait(); err != nil {
-				return n, err
+				return acked, err
 			}
 		}
 		if time.Since(last) >= time.Second {
@@ -121,13 +128,13 @@ func publishLines(cmd *cobra.Command, nc *nats.Conn, subject string, in io.Reade
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return n, err
+		return acked, err
 	}
 	if err := wait(); err != nil {
-		return n, err
+		return acked, err
 	}
 	if time.Since(start) >= time.Second {
 		fmt.Fprintln(cmd.ErrOrStderr())
 	}
-	return n, nil
+	return acked, nil
 }
