@@ -48,6 +48,20 @@ func TestRustV2Example(t *testing.T) {
 		missing(rustc + "'s wasm32-wasi standard library")
 	}
 
+	// A compiler without its wasm linker (rust-lld) fails at the first link: probe it with an
+	// empty cdylib, so that a machine missing it skips with the reason instead of failing.
+	probeDir := t.TempDir()
+	probeSrc := filepath.Join(probeDir, "probe.rs")
+	if err := os.WriteFile(probeSrc, []byte("#[no_mangle]\npub extern \"C\" fn probe() {}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command(rustc, "--target", "wasm32-wasi", "--crate-type=cdylib", "-o", filepath.Join(probeDir, "probe.wasm"), probeSrc).CombinedOutput(); err != nil {
+		if strings.Contains(string(out), "linker") || strings.Contains(string(out), "rust-lld") {
+			missing(rustc + "'s linker for wasm32-wasi (rust-lld): " + strings.TrimSpace(string(out)))
+		}
+		t.Fatalf("rustc cannot build an empty wasm32-wasi library: %v\n%s", err, out)
+	}
+
 	// The flags of mk/rust.mk.
 	root, dir := filepath.Join("..", ".."), t.TempDir()
 	flags := []string{"--edition", "2021", "--target", "wasm32-wasi", "-C", "opt-level=s", "-C", "debuginfo=0",
