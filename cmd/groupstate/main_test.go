@@ -166,12 +166,15 @@ func TestScenarioCommand(t *testing.T) {
 }
 
 // TestScenarioCommandOutput: stdout is every emitted row as compact JSON, one per line, in
-// emission order.
+// emission order; stderr ends with a pass summary.
 func TestScenarioCommandOutput(t *testing.T) {
-	stdout, _, code := runCLI(t, "test", "--spec", inRepo("runtime/engine/testdata/public/logincount.yaml"),
+	stdout, stderr, code := runCLI(t, "test", "--spec", inRepo("runtime/engine/testdata/public/logincount.yaml"),
 		"--scenario", inRepo("runtime/engine/testdata/public/logincount.public.jsonl"), "--module", inRepo("samples/logincount/go/logincount.wasm"))
 	if code != 0 {
 		t.Fatalf("exit %d", code)
+	}
+	if !strings.HasPrefix(stderr, "PASS logincount.public.jsonl: ") || !strings.Contains(stderr, " expectations held\n") {
+		t.Errorf("no pass summary on stderr: %q", stderr)
 	}
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	want := `{"user_id":"x","total_logins":2,"session_closed":true}`

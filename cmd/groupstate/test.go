@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 
@@ -63,11 +64,28 @@ each key's data call starts from its state, and keys without rows there are call
 				opts.Log = cmd.ErrOrStderr()
 				opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 			}
-			err = scenario.Run(cmd.Context(), opts, f)
+			steps, err := scenario.Parse(f)
+			if err != nil {
+				return err
+			}
+			err = scenario.RunSteps(cmd.Context(), opts, steps)
 			if errors.Is(err, scenario.ErrExpectation) {
 				return &exitError{code: 1, msg: err.Error()}
 			}
-			return err
+			if err != nil {
+				return err
+			}
+			batches, expects := 0, 0
+			for _, st := range steps {
+				switch {
+				case st.At != nil || st.Drain:
+					batches++
+				case !st.Restart:
+					expects++ // the one other kind of step
+				}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "PASS %s: %d batches, %d expectations held\n", filepath.Base(scenarioPath), batches, expects)
+			return nil
 		},
 	}
 	cmd.Flags().StringVar(&specPath, "spec", "", "deployment spec (YAML)")
