@@ -2,6 +2,9 @@ package main
 
 import (
 	"context"
+	"log/slog"
+	"slices"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
@@ -49,4 +52,40 @@ func (f *connFlags) client(cmd *cobra.Command, name string) (c *client.Client, c
 		return nil, nil, err
 	}
 	return c, func() { c.Close(context.Background()); nc.Close() }, nil
+}
+
+// completeNames completes the first n arguments of a command with the names of the
+// deployments, asked of NATS with the command's connection flags (quietly: a shell completing
+// a word must not print errors). Past them, nothing is offered.
+func (f *connFlags) completeNames(n int) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, _ string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) >= n {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		o := f.opts
+		o.Name, o.Logger = "groupstate completion", slog.New(slog.DiscardHandler)
+		nc, err := service.Connect(o)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer nc.Close()
+		ctx, cancel := context.WithTimeout(cmd.Context(), 2*time.Second)
+		defer cancel()
+		c, err := client.New(ctx, nc)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		defer c.Close(context.Background())
+		ds, err := c.List(ctx)
+		if err != nil {
+			return nil, cobra.ShellCompDirectiveNoFileComp
+		}
+		var names []cobra.Completion
+		for _, d := range ds {
+			if d.Invalid == "" && !slices.Contains(args, d.Name) {
+				names = append(names, d.Name)
+			}
+		}
+		return names, cobra.ShellCompDirectiveNoFileComp
+	}
 }

@@ -180,6 +180,7 @@ rows that arrive after a partition drained stay in the input stream, not run.`,
 			return nil
 		},
 	}
+	cmd.ValidArgsFunction = cf.completeNames(1)
 	cf.register(cmd)
 	cmd.Flags().BoolVar(&drain, "drain", false, "fire every timeout and publish the final records before undeploying")
 	cmd.Flags().DurationVar(&drainTimeout, "drain-timeout", 5*time.Minute, "how long --drain waits for every partition to drain")
@@ -223,6 +224,7 @@ committed, are run by the promoted deployment. The promoted deployment keeps its
 			return nil
 		},
 	}
+	cmd.ValidArgsFunction = cf.completeNames(1)
 	cf.register(cmd)
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the promotion (it goes on after)")
 	return cmd

@@ -18,7 +18,7 @@ import (
 // TestDeployMeansReady: once deploy exits 0, rows published at once, with core NATS and with
 // JetStream, are all kept and processed: with the default wait (until the deployment runs)
 // and with --wait=false (until its input streams exist). Without a runtime, deploy gives up
-// after --timeout saying what it waited for.
+// after --timeout saying what it waited for. Shells complete deployment names.
 func TestDeployMeansReady(t *testing.T) {
 	port := freePort(t)
 	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
@@ -78,6 +78,11 @@ func TestDeployMeansReady(t *testing.T) {
 			out, _, code := cli("state", "logincount")
 			return code == 0 && strings.Count(out, "\n") >= 20
 		})
+	}
+
+	// Shells complete deployment names.
+	if out, _, code := runCLI(t, "__complete", "status", "--server", url, ""); code != 0 || !strings.Contains(out, "logincount\n") {
+		t.Errorf("completing a deployment name: exit %d\n%s", code, out)
 	}
 
 	// A NATS server without a runtime: deploy stores the deployment, then says what it waited

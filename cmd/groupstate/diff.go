@@ -43,6 +43,7 @@ NAME's, "new" rows SHADOW's. Exit status: 0 when the outputs are the same, 1 whe
 			return err
 		},
 	}
+	cmd.ValidArgsFunction = cf.completeNames(2)
 	cf.register(cmd)
 	fl := cmd.Flags()
 	fl.StringArrayVar(&keys, "key", nil, "compare only this key (repeatable)")

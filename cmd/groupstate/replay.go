@@ -65,6 +65,7 @@ Exit status: 0 when the outputs are the same, 1 when they differ, 2 on errors.`,
 			return err
 		},
 	}
+	cmd.ValidArgsFunction = cf.completeNames(1)
 	cf.register(cmd)
 	fl := cmd.Flags()
 	fl.StringVar(&f.module, "module", "", "the module to replay with (.wasm); required unless --spec names one")

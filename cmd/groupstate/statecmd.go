@@ -44,6 +44,7 @@ Exit status: 0 with a value, 1 when the key has no state, 2 on any other error.`
 			return err
 		},
 	}
+	cmd.ValidArgsFunction = cf.completeNames(1)
 	cf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the value with its timeout as JSON")
 	cmd.Flags().IntVar(&limit, "limit", 100, "keys per page when listing")

@@ -67,6 +67,7 @@ func newStatusCommand() *cobra.Command {
 			}
 		},
 	}
+	cmd.ValidArgsFunction = cf.completeNames(1)
 	cf.register(cmd)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the status as JSON (one object a line with --watch)")
 	cmd.Flags().DurationVar(&watch, "watch", 0, "refresh every second (or --watch=5s) until interrupted")
