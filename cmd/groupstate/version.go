@@ -16,7 +16,7 @@ func newVersionCommand() *cobra.Command {
 		Short:   "Print the groupstate version, the ABI version it runs and the Go version it was built with",
 		Example: `  groupstate version`,
 		Args:    cobra.NoArgs,
-		Run: func(cmd *cobra.Command, _ []string) { fmt.Fprint(cmd.OutOrStdout(), versionText()) },
+		Run:     func(cmd *cobra.Command, _ []string) { fmt.Fprint(cmd.OutOrStdout(), versionText()) },
 	}
 }
 
