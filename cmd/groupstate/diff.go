@@ -38,7 +38,7 @@ NAME's, "new" rows SHADOW's. Exit status: 0 when the outputs are the same, 1 whe
 			err := runDiff(cmd, &cf, args[0], args[1], keys, since, asJSON)
 			var ex *exitError
 			if err != nil && !errors.As(err, &ex) {
-				return &exitError{code: 2, msg: "groupstate: " + err.Error()}
+				return &exitError{code: 2, msg: "groupstate: " + userMessage(err)}
 			}
 			return err
 		},

@@ -52,7 +52,7 @@ func TestDiffRefuses(t *testing.T) {
 		stderr string
 	}{
 		{"not a shadow", []string{"logincount", "logincount-v2"}, 2, "groupstate: logincount-v2 is not a shadow of logincount (promoted already?)\n"},
-		{"not deployed", []string{"logincount", "nosuch"}, 2, "groupstate: client: no such deployment: \"nosuch\"\n"},
+		{"not deployed", []string{"logincount", "nosuch"}, 2, "groupstate: no such deployment: \"nosuch\"\n"},
 		{"one name", []string{"logincount"}, 1, "groupstate: accepts 2 arg(s), received 1\n"},
 	}
 	for _, tc := range tests {

@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"regexp"
 	"strings"
 	"syscall"
 )
@@ -56,7 +57,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	if usageError(err) && cmd != nil {
 		// Wrong arguments or flags: say so, then how the command is used, in two lines.
-		fmt.Fprintf(stderr, "groupstate: %v\nusage: %s\nrun '%s --help' for its flags and examples\n", err, cmd.UseLine(), cmd.CommandPath())
+		fmt.Fprintf(stderr, "groupstate: %s\nusage: %s\nrun '%s --help' for its flags and examples\n", userMessage(err), cmd.UseLine(), cmd.CommandPath())
 		return 1
 	}
 	var ex *exitError
@@ -66,8 +67,27 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		}
 		return ex.code
 	}
-	fmt.Fprintln(stderr, "groupstate:", err)
+	fmt.Fprintln(stderr, "groupstate:", userMessage(err))
 	return 1
+}
+
+// internalPrefix matches the package prefixes of groupstate's error texts ("client: ",
+// "natsio: ", ...) at the start of the message or of a wrapped part of it: they name Go
+// packages, which tell a user of the command nothing.
+var internalPrefix = regexp.MustCompile(`(^|: )(service|client|natsio|engine|spec|state|registry|changelog|input|output|cluster|api|host|handler|history|replay|scenario|topology|placement|auth): `)
+
+// userMessage is err's text for a user: without internal package prefixes, and with the Go
+// type a spec decodes into named as what it is.
+func userMessage(err error) string {
+	msg := err.Error()
+	for {
+		next := internalPrefix.ReplaceAllString(msg, "$1")
+		if next == msg {
+			break
+		}
+		msg = next
+	}
+	return strings.ReplaceAll(msg, "type spec.Spec", "a deployment spec")
 }
 
 // usageError tells whether err is cobra's complaint about the command line itself (its

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,7 +89,7 @@ func TestRunExitCodes(t *testing.T) {
 		{name: "failing expectation", args: []string{"test", "--spec", inRepo("samples/logincount/logincount.yaml"), "--scenario", wrongExpect},
 			code: 1, stderrHas: `- missing:    {"total_logins":3,"user_id":"x"}`, stdoutHas: `{"user_id":"x","total_logins":1}`},
 		{name: "state without a server", args: []string{"state", "logincount", "ada", "--server", "nats://127.0.0.1:1"},
-			code: 2, stderrHas: "groupstate: service: cannot connect to NATS at nats://127.0.0.1:1 (is groupstate serve running?)", stdoutNone: true},
+			code: 2, stderrHas: "groupstate: cannot connect to NATS at nats://127.0.0.1:1 (is groupstate serve running?)", stdoutNone: true},
 		{name: "reset without confirmation", args: []string{"deploy", "-f", inRepo("samples/logincount/logincount.yaml"), "--reset-state"},
 			code: 1, stderr: "groupstate: --reset-state drops the deployment's state for good (every key, timeout and undelivered output); add --confirm to do it\n", stdoutNone: true},
 		{name: "confirmation of nothing", args: []string{"deploy", "-f", inRepo("samples/logincount/logincount.yaml"), "--confirm"},
@@ -286,4 +287,20 @@ func TestExamplesUseRealFlags(t *testing.T) {
 func fileIsThere(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// TestUserMessage: errors reach users without Go package prefixes, at the start or inside a
+// wrapped message, and without Go type names.
+func TestUserMessage(t *testing.T) {
+	for _, c := range []struct{ in, want string }{
+		{"service: cannot connect to NATS at x (is groupstate serve running?): nats: no servers", "cannot connect to NATS at x (is groupstate serve running?): nats: no servers"},
+		{"client: input stream: natsio: refusing to change a stream", "input stream: refusing to change a stream"},
+		{"spec: invalid deployment spec: yaml: cannot unmarshal !!seq into type spec.Spec", "invalid deployment spec: yaml: cannot unmarshal !!seq into a deployment spec"},
+		{"the clientele: fine", "the clientele: fine"},
+		{"permission denied: user ops may not deploy x", "permission denied: user ops may not deploy x"},
+	} {
+		if got := userMessage(errors.New(c.in)); got != c.want {
+			t.Errorf("userMessage(%q) = %q, want %q", c.in, got, c.want)
+		}
+	}
 }

@@ -60,7 +60,7 @@ Exit status: 0 when the outputs are the same, 1 when they differ, 2 on errors.`,
 			err := runReplay(cmd, &cf, args[0], f)
 			var ex *exitError
 			if err != nil && !errors.As(err, &ex) {
-				return &exitError{code: 2, msg: "groupstate: " + err.Error()}
+				return &exitError{code: 2, msg: "groupstate: " + userMessage(err)}
 			}
 			return err
 		},

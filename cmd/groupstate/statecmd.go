@@ -39,7 +39,7 @@ Exit status: 0 with a value, 1 when the key has no state, 2 on any other error.`
 			var ex *exitError
 			if err != nil && !errors.As(err, &ex) {
 				// Exit 1 means "no state"; anything else that went wrong is 2.
-				return &exitError{code: 2, msg: "groupstate: " + err.Error()}
+				return &exitError{code: 2, msg: "groupstate: " + userMessage(err)}
 			}
 			return err
 		},
