@@ -154,7 +154,7 @@ func runDemo(ctx context.Context, out, stderr io.Writer, users, clicks int, verb
 	if err != nil {
 		return err
 	}
-	step("%d sessions closed, covering %d of %d clicks; runtime status: %d rows in, %d late rows dropped, %d dead letters, %d batches",
+	step("%d sessions closed, covering %d of %d clicks; runtime status: %d rows in (the clicks and the one that moved the watermark), %d late rows dropped, %d dead letters, %d batches",
 		n, events, clicks, st.RowsIn, st.LateRows, st.DeadLetters, st.Batches)
 	step("done: deploy your own handler with `groupstate serve` and `groupstate deploy` (see the README)")
 	return nil
