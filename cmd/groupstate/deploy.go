@@ -100,7 +100,9 @@ groupstate promote NAME.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "deployed %s (module sha256 %s, %d bytes, revision %d)\n", d.Name, d.ModuleDigest, d.ModuleSize, d.Revision)
+			// No revision here: the registry's revision counts every record of the bucket, so a
+			// first deploy could say "revision 10"; list --json has it.
+			fmt.Fprintf(cmd.OutOrStdout(), "deployed %s (module sha256 %s, %d bytes)\n", d.Name, d.ModuleDigest, d.ModuleSize)
 			if d.ShadowOf != "" {
 				fmt.Fprintf(cmd.OutOrStdout(), "a shadow of %s: it runs %s's batches again from its first recorded one, and publishes on %s\n"+
 					"compare: groupstate diff %s %s; promote: groupstate promote %s\n",
