@@ -155,3 +155,26 @@ func TestParseUsers(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseUsers: any bytes are refused with ErrUsersFile or give users that each have a
+// valid role's permissions, and a refusal never repeats a password.
+func FuzzParseUsers(f *testing.F) {
+	f.Add([]byte("users:\n  - {user: admin, password: a-Secret-1, role: admin}\n"))
+	f.Add([]byte("users:\n  - {user: app, password: c-Secret-4, role: consumer, subjects: [\"a.>\"]}\n"))
+	f.Add([]byte("users: [{user: x, nkey: UDXU4RCSJNZOIQHZNWXHXORDPRTGNJAHAHFRGZNEEJCPQTT2M7NLCNF4, role: reader}]"))
+	f.Add([]byte("users:\n  - {user: a, password: short, role: root}"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		users, err := ParseUsers(data)
+		if err != nil {
+			if !errors.Is(err, ErrUsersFile) {
+				t.Fatalf("error %v is not ErrUsersFile", err)
+			}
+			return
+		}
+		for _, u := range users {
+			if _, err := For(u.Role, u.Subjects); err != nil || u.Role == Runtime {
+				t.Fatalf("accepted user %+v: %v", u, err)
+			}
+		}
+	})
+}
