@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
@@ -44,6 +45,9 @@ first). Progress goes to standard error.`,
 				return err
 			}
 			defer nc.Close()
+			if err := client.CheckPermission(cmd.Context(), nc, "publish rows to "+args[0], args[0], true); err != nil {
+				return err
+			}
 			n, err := publishLines(cmd, nc, args[0], in, rate)
 			noun := "messages"
 			if n == 1 {

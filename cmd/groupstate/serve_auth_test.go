@@ -86,6 +86,19 @@ func TestServeAuth(t *testing.T) {
 	if out, _, code := as("ops", "o-Secret-2", "list"); code != 0 || !strings.Contains(out, "logincount") {
 		t.Fatalf("list as a reader: exit %d\n%s", code, out)
 	}
+	rows := filepath.Join(t.TempDir(), "rows.jsonl")
+	if err := os.WriteFile(rows, []byte("{\"user_id\":\"ada\"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := as("ops", "o-Secret-2", "pub", "logins.web", "--file", rows); code == 0 || !strings.Contains(errOut, "permission denied: user ops may not publish rows to logins.web") {
+		t.Fatalf("pub as a reader: exit %d\n%s", code, errOut)
+	}
+	if _, errOut, code := as("loader", "l-Secret-3", "tail", "logincount.out"); code == 0 || !strings.Contains(errOut, "permission denied: user loader may not read logincount.out") {
+		t.Fatalf("tail as a producer: exit %d\n%s", code, errOut)
+	}
+	if _, errOut, code := as("loader", "l-Secret-3", "pub", "logins.web", "--file", rows); code != 0 || !strings.Contains(errOut, "published 1 message to logins.web") {
+		t.Fatalf("pub as a producer: exit %d\n%s", code, errOut)
+	}
 	if _, errOut, code := as("ops", "o-Secret-2", "undeploy", "logincount"); code == 0 || !strings.Contains(errOut, "permission denied: user ops may not undeploy logincount") {
 		t.Fatalf("undeploy as a reader: exit %d\n%s", code, errOut)
 	}

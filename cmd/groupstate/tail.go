@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 )
@@ -26,6 +27,9 @@ func newTailCommand() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
+			if err := client.CheckPermission(cmd.Context(), nc, "read "+args[0], args[0], false); err != nil {
+				return err
+			}
 			msgs := make(chan *nats.Msg, 1024)
 			sub, err := nc.ChanSubscribe(args[0], msgs)
 			if err != nil {

@@ -30,10 +30,10 @@ const userInfoTimeout = 2 * time.Second
 // once per client. known is false when the server did not say (an old server, one that does
 // not let the user ask): then nothing is checked here and the server's own refusal stands.
 type permissions struct {
-	once  sync.Once
-	known bool
-	user  string
-	pub   subjectRules
+	once     sync.Once
+	known    bool
+	user     string
+	pub, sub subjectRules
 }
 
 // subjectRules are allow and deny lists of subject patterns (an empty allow list allows
@@ -73,7 +73,8 @@ func (p *permissions) load(ctx context.Context, nc *nats.Conn) {
 			Data *struct {
 				User        string `json:"user"`
 				Permissions *struct {
-					Publish *subjectRules `json:"publish"`
+					Publish   *subjectRules `json:"publish"`
+					Subscribe *subjectRules `json:"subscribe"`
 				} `json:"permissions"`
 			} `json:"data"`
 		}
@@ -81,8 +82,13 @@ func (p *permissions) load(ctx context.Context, nc *nats.Conn) {
 			return
 		}
 		p.known, p.user = true, reply.Data.User
-		if reply.Data.Permissions != nil && reply.Data.Permissions.Publish != nil {
-			p.pub = *reply.Data.Permissions.Publish
+		if perms := reply.Data.Permissions; perms != nil {
+			if perms.Publish != nil {
+				p.pub = *perms.Publish
+			}
+			if perms.Subscribe != nil {
+				p.sub = *perms.Subscribe
+			}
 		}
 	})
 }
@@ -95,6 +101,24 @@ func (c *Client) may(ctx context.Context, op, subj string) error {
 		return nil
 	}
 	return fmt.Errorf("%w: user %s may not %s (publishing to %s is not allowed for this user)", ErrPermissionDenied, c.perms.user, op, subj)
+}
+
+// CheckPermission returns [ErrPermissionDenied], naming the user and op, when the user of
+// nc may not publish to subject (publish true) or subscribe to it; nil when it may or when
+// the server does not say (its own refusal then stands). For commands that use a connection
+// without a Client (publishing rows, reading a subject), so that they fail at once instead of
+// waiting for an answer that the server's permissions hold back.
+func CheckPermission(ctx context.Context, nc *nats.Conn, op, subject string, publish bool) error {
+	var p permissions
+	p.load(ctx, nc)
+	rules, verb := p.sub, "subscribing to"
+	if publish {
+		rules, verb = p.pub, "publishing to"
+	}
+	if !p.known || rules.permits(subject) {
+		return nil
+	}
+	return fmt.Errorf("%w: user %s may not %s (%s %s is not allowed for this user)", ErrPermissionDenied, p.user, op, verb, subject)
 }
 
 // mayChange is may for an operation that writes deployment name's record.
