@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"os"
@@ -13,19 +12,7 @@ import (
 // the directory and the holder's PID, and leaves the first one running.
 func TestServeDataDirLocked(t *testing.T) {
 	dir := t.TempDir()
-	port := freePort(t)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	ctx, cancel := context.WithCancel(context.Background())
-	var serveOut, serveLog syncBuffer
-	exited := make(chan int, 1)
-	go func() {
-		exited <- run(ctx, []string{"serve", "--data", dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, &serveOut, &serveLog)
-	}()
-	defer func() { cancel(); <-exited }()
-	waitCLI(t, func() bool {
-		out, _, code := runCLI(t, "list", "--server", url)
-		return code == 0 && strings.Contains(out, "\nRUNTIME ")
-	})
+	url := startServe(t, dir)
 	_, errOut, code := runCLI(t, "serve", "--data", dir, "--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)))
 	want := fmt.Sprintf("--data %s is in use by the groupstate serve with PID %d", dir, os.Getpid())
 	if code == 0 || !strings.Contains(errOut, want) {

@@ -20,20 +20,8 @@ import (
 // and with --wait=false (until its input streams exist). Without a runtime, deploy gives up
 // after --timeout saying what it waited for. Shells complete deployment names.
 func TestDeployMeansReady(t *testing.T) {
-	port := freePort(t)
-	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
-	ctx, cancel := context.WithCancel(context.Background())
-	var serveOut, serveLog syncBuffer
-	exited := make(chan int, 1)
-	go func() {
-		exited <- run(ctx, []string{"serve", "--data", t.TempDir(), "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, &serveOut, &serveLog)
-	}()
-	defer func() { cancel(); <-exited }()
+	url := startServe(t, t.TempDir())
 	cli := func(args ...string) (string, string, int) { return runCLI(t, append(args, "--server", url)...) }
-	waitCLI(t, func() bool {
-		out, _, code := cli("list")
-		return code == 0 && strings.Contains(out, "\nRUNTIME ")
-	})
 	nc, err := nats.Connect(url)
 	if err != nil {
 		t.Fatal(err)
@@ -67,7 +55,7 @@ func TestDeployMeansReady(t *testing.T) {
 			if err := nc.Publish("logins.web", []byte(fmt.Sprintf(`{"user_id":"%s-core-%d"}`, strings.TrimPrefix(c.name, "--"), i))); err != nil {
 				t.Fatal(err)
 			}
-			if _, err := js.Publish(ctx, "logins.web", []byte(fmt.Sprintf(`{"user_id":"%s-js-%d"}`, strings.TrimPrefix(c.name, "--"), i))); err != nil {
+			if _, err := js.Publish(context.Background(), "logins.web", []byte(fmt.Sprintf(`{"user_id":"%s-js-%d"}`, strings.TrimPrefix(c.name, "--"), i))); err != nil {
 				t.Fatalf("%s: a JetStream publish right after deploy: %v", c.name, err)
 			}
 		}

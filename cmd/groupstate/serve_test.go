@@ -322,3 +322,28 @@ func TestParseStateCache(t *testing.T) {
 		}
 	}
 }
+
+// startServe runs `serve --data dir` (plus extra flags) in-process on a free port until the
+// test ends, waits until its runtime is a member, and returns its URL.
+func startServe(t *testing.T, dir string, extra ...string) string {
+	t.Helper()
+	port := freePort(t)
+	url := fmt.Sprintf("nats://127.0.0.1:%d", port)
+	ctx, cancel := context.WithCancel(context.Background())
+	var serveOut, serveLog syncBuffer
+	exited := make(chan int, 1)
+	args := append([]string{"serve", "--data", dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, extra...)
+	go func() { exited <- run(ctx, args, &serveOut, &serveLog) }()
+	t.Cleanup(func() { cancel(); <-exited })
+	waitCLI(t, func() bool {
+		select {
+		case code := <-exited:
+			exited <- code
+			t.Fatalf("serve exited %d:\n%s", code, serveLog.String())
+		default:
+		}
+		out, _, code := runCLI(t, "list", "--server", url)
+		return code == 0 && strings.Contains(out, "\nRUNTIME ")
+	})
+	return url
+}
