@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/groupstate/groupstate/runtime/internal/api"
+	"github.com/groupstate/groupstate/runtime/internal/runner"
 	"github.com/groupstate/groupstate/state"
 )
 
@@ -98,11 +99,11 @@ func respond(m *nats.Msg, reply any, maxPayload int64) {
 
 // respondDrain answers a drain request once r's loop ran the drain batch (or could not),
 // within drainWait.
-func respondDrain(m *nats.Msg, r *runner) {
+func respondDrain(m *nats.Msg, r *runner.Runner) {
 	ctx, cancel := context.WithTimeout(context.Background(), drainWait)
 	defer cancel()
 	var reply any
-	rep, err := r.requestDrain(ctx)
+	rep, err := r.RequestDrain(ctx)
 	if err != nil {
 		reply = api.Error{Error: err.Error()}
 	} else {

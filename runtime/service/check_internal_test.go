@@ -7,13 +7,14 @@ import (
 	"testing"
 
 	"github.com/groupstate/groupstate/runtime/internal/registry"
+	"github.com/groupstate/groupstate/runtime/internal/runner"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
 
 // checkNow checks rec as the service's loop does: check answers errChecking at once, the
 // check runs off the loop, and its result reaches the loop (checkDone), which asks again.
-func checkNow(t *testing.T, s *Service, rec registry.Record) (*revision, error) {
+func checkNow(t *testing.T, s *Service, rec registry.Record) (*runner.Revision, error) {
 	t.Helper()
 	rv, err := s.check(context.Background(), rec)
 	if !errors.Is(err, errChecking) {
@@ -49,7 +50,7 @@ func TestCheckReusesAcceptedRecord(t *testing.T) {
 
 	again, err := s.check(ctx, rec)
 	testutil.Require(t, err)
-	if again.spec != first.spec || &again.wasm[0] != &first.wasm[0] {
+	if again.Spec != first.Spec || &again.Wasm[0] != &first.Wasm[0] {
 		t.Fatal("the accepted record was checked again")
 	}
 	next := rec

@@ -2,66 +2,65 @@ package service
 
 import (
 	"context"
-	"log/slog"
-
-	"github.com/nats-io/nats.go/jetstream"
+	"time"
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
+	"github.com/groupstate/groupstate/runtime/internal/runner"
 	"github.com/groupstate/groupstate/runtime/spec"
-	"github.com/groupstate/groupstate/timeouts"
 )
 
-// runnerEnv is what the runners of a process share and only read: its connections, clock,
-// metrics and settings. newRunner copies it from the Service (see Service.runnerEnv); it is
-// read-only after.
-type runnerEnv struct {
-	js       jetstream.JetStream
-	reg      *registry.Registry
-	rt       *engine.Runtime
-	leases   *cluster.Leases
-	metrics  *Metrics       // nil: none (its methods take a nil receiver)
-	clock    timeouts.Clock // the batches' processing time
-	replicas int            // of the streams and buckets created
-	logger   *slog.Logger   // the process's, without the deployment
-	id       string         // the runtime's ID: a status's owner
+// runnerConfig returns what s's runners share and only read (see runner.Config), with the
+// store open now.
+func (s *Service) runnerConfig() runner.Config {
+	s.mu.Lock()
+	store := s.store
+	s.mu.Unlock()
+	return runner.Config{JS: s.js, Registry: s.reg, Runtime: s.rt, Leases: s.leases, Store: store, Metrics: runnerMetrics{s.cfg.Metrics},
+		Clock: s.cfg.Clock, Replicas: s.cfg.Replicas, Logger: s.logger, ID: s.id}
 }
 
-// runnerEnv returns what s's runners share (see runnerEnv).
-func (s *Service) runnerEnv() runnerEnv {
-	return runnerEnv{js: s.js, reg: s.reg, rt: s.rt, leases: s.leases, metrics: s.cfg.Metrics, clock: s.cfg.Clock, replicas: s.cfg.Replicas,
-		logger: s.logger, id: s.id}
+// runnerDeps is the service as its runners' runner.Deps.
+type runnerDeps struct{ s *Service }
+
+var _ runner.Deps = runnerDeps{}
+
+func (d runnerDeps) EnsureStreams(ctx context.Context, sp *spec.Spec, inputOf string) (string, error) {
+	return d.s.ensureStreams(ctx, sp, inputOf)
+}
+func (d runnerDeps) StreamsEnsured(key string) (string, bool)       { return d.s.streamsEnsured(key) }
+func (d runnerDeps) EnsuredStreams(key, inStream string)            { d.s.ensuredStreams(key, inStream) }
+func (d runnerDeps) ForgetStreams(rec registry.Record)              { d.s.forgetStreams(rec) }
+func (d runnerDeps) LostReplication(rec registry.Record, err error) { d.s.lostReplication(rec, err) }
+func (d runnerDeps) StoreFailed()                                   { d.s.signalStoreFailed() }
+func (d runnerDeps) PutStatus(ctx context.Context, st *client.Status) {
+	d.s.putStatus(ctx, st)
+}
+func (d runnerDeps) Watermarks(ctx context.Context) (*cluster.Watermarks, error) {
+	return d.s.watermarks(ctx)
+}
+func (d runnerDeps) NewRouter(ctx context.Context, sp *spec.Spec, inputOf string) (*input.Router, error) {
+	return d.s.newRouter(ctx, sp, inputOf)
+}
+func (d runnerDeps) ChangelogBytes(ctx context.Context, deployment string) (uint64, error) {
+	return d.s.changelogBytes(ctx, deployment)
 }
 
-// runnerDeps is what a runner asks of the process it runs in, in place of the *Service, which
-// implements it: the state the runners of a process share (streams ensured, the watermarks'
-// view), and what a runner reports to it. Its methods are safe for concurrent use.
-type runnerDeps interface {
-	// ensureStreams ensures a deployment's streams (see Service.ensureStreams) and returns
-	// its input stream.
-	ensureStreams(ctx context.Context, sp *spec.Spec, input string) (string, error)
-	// streamsEnsured returns the input stream of the revision named key (see revisionKey),
-	// once a runner here ensured its streams; ensuredStreams notes it, and forgetStreams
-	// makes the next open ensure them again.
-	streamsEnsured(key string) (string, bool)
-	ensuredStreams(key, inStream string)
-	forgetStreams(rec registry.Record)
-	// watermarks returns the process's view of the partitions' watermarks.
-	watermarks(ctx context.Context) (*cluster.Watermarks, error)
-	// newRouter opens the router of a deployment split into partitions.
-	newRouter(ctx context.Context, sp *spec.Spec, inputOf string) (*input.Router, error)
-	// lostReplication tells that a write of rec's changelog was refused or lost (err): the
-	// runner stopped, and the deployment is to be restored again.
-	lostReplication(rec registry.Record, err error)
-	// signalStoreFailed tells that the store failed: the runner stopped.
-	signalStoreFailed()
-	// putStatus writes a status document.
-	putStatus(ctx context.Context, st *client.Status)
-	// changelogBytes is the size of a deployment's changelog.
-	changelogBytes(ctx context.Context, deployment string) (uint64, error)
-}
+// runnerMetrics is the service's Metrics (nil: none) as its runners' runner.Metrics.
+type runnerMetrics struct{ m *Metrics }
 
-var _ runnerDeps = (*Service)(nil)
+var _ runner.Metrics = runnerMetrics{}
+
+func (r runnerMetrics) Batch(name string, rep *engine.BatchReport) { r.m.batch(name, rep) }
+func (r runnerMetrics) Status(name string, part int, st *client.Status, hasWatermark bool) {
+	r.m.status(name, part, st, hasWatermark)
+}
+func (r runnerMetrics) Started(name string, replicated bool)  { r.m.started(name, replicated) }
+func (r runnerMetrics) Stopped(name string)                   { r.m.stopped(name) }
+func (r runnerMetrics) Takeover(name string, d time.Duration) { r.m.takeover(name, d) }
+func (r runnerMetrics) Changelog(name string, bytes uint64)   { r.m.changelog(name, bytes) }
+func (r runnerMetrics) RestoredRecords(name string, n int)    { r.m.restoredRecords(name, n) }
+func (r runnerMetrics) SnapshotUploaded(name string, b int64) { r.m.snapshotUploaded(name, b) }

@@ -3,12 +3,8 @@ package service
 import (
 	"context"
 	"errors"
-	"fmt"
-	"log/slog"
 	"slices"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/client"
@@ -17,9 +13,9 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/placement"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
+	"github.com/groupstate/groupstate/runtime/internal/runner"
 	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/spec"
-	"github.com/groupstate/groupstate/state"
 )
 
 // A deployment with replication: changelog is owned through a partition lease instead of
@@ -31,31 +27,31 @@ import (
 // committed. A runtime whose append is refused (another runtime took the lease: it was
 // fenced) or fails stops the deployment; the plan decides again who runs it.
 
-// replicated tells whether rec is a deployment with replication: changelog (false for a
-// record whose spec does not decode: check reports that).
-func replicated(rec registry.Record) bool {
-	sp, err := api.SpecOf(rec)
-	return err == nil && sp.Replication == spec.ReplicationChangelog
+// shape is what placement needs of a deployment's spec: whether it is replicated
+// (replication: changelog), its partitions and its standbys per partition. A record whose spec
+// does not decode is shaped as one partition, not replicated, no standby: check reports it.
+type shape struct {
+	revision   uint64 // of the record it was decoded from
+	replicated bool
+	partitions int
+	standbys   int
 }
 
-// partitionsOf is the number of partitions of rec's deployment (1 when its spec does not
-// decode: check reports that).
-func partitionsOf(rec registry.Record) int {
-	sp, err := api.SpecOf(rec)
-	if err != nil || sp.Partitions < 1 {
-		return 1
+// shapeOf returns the shape of rec's deployment, decoding its spec once per revision of the
+// record (the loop applies the same record again at every placement check). Only the loop
+// calls it.
+func (s *Service) shapeOf(rec registry.Record) shape {
+	if sh, ok := s.shapes[rec.Name]; ok && sh.revision == rec.Revision {
+		return sh
 	}
-	return sp.Partitions
-}
-
-// standbysOf is the number of standby copies per partition rec's spec asks for (0 when its
-// spec does not decode: check reports that).
-func standbysOf(rec registry.Record) int {
-	sp, err := api.SpecOf(rec)
-	if err != nil {
-		return 0
+	sh := shape{revision: rec.Revision, partitions: 1}
+	if sp, err := api.SpecOf(rec); err == nil {
+		sh.replicated = sp.Replication == spec.ReplicationChangelog
+		sh.partitions = max(sp.Partitions, 1)
+		sh.standbys = sp.Standbys
 	}
-	return sp.Standbys
+	s.shapes[rec.Name] = sh
+	return sh
 }
 
 // applyReplicated is apply for a replicated deployment: for each partition, it starts the
@@ -63,7 +59,8 @@ func standbysOf(rec registry.Record) int {
 // it to another, and keeps a standby copy of it here when the plan names this runtime a
 // standby.
 func (s *Service) applyReplicated(ctx context.Context, rec registry.Record) {
-	parts := partitionsOf(rec)
+	sh := s.shapeOf(rec)
+	parts := sh.partitions
 	if rec.ResetState != "" && parts > 1 {
 		// The client refuses this (client.ErrResetPartitioned); a record written otherwise.
 		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now(),
@@ -79,7 +76,7 @@ func (s *Service) applyReplicated(ctx context.Context, rec registry.Record) {
 	for p, l := range leases {
 		owners[p] = l.Owner
 	}
-	plan := placement.Plan(placement.Input{Deployment: rec.Name, Partitions: parts, Standbys: standbysOf(rec), Members: s.placeableIDs(), Owners: owners,
+	plan := placement.Plan(placement.Input{Deployment: rec.Name, Partitions: parts, Standbys: sh.standbys, Members: s.placeableIDs(), Owners: owners,
 		CurrentStandbys: s.currentStandbys(rec.Name, parts)})
 	var a applying
 	for p := range parts {
@@ -108,7 +105,7 @@ const leaseHeldRetry = 200 * time.Millisecond
 // applying is what one apply of a replicated deployment carries from partition to
 // partition.
 type applying struct {
-	rv      *revision // checked once, for the first partition that starts here
+	rv      *runner.Revision // checked once, for the first partition that starts here
 	checked bool
 	held    bool             // a partition's lease was held by another live runtime
 	starts  []partitionStart // the partitions to start here once every one was looked at
@@ -128,8 +125,8 @@ func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, pa
 	f := placement.Facts{Me: s.id, Assignment: as, Lease: placement.Lease{Owner: lease.Owner, Epoch: lease.Epoch}, Starting: starting,
 		Now: time.Now(), WarmMax: handoverWarmMax}
 	if old != nil {
-		f.Runner = &placement.Runner{Lease: placement.Lease{Owner: old.lease.Owner, Epoch: old.lease.Epoch}, Runs: old.runs(rec),
-			SameRevision: old.rec.Revision == rec.Revision, LogLost: old.logLost.Load(), HandoverAsked: old.handoverAsked}
+		f.Runner = &placement.Runner{Lease: placement.Lease{Owner: old.Lease().Owner, Epoch: old.Lease().Epoch}, Runs: old.Runs(rec),
+			SameRevision: old.Record().Revision == rec.Revision, LogLost: old.LogLost(), HandoverAsked: old.HandoverAsked()}
 		if owner != s.id && !starting {
 			f.NewOwnerWarm = s.standbyWarm(owner, key)
 		}
@@ -139,7 +136,7 @@ func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, pa
 	case placement.Starting:
 		return true // applied again once started (see startPartitions)
 	case placement.Keep:
-		old.handoverAsked = time.Time{}
+		old.SetHandoverAsked(time.Time{})
 		return true
 	case placement.Acquire:
 		return s.acquirePartition(ctx, rec, p, parts, key, old, f, a)
@@ -156,8 +153,8 @@ func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, pa
 		// its lease: it is handed over once the newcomer's standby copy of it is warm (or
 		// after handoverWarmMax). Its member value changing, or the periodic check, applies
 		// this again.
-		if old.handoverAsked.IsZero() {
-			old.handoverAsked = f.Now
+		if old.HandoverAsked().IsZero() {
+			old.SetHandoverAsked(f.Now)
 			s.logger.Info("partition to hand over once the new owner's copy is warm", "deployment", rec.Name, "partition", p, "to", owner)
 		}
 	case placement.HandOver:
@@ -166,16 +163,16 @@ func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, pa
 		s.mu.Lock()
 		delete(s.runners, key)
 		s.mu.Unlock()
-		old.stopAndReport(false, true)
+		old.StopAndReport(false, true)
 		var waited time.Duration
-		if !old.handoverAsked.IsZero() {
-			waited = time.Since(old.handoverAsked).Round(time.Millisecond)
+		if !old.HandoverAsked().IsZero() {
+			waited = time.Since(old.HandoverAsked()).Round(time.Millisecond)
 		}
 		s.logger.Info("partition handed over", "deployment", rec.Name, "partition", p, "to", owner, "waited_for_warm_copy", waited)
 		if d.Standby {
-			s.keepStandby(rec.Name, p, parts, old.copyPos())
+			s.keepStandby(rec.Name, p, parts, old.CopyPos())
 		} else {
-			old.dropCopy()
+			old.DropCopy()
 		}
 	case placement.StopFenced:
 		// Another runtime holds the lease: this one was fenced (or is about to be, at its
@@ -183,13 +180,13 @@ func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, pa
 		s.mu.Lock()
 		delete(s.runners, key)
 		s.mu.Unlock()
-		old.report.silence()
-		old.stop()
+		old.Silence()
+		old.Stop()
 		s.logger.Info("deployment stopped here", "deployment", rec.Name, "partition", p, "owner", owner)
 		if d.Standby {
 			s.keepStandby(rec.Name, p, parts, copyPos{})
 		} else {
-			old.dropCopy()
+			old.DropCopy()
 		}
 	}
 	return true
@@ -200,7 +197,7 @@ func (s *Service) applyPartition(ctx context.Context, rec registry.Record, p, pa
 // per apply), stops old, and acquires the lease; while another live runtime holds it, a
 // standby copy is kept here (placement.AwaitLease), else the partition is added to the
 // apply's starts. It returns false as applyPartition does.
-func (s *Service) acquirePartition(ctx context.Context, rec registry.Record, p, parts int, key string, old *runner, f placement.Facts, a *applying) bool {
+func (s *Service) acquirePartition(ctx context.Context, rec registry.Record, p, parts int, key string, old *runner.Runner, f placement.Facts, a *applying) bool {
 	if !a.checked {
 		var ok bool
 		if a.rv, ok = s.checkOrReport(ctx, rec, old); !ok {
@@ -212,7 +209,7 @@ func (s *Service) acquirePartition(ctx context.Context, rec registry.Record, p, 
 		s.mu.Lock()
 		delete(s.runners, key)
 		s.mu.Unlock()
-		old.stop() // the lease stays this runtime's: it acquires it again below
+		old.Stop() // the lease stays this runtime's: it acquires it again below
 	}
 	lease, err := s.leases.Acquire(ctx, rec.Name, p, s.id, s.isLive)
 	if errors.Is(err, cluster.ErrLeaseHeld) {
@@ -238,7 +235,7 @@ func (s *Service) acquirePartition(ctx context.Context, rec registry.Record, p, 
 	}
 	hint := s.endStandby(key, false)
 	if old != nil {
-		hint = old.copyPos()
+		hint = old.CopyPos()
 	}
 	a.starts = append(a.starts, partitionStart{p: p, key: key, lease: lease, hint: hint, acquired: time.Now()})
 	return true
@@ -271,7 +268,7 @@ func (s *Service) startPartitions(ctx context.Context, rec registry.Record, a *a
 	}
 	if rec.ResetState != "" {
 		for _, ps := range a.starts {
-			r, err := s.buildReplicated(ctx, a.rv, ps.lease, ps.p, ps.hint)
+			r, err := runner.BuildReplicated(ctx, s.runnerConfig(), runnerDeps{s}, a.rv, ps.lease, ps.p, ps.hint)
 			if err := s.startBuilt(ctx, rec, ps, r, err); err != nil {
 				s.retryLater(rec, err)
 			}
@@ -296,7 +293,7 @@ func (s *Service) startPartitions(ctx context.Context, rec registry.Record, a *a
 				defer wg.Done()
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				r, err := s.buildReplicated(ctx, rv, ps.lease, ps.p, ps.hint)
+				r, err := runner.BuildReplicated(ctx, s.runnerConfig(), runnerDeps{s}, rv, ps.lease, ps.p, ps.hint)
 				errs[i] = s.startBuilt(ctx, rec, ps, r, err)
 			}()
 		}
@@ -311,7 +308,7 @@ func (s *Service) startPartitions(ctx context.Context, rec registry.Record, a *a
 
 // startBuilt registers and starts the runner built (or not: err) for ps, and clears ps's
 // starting mark. It returns err when a retry may fix it (nil for one fenced, or permanent).
-func (s *Service) startBuilt(ctx context.Context, rec registry.Record, ps partitionStart, r *runner, err error) error {
+func (s *Service) startBuilt(ctx context.Context, rec registry.Record, ps partitionStart, r *runner.Runner, err error) error {
 	defer func() {
 		s.mu.Lock()
 		delete(s.starting, ps.key)
@@ -334,86 +331,19 @@ func (s *Service) startBuilt(ctx context.Context, rec registry.Record, ps partit
 	if !s.clearReset(ctx, rec, r) {
 		return nil
 	}
-	r.takeoverAt = ps.acquired
+	r.SetTakeoverAt(ps.acquired)
 	s.mu.Lock()
 	s.runners[ps.key] = r
 	s.mu.Unlock()
-	r.start(ctx)
+	r.Start(ctx)
 	s.logger.Info("deployment running (changelog replication)", append([]any{"deployment", rec.Name, "partition", ps.p, "epoch", ps.lease.Epoch,
-		"since_lease_acquired", time.Since(ps.acquired).Round(time.Millisecond), "module", rec.ModuleDigest[:12]}, r.opened...)...)
+		"since_lease_acquired", time.Since(ps.acquired).Round(time.Millisecond), "module", rec.ModuleDigest[:12]}, r.Opened()...)...)
 	return nil
 }
 
 // waitStarts waits for the starts running off the service's loop to register their runners
 // (before the runners are stopped, so that none is left running).
 func (s *Service) waitStarts() { s.startsWG.Wait() }
-
-// buildReplicated fences partition p's changelog with lease's epoch, restores the
-// partition's state from it (from hint: what a standby copy here holds), makes every later
-// write of the state go through it, and builds the runner.
-func (s *Service) buildReplicated(ctx context.Context, rv *revision, lease cluster.Lease, p int, hint copyPos) (*runner, error) {
-	name := rv.rec.Name
-	parts := max(rv.spec.Partitions, 1)
-	t := startTimings()
-	defer t.logIfSlow(s.logger.With("deployment", name, "partition", p), "taking the partition over took long")
-	instance := lineageOf(rv.rec)
-	if parts > 1 {
-		instance += "." + strconv.Itoa(p) // message ids <name>.<lineage>.<partition>.<batch>.<seq>
-	}
-	r := s.newRunner(rv, runnerOptions{lease: lease, instance: instance, part: p})
-	// The input opens meanwhile: its consumer is created at once, and rewound (which would
-	// disturb a runtime that took the partition since) once the fence holds.
-	held := make(chan error, 1)
-	r.input = r.startInput(ctx, held)
-	abandon := func(err error) (*runner, error) {
-		held <- err
-		r.input.wait()
-		return nil, err
-	}
-	cl, err := changelog.OpenChangelog(ctx, s.js, name, s.cfg.Replicas)
-	if err != nil {
-		return abandon(fmt.Errorf("changelog: %w", err))
-	}
-	if _, err := cl.Fence(ctx, p, lease.Epoch); err != nil {
-		return abandon(fmt.Errorf("fencing the changelog at epoch %d: %w", lease.Epoch, err))
-	}
-	held <- nil
-	t.mark("fence")
-	snaps, err := changelog.OpenSnapshots(ctx, s.js, s.cfg.Replicas)
-	if err != nil {
-		r.input.wait()
-		return nil, fmt.Errorf("snapshots: %w", err)
-	}
-	r.ks.SetReplicator(nil)
-	res, err := changelog.Restore(ctx, cl, snaps, p, r.ks, hint)
-	if err != nil {
-		r.input.wait()
-		return nil, fmt.Errorf("restoring from the changelog: %w", err)
-	}
-	t.mark("restore")
-	s.logger.Info("state restored from the changelog", "deployment", name, "partition", p, "records_applied", res.Applied, "last_seq", res.Last,
-		"from_standby", hint.Held > 0)
-	s.cfg.Metrics.restoredRecords(name, res.Applied)
-	repl := changelog.NewReplicator(cl, p, lease.Epoch, res.Last)
-	r.ks.SetReplicator(repl)
-	r.snaps = &snapshotter{cl: cl, snaps: snaps, repl: repl, partition: p, interval: rv.spec.Snapshot.Interval.Std(), last: time.Now(), metrics: s.cfg.Metrics}
-	if err := r.setup(ctx, rv.rec.ResetState != ""); err != nil {
-		r.ks.SetReplicator(nil)
-		return nil, err
-	}
-	t.mark("open")
-	r.opened = append(t.attrs(), r.opened...) // the takeover's steps, then the open's
-	return r, nil
-}
-
-// lineageOf is the instance of a replicated deployment's output message ids: the same on
-// every runtime, so a republication after a takeover is dropped as a duplicate.
-func lineageOf(rec registry.Record) string {
-	if rec.Lineage != "" {
-		return rec.Lineage
-	}
-	return "l0" // a record written before lineages: still the same on every runtime
-}
 
 // liveIDs returns the IDs of the live runtimes, this one included.
 func (s *Service) liveIDs() []string {
@@ -450,7 +380,7 @@ func (s *Service) announceLeaving() {
 	s.mu.Lock()
 	owns := false
 	for _, r := range s.runners {
-		owns = owns || r.lease.Epoch != 0
+		owns = owns || r.Lease().Epoch != 0
 	}
 	s.mu.Unlock()
 	if !owns {
@@ -471,7 +401,7 @@ func (s *Service) isLive(id string) bool { return slices.Contains(s.liveIDs(), i
 // have (a periodic check), so the plan may give deployments to other runtimes.
 func (s *Service) replan(ctx context.Context, records map[string]registry.Record) {
 	for _, rec := range records {
-		if replicated(rec) {
+		if s.shapeOf(rec).replicated {
 			s.apply(ctx, rec)
 		}
 	}
@@ -498,98 +428,4 @@ func (s *Service) changelogBytes(ctx context.Context, deployment string) (uint64
 		return 0, err
 	}
 	return st.CachedInfo().State.Bytes, nil
-}
-
-// snapshotKeep is how many snapshots of a partition are kept. The log is purged below the
-// oldest kept one, so a restore that chose the newest just before it was replaced still
-// finds the log after it.
-const snapshotKeep = 2
-
-// snapshotter snapshots a replicated deployment's state every interval, then purges the
-// changelog below the oldest snapshot kept. Only the runner's loop calls maybe; a snapshot
-// runs in its own goroutine, one at a time, while batches go on.
-type snapshotter struct {
-	cl        *changelog.Changelog
-	snaps     *changelog.Snapshots
-	repl      *changelog.Replicator
-	partition int
-	interval  time.Duration
-	metrics   *Metrics // nil: none
-
-	last    time.Time   // when the last snapshot started (or the runner did)
-	lastSeq uint64      // the log sequence the last snapshot holds
-	running atomic.Bool // a snapshot is being taken
-	wg      sync.WaitGroup
-}
-
-// maybe starts a snapshot of ks when one is due and none is running.
-func (sn *snapshotter) maybe(ctx context.Context, name string, ks *state.Deployment, logger *slog.Logger) {
-	if sn == nil || time.Since(sn.last) < sn.interval || sn.running.Load() {
-		return
-	}
-	after, failed := sn.repl.Position()
-	if failed != nil || after == sn.lastSeq {
-		return // nothing new, or the log is no longer this runner's
-	}
-	sn.last = time.Now()
-	sn.running.Store(true)
-	sn.wg.Add(1)
-	go func() {
-		defer sn.wg.Done()
-		defer sn.running.Store(false)
-		start := time.Now()
-		m, err := sn.take(ctx, name, ks)
-		if err != nil {
-			logger.Warn("snapshot failed; the changelog is kept until one succeeds", "err", err)
-			return
-		}
-		sn.lastSeq = m.Seq
-		logger.Info("snapshot taken", "seq", m.Seq, "batch", m.BatchID, "bytes", m.Bytes, "chunks", m.Chunks,
-			"uploaded_chunks", m.UploadedChunks, "uploaded_bytes", m.UploadedBytes, "reused_chunks", m.ReusedChunks,
-			"took", time.Since(start).Round(time.Millisecond))
-	}()
-}
-
-// take exports ks at a point between two writes, with the log sequence it holds, stores it,
-// then purges the log below the oldest snapshot kept and prunes the older snapshots.
-func (sn *snapshotter) take(ctx context.Context, name string, ks *state.Deployment) (changelog.SnapshotMeta, error) {
-	meta := changelog.SnapshotMeta{Epoch: sn.repl.Epoch()}
-	m, err := sn.snaps.Put(ctx, name, sn.partition, &meta, func(yield func([]byte) error) error {
-		_, err := ks.ExportAt(0, func(p state.Progress) error {
-			// No write of ks runs now, so the replicator's last sequence is exactly what
-			// the export holds.
-			after, failed := sn.repl.Position()
-			if failed != nil {
-				return failed
-			}
-			meta.Seq, meta.BatchID = after, p.BatchID
-			return nil
-		}, yield)
-		return err
-	})
-	if err != nil {
-		return changelog.SnapshotMeta{}, err
-	}
-	sn.metrics.snapshotUploaded(name, m.UploadedBytes)
-	metas, err := sn.snaps.List(ctx, name, sn.partition)
-	if err != nil {
-		return m, err
-	}
-	if len(metas) >= snapshotKeep {
-		oldest := metas[snapshotKeep-1]
-		if err := sn.cl.Purge(ctx, sn.partition, oldest.Seq+1); err != nil {
-			return m, err
-		}
-		if err := sn.snaps.Prune(ctx, name, sn.partition, snapshotKeep); err != nil {
-			return m, err
-		}
-	}
-	return m, nil
-}
-
-// wait waits for a snapshot being taken.
-func (sn *snapshotter) wait() {
-	if sn != nil {
-		sn.wg.Wait()
-	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
+	"github.com/groupstate/groupstate/runtime/internal/runner"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 	"github.com/groupstate/groupstate/timeouts"
@@ -80,9 +81,9 @@ type Service struct {
 
 	mu       sync.Mutex
 	store    *state.Store
-	runners  map[string]*runner
+	runners  map[string]*runner.Runner
 	standbys map[string]*standby // by keyspace: the standby copies kept here
-	ensured  map[string]string   // by deployment revision (revisionKey): its input stream, once a runner here ensured its streams
+	ensured  map[string]string   // by deployment revision (registry.Record.RevisionKey): its input stream, once a runner here ensured its streams
 	starting map[string]bool     // by keyspace: the partitions being started off the loop (startPartitions)
 	startsWG sync.WaitGroup      // the starts off the loop
 
@@ -100,11 +101,14 @@ type Service struct {
 	// checked is the last revision of each deployment that check accepted, reused while the
 	// record is the same (the partitions a runtime takes one after another, its placement
 	// checks). Only the service's loop uses it.
-	checked map[string]*revision
+	checked map[string]*runner.Revision
 	// checks are the checks running off the loop, or their refusals not answered yet, and
 	// checkDone where they end (see check). Only the service's loop uses checks.
 	checks    map[string]checkResult
 	checkDone chan checkResult
+	// shapes is each deployment's shape, decoded once per revision (see shapeOf). Only the
+	// service's loop uses it.
+	shapes map[string]shape
 }
 
 // New opens the state store and the registry.
@@ -137,7 +141,7 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 		return nil, err
 	}
 	s := &Service{cfg: cfg, logger: cfg.Logger, rt: rt, js: js, reg: reg, leases: leases,
-		runners: map[string]*runner{}, standbys: map[string]*standby{}, ensured: map[string]string{}, starting: map[string]bool{}, checked: map[string]*revision{}, checks: map[string]checkResult{}, checkDone: make(chan checkResult), storeFailed: make(chan struct{}, 1),
+		runners: map[string]*runner.Runner{}, standbys: map[string]*standby{}, ensured: map[string]string{}, starting: map[string]bool{}, checked: map[string]*runner.Revision{}, checks: map[string]checkResult{}, shapes: map[string]shape{}, checkDone: make(chan checkResult), storeFailed: make(chan struct{}, 1),
 		retries: newRetries(), backoff: map[string]time.Duration{}}
 	if s.store, err = s.openStore(); err != nil {
 		rt.Close(ctx)
@@ -253,6 +257,7 @@ func (s *Service) Run(ctx context.Context) error {
 				delete(s.backoff, name)
 				delete(s.checked, name)
 				delete(s.checks, name)
+				delete(s.shapes, name)
 				s.undeploy(name)
 				continue
 			}
@@ -275,7 +280,7 @@ func (s *Service) Run(ctx context.Context) error {
 // apply starts or replaces the deployment of rec. When the new revision cannot start, the
 // running one (if any) keeps running and the error goes to the deployment's status.
 func (s *Service) apply(ctx context.Context, rec registry.Record) {
-	if replicated(rec) {
+	if s.shapeOf(rec).replicated {
 		s.applyReplicated(ctx, rec)
 		return
 	}
@@ -283,7 +288,7 @@ func (s *Service) apply(ctx context.Context, rec registry.Record) {
 	old := s.runners[rec.Name]
 	me := s.id
 	s.mu.Unlock()
-	if old.runs(rec) {
+	if old.Runs(rec) {
 		return
 	}
 	// Exactly one runtime runs a deployment: its state lives on that runtime's disk.
@@ -310,10 +315,10 @@ func (s *Service) apply(ctx context.Context, rec registry.Record) {
 		s.mu.Lock()
 		delete(s.runners, rec.Name)
 		s.mu.Unlock()
-		old.stop()
-		old.detach() // a replicated revision (replication switched off): its lease goes
+		old.Stop()
+		old.Detach() // a replicated revision (replication switched off): its lease goes
 	}
-	r, err := s.build(ctx, rv, rec.ResetState != "", runnerOptions{})
+	r, err := runner.Build(ctx, s.runnerConfig(), runnerDeps{s}, rv, rec.ResetState != "")
 	if err != nil {
 		s.logger.Error("deployment could not start", "deployment", rec.Name, "err", err)
 		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: me, UpdatedAt: time.Now()})
@@ -328,22 +333,22 @@ func (s *Service) apply(ctx context.Context, rec registry.Record) {
 	s.mu.Lock()
 	s.runners[rec.Name] = r
 	s.mu.Unlock()
-	r.start(ctx)
+	r.Start(ctx)
 	s.logger.Info("deployment running", "deployment", rec.Name, "module", rec.ModuleDigest[:12])
 }
 
 // checkOrReport checks rec (see check). When it is refused, the running revision old (if
 // any) keeps running with the error in its status, or a failed status is written; ok is
 // false then.
-func (s *Service) checkOrReport(ctx context.Context, rec registry.Record, old *runner) (rv *revision, ok bool) {
+func (s *Service) checkOrReport(ctx context.Context, rec registry.Record, old *runner.Runner) (rv *runner.Revision, ok bool) {
 	rv, err := s.check(ctx, rec)
 	if errors.Is(err, errChecking) {
 		return nil, false // the loop applies rec again when its check is done
 	}
 	if err != nil {
 		s.logger.Error("deployment refused", "deployment", rec.Name, "err", err)
-		if old != nil && !old.failed() {
-			old.setError(fmt.Errorf("redeploy refused, still running the previous revision: %w", err))
+		if old != nil && !old.Failed() {
+			old.SetError(fmt.Errorf("redeploy refused, still running the previous revision: %w", err))
 		} else {
 			s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
 		}
@@ -360,7 +365,7 @@ func (s *Service) checkOrReport(ctx context.Context, rec registry.Record, old *r
 // the reset's token before anything runs, so that a restart does not reset again (until
 // then a reset can be repeated: nothing ran since). It returns false, with r closed, when
 // the record could not be updated.
-func (s *Service) clearReset(ctx context.Context, rec registry.Record, r *runner) bool {
+func (s *Service) clearReset(ctx context.Context, rec registry.Record, r *runner.Runner) bool {
 	if rec.ResetState == "" {
 		return true
 	}
@@ -368,28 +373,16 @@ func (s *Service) clearReset(ctx context.Context, rec registry.Record, r *runner
 	done.ResetState = ""
 	rev, err := s.reg.Update(ctx, done)
 	if err != nil {
-		r.eng.Close(context.WithoutCancel(ctx))
-		r.ks.SetReplicator(nil)
+		r.Abandon(ctx)
 		if !errors.Is(err, registry.ErrRecordChanged) {
 			s.retryLater(rec, err)
 		} // else a newer record is on its way, and applies to the emptied state
 		return false
 	}
 	done.Revision = rev
-	r.rec = done
+	r.ResetDone(done)
 	s.logger.Warn("deployment state reset (deploy --reset-state)", "deployment", rec.Name)
 	return true
-}
-
-// runs tells whether r (nil: none) already runs rec as it should, so that applying rec has
-// nothing to do: same module and spec, no reset asked, and r neither failed nor faulting (a
-// same-spec redeploy restarts a runner that keeps failing its batches or fetches).
-func (r *runner) runs(rec registry.Record) bool {
-	if r == nil || rec.ResetState != "" || r.rec.ModuleDigest != rec.ModuleDigest || string(r.rec.Spec) != string(rec.Spec) ||
-		r.rec.ShadowOf != rec.ShadowOf || r.rec.Promoting != rec.Promoting || string(r.rec.ShadowSpec) != string(rec.ShadowSpec) {
-		return false
-	}
-	return r.report.healthy()
 }
 
 // reportIfOrphaned writes the orphaned status of rec when its owner does not answer: the
@@ -466,17 +459,17 @@ func (s *Service) undeploy(name string) {
 func (s *Service) stop(name, why string) {
 	s.waitStarts()
 	s.mu.Lock()
-	var rs []*runner
+	var rs []*runner.Runner
 	for key, r := range s.runners {
-		if r.spec.Name == name {
+		if r.Name() == name {
 			rs = append(rs, r)
 			delete(s.runners, key)
 		}
 	}
 	s.mu.Unlock()
 	for _, r := range rs {
-		r.stopAndReport(false, false)
-		s.logger.Info("deployment stopped", "deployment", name, "partition", r.part, "why", why)
+		r.StopAndReport(false, false)
+		s.logger.Info("deployment stopped", "deployment", name, "partition", r.Partition(), "why", why)
 	}
 }
 
@@ -486,14 +479,14 @@ func (s *Service) stopAll() {
 	s.waitStarts()
 	s.mu.Lock()
 	runners := s.runners
-	s.runners = map[string]*runner{}
+	s.runners = map[string]*runner.Runner{}
 	s.mu.Unlock()
 	var wg sync.WaitGroup
 	for _, r := range runners {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r.stopAndReport(true, true)
+			r.StopAndReport(true, true)
 		}()
 	}
 	wg.Wait()
@@ -539,13 +532,13 @@ func (s *Service) noteOutage(err error) {
 		msg += ": " + err.Error()
 	}
 	s.mu.Lock()
-	runners := make([]*runner, 0, len(s.runners))
+	runners := make([]*runner.Runner, 0, len(s.runners))
 	for _, r := range s.runners {
 		runners = append(runners, r)
 	}
 	s.mu.Unlock()
 	for _, r := range runners {
-		r.report.noteError(msg)
+		r.NoteError(msg)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/internal/natsio"
@@ -115,6 +116,10 @@ type Record struct {
 // (see [Record].InputOf): InputOf, else for a shadow recorded before InputOf existed its
 // primary, else its own name. It is the one answer to "whose input do I read".
 func (r Record) InputDeployment() string { return cmp.Or(r.InputOf, r.ShadowOf, r.Name) }
+
+// RevisionKey names the revision of the deployment r is: "<name>@<revision>". The runners of
+// one revision on a runtime share what it keys (the streams ensured, the module).
+func (r Record) RevisionKey() string { return r.Name + "@" + strconv.FormatUint(r.Revision, 10) }
 
 // Handover is where a partition of a promoted shadow took over its old primary's input
 // (see [Record].Handovers).

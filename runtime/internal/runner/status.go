@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"slices"
@@ -58,7 +58,7 @@ func (sr *statusReporter) take(force bool) (st client.Status, ok bool) {
 	return st, true
 }
 
-// setError notes err as the status's current and last error.
+// SetError notes err as the status's current and last error.
 func (sr *statusReporter) setError(err error) {
 	sr.mu.Lock()
 	sr.status.Error = err.Error()
@@ -89,7 +89,7 @@ func (sr *statusReporter) fail(err error) {
 	sr.mu.Unlock()
 }
 
-// failed tells whether the deployment stopped by an error.
+// Failed tells whether the deployment stopped by an error.
 func (sr *statusReporter) failed() bool {
 	sr.mu.Lock()
 	defer sr.mu.Unlock()

@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"context"
@@ -188,19 +188,19 @@ func (in *shadowSource) cut(pending []input.Msg) (wait bool, err error) {
 }
 
 // shadowing tells whether r runs a shadow.
-func (r *runner) shadowing() bool { return r.rec.ShadowOf != "" }
+func (r *Runner) shadowing() bool { return r.rec.ShadowOf != "" }
 
 // openShadowInput ensures the shadow's streams and creates its consumer of the primary's
 // manifests (of its partition), returning the manifests stream's name (held: see
 // startInput).
-func (r *runner) openShadowInput(ctx context.Context, t *timings, held <-chan error) (string, *input.Source, error) {
+func (r *Runner) openShadowInput(ctx context.Context, t *timings, held <-chan error) (string, *input.Source, error) {
 	if _, err := r.ensureStreams(ctx); err != nil {
 		return "", nil, err
 	}
 	t.mark("input_streams")
 	primary := r.rec.ShadowOf
 	stream := topology.ManifestsStream(primary)
-	src, err := input.NewSource(ctx, r.env.js, stream, r.consumerName(), []string{topology.ManifestSubject(primary, r.part)}, r.sourceOptions(t, held)...)
+	src, err := input.NewSource(ctx, r.env.JS, stream, r.consumerName(), []string{topology.ManifestSubject(primary, r.part)}, r.sourceOptions(t, held)...)
 	t.mark("input_consumer")
 	if err != nil {
 		return "", nil, fmt.Errorf("consumer of primary %s's batch manifests (stream %s): %w", primary, stream, err)
@@ -305,11 +305,11 @@ func (in *shadowSource) openRows(ctx context.Context, from uint64) error {
 		in.rd.Close()
 		in.rd = nil
 	}
-	stream, filters, err := history.Input(ctx, r.env.js, r.spec, r.inputOf, r.part)
+	stream, filters, err := history.Input(ctx, r.env.JS, r.spec, r.inputOf, r.part)
 	if err != nil {
 		return err
 	}
-	rd, err := input.OpenStreamReader(ctx, r.env.js, stream, filters, from)
+	rd, err := input.OpenStreamReader(ctx, r.env.JS, stream, filters, from)
 	if err != nil {
 		return err
 	}
@@ -330,7 +330,7 @@ func (in *shadowSource) openRows(ctx context.Context, from uint64) error {
 // position now counts in the input, and only waits for the others and stores the record. A
 // partition that committed says so in its status (client.Status.Promoted), which is how the
 // partitions, on whichever runtimes, learn that all did.
-func (r *runner) promote(ctx context.Context) (bool, error) {
+func (r *Runner) promote(ctx context.Context) (bool, error) {
 	if !r.shadow.promoted {
 		if done, err := r.commitPromotion(ctx); err != nil || !done {
 			return false, err
@@ -350,9 +350,9 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 	rec.ShadowOf, rec.ShadowSpec, rec.Promoting, rec.PrimaryHandovers = "", nil, false, nil
 	rec.InputOf, rec.Handovers = r.inputOf, handovers
 	rec.DeployedAt = time.Now().UTC()
-	if _, err := r.env.reg.Update(ctx, rec); err != nil {
+	if _, err := r.env.Registry.Update(ctx, rec); err != nil {
 		// Another partition may have stored it first.
-		if cur, gerr := r.env.reg.Get(ctx, rec.Name); gerr == nil && cur.ShadowOf == "" {
+		if cur, gerr := r.env.Registry.Get(ctx, rec.Name); gerr == nil && cur.ShadowOf == "" {
 			return true, nil
 		}
 		return false, fmt.Errorf("promoting: storing %s as a primary: %w", rec.Name, err)
@@ -361,7 +361,7 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	for q := range r.parts {
-		if err := r.env.js.DeleteConsumer(dctx, topology.ManifestsStream(primary), topology.PartitionConsumer(r.spec.Name, q, r.parts)); err != nil {
+		if err := r.env.JS.DeleteConsumer(dctx, topology.ManifestsStream(primary), topology.PartitionConsumer(r.spec.Name, q, r.parts)); err != nil {
 			r.logger.Warn("deleting a consumer of the old primary's manifests failed", "partition", q, "err", err)
 		}
 	}
@@ -370,9 +370,9 @@ func (r *runner) promote(ctx context.Context) (bool, error) {
 
 // commitPromotion is promote's first step for r's partition: once it ran every batch the
 // primary recorded for it, it commits the primary's input position; it tells whether it did.
-func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
+func (r *Runner) commitPromotion(ctx context.Context) (bool, error) {
 	primary := r.rec.ShadowOf
-	mstream, err := r.env.js.Stream(ctx, topology.ManifestsStream(primary))
+	mstream, err := r.env.JS.Stream(ctx, topology.ManifestsStream(primary))
 	if err != nil {
 		return false, fmt.Errorf("promoting: primary %s's manifests stream: %w", primary, err)
 	}
@@ -424,7 +424,7 @@ func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 	if r.parts > 1 && r.spec.EventTime != nil {
 		// The partitions' shared watermark goes on from the primary's records, not from
 		// none (which would let each partition's first batches move it alone).
-		if wm, err := r.deps.watermarks(ctx); err != nil {
+		if wm, err := r.deps.Watermarks(ctx); err != nil {
 			r.logger.Warn("adopting the primary's watermark records failed", "err", err)
 		} else if err := wm.Adopt(ctx, primary, r.spec.Name, r.part); err != nil {
 			r.logger.Warn("adopting the primary's watermark record failed", "err", err)
@@ -437,7 +437,7 @@ func (r *runner) commitPromotion(ctx context.Context) (bool, error) {
 
 // primaryHandover is where the primary took r's partition over, when the primary is a
 // promoted shadow (registry.Record.PrimaryHandovers).
-func (r *runner) primaryHandover() (registry.Handover, bool) {
+func (r *Runner) primaryHandover() (registry.Handover, bool) {
 	for _, h := range r.rec.PrimaryHandovers {
 		if h.Partition == r.part {
 			return h, true
@@ -448,7 +448,7 @@ func (r *runner) primaryHandover() (registry.Handover, bool) {
 
 // setPromoted notes that r's partition committed its promotion at h (see promote), in its
 // status too.
-func (r *runner) setPromoted(h registry.Handover) {
+func (r *Runner) setPromoted(h registry.Handover) {
 	r.shadow.promoted, r.shadow.handover = true, h
 	r.report.setPromoted(h)
 	if r.eng != nil {
@@ -459,7 +459,7 @@ func (r *runner) setPromoted(h registry.Handover) {
 // partitionsPromoted tells whether every partition of the shadow committed its promotion,
 // by their statuses (see promote), and returns where each took over, in partition order; it
 // looks at most every primaryCheckEvery.
-func (r *runner) partitionsPromoted(ctx context.Context) ([]registry.Handover, bool, error) {
+func (r *Runner) partitionsPromoted(ctx context.Context) ([]registry.Handover, bool, error) {
 	in := r.shadow
 	if time.Since(in.checkedAt) < primaryCheckEvery {
 		return nil, false, nil
@@ -470,7 +470,7 @@ func (r *runner) partitionsPromoted(ctx context.Context) ([]registry.Handover, b
 		if q == r.part {
 			continue
 		}
-		doc, err := r.env.reg.GetStatus(ctx, topology.Keyspace(r.spec.Name, q, r.parts))
+		doc, err := r.env.Registry.GetStatus(ctx, topology.Keyspace(r.spec.Name, q, r.parts))
 		if errors.Is(err, registry.ErrNotFound) {
 			return nil, false, nil
 		}
@@ -492,12 +492,12 @@ func (r *runner) partitionsPromoted(ctx context.Context) ([]registry.Handover, b
 
 // inputCreated is the creation time of the shadow's input stream (UnixNano), as a primary's
 // progress records it.
-func (r *runner) inputCreated(ctx context.Context) (int64, error) {
-	in, _, err := history.Input(ctx, r.env.js, r.spec, r.inputOf, r.part)
+func (r *Runner) inputCreated(ctx context.Context) (int64, error) {
+	in, _, err := history.Input(ctx, r.env.JS, r.spec, r.inputOf, r.part)
 	if err != nil {
 		return 0, err
 	}
-	st, err := r.env.js.Stream(ctx, in)
+	st, err := r.env.JS.Stream(ctx, in)
 	if err != nil {
 		return 0, fmt.Errorf("promoting: input stream %s: %w", in, err)
 	}
@@ -507,7 +507,7 @@ func (r *runner) inputCreated(ctx context.Context) (int64, error) {
 // promotionCommitted tells whether the shadow's state holds a promotion's commit: its input
 // position counts in the input stream (see promote). When it does, it notes the partition
 // promoted (shadowSource.promoted and handover: the last batch committed is the promotion's).
-func (r *runner) promotionCommitted(ctx context.Context) (bool, error) {
+func (r *Runner) promotionCommitted(ctx context.Context) (bool, error) {
 	p, err := r.ks.Progress()
 	if err != nil {
 		return false, err
@@ -527,7 +527,7 @@ func (r *runner) promotionCommitted(ctx context.Context) (bool, error) {
 // the record, shadowStop after a write of the state failed for good (see
 // stopOnStateError), else shadowFetch: another error goes to the status (see fault) and the
 // promotion is tried again.
-func (r *runner) promoteOrFault(ctx context.Context, backoff *time.Duration) shadowStep {
+func (r *Runner) promoteOrFault(ctx context.Context, backoff *time.Duration) shadowStep {
 	done, err := r.promote(ctx)
 	switch {
 	case done:
@@ -557,10 +557,10 @@ func (in *shadowSource) checkPrimary(ctx context.Context) {
 		return
 	}
 	in.checkedAt = time.Now()
-	_, err := r.env.reg.Get(ctx, r.rec.ShadowOf)
+	_, err := r.env.Registry.Get(ctx, r.rec.ShadowOf)
 	switch gone := errors.Is(err, registry.ErrNotFound); {
 	case gone && !in.gone:
-		r.setError(fmt.Errorf("primary %s is no longer deployed: the shadow ran every batch it recorded and waits; promote it (groupstate promote %s) or undeploy it", r.rec.ShadowOf, r.spec.Name))
+		r.SetError(fmt.Errorf("primary %s is no longer deployed: the shadow ran every batch it recorded and waits; promote it (groupstate promote %s) or undeploy it", r.rec.ShadowOf, r.spec.Name))
 	case !gone && err == nil && in.gone:
 		r.report.clearError()
 	}

@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"context"
@@ -70,7 +70,7 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	testutil.Require(t, err)
 	repl := changelog.NewReplicator(cl, 0, 1, seq)
 	src.SetReplicator(repl)
-	sn := &snapshotter{cl: cl, snaps: snaps, repl: repl}
+	sn := &snapshotter{cl: cl, snaps: snaps, repl: repl, metrics: noMetrics{}}
 
 	var metas []changelog.SnapshotMeta
 	for range 3 {
@@ -99,7 +99,7 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	}
 
 	replica := open().Deployment("d")
-	res, err := changelog.Restore(ctx, cl, snaps, 0, replica, copyPos{})
+	res, err := changelog.Restore(ctx, cl, snaps, 0, replica, changelog.Position{})
 	applied := res.Applied
 	testutil.Require(t, err)
 	sameState(t, src, replica)
@@ -108,7 +108,7 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	}
 
 	commitN(t, src, 3)
-	res, err = changelog.Restore(ctx, cl, snaps, 0, replica, copyPos{}) // a restart: the local copy is a prefix
+	res, err = changelog.Restore(ctx, cl, snaps, 0, replica, changelog.Position{}) // a restart: the local copy is a prefix
 	applied = res.Applied
 	testutil.Require(t, err)
 	sameState(t, src, replica)
@@ -120,11 +120,13 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	// log does not have as said (a purged record, another batch) finds the copy's place anyway.
 	for _, tc := range []struct {
 		name string
-		hint func(copyPos) copyPos
+		hint func(changelog.Position) changelog.Position
 	}{
-		{"the copy's own", func(h copyPos) copyPos { return h }},
-		{"purged", func(h copyPos) copyPos { return copyPos{Held: 1, Batch: h.Batch} }},
-		{"another batch's", func(h copyPos) copyPos { return copyPos{Held: h.Held, Batch: h.Batch + 1} }},
+		{"the copy's own", func(h changelog.Position) changelog.Position { return h }},
+		{"purged", func(h changelog.Position) changelog.Position { return changelog.Position{Held: 1, Batch: h.Batch} }},
+		{"another batch's", func(h changelog.Position) changelog.Position {
+			return changelog.Position{Held: h.Held, Batch: h.Batch + 1}
+		}},
 	} {
 		hint := tc.hint(res.Held)
 		commitN(t, src, 2)

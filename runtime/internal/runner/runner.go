@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"bytes"
@@ -14,15 +14,12 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
-	"github.com/groupstate/groupstate/runtime/internal/api"
 	"github.com/groupstate/groupstate/runtime/internal/changelog"
 	"github.com/groupstate/groupstate/runtime/internal/cluster"
 	"github.com/groupstate/groupstate/runtime/internal/input"
-	"github.com/groupstate/groupstate/runtime/internal/natsio"
 	"github.com/groupstate/groupstate/runtime/internal/output"
 	"github.com/groupstate/groupstate/runtime/internal/partition"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
-	"github.com/groupstate/groupstate/runtime/internal/rowjson"
 	"github.com/groupstate/groupstate/runtime/internal/topology"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
@@ -31,18 +28,20 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// runner drives one partition of a deployment (the whole of it, unpartitioned): its loop
+// Runner drives one partition of a deployment (the whole of it, unpartitioned): its loop
 // takes batches from its source (live input or, for a shadow, the primary's batches: see
 // batchSource), runs them, has the source acknowledge the input once a batch committed, and
 // publishes the partition's status.
 //
-// Its parts are owned as each says. The service's goroutine makes the runner (newRunner,
-// setup) and then owns it but for what the loop owns once started: the source, the engine
-// and the consumer (see opening), the shared watermark's lastRowAt and takeoverAt; the status
-// is shared through its reporter's lock, the rest is set before start and read-only after.
-type runner struct {
-	env     runnerEnv      // what the runners of the process share and only read
-	deps    runnerDeps     // what the runner asks of the process: the *Service
+// Build or BuildReplicated makes a runner, Start runs it, and Stop, StopAndReport or the end
+// of Start's context end it. Its methods are for one goroutine, its holder's (the service's),
+// unless they say otherwise. Its parts are owned as each says: the holder owns the runner
+// but for what the loop owns once started (the source, the engine and the consumer: see
+// opening; the shared watermark's lastRowAt; takeoverAt); the status is shared through its
+// reporter's lock; the rest is set before Start and read-only after.
+type Runner struct {
+	env     Config         // what the runners of the process share and only read
+	deps    Deps           // what the runner asks of the process that holds it
 	unit                   // what it runs
 	opening                // the engine and the consumer
 	report  statusReporter // the status, behind its own lock
@@ -57,8 +56,7 @@ type runner struct {
 }
 
 // unit is what a runner runs: the revision, and which partition of it. Set by newRunner and
-// read-only after, but for rec, which the service's goroutine updates before start (see
-// clearReset).
+// read-only after, but for rec, which the holder updates before Start (see ResetDone).
 type unit struct {
 	rec    registry.Record
 	spec   *spec.Spec
@@ -74,7 +72,7 @@ type unit struct {
 	// kept once promoted (registry.Record.InputOf).
 	inputOf  string
 	instance string       // of the output message ids; empty: the store's ID
-	initial  *initialLoad // the revision's initial state, shared by its runners here
+	initial  *InitialLoad // the revision's initial state, shared by its runners here
 }
 
 // opening is what a runner's open makes: the engine and the consumer its source reads. Set by
@@ -86,7 +84,7 @@ type opening struct {
 	eng   *engine.Engine
 	src   *input.Source
 	// input is the opening of the runner's input started before its first open (see
-	// buildReplicated), which open takes; nil otherwise.
+	// BuildReplicated), which open takes; nil otherwise.
 	input *inputOpen
 	// opened is how long the steps of the runner's last open took (slog attributes, see
 	// timings), for the log line of a takeover.
@@ -141,24 +139,24 @@ type control struct {
 	drained  atomic.Pointer[engine.BatchReport]
 }
 
-// copyPos returns what r's keyspace holds of its changelog, for a stopped runner of a
-// replicated deployment (the zero copyPos otherwise): every record up to its last append.
-func (r *runner) copyPos() copyPos {
+// CopyPos returns what r's keyspace holds of its changelog, for a stopped runner of a
+// replicated deployment (the zero changelog.Position otherwise): every record up to its last append.
+func (r *Runner) CopyPos() changelog.Position {
 	if r.snaps == nil || r.snaps.repl == nil {
-		return copyPos{}
+		return changelog.Position{}
 	}
 	after, failed := r.snaps.repl.Position()
 	p, err := r.ks.Progress()
 	if failed != nil || err != nil {
-		return copyPos{} // an append whose outcome is unknown: the restore finds the copy's place
+		return changelog.Position{} // an append whose outcome is unknown: the restore finds the copy's place
 	}
-	return copyPos{Held: after, Batch: p.BatchID}
+	return changelog.Position{Held: after, Batch: p.BatchID}
 }
 
-// dropCopy, for a stopped runner of a replicated deployment that this runtime keeps no copy
+// DropCopy, for a stopped runner of a replicated deployment that this runtime keeps no copy
 // of (the plan gives it neither the partition nor a standby of it), deletes its keyspace here:
 // the changelog has all of it.
-func (r *runner) dropCopy() {
+func (r *Runner) DropCopy() {
 	if r.lease.Epoch == 0 {
 		return
 	}
@@ -168,26 +166,32 @@ func (r *runner) dropCopy() {
 	}
 }
 
-// revision is a deployment record whose spec and module were checked.
-type revision struct {
-	rec  registry.Record
-	spec *spec.Spec
-	wasm []byte
-	// initial is the record's initial state, loaded and parsed once for the revision's
-	// partitions on this runtime (see runner.initialState).
-	initial *initialLoad
+// Revision is a deployment record whose spec and module were checked: what a runner runs.
+// It is read-only once made, but for Initial, which is safe for concurrent use.
+type Revision struct {
+	Rec  registry.Record
+	Spec *spec.Spec
+	Wasm []byte
+	// Initial is the record's initial state, loaded and parsed once for the revision's
+	// partitions on this runtime (see Runner.initialState); NewRevision makes it.
+	Initial *InitialLoad
 }
 
-// initialLoad holds a revision's parsed initial state once one of its runners loaded it.
-// Safe for concurrent use.
-type initialLoad struct {
+// NewRevision returns the revision of rec, whose spec sp and module wasm were checked.
+func NewRevision(rec registry.Record, sp *spec.Spec, wasm []byte) *Revision {
+	return &Revision{Rec: rec, Spec: sp, Wasm: wasm, Initial: &InitialLoad{}}
+}
+
+// InitialLoad holds a revision's parsed initial state once one of its runners loaded it.
+// Safe for concurrent use; the zero InitialLoad holds none yet.
+type InitialLoad struct {
 	mu sync.Mutex
 	is *engine.InitialState
 }
 
 // get returns the initial state, loaded by load the first time (and again after a load
 // failed); one load runs at a time.
-func (l *initialLoad) get(load func() (*engine.InitialState, error)) (*engine.InitialState, error) {
+func (l *InitialLoad) get(load func() (*engine.InitialState, error)) (*engine.InitialState, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.is == nil {
@@ -200,113 +204,21 @@ func (l *initialLoad) get(load func() (*engine.InitialState, error)) (*engine.In
 	return l.is, nil
 }
 
-// check validates rec before anything of a running revision is touched: its spec, and its
-// module (loaded and verified by SHA-256, compiled and initialized with the spec's config).
-// It has no side effects, so a refused redeploy leaves the running revision alone.
-//
-// Compiling a module takes seconds (and a hostile one up to the compile timeout), so the
-// loop never waits for it: a revision not checked yet is checked on a goroutine of its own
-// and check returns errChecking; the goroutine hands the result to the loop (checkDone),
-// which keeps it and applies the record again, and check then answers from what it kept.
-// A record accepted once is not checked again (the same revision of the record holds the
-// same spec and module digest), so that a runtime taking a deployment's partitions one after
-// another loads and compiles its module once, not before each. Only the loop calls it.
-func (s *Service) check(ctx context.Context, rec registry.Record) (*revision, error) {
-	same := func(r registry.Record) bool {
-		return r.Revision == rec.Revision && r.ModuleDigest == rec.ModuleDigest && r.ResetState == rec.ResetState
-	}
-	if rv := s.checked[rec.Name]; rv != nil && same(rv.rec) {
-		return &revision{rec: rec, spec: rv.spec, wasm: rv.wasm, initial: rv.initial}, nil
-	}
-	if c, ok := s.checks[rec.Name]; ok && same(c.rec) {
-		if c.running {
-			return nil, errChecking
-		}
-		if !permanent(c.err) {
-			delete(s.checks, rec.Name) // answered once: a retry checks again
-		}
-		return nil, c.err
-	}
-	s.checks[rec.Name] = checkResult{rec: rec, running: true}
-	go func() {
-		rv, err := s.checkRecord(ctx, rec)
-		select {
-		case s.checkDone <- checkResult{rec: rec, rv: rv, err: err}:
-		case <-ctx.Done():
-		}
-	}()
-	return nil, errChecking
+// options are what a replicated deployment's runner has besides the others'.
+type options struct {
+	lease    cluster.Lease
+	instance string
+	part     int // the partition, of a deployment with spec.Partitions > 1
 }
 
-// errChecking says that a revision's check runs off the loop (see check).
-var errChecking = errors.New("service: the revision is being checked")
-
-// checkResult is the outcome of a check run off the loop, or (running) one in progress.
-type checkResult struct {
-	rec     registry.Record
-	rv      *revision
-	err     error
-	running bool
-}
-
-// checkedOff keeps the result of a check run off the loop, unless a later revision or an
-// undeploy superseded it.
-func (s *Service) checkedOff(c checkResult) {
-	if cur, ok := s.checks[c.rec.Name]; !ok || cur.rec.Revision != c.rec.Revision {
-		return // superseded by a later revision, or the deployment is gone
-	}
-	if c.err == nil {
-		delete(s.checks, c.rec.Name)
-		s.checked[c.rec.Name] = c.rv
-		return
-	}
-	s.checks[c.rec.Name] = c
-}
-
-// checkRecord is check without the reuse.
-func (s *Service) checkRecord(ctx context.Context, rec registry.Record) (*revision, error) {
-	sp, err := api.RunSpecOf(rec)
-	if err != nil {
-		return nil, err
-	}
-	if err := sp.ValidateForService(); err != nil {
-		return nil, err // a record written by an older client, or by hand
-	}
-	wasm, err := s.reg.GetModule(ctx, rec.ModuleDigest) // verifies the bytes' SHA-256
-	if err != nil {
-		return nil, fmt.Errorf("loading module %s: %w", rec.ModuleDigest, err)
-	}
-	if err := s.rt.ValidateModule(ctx, sp, wasm); err != nil {
-		return nil, err
-	}
-	if sp.HasInputs() {
-		named := make([]input.NamedInput, len(sp.Inputs))
-		for i, in := range sp.Inputs {
-			named[i] = input.NamedInput{Name: in.Name, Subjects: in.Subjects}
-		}
-		if err := input.CheckInputsStream(ctx, s.js, rec.InputDeployment(), named); err != nil {
-			return nil, err
-		}
-	}
-	return &revision{rec: rec, spec: sp, wasm: wasm, initial: &initialLoad{}}, nil
-}
-
-// build creates what a checked revision needs to run: streams, the input consumer (reset to
-// its ack floor, and reconciled with the committed position: see reconcile) and the engine.
-// With reset (deploy --reset-state), the deployment's state is emptied first (see resetState).
-// The previous runner of the deployment, if any, must have stopped: only one writer uses the
-// consumer and the state at a time.
-// runnerOptions are what a replicated deployment's runner has besides the others'.
-type runnerOptions struct {
-	lease     cluster.Lease
-	instance  string
-	snapshots *snapshotter
-	part      int // the partition, of a deployment with spec.Partitions > 1
-}
-
-// build makes the runner of rv (see newRunner) and sets it up (see setup).
-func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerOptions) (*runner, error) {
-	r := s.newRunner(rv, o)
+// Build makes the runner of rv, a deployment that is not replicated, and opens it: it
+// ensures the deployment's streams, creates the input consumer (reset to its ack floor, and
+// reconciled with the committed position) and the engine. With reset (deploy --reset-state),
+// the deployment's state is emptied first. The previous runner of the deployment, if any,
+// must have stopped: only one writer uses the consumer and the state at a time. The runner
+// runs once started (Start).
+func Build(ctx context.Context, cfg Config, deps Deps, rv *Revision, reset bool) (*Runner, error) {
+	r := newRunner(cfg, deps, rv, options{})
 	if err := r.setup(ctx, reset); err != nil {
 		return nil, err
 	}
@@ -314,15 +226,15 @@ func (s *Service) build(ctx context.Context, rv *revision, reset bool, o runnerO
 }
 
 // newRunner makes the runner of rv, not set up yet: nothing of it reaches NATS.
-func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
-	rec, sp := rv.rec, rv.spec
-	logger := s.logger.With("deployment", sp.Name)
-	s.mu.Lock()
-	store := s.store
-	s.mu.Unlock()
-	r := &runner{env: s.runnerEnv(), deps: s, unit: unit{rec: rec, spec: sp, wasm: rv.wasm, initial: rv.initial, logger: logger, instance: o.instance, part: o.part, parts: max(sp.Partitions, 1)},
-		opening: opening{store: store}, control: control{done: make(chan struct{}), drainReq: make(chan chan drainResult)}}
-	r.lease, r.snaps = o.lease, o.snapshots
+func newRunner(cfg Config, deps Deps, rv *Revision, o options) *Runner {
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
+	rec, sp := rv.Rec, rv.Spec
+	logger := cfg.Logger.With("deployment", sp.Name)
+	r := &Runner{env: cfg, deps: deps, unit: unit{rec: rec, spec: sp, wasm: rv.Wasm, initial: rv.Initial, logger: logger, instance: o.instance, part: o.part, parts: max(sp.Partitions, 1)},
+		opening: opening{store: cfg.Store}, control: control{done: make(chan struct{}), drainReq: make(chan chan drainResult)}}
+	r.lease = o.lease
 	r.key = topology.Keyspace(sp.Name, r.part, r.parts)
 	r.inputOf = rec.InputDeployment() // a shadow recorded before InputOf: its primary
 	if rec.ShadowOf != "" {
@@ -334,7 +246,7 @@ func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 	if r.parts > 1 {
 		r.logger = logger.With("partition", r.part)
 	}
-	r.ks = store.Deployment(r.key)
+	r.ks = cfg.Store.Deployment(r.key)
 	if o.lease.Epoch == 0 {
 		// Not replicated: no changelog replicator left by an earlier replicated revision
 		// (replication switched off with --reset-state) may receive its writes.
@@ -345,11 +257,11 @@ func (s *Service) newRunner(rv *revision, o runnerOptions) *runner {
 
 // setup opens the runner made by newRunner (see open; with reset, its state emptied first),
 // with its router and watermarks when it has them, ready to start.
-func (r *runner) setup(ctx context.Context, reset bool) error {
+func (r *Runner) setup(ctx context.Context, reset bool) error {
 	sp, rec := r.spec, r.rec
 	var err error
 	if r.sharesWatermark() {
-		if r.wm, err = r.deps.watermarks(ctx); err != nil {
+		if r.wm, err = r.deps.Watermarks(ctx); err != nil {
 			return err
 		}
 		if rec, ok := r.wm.Record(sp.Name, r.part); ok {
@@ -361,12 +273,12 @@ func (r *runner) setup(ctx context.Context, reset bool) error {
 		return err
 	}
 	if r.parts > 1 && r.part == 0 && !r.bySubject() && !r.shadowing() { // a shadow reads what its primary's router routed
-		if r.router, err = r.deps.newRouter(ctx, sp, r.inputOf); err != nil {
+		if r.router, err = r.deps.NewRouter(ctx, sp, r.inputOf); err != nil {
 			r.eng.Close(context.WithoutCancel(ctx))
 			return fmt.Errorf("input router: %w", err)
 		}
 	}
-	st := client.Status{Name: r.key, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: r.env.id,
+	st := client.Status{Name: r.key, State: client.StatusRunning, ModuleDigest: rec.ModuleDigest, DeployedAt: rec.DeployedAt, StartedAt: time.Now(), Owner: r.env.ID,
 		ShadowOf: rec.ShadowOf}
 	if in := r.shadow; in != nil && in.promoted {
 		st.Promoted, st.PromotedBatch, st.PromotedPosition = true, in.handover.Batch, in.handover.Position
@@ -381,76 +293,12 @@ func (r *runner) setup(ctx context.Context, reset bool) error {
 	return nil
 }
 
-// ensureStreams ensures the deployment's input stream (the streams of input, named after
-// deployment inputOf: see runner.inputOf; none when inputOf is empty, for a shadow, which
-// reads its primary's) and its output streams (output, dead-letter, late: output.SinkStreams)
-// and its manifests stream, and returns the input stream's name. It changes no stream that
-// is not the deployment's (natsio.ErrForeignStream).
-func (s *Service) ensureStreams(ctx context.Context, sp *spec.Spec, inputOf string) (string, error) {
-	var inStream string
-	var err error
-	switch {
-	case inputOf == "":
-	case sp.HasInputs():
-		inStream, err = s.ensureInputs(ctx, sp, inputOf)
-	default:
-		inStream, err = natsio.EnsureStream(ctx, s.js, input.StreamOptions(sp, inputOf, s.cfg.Replicas))
-	}
-	if err != nil {
-		return "", fmt.Errorf("input stream: %w", err)
-	}
-	// Outputs are never stored in the input stream (the spec refuses subjects that the input
-	// subjects match, but a named or adopted input stream may capture more than they do).
-	for _, o := range output.SinkStreams(sp, s.cfg.Replicas) {
-		o.Options.Avoid = inStream
-		if _, err := natsio.EnsureStream(ctx, s.js, o.Options); err != nil {
-			return "", fmt.Errorf("%s stream: %w", o.What, err)
-		}
-	}
-	if _, err := changelog.EnsureManifestsStream(ctx, s.js, sp.Name, s.cfg.Replicas, inputsMaxAge(sp)); err != nil {
-		return "", fmt.Errorf("manifests stream: %w", err)
-	}
-	return inStream, nil
-}
-
-// inputsMaxAge is how long the longest-kept of sp's input streams that groupstate sets keeps
-// rows: what the streams that only make sense beside them (the inputs stream, the manifests)
-// keep.
-func inputsMaxAge(sp *spec.Spec) time.Duration {
-	var maxAge time.Duration
-	for _, in := range sp.InputList() {
-		maxAge = max(maxAge, cmp.Or(in.MaxAge.Std(), spec.DefaultStreamMaxAge))
-	}
-	return maxAge
-}
-
-// ensureInputs ensures the streams of a deployment with several inputs, named after
-// deployment inputOf (see runner.inputOf): each input's (its named stream, the stream that
-// already captures its subjects, or GS_<INPUT>_IN_<NAME>), and the inputs stream that
-// sources them all, whose name it returns (input.EnsureInputsStream). The inputs stream
-// keeps rows as long as the longest-kept input stream groupstate sets.
-func (s *Service) ensureInputs(ctx context.Context, sp *spec.Spec, inputOf string) (string, error) {
-	named := make([]input.NamedInput, len(sp.Inputs))
-	for i, in := range sp.Inputs {
-		st, err := natsio.EnsureStream(ctx, s.js, input.NamedStreamOptions(in, inputOf, s.cfg.Replicas))
-		if err != nil {
-			return "", fmt.Errorf("input %s: %w", in.Name, err)
-		}
-		named[i] = input.NamedInput{Name: in.Name, Stream: st, Subjects: in.Subjects}
-	}
-	maxAge := inputsMaxAge(sp)
-	if err := input.EnsureInputsStream(ctx, s.js, inputOf, named, s.cfg.Replicas, maxAge); err != nil {
-		return "", err
-	}
-	return topology.InputsStream(inputOf), nil
-}
-
 // open ensures the streams, creates the input consumer, reconciles it with the committed
 // position (see reconcile) and creates the engine, which it sets as r.src and r.eng (closing
 // an engine r had). It runs in build, and in the loop to heal a deleted stream or consumer;
 // nothing else uses r.src and r.eng meanwhile. With reset, it empties the state first (see
 // resetState). It returns what reconcile found, for status.
-func (r *runner) open(ctx context.Context, reset bool) (notes string, err error) {
+func (r *Runner) open(ctx context.Context, reset bool) (notes string, err error) {
 	sp := r.spec
 	t := startTimings()
 	defer t.logIfSlow(r.logger, "opening the deployment took long")
@@ -467,7 +315,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 	}
 	defer func() {
 		if err != nil {
-			r.deps.forgetStreams(r.rec) // the next open ensures them again
+			r.deps.ForgetStreams(r.rec) // the next open ensures them again
 		}
 	}()
 	if reset {
@@ -483,7 +331,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 		}
 	}
 	if r.shadow == nil || !r.shadow.promoted {
-		if notes, err = reconcile(ctx, r.env.js, r.ks, inStream, src, r.logger); err != nil {
+		if notes, err = reconcile(ctx, r.env.JS, r.ks, inStream, src, r.logger); err != nil {
 			return "", err
 		}
 	}
@@ -492,7 +340,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 	if err != nil {
 		return "", err
 	}
-	pub := output.NewPublisher(r.env.js, output.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject,
+	pub := output.NewPublisher(r.env.JS, output.Subjects{Output: sp.Output.Subject, DeadLetter: sp.DeadLetter.Subject, Late: sp.Late.Subject,
 		Manifest: topology.ManifestSubject(sp.Name, r.part)}).
 		WithInstance(cmp.Or(r.instance, r.store.ID())).WithGeneration(p.Generation, p.GenerationFrom)
 	cfg := engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger(),
@@ -503,7 +351,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 	if r.parts > 1 {
 		// The partitions here of one revision run on one module: a partition taken over
 		// starts no module of its own, and limits.instances bounds them together.
-		cfg.ShareModule = revisionKey(r.rec)
+		cfg.ShareModule = r.rec.RevisionKey()
 	}
 	if r.rec.InitialState != "" {
 		// Loaded only while the keyspace has not applied it: the engine then decides.
@@ -518,7 +366,7 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 			t.mark("initial_state")
 		}
 	}
-	eng, err := r.env.rt.NewEngine(ctx, cfg)
+	eng, err := r.env.Runtime.NewEngine(ctx, cfg)
 	if err != nil {
 		return "", err
 	}
@@ -531,17 +379,17 @@ func (r *runner) open(ctx context.Context, reset bool) (notes string, err error)
 	return notes, nil
 }
 
-// ensureStreams ensures the deployment's streams (see Service.ensureStreams; with
+// ensureStreams ensures the deployment's streams (see Deps.EnsureStreams; with
 // partitions, the partitioned stream too) and returns the input stream's name. A runner's
 // first open skips it when another partition of the same revision here ensured them; a heal
 // (r.eng set: a stream or the consumer was deleted) never does.
-func (r *runner) ensureStreams(ctx context.Context) (string, error) {
-	key := revisionKey(r.rec)
-	inStream, done := r.deps.streamsEnsured(key)
+func (r *Runner) ensureStreams(ctx context.Context) (string, error) {
+	key := r.rec.RevisionKey()
+	inStream, done := r.deps.StreamsEnsured(key)
 	if done && r.eng == nil {
 		return inStream, nil
 	}
-	inStream, err := r.deps.ensureStreams(ctx, r.spec, r.inputStreams())
+	inStream, err := r.deps.EnsureStreams(ctx, r.spec, r.inputStreams())
 	if err != nil {
 		return "", err
 	}
@@ -550,67 +398,40 @@ func (r *runner) ensureStreams(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("partitioned input stream: %w", err)
 		}
 	}
-	r.deps.ensuredStreams(key, inStream)
+	r.deps.EnsuredStreams(key, inStream)
 	return inStream, nil
 }
 
 // inputStreams names the deployment whose input-side streams r ensures: r.inputOf, or none
 // (empty) for a shadow, which reads its primary's.
-func (r *runner) inputStreams() string {
+func (r *Runner) inputStreams() string {
 	if r.shadowing() {
 		return ""
 	}
 	return r.inputOf
 }
 
-// revisionKey names a deployment's revision: "<name>@<revision>".
-func revisionKey(rec registry.Record) string { return fmt.Sprintf("%s@%d", rec.Name, rec.Revision) }
-
-// streamsEnsured returns the input stream of the revision named key (see revisionKey), and
-// whether a runner here ensured its streams already.
-func (s *Service) streamsEnsured(key string) (string, bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	inStream, ok := s.ensured[key]
-	return inStream, ok
-}
-
-// ensuredStreams notes that the streams of the revision named key are ensured, its input
-// stream inStream.
-func (s *Service) ensuredStreams(key, inStream string) {
-	s.mu.Lock()
-	s.ensured[key] = inStream
-	s.mu.Unlock()
-}
-
-// forgetStreams makes the next open of rec's revision ensure its streams again.
-func (s *Service) forgetStreams(rec registry.Record) {
-	s.mu.Lock()
-	delete(s.ensured, revisionKey(rec))
-	s.mu.Unlock()
-}
-
 // bySubject tells whether the NATS server splits the deployment's input into its partitions
 // (key.subject_token with partitions above 1) rather than the router.
-func (r *runner) bySubject() bool {
+func (r *Runner) bySubject() bool {
 	return r.parts > 1 && r.spec.Key.SubjectToken > 0
 }
 
 // ensurePartitioned ensures the partitioned stream the partition reads, of input stream
 // inStream: written by the router, or sourcing the input through the server's transforms.
-func (r *runner) ensurePartitioned(ctx context.Context, inStream string) error {
+func (r *Runner) ensurePartitioned(ctx context.Context, inStream string) error {
 	sp := r.spec
 	if !r.bySubject() {
-		return input.EnsurePartitionedStream(ctx, r.env.js, r.inputOf, r.env.replicas, sp.Input.MaxAge.Std())
+		return input.EnsurePartitionedStream(ctx, r.env.JS, r.inputOf, r.env.Replicas, sp.Input.MaxAge.Std())
 	}
-	return input.EnsureSourcedPartitionedStream(ctx, r.env.js, input.SourcedOptions{Deployment: r.inputOf, InputStream: inStream,
-		InputSubjects: sp.Input.Subjects, Token: sp.Key.SubjectToken, Partitions: r.parts, Replicas: r.env.replicas, MaxAge: sp.Input.MaxAge.Std()})
+	return input.EnsureSourcedPartitionedStream(ctx, r.env.JS, input.SourcedOptions{Deployment: r.inputOf, InputStream: inStream,
+		InputSubjects: sp.Input.Subjects, Token: sp.Key.SubjectToken, Partitions: r.parts, Replicas: r.env.Replicas, MaxAge: sp.Input.MaxAge.Std()})
 }
 
 // wrongPartition is the engine's WrongPartition check of a deployment the server partitions:
 // a row whose key field is not the partition's key, though its subject's token put it there,
 // is dead-lettered (engine.ReasonWrongPartition) rather than processed in the wrong partition.
-func (r *runner) wrongPartition(key []byte) error {
+func (r *Runner) wrongPartition(key []byte) error {
 	if p := partition.Of(key, r.parts); p != r.part {
 		return fmt.Errorf("key field %s = %s is a key of partition %d, but token %d of the row's subject put the row in partition %d: the key field and the subject token disagree",
 			r.spec.Key.Field, key, p, r.spec.Key.SubjectToken, r.part)
@@ -619,11 +440,11 @@ func (r *runner) wrongPartition(key []byte) error {
 }
 
 // engineLogger is the logger given to the engine, which adds the deployment's name itself.
-func (r *runner) engineLogger() *slog.Logger {
+func (r *Runner) engineLogger() *slog.Logger {
 	if r.parts > 1 {
-		return r.env.logger.With("partition", r.part)
+		return r.env.Logger.With("partition", r.part)
 	}
-	return r.env.logger
+	return r.env.Logger
 }
 
 // reconcile compares the deployment's committed input position with the input stream and
@@ -747,11 +568,11 @@ func resetState(ctx context.Context, ks *state.Deployment, src *input.Source) er
 	return err
 }
 
-// start runs the loop until ctx ends or the runner is stopped. The loop ends with ctx (a
+// Start runs the loop until ctx ends or the runner is stopped. The loop ends with ctx (a
 // shutdown drains: the batch in flight finishes and commits); a batch is cancelled only by
 // stop (an undeploy or a redeploy, which must not wait for a handler that loops).
-func (r *runner) start(ctx context.Context) {
-	r.env.metrics.started(r.spec.Name, r.lease.Epoch != 0)
+func (r *Runner) Start(ctx context.Context) {
+	r.env.Metrics.Started(r.spec.Name, r.lease.Epoch != 0)
 	batchCtx, cancelBatch := context.WithCancel(context.WithoutCancel(ctx))
 	loopCtx, cancelLoop := context.WithCancel(ctx)
 	r.cancel = func() { cancelBatch(); cancelLoop() }
@@ -763,26 +584,9 @@ func (r *runner) start(ctx context.Context) {
 	}
 }
 
-// newRouter opens the router of a deployment split into partitions: it reads the input
-// stream and republishes each row to its partition's subject (see input.Router) in the
-// partitioned stream of deployment inputOf (runner.inputOf).
-func (s *Service) newRouter(ctx context.Context, sp *spec.Spec, inputOf string) (*input.Router, error) {
-	inStream, err := s.ensureStreams(ctx, sp, inputOf)
-	if err != nil {
-		return nil, err
-	}
-	key, err := rowjson.ParsePath(sp.Key.Field)
-	if err != nil {
-		return nil, err
-	}
-	return input.NewRouter(ctx, s.js, input.RouterOptions{Deployment: inputOf, InputStream: inStream, InputSubjects: sp.Input.Subjects,
-		Key: key, Partitions: sp.Partitions, MaxRows: sp.Trigger.MaxRows, MaxBytes: int(sp.Trigger.MaxBytes), Wait: sp.Trigger.Interval.Std(),
-		Logger: s.logger.With("deployment", sp.Name, "component", "router")})
-}
-
 // route runs the router until ctx ends, starting it again after an error (logged, and in
 // the status of partition 0) with a backoff from 1 s to 10 s.
-func (r *runner) route(ctx context.Context) {
+func (r *Runner) route(ctx context.Context) {
 	defer close(r.routerDone)
 	backoff := time.Second
 	for ctx.Err() == nil {
@@ -791,7 +595,7 @@ func (r *runner) route(ctx context.Context) {
 			return
 		}
 		r.logger.Error("routing the input to the partitions failed; retrying", "err", err, "in", backoff)
-		r.setError(fmt.Errorf("routing the input: %w", err))
+		r.SetError(fmt.Errorf("routing the input: %w", err))
 		select {
 		case <-ctx.Done():
 			return
@@ -801,18 +605,18 @@ func (r *runner) route(ctx context.Context) {
 	}
 }
 
-// stop ends the loop, cancelling the batch in flight (nothing of it commits), and closes
+// Stop ends the loop, cancelling the batch in flight (nothing of it commits), and closes
 // the engine.
-func (r *runner) stop() { r.end(r.cancel) }
+func (r *Runner) Stop() { r.end(r.cancel) }
 
 // finish ends the loop after the batch in flight committed (SIGTERM drains), and closes the
 // engine.
-func (r *runner) finish() { r.end(r.drain) }
+func (r *Runner) finish() { r.end(r.drain) }
 
 // end ends the loop by how (nil: it never started), waits for it and the router, then for
 // the snapshot in progress, and closes the engine.
-func (r *runner) end(how context.CancelFunc) {
-	r.env.metrics.stopped(r.spec.Name)
+func (r *Runner) end(how context.CancelFunc) {
+	r.env.Metrics.Stopped(r.spec.Name)
 	if how != nil {
 		how()
 		<-r.done
@@ -825,31 +629,31 @@ func (r *runner) end(how context.CancelFunc) {
 	r.eng.Close(context.Background())
 }
 
-// stopAndReport ends the runner (drain: after the batch in flight, else cancelling it) and
+// StopAndReport ends the runner (drain: after the batch in flight, else cancelling it) and
 // publishes its status as stopped; with keepFailed, a failed runner keeps its failed state (a
 // shutdown does not hide why it stopped).
-func (r *runner) stopAndReport(keepFailed, drain bool) {
+func (r *Runner) StopAndReport(keepFailed, drain bool) {
 	if drain {
 		r.finish()
 	} else {
-		r.stop()
+		r.Stop()
 	}
 	r.report.stopped(keepFailed)
 	r.publishStatus(context.Background(), true)
-	r.detach()
+	r.Detach()
 }
 
-// detach, for a stopped runner of a replicated deployment, stops the state's writes going to
+// Detach, for a stopped runner of a replicated deployment, stops the state's writes going to
 // the changelog and releases the lease, free at once for the runtime that takes over (a
 // lease taken since is left alone).
-func (r *runner) detach() {
+func (r *Runner) Detach() {
 	if r.lease.Epoch == 0 {
 		return
 	}
 	r.ks.SetReplicator(nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	if err := r.env.leases.Release(ctx, r.lease); err != nil && !errors.Is(err, cluster.ErrLeaseLost) {
+	if err := r.env.Leases.Release(ctx, r.lease); err != nil && !errors.Is(err, cluster.ErrLeaseLost) {
 		r.logger.Warn("releasing the deployment's lease failed; another runtime takes it when this one's membership expires", "err", err)
 	}
 }
@@ -857,20 +661,20 @@ func (r *runner) detach() {
 // leaseLost tells whether r runs a replicated deployment whose lease another runtime has
 // taken since (false when not, or when the lease cannot be read): r is then a zombie, whose
 // status must not replace the new owner's.
-func (r *runner) leaseLost() bool {
+func (r *Runner) leaseLost() bool {
 	if r.lease.Epoch == 0 {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	return errors.Is(r.env.leases.Check(ctx, r.lease), cluster.ErrLeaseLost)
+	return errors.Is(r.env.Leases.Check(ctx, r.lease), cluster.ErrLeaseLost)
 }
 
-// failed tells whether the deployment stopped by an error (on_error: fail, a failed store).
-func (r *runner) failed() bool { return r.report.failed() }
+// Failed tells whether the deployment stopped by an error (on_error: fail, a failed store).
+func (r *Runner) Failed() bool { return r.report.failed() }
 
-// setError notes err as the status's error and publishes the status.
-func (r *runner) setError(err error) {
+// SetError notes err as the status's error and publishes the status.
+func (r *Runner) SetError(err error) {
 	r.report.setError(err)
 	r.publishStatus(context.Background(), true)
 }
@@ -878,7 +682,7 @@ func (r *runner) setError(err error) {
 // loop is the deployment's micro-batch loop: it runs the batches its source returns (see
 // batchSource; fetching runs ahead of it, so the next batch's rows arrive while the current
 // batch runs) and, once one committed, has the source acknowledge its input.
-func (r *runner) loop(ctx, batchCtx context.Context) {
+func (r *Runner) loop(ctx, batchCtx context.Context) {
 	defer close(r.done)
 	defer r.publishStatus(context.Background(), true) // not a zombie's: see publishStatus
 	// A stop or redeploy cancels the batch in flight (batchCtx): the engine then commits
@@ -921,7 +725,7 @@ func (r *runner) loop(ctx, batchCtx context.Context) {
 }
 
 // run runs batch b (see batchSource.next).
-func (r *runner) run(ctx context.Context, b batch) (*engine.BatchReport, error) {
+func (r *Runner) run(ctx context.Context, b batch) (*engine.BatchReport, error) {
 	if b.err != nil {
 		return nil, b.err
 	}
@@ -932,7 +736,7 @@ func (r *runner) run(ctx context.Context, b batch) (*engine.BatchReport, error) 
 // cancelled it (batchCtx), a write of the state failed for good (see stopOnStateError), or a
 // key failed under on_error: fail. Else the error goes to the status, with backoff (see
 // fault), and the loop runs the batch again.
-func (r *runner) failedBatch(ctx, batchCtx context.Context, err error, backoff *time.Duration) bool {
+func (r *Runner) failedBatch(ctx, batchCtx context.Context, err error, backoff *time.Duration) bool {
 	if batchCtx.Err() != nil && !errors.Is(err, state.ErrFailed) {
 		r.logger.Info("batch in flight cancelled by a stop; its input will be redelivered", "err", err)
 		return true
@@ -947,7 +751,7 @@ func (r *runner) failedBatch(ctx, batchCtx context.Context, err error, backoff *
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		// No stream captures an output subject (an output stream was deleted): the
 		// engine keeps the outbox; re-create the streams so that delivery can work.
-		if _, serr := r.deps.ensureStreams(ctx, r.spec, r.inputStreams()); serr != nil {
+		if _, serr := r.deps.EnsureStreams(ctx, r.spec, r.inputStreams()); serr != nil {
 			r.logger.Warn("re-creating the output streams failed", "err", serr)
 		}
 	}
@@ -958,13 +762,13 @@ func (r *runner) failedBatch(ctx, batchCtx context.Context, err error, backoff *
 // committed records a committed batch, after its source acknowledged its input: in the
 // status's counters, the shared watermark and the metrics, then publishes the status
 // (throttled) and takes a snapshot when one is due.
-func (r *runner) committed(ctx context.Context, rep *engine.BatchReport) {
+func (r *Runner) committed(ctx context.Context, rep *engine.BatchReport) {
 	r.report.record(rep)
 	r.publishWatermark(rep)
-	r.env.metrics.batch(r.spec.Name, rep)
+	r.env.Metrics.Batch(r.spec.Name, rep)
 	if !r.takeoverAt.IsZero() && !rep.Skipped {
 		took := time.Since(r.takeoverAt)
-		r.env.metrics.takeover(r.spec.Name, took)
+		r.env.Metrics.Takeover(r.spec.Name, took)
 		r.logger.Info("first batch committed after taking the partition over", "since_lease_acquired", took.Round(time.Millisecond), "rows", rep.RowsIn)
 		r.takeoverAt = time.Time{}
 	}
@@ -975,18 +779,18 @@ func (r *runner) committed(ctx context.Context, rep *engine.BatchReport) {
 // stopOnStateError stops the runner (and tells so) on an error of a write of its state that
 // no retry here can mend: a changelog append refused or lost (the deployment is restored from
 // the changelog wherever the plan says) or a failed store (the service reopens it).
-func (r *runner) stopOnStateError(err error) bool {
+func (r *Runner) stopOnStateError(err error) bool {
 	switch {
 	case errors.Is(err, state.ErrReplication):
 		// Fenced, or the changelog append failed: nothing of the write committed.
 		r.report.setSilent(errors.Is(err, changelog.ErrFenced)) // else publishStatus checks the lease
 		r.logLost.Store(true)
 		r.fail(err)
-		r.deps.lostReplication(r.rec, err)
+		r.deps.LostReplication(r.rec, err)
 		return true
 	case errors.Is(err, state.ErrFailed):
 		r.fail(err)
-		r.deps.signalStoreFailed()
+		r.deps.StoreFailed()
 		return true
 	}
 	return false
@@ -1013,7 +817,7 @@ const ackTimeout = 5 * time.Second
 
 // ack acknowledges m and every message before it (the consumer acknowledges all). A failure
 // costs only redelivery: rows at or before the committed position are skipped.
-func (r *runner) ack(ctx context.Context, m input.Msg) {
+func (r *Runner) ack(ctx context.Context, m input.Msg) {
 	ctx, cancel := context.WithTimeout(ctx, ackTimeout)
 	defer cancel()
 	if err := r.src.Ack(ctx, m); err != nil {
@@ -1029,7 +833,7 @@ type fetcher struct {
 }
 
 // startFetcher starts prefetching from r.src until ctx ends or stop is called.
-func (r *runner) startFetcher(ctx context.Context) *fetcher {
+func (r *Runner) startFetcher(ctx context.Context) *fetcher {
 	fctx, cancel := context.WithCancel(ctx)
 	out, done := r.prefetch(fctx)
 	return &fetcher{out: out, done: done, cancel: cancel}
@@ -1054,7 +858,7 @@ type fetchResult struct {
 // redelivered after a restart, and rows at or before the committed position are skipped.
 // After a fetch error it fetches again once the loop has taken the error, so it retries at
 // most once ahead of the loop's backoff.
-func (r *runner) prefetch(ctx context.Context) (<-chan fetchResult, <-chan struct{}) {
+func (r *Runner) prefetch(ctx context.Context) (<-chan fetchResult, <-chan struct{}) {
 	out := make(chan fetchResult)
 	done := make(chan struct{})
 	go func() {
@@ -1074,14 +878,14 @@ func (r *runner) prefetch(ctx context.Context) (<-chan fetchResult, <-chan struc
 // heal re-creates what a deleted consumer or stream took (see open), with backoff, until it
 // succeeds or ctx ends. The fault stays in the status (Error) until a batch succeeds. The
 // fetcher must have stopped: heal replaces r.src and r.eng.
-func (r *runner) heal(ctx context.Context, cause error, backoff *time.Duration) {
+func (r *Runner) heal(ctx context.Context, cause error, backoff *time.Duration) {
 	r.logger.Warn("input consumer or stream gone; re-creating them", "err", cause)
-	r.setError(cause)
+	r.SetError(cause)
 	for ctx.Err() == nil {
 		notes, err := r.open(context.WithoutCancel(ctx), false)
 		if err == nil {
 			if notes != "" {
-				r.setError(fmt.Errorf("%v; %s", cause, notes))
+				r.SetError(fmt.Errorf("%v; %s", cause, notes))
 			}
 			r.logger.Info("input consumer re-created")
 			return
@@ -1092,9 +896,9 @@ func (r *runner) heal(ctx context.Context, cause error, backoff *time.Duration) 
 
 // fault reports err, a failure the loop retries (a batch or a fetch), in the log and the
 // status, and waits backoff (or until ctx ends), which it then doubles up to 10 s.
-func (r *runner) fault(ctx context.Context, err error, backoff *time.Duration) {
+func (r *Runner) fault(ctx context.Context, err error, backoff *time.Duration) {
 	r.logger.Error("batch failed; retrying", "err", err, "in", *backoff)
-	r.setError(err)
+	r.SetError(err)
 	select {
 	case <-ctx.Done():
 	case <-time.After(*backoff):
@@ -1103,7 +907,7 @@ func (r *runner) fault(ctx context.Context, err error, backoff *time.Duration) {
 }
 
 // fail reports err, which stopped the deployment, in the log and the status (failed).
-func (r *runner) fail(err error) {
+func (r *Runner) fail(err error) {
 	r.logger.Error("deployment stopped by an error", "err", err)
 	r.report.fail(err)
 }
@@ -1116,7 +920,7 @@ func deployRevision(rec registry.Record) string {
 
 // publishStatus writes the status document, at most once a second unless forced; a
 // replicated runner whose lease moved writes nothing, then or ever after.
-func (r *runner) publishStatus(ctx context.Context, force bool) {
+func (r *Runner) publishStatus(ctx context.Context, force bool) {
 	if r.report.silent() {
 		return
 	}
@@ -1152,13 +956,13 @@ func (r *runner) publishStatus(ctx context.Context, force bool) {
 	}
 	st.Partitions = []client.PartitionStatus{{Partition: r.part, Owner: st.Owner, Standbys: []string{}, MissingStandbys: r.spec.Standbys,
 		Position: st.Position, Lag: st.InputLag, WatermarkMs: st.WatermarkMs}}
-	r.env.metrics.status(r.spec.Name, r.part, &st, r.spec.HasEventTime())
+	r.env.Metrics.Status(r.spec.Name, r.part, &st, r.spec.HasEventTime())
 	if r.lease.Epoch != 0 {
-		if n, err := r.deps.changelogBytes(ctx, r.spec.Name); err == nil {
-			r.env.metrics.changelog(r.spec.Name, n)
+		if n, err := r.deps.ChangelogBytes(ctx, r.spec.Name); err == nil {
+			r.env.Metrics.Changelog(r.spec.Name, n)
 		}
 	}
-	r.deps.putStatus(ctx, &st)
+	r.deps.PutStatus(ctx, &st)
 }
 
 // inputsLagEvery is how often publishStatus counts the lag of each of several inputs (one
@@ -1170,7 +974,7 @@ const inputsLagEvery = 5 * time.Second
 // (nothing for one input): the rows of the input in the inputs stream after position. With
 // st.InputLag 0 every input's is 0; else they are counted at most every inputsLagEvery (the
 // last count stays in between).
-func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint64) {
+func (r *Runner) inputsLag(ctx context.Context, st *client.Status, position uint64) {
 	if !r.spec.HasInputs() || r.shadowing() { // a shadow's position counts its primary's manifests
 		return
 	}
@@ -1184,7 +988,7 @@ func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint
 			names[i] = st.Inputs[i].Name
 		}
 		var err error
-		if pending, err = input.InputsPending(ctx, r.env.js, r.inputOf, names, position); err != nil {
+		if pending, err = input.InputsPending(ctx, r.env.JS, r.inputOf, names, position); err != nil {
 			r.logger.Debug("counting the inputs' lag", "err", err)
 			return
 		}
@@ -1197,9 +1001,9 @@ func (r *runner) inputsLag(ctx context.Context, st *client.Status, position uint
 //
 // The file is read and parsed once per revision on this runtime, for all its partitions here
 // (a failed load is tried again by the next open).
-func (r *runner) initialState(ctx context.Context) (*engine.InitialState, error) {
+func (r *Runner) initialState(ctx context.Context) (*engine.InitialState, error) {
 	is, err := r.initial.get(func() (*engine.InitialState, error) {
-		data, err := r.env.reg.GetInitialState(ctx, r.rec.InitialState) // verifies the bytes' SHA-256
+		data, err := r.env.Registry.GetInitialState(ctx, r.rec.InitialState) // verifies the bytes' SHA-256
 		if err != nil {
 			return nil, fmt.Errorf("loading the initial state: %w", err)
 		}
@@ -1225,9 +1029,9 @@ type drainResult struct {
 	err error
 }
 
-// requestDrain asks the loop to drain the deployment (see runDrain) and waits for it, or for
+// RequestDrain asks the loop to drain the deployment (see runDrain) and waits for it, or for
 // ctx. A runner that drained already answers with its report at once.
-func (r *runner) requestDrain(ctx context.Context) (*engine.BatchReport, error) {
+func (r *Runner) RequestDrain(ctx context.Context) (*engine.BatchReport, error) {
 	if rep := r.drained.Load(); rep != nil {
 		return rep, nil
 	}
@@ -1251,17 +1055,17 @@ func (r *runner) requestDrain(ctx context.Context) (*engine.BatchReport, error) 
 // clock's time, publishes its outputs and acknowledges nothing (it reads no input), and
 // answers reply. It reports whether the deployment drained: then the loop runs nothing more
 // and the status reads drained; else it goes on as before and the error is in the status.
-func (r *runner) runDrain(ctx context.Context, reply chan<- drainResult) bool {
-	now := r.env.clock.Now()
+func (r *Runner) runDrain(ctx context.Context, reply chan<- drainResult) bool {
+	now := r.env.Clock.Now()
 	rep, err := r.eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(now), Drain: true})
 	if err != nil {
 		err = fmt.Errorf("drain batch: %w", err)
-		r.setError(err)
+		r.SetError(err)
 		reply <- drainResult{err: err}
 		return false
 	}
 	r.report.record(rep)
-	r.env.metrics.batch(r.spec.Name, rep)
+	r.env.Metrics.Batch(r.spec.Name, rep)
 	r.drained.Store(rep)
 	r.report.setState(client.StatusDrained)
 	r.publishStatus(context.WithoutCancel(ctx), true)

@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func TestPipelinedDeliveryKeepsOrder(t *testing.T) {
 	testutil.Require(t, err)
 	defer rt.Close(ctx)
 	sink := publisherSink{output.NewPublisher(env.JS, output.Subjects{Output: "pipe.out", DeadLetter: "pipe.dlq"})}
-	eng, err := rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: testutil.ReadFile(t, "../engine/testdata/probe/probe.wasm"), Store: st, Sink: sink})
+	eng, err := rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: testutil.ReadFile(t, "../../engine/testdata/probe/probe.wasm"), Store: st, Sink: sink})
 	testutil.Require(t, err)
 	defer eng.Close(ctx)
 	emit := func(pos uint64, v int) engine.BatchInput {

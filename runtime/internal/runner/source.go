@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // batchSource is where a runner's loop takes its batches from: the live input (liveSource)
 // or, for a shadow, its primary's recorded batches (shadowSource). The loop runs what next
 // returns, tells committed once it committed, and closes the source when it ends; publishStatus
-// asks pending from any goroutine. A source is made with its runner (newRunner) and, except
+// asks pending from any goroutine. A source is made with its runner (newRunner, for Build) and, except
 // pending, used by the runner's loop only.
 type batchSource interface {
 	// next waits for the next batch to run and returns it, or another outcome for the loop
@@ -54,18 +54,18 @@ type batch struct {
 // feed is a source's prefetch of its runner's consumer (r.src), which it starts, stops and
 // heals. Used by the loop only.
 type feed struct {
-	r *runner
+	r *Runner
 	f *fetcher // nil: stopped
 }
 
-// start starts the prefetch, unless it runs.
+// Start starts the prefetch, unless it runs.
 func (fd *feed) start(ctx context.Context) {
 	if fd.f == nil {
 		fd.f = fd.r.startFetcher(ctx)
 	}
 }
 
-// stop ends the prefetch and waits for it: afterwards nothing uses r.src.
+// Stop ends the prefetch and waits for it: afterwards nothing uses r.src.
 func (fd *feed) stop() {
 	if fd.f != nil {
 		fd.f.stop()
@@ -182,7 +182,7 @@ func (l *liveSource) batch(msgs []input.Msg) batch {
 		rows = append(rows, row)
 		maxSeq = max(maxSeq, m.Sequence)
 	}
-	now := r.env.clock.Now()
+	now := r.env.Clock.Now()
 	if len(rows) > 0 {
 		r.lastRowAt = now // the partition is not idle for the batch's own watermark
 	}

@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"encoding/json"
@@ -15,7 +15,7 @@ func TestRunsDecidesRedeploys(t *testing.T) {
 	rec := registry.Record{Name: "d", Spec: json.RawMessage(`{"name":"d"}`), ModuleDigest: "aa"}
 	tests := []struct {
 		name   string
-		runner *runner
+		runner *Runner
 		rec    registry.Record
 		want   bool
 	}{
@@ -30,7 +30,7 @@ func TestRunsDecidesRedeploys(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := tt.runner.runs(tt.rec); got != tt.want {
+			if got := tt.runner.Runs(tt.rec); got != tt.want {
 				t.Fatalf("runs = %v, want %v", got, tt.want)
 			}
 		})
@@ -38,8 +38,8 @@ func TestRunsDecidesRedeploys(t *testing.T) {
 }
 
 // testRunner is a runner of rec whose status is st, made for runs alone.
-func testRunner(rec registry.Record, st client.Status) *runner {
-	r := &runner{unit: unit{rec: rec}}
+func testRunner(rec registry.Record, st client.Status) *Runner {
+	r := &Runner{unit: unit{rec: rec}}
 	r.report.reset(st)
 	return r
 }

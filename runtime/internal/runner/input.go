@@ -1,4 +1,4 @@
-package service
+package runner
 
 import (
 	"context"
@@ -23,7 +23,7 @@ type inputOpen struct {
 // open r's input until then (see runner.open). With held not nil, the consumer is rewound
 // (which disturbs whoever reads it: see input.BeforeRewind) only once held says that r
 // holds its partition (nil); an error from it ends the opening with that error.
-func (r *runner) startInput(ctx context.Context, held <-chan error) *inputOpen {
+func (r *Runner) startInput(ctx context.Context, held <-chan error) *inputOpen {
 	in := &inputOpen{done: make(chan struct{})}
 	go func() {
 		defer close(in.done)
@@ -42,7 +42,7 @@ func (in *inputOpen) wait() (string, *input.Source, error) {
 
 // openInput ensures r's streams and creates the consumer it reads, rewound to its ack floor,
 // marking each step in t.
-func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (string, *input.Source, error) {
+func (r *Runner) openInput(ctx context.Context, t *timings, held <-chan error) (string, *input.Source, error) {
 	if r.shadowing() {
 		return r.openShadowInput(ctx, t, held)
 	}
@@ -56,23 +56,23 @@ func (r *runner) openInput(ctx context.Context, t *timings, held <-chan error) (
 	// it, or, with key.subject_token, what the server put on its subjects; with several
 	// inputs, everything the inputs stream holds.
 	inStream, subjects := topology.Read(sp, r.inputOf, r.part, inStream)
-	src, err := input.NewSource(ctx, r.env.js, inStream, r.consumerName(), subjects, r.sourceOptions(t, held)...)
+	src, err := input.NewSource(ctx, r.env.JS, inStream, r.consumerName(), subjects, r.sourceOptions(t, held)...)
 	t.mark("input_consumer")
 	if err != nil {
-		r.deps.forgetStreams(r.rec) // the next open ensures them again
+		r.deps.ForgetStreams(r.rec) // the next open ensures them again
 		return "", nil, fmt.Errorf("input consumer: %w", err)
 	}
 	return inStream, src, nil
 }
 
 // consumerName is the name of the durable consumer r reads (see topology.PartitionConsumer).
-func (r *runner) consumerName() string {
+func (r *Runner) consumerName() string {
 	return topology.PartitionConsumer(r.spec.Name, r.part, r.parts)
 }
 
 // sourceOptions are the options of r's consumer: with held not nil, the rewind waits for it
 // (see startInput).
-func (r *runner) sourceOptions(t *timings, held <-chan error) []input.SourceOption {
+func (r *Runner) sourceOptions(t *timings, held <-chan error) []input.SourceOption {
 	var opts []input.SourceOption
 	if held != nil {
 		opts = append(opts, input.BeforeRewind(func(ctx context.Context) error {
