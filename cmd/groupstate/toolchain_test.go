@@ -56,30 +56,6 @@ func mustHaveExecPath(t testing.TB, file string) string {
 	return path
 }
 
-// mustHaveAnyExecPath is mustHaveExecPath for a tool installed under one of several names
-// (wasm-ld or wasm-ld-14).
-func mustHaveAnyExecPath(t testing.TB, files ...string) string {
-	t.Helper()
-	for _, f := range files {
-		if path, err := exec.LookPath(f); err == nil {
-			return path
-		}
-	}
-	toolchainMissing(t, "none of %q is installed", files)
-	return ""
-}
-
-// mustHaveFile ends t with toolchainMissing unless one of paths exists; what says what they are.
-func mustHaveFile(t testing.TB, what string, paths ...string) {
-	t.Helper()
-	for _, p := range paths {
-		if _, err := os.Stat(p); err == nil {
-			return
-		}
-	}
-	toolchainMissing(t, "%s is missing (none of %q exists)", what, paths)
-}
-
 // TestToolchainMissing runs a test for a toolchain no machine has in a child process of this
 // test binary, under each value of GROUPSTATE_REQUIRE_TOOLCHAINS: unset, empty or false it
 // skips naming the install command; true it fails; a value that is no boolean fails.

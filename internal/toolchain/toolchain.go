@@ -175,7 +175,7 @@ func lookPath(file string) string {
 	return p
 }
 
-// Plan checks p's toolchain and returns the commands that build it, in order, each with its
+// Plan checks p's project files, its SDK and then its toolchain, and returns the commands that build it, in order, each with its
 // directory and environment set and its output not yet set. A missing toolchain part is a
 // *MissingError (errors.Is ErrMissing); a missing SDK is ErrNoSDK.
 func Plan(p Project) ([]*exec.Cmd, error) {
@@ -313,16 +313,16 @@ func rustLLD(rustc, sysroot string) string {
 }
 
 func planRust(dir string, p Project) ([]*exec.Cmd, error) {
-	rustc, target, err := findRust()
-	if err != nil {
-		return nil, err
-	}
 	sdk, err := needSDK(p, "sdk/rust/src/lib.rs")
 	if err != nil {
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "src", "lib.rs")); err != nil {
 		return nil, fmt.Errorf("%w in %s: a Rust handler is src/lib.rs", ErrNoProject, dir)
+	}
+	rustc, target, err := findRust()
+	if err != nil {
+		return nil, err
 	}
 	// The flags of mk/rust.mk: no debug info, no symbols, relative paths only.
 	flags := []string{"--edition", "2021", "--target", target, "-C", "opt-level=s", "-C", "debuginfo=0",
@@ -361,6 +361,14 @@ func wasiSysroot() string {
 }
 
 func planC(dir string, p Project) ([]*exec.Cmd, error) {
+	header, err := needSDK(p, "sdk/c/groupstate.h")
+	if err != nil {
+		return nil, err
+	}
+	srcs := cSources(dir)
+	if len(srcs) == 0 {
+		return nil, fmt.Errorf("%w in %s: no .c file", ErrNoProject, dir)
+	}
 	clang := lookPath("clang")
 	if clang == "" {
 		return nil, &MissingError{C, "clang not found on PATH", cInstall("")}
@@ -380,14 +388,6 @@ func planC(dir string, p Project) ([]*exec.Cmd, error) {
 		if _, err := os.Stat(strings.TrimSpace(string(rt))); err != nil {
 			return nil, &MissingError{C, "clang's wasm32 runtime library " + strings.TrimSpace(string(rt)) + " not found", cInstall(major)}
 		}
-	}
-	header, err := needSDK(p, "sdk/c/groupstate.h")
-	if err != nil {
-		return nil, err
-	}
-	srcs := cSources(dir)
-	if len(srcs) == 0 {
-		return nil, fmt.Errorf("%w in %s: no .c file", ErrNoProject, dir)
 	}
 	// The flags of mk/c.mk.
 	args := []string{"--target=wasm32-wasi", "--sysroot=" + sysroot, "-mexec-model=reactor", "-O2", "-mbulk-memory", "-g0",

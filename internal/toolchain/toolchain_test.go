@@ -137,15 +137,70 @@ func TestMissing(t *testing.T) {
 	}
 }
 
-// TestNoSDK: a C project without a checkout is ErrNoSDK, naming --sdk.
+// TestNoSDK: a Rust, C or AssemblyScript project without a checkout, or with a directory
+// that is none, is ErrNoSDK, naming --sdk or the directory.
 func TestNoSDK(t *testing.T) {
-	dir := t.TempDir()
-	write(t, dir, "x.c")
-	_, err := toolchain.Plan(toolchain.Project{Dir: dir, Lang: toolchain.C})
-	if errors.Is(err, toolchain.ErrMissing) {
-		t.Skipf("the C toolchain is missing: %v", err)
+	notCheckout := t.TempDir()
+	for _, tc := range []struct {
+		file, sdk, want string
+	}{
+		{"src/lib.rs", "", "rust needs a groupstate checkout's sdk/rust/src/lib.rs; pass --sdk"},
+		{"x.c", "", "c needs a groupstate checkout's sdk/c/groupstate.h; pass --sdk"},
+		{"x.ts", "", "assemblyscript needs a groupstate checkout's sdk/assemblyscript/package.json; pass --sdk"},
+		{"x.c", notCheckout, notCheckout + " has no sdk/c/groupstate.h: is it a groupstate checkout?"},
+	} {
+		dir := t.TempDir()
+		write(t, dir, tc.file)
+		_, err := toolchain.Plan(toolchain.Project{Dir: dir, SDK: tc.sdk})
+		if !errors.Is(err, toolchain.ErrNoSDK) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: Plan error %v, want ErrNoSDK with %q", tc.file, err, tc.want)
+		}
 	}
-	if !errors.Is(err, toolchain.ErrNoSDK) || !strings.Contains(err.Error(), "--sdk") {
-		t.Errorf("Plan error %v, want ErrNoSDK naming --sdk", err)
+}
+
+// fakeRustc writes, in a new directory, a rustc that prints sysroot for --print sysroot, and
+// returns the directory.
+func fakeRustc(t *testing.T, sysroot string) string {
+	t.Helper()
+	bin := t.TempDir()
+	script := "#!/bin/sh\necho " + sysroot + "\n"
+	if err := os.WriteFile(filepath.Join(bin, "rustc"), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// TestRustIncomplete: a rustc without a WASI target, and one with the target but without its
+// linker rust-lld, are each named as what is missing.
+func TestRustIncomplete(t *testing.T) {
+	if _, err := os.Stat("/bin/sh"); err != nil {
+		t.Skip("no /bin/sh for the stand-in rustc")
+	}
+	noTarget := t.TempDir()
+	withTarget := t.TempDir()
+	write(t, withTarget, "lib/rustlib/wasm32-wasip1/lib/libstd.rlib")
+	tests := []struct {
+		sysroot string
+		want    []string
+	}{
+		{noTarget, []string{"rust: no rustc has the wasm32-wasip1 or wasm32-wasi target", "rustup target add wasm32-wasip1", "libstd-rust-dev-wasm32"}},
+		{withTarget, []string{"has a wasm32 WASI target but not its linker rust-lld", "apt-get install rustc lld"}},
+	}
+	for _, tc := range tests {
+		bin := fakeRustc(t, tc.sysroot)
+		t.Setenv("PATH", bin)
+		t.Setenv("RUSTC", "")
+		dir := t.TempDir()
+		write(t, dir, "src/lib.rs")
+		_, err := toolchain.Plan(toolchain.Project{Dir: dir, SDK: filepath.Join("..", "..")})
+		if !errors.Is(err, toolchain.ErrMissing) {
+			t.Errorf("%s: Plan error %v, want ErrMissing", tc.sysroot, err)
+			continue
+		}
+		for _, w := range append(tc.want, filepath.Join(bin, "rustc")) {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%q lacks %q", err, w)
+			}
+		}
 	}
 }
