@@ -132,7 +132,8 @@ type Project struct {
 	Out  string // the module to write; "" means DefaultOut(Dir)
 	// SDK is the root of the groupstate checkout whose SDK the project uses (sdk/rust,
 	// sdk/c, and the AssemblyScript compiler of sdk/assemblyscript). Go projects name theirs
-	// in go.mod and ignore it.
+	// in go.mod, a C project may have its own copy of groupstate.h, and an AssemblyScript
+	// project with a package.json its own compiler: they need none.
 	SDK string
 }
 
@@ -361,9 +362,14 @@ func wasiSysroot() string {
 }
 
 func planC(dir string, p Project) ([]*exec.Cmd, error) {
-	header, err := needSDK(p, "sdk/c/groupstate.h")
-	if err != nil {
-		return nil, err
+	// The checkout's sdk/c, unless the project has its own copy of the header and no SDK.
+	var include []string
+	if _, err := os.Stat(filepath.Join(dir, "groupstate.h")); err != nil || p.SDK != "" {
+		header, err := needSDK(p, "sdk/c/groupstate.h")
+		if err != nil {
+			return nil, err
+		}
+		include = []string{"-I" + filepath.Dir(header)}
 	}
 	srcs := cSources(dir)
 	if len(srcs) == 0 {
@@ -391,8 +397,8 @@ func planC(dir string, p Project) ([]*exec.Cmd, error) {
 	}
 	// The flags of mk/c.mk.
 	args := []string{"--target=wasm32-wasi", "--sysroot=" + sysroot, "-mexec-model=reactor", "-O2", "-mbulk-memory", "-g0",
-		"-Wall", "-Werror", "-ffile-prefix-map=" + dir + "/=", "-Wl,--stack-first", "-Wl,--strip-all",
-		"-I" + filepath.Dir(header), "-o", p.Out}
+		"-Wall", "-Werror", "-ffile-prefix-map=" + dir + "/=", "-Wl,--stack-first", "-Wl,--strip-all"}
+	args = append(append(args, include...), "-o", p.Out)
 	return []*exec.Cmd{command(dir, clang, append(args, srcs...)...)}, nil
 }
 

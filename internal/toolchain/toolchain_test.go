@@ -158,6 +158,17 @@ func TestNoSDK(t *testing.T) {
 	}
 }
 
+// TestCOwnHeader: a C project with its own groupstate.h needs no checkout.
+func TestCOwnHeader(t *testing.T) {
+	t.Setenv("PATH", t.TempDir())
+	dir := t.TempDir()
+	write(t, dir, "handler.c", "groupstate.h")
+	_, err := toolchain.Plan(toolchain.Project{Dir: dir})
+	if !errors.Is(err, toolchain.ErrMissing) {
+		t.Errorf("Plan error %v, want ErrMissing (clang), not ErrNoSDK", err)
+	}
+}
+
 // fakeRustc writes, in a new directory, a rustc that prints sysroot for --print sysroot, and
 // returns the directory.
 func fakeRustc(t *testing.T, sysroot string) string {
