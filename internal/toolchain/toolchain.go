@@ -19,6 +19,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -38,6 +39,24 @@ const (
 
 // Langs are the handler languages, in the order Detect tries them.
 var Langs = []Lang{Go, Rust, AssemblyScript, C}
+
+// RequireEnv is the environment variable that, when true (1), turns a test's skip for a
+// missing toolchain into a failure; CI sets it after installing the toolchains.
+const RequireEnv = "GROUPSTATE_REQUIRE_TOOLCHAINS"
+
+// Required reports whether RequireEnv is true; unset or empty is false, and a value that is no
+// boolean is an error, so that a typo cannot turn CI's failures into skips.
+func Required() (bool, error) {
+	v := os.Getenv(RequireEnv)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%s=%q is not 1 or 0", RequireEnv, v)
+	}
+	return b, nil
+}
 
 var (
 	// ErrMissing is wrapped by the *MissingError of a toolchain part that is not installed.
@@ -254,9 +273,11 @@ const rustInstall = "install with https://rustup.rs then 'rustup target add wasm
 // wasm32-wasi to wasm32-wasip1, and 1.84 removed the old name).
 var rustTargets = []string{"wasm32-wasip1", "wasm32-wasi"}
 
-// findRust returns the first rustc on PATH (every one, in PATH order, or $RUSTC alone when
-// set) that has a WASI target's standard library, that target, and its linker rust-lld.
-func findRust() (rustc, target string, err error) {
+// Rustc returns the rustc that builds Rust handlers and its WASI preview 1 target
+// (wasm32-wasip1, or wasm32-wasi for a rustc before 1.78): $RUSTC when set, else the first
+// rustc on PATH (every one, in PATH order) that has the target's standard library and its
+// linker rust-lld. What is missing is a *MissingError.
+func Rustc() (rustc, target string, err error) {
 	var candidates []string
 	if r := os.Getenv("RUSTC"); r != "" {
 		candidates = []string{r}
@@ -321,7 +342,7 @@ func planRust(dir string, p Project) ([]*exec.Cmd, error) {
 	if _, err := os.Stat(filepath.Join(dir, "src", "lib.rs")); err != nil {
 		return nil, fmt.Errorf("%w in %s: a Rust handler is src/lib.rs", ErrNoProject, dir)
 	}
-	rustc, target, err := findRust()
+	rustc, target, err := Rustc()
 	if err != nil {
 		return nil, err
 	}
@@ -361,6 +382,32 @@ func wasiSysroot() string {
 	return ""
 }
 
+// Clang returns the clang that builds C handlers and the --sysroot of wasi-libc, after checking
+// clang's linker wasm-ld and its wasm32 builtins. What is missing is a *MissingError.
+func Clang() (clang, sysroot string, err error) {
+	clang = lookPath("clang")
+	if clang == "" {
+		return "", "", &MissingError{C, "clang not found on PATH", cInstall("")}
+	}
+	major := ""
+	if out, err := exec.Command(clang, "-dumpversion").Output(); err == nil {
+		major, _, _ = strings.Cut(strings.TrimSpace(string(out)), ".")
+	}
+	if ld, _ := exec.Command(clang, "-print-prog-name=wasm-ld").Output(); !filepath.IsAbs(strings.TrimSpace(string(ld))) && lookPath("wasm-ld") == "" {
+		return "", "", &MissingError{C, "the WebAssembly linker wasm-ld (lld) not found beside clang or on PATH", cInstall(major)}
+	}
+	sysroot = wasiSysroot()
+	if sysroot == "" {
+		return "", "", &MissingError{C, "wasi-libc not found (no /usr/lib/wasm32-wasi or /usr/share/wasi-sysroot, and WASI_SYSROOT is not set)", cInstall(major)}
+	}
+	if rt, err := exec.Command(clang, "--target=wasm32-wasi", "-print-libgcc-file-name").Output(); err == nil {
+		if _, err := os.Stat(strings.TrimSpace(string(rt))); err != nil {
+			return "", "", &MissingError{C, "clang's wasm32 runtime library " + strings.TrimSpace(string(rt)) + " not found", cInstall(major)}
+		}
+	}
+	return clang, sysroot, nil
+}
+
 func planC(dir string, p Project) ([]*exec.Cmd, error) {
 	// The checkout's sdk/c, unless the project has its own copy of the header and no SDK.
 	var include []string
@@ -375,25 +422,9 @@ func planC(dir string, p Project) ([]*exec.Cmd, error) {
 	if len(srcs) == 0 {
 		return nil, fmt.Errorf("%w in %s: no .c file", ErrNoProject, dir)
 	}
-	clang := lookPath("clang")
-	if clang == "" {
-		return nil, &MissingError{C, "clang not found on PATH", cInstall("")}
-	}
-	major := ""
-	if out, err := exec.Command(clang, "-dumpversion").Output(); err == nil {
-		major, _, _ = strings.Cut(strings.TrimSpace(string(out)), ".")
-	}
-	if ld, _ := exec.Command(clang, "-print-prog-name=wasm-ld").Output(); !filepath.IsAbs(strings.TrimSpace(string(ld))) && lookPath("wasm-ld") == "" {
-		return nil, &MissingError{C, "the WebAssembly linker wasm-ld (lld) not found beside clang or on PATH", cInstall(major)}
-	}
-	sysroot := wasiSysroot()
-	if sysroot == "" {
-		return nil, &MissingError{C, "wasi-libc not found (no /usr/lib/wasm32-wasi or /usr/share/wasi-sysroot, and WASI_SYSROOT is not set)", cInstall(major)}
-	}
-	if rt, err := exec.Command(clang, "--target=wasm32-wasi", "-print-libgcc-file-name").Output(); err == nil {
-		if _, err := os.Stat(strings.TrimSpace(string(rt))); err != nil {
-			return nil, &MissingError{C, "clang's wasm32 runtime library " + strings.TrimSpace(string(rt)) + " not found", cInstall(major)}
-		}
+	clang, sysroot, err := Clang()
+	if err != nil {
+		return nil, err
 	}
 	// The flags of mk/c.mk.
 	args := []string{"--target=wasm32-wasi", "--sysroot=" + sysroot, "-mexec-model=reactor", "-O2", "-mbulk-memory", "-g0",

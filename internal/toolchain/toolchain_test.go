@@ -215,3 +215,21 @@ func TestRustIncomplete(t *testing.T) {
 		}
 	}
 }
+
+// TestRequired: GROUPSTATE_REQUIRE_TOOLCHAINS unset or empty is false, a boolean is itself, and
+// anything else is an error.
+func TestRequired(t *testing.T) {
+	for _, tc := range []struct {
+		v        string
+		want, ok bool
+	}{
+		{"", false, true}, {"0", false, true}, {"false", false, true}, {"1", true, true}, {"true", true, true},
+		{"yes", false, false}, {"2", false, false},
+	} {
+		t.Setenv(toolchain.RequireEnv, tc.v)
+		got, err := toolchain.Required()
+		if got != tc.want || (err == nil) != tc.ok {
+			t.Errorf("%s=%q: Required() = %v, %v; want %v, ok %v", toolchain.RequireEnv, tc.v, got, err, tc.want, tc.ok)
+		}
+	}
+}
