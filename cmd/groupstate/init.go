@@ -32,12 +32,12 @@ var templates embed.FS
 const sdkModule = "github.com/groupstate/groupstate"
 
 // initLangs are the languages of `groupstate init`, with what the README calls them and how
-// their module is built.
+// `groupstate build` builds their module (package toolchain).
 var initLangs = map[string]struct{ title, build string }{
 	"go":             {"Go", "`GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared`, the standard Go toolchain, no TinyGo"},
-	"rust":           {"Rust", "plain `/usr/bin/rustc --target wasm32-wasi`, no cargo and no crates"},
+	"rust":           {"Rust", "plain `rustc --target wasm32-wasip1` (or wasm32-wasi), no cargo and no crates"},
 	"c":              {"C", "`clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor`"},
-	"assemblyscript": {"AssemblyScript", "the checkout's pinned `asc --runtime minimal --exportStart _initialize`"},
+	"assemblyscript": {"AssemblyScript", "the checkout's pinned `asc --runtime minimal --exportStart _initialize`, which needs Node.js"},
 }
 
 // initFileAbout says what each generated file is, for the README and the command's output.
@@ -45,7 +45,7 @@ var initFileAbout = map[string]string{
 	"main.go":    "the handler",
 	"go.mod":     "the Go module; requires the SDK " + sdkModule + "/sdk/go",
 	"src/lib.rs": "the handler",
-	"Makefile":   "`make` builds the module with the exact command; `make test` runs the scenario",
+	"Makefile":   "optional: `make` runs `groupstate build`; `make test` runs the scenario",
 	"README.md":  "this file",
 	".gitignore": "ignores the built module",
 	"NAME.yaml":  "the deployment spec: input `NAME.in`, key `user_id`, processing-time timeouts, output `NAME.out`, `config.idle_timeout: 10s`",
@@ -82,26 +82,27 @@ func newInitCommand() *cobra.Command {
 	var lang, dir, sdk string
 	cmd := &cobra.Command{
 		Use:   "init NAME [--lang go|rust|c|assemblyscript] [--dir DIR] [--sdk CHECKOUT]",
-		Short: "Create a handler project (handler, spec, scenario, Makefile) that builds and passes its test",
+		Short: "Create a handler project (handler, spec, scenario) that groupstate build builds and that passes its test",
 		Long: `Creates a handler project in DIR (default ./NAME): a handler implementing the logincount
 example (count logins per user_id, emit {"user_id", "total_logins"}, close the session with a
 "session_closed" row after config.idle_timeout), the spec NAME.yaml (input NAME.in, output
-NAME.out), the scenario NAME.jsonl, a Makefile with the exact build command and a README with
-the next steps. As generated, "make" builds NAME.wasm and
+NAME.out), the scenario NAME.jsonl, a README with the next steps and a Makefile (optional: it
+runs groupstate build). As generated, "groupstate build" builds NAME.wasm and
 "groupstate test --spec NAME.yaml --scenario NAME.jsonl" passes.
 
 NAME is the deployment's name: [a-z0-9-]+, at most 63 characters. DIR must not exist or be
 empty.
 
 The SDKs are not published as packages: the project uses the SDK of a groupstate checkout, by
-absolute path (Go: a replace in go.mod; Rust, C and AssemblyScript: the Makefile, and for
-AssemblyScript the import paths). The checkout is --sdk, else the first directory at or above
+absolute path (Go: a replace in go.mod; Rust, C and AssemblyScript: the Makefile's
+GROUPSTATE_CHECKOUT line, which groupstate build reads, and for AssemblyScript the import
+paths). The checkout is --sdk, else the first directory at or above
 the current directory (then above this executable) whose go.mod is module ` + sdkModule + `.
 Without one, the project is still created, and its README says what to set.`,
 		Example: `  groupstate init logins
   groupstate init logins --lang rust --dir ~/src/logins
   groupstate init logins --lang assemblyscript --sdk ~/src/groupstate
-  cd logins && make && groupstate test --spec logins.yaml --scenario logins.jsonl`,
+  cd logins && groupstate build && groupstate test --spec logins.yaml --scenario logins.jsonl`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return fmt.Errorf("init takes one argument, the project's name (got %d); example: groupstate init logins --lang go", len(args))
@@ -185,7 +186,7 @@ func runInit(stdout, stderr io.Writer, name, lang, dir, sdk string) error {
 		}
 		if lang == "assemblyscript" {
 			if _, err := os.Stat(filepath.Join(checkout, "sdk", "assemblyscript", "node_modules", ".bin", "asc")); err != nil {
-				warnings = append(warnings, fmt.Sprintf("the AssemblyScript compiler is not installed: run 'npm ci' in %s before make",
+				warnings = append(warnings, fmt.Sprintf("the AssemblyScript compiler is not installed: it needs Node.js; run 'npm ci' in %s before groupstate build",
 					filepath.Join(checkout, "sdk", "assemblyscript")))
 			}
 		}
@@ -242,7 +243,7 @@ func runInit(stdout, stderr io.Writer, name, lang, dir, sdk string) error {
 	if shown != "." {
 		fmt.Fprintf(stdout, "  cd %s\n", shellQuote(shown))
 	}
-	fmt.Fprintf(stdout, "  make                                  # builds %s.wasm\n", name)
+	fmt.Fprintf(stdout, "  groupstate build                      # builds %s.wasm\n", name)
 	fmt.Fprintf(stdout, "  groupstate test --spec %s.yaml --scenario %s.jsonl\n", name, name)
 	fmt.Fprintf(stdout, "  groupstate serve --data ./gsdata      # in another terminal\n")
 	fmt.Fprintf(stdout, "  groupstate deploy -f %s.yaml\n", name)
@@ -392,7 +393,7 @@ func renderInit(d initData) ([]initFile, error) {
 			d.Files[i].About = "this file"
 		}
 	}
-	d.Files = append(d.Files, initFile{Path: d.Name + ".wasm", About: "the module, built by `make` (not generated)"})
+	d.Files = append(d.Files, initFile{Path: d.Name + ".wasm", About: "the module, built by `groupstate build` (not generated)"})
 	for i, s := range srcs {
 		raw, err := templates.ReadFile(s.embedPath)
 		if err != nil {

@@ -2,45 +2,34 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/groupstate/groupstate/internal/toolchain"
 )
 
-// requireInitToolchain ends t, with toolchainMissing, when what builds a generated project in
-// lang is missing: make, and the language's compiler (Go's is the one running the tests).
-func requireInitToolchain(t *testing.T, lang string) {
+// requireInitToolchain ends t, with toolchainMissing, when what `groupstate build` needs for
+// the project in dir is missing (package toolchain checks it, as the command does). Go's
+// toolchain is the one running the tests: its absence is a failure.
+func requireInitToolchain(t *testing.T, dir string) {
 	t.Helper()
-	mustHaveExecPath(t, "make")
-	switch lang {
-	case "go":
-		if _, err := exec.LookPath("go"); err != nil {
-			t.Fatalf("go is not on PATH: %v", err)
-		}
-	case "rust":
-		// The generated Makefile uses Debian's rustc, which has the wasm32-wasi target; a
-		// rustup rustc on PATH may not.
-		rustc := mustHaveExecPath(t, "/usr/bin/rustc")
-		out, err := exec.Command(rustc, "--print", "sysroot").Output()
-		if err != nil {
-			t.Fatalf("%s --print sysroot: %v", rustc, err)
-		}
-		mustHaveFile(t, rustc+"'s wasm32-wasi standard library", filepath.Join(strings.TrimSpace(string(out)), "lib", "rustlib", "wasm32-wasi"))
-	case "c":
-		mustHaveExecPath(t, "clang")
-		mustHaveAnyExecPath(t, "wasm-ld", "wasm-ld-14")
-		mustHaveFile(t, "wasi-libc", "/usr/share/wasi-sysroot", "/usr/lib/wasm32-wasi")
-	case "assemblyscript":
-		mustHaveExecPath(t, "node")
-		mustHaveFile(t, "the AssemblyScript compiler", inRepo("sdk/assemblyscript/node_modules/.bin/asc"))
+	_, err := toolchain.Plan(toolchain.Project{Dir: dir, SDK: repoRoot})
+	var m *toolchain.MissingError
+	switch {
+	case errors.As(err, &m) && m.Lang != toolchain.Go:
+		toolchainMissing(t, "%v", err)
+	case err != nil:
+		t.Fatalf("groupstate build cannot build %s: %v", dir, err)
 	}
 }
 
-// TestInit generates a project in every language, builds it with its own Makefile, and runs
-// its scenario with groupstate test, as a user following the printed next steps would. The
-// languages run in parallel, each command in-process.
+// TestInit generates a project in every language, builds it with groupstate build (no make),
+// and runs its scenario with groupstate test, as a user following the printed next steps
+// would. The languages run in parallel, each command in-process.
 func TestInit(t *testing.T) {
 	wantFiles := map[string][]string{
 		"go":             {"main.go", "go.mod"},
@@ -51,7 +40,6 @@ func TestInit(t *testing.T) {
 	for _, lang := range []string{"go", "rust", "c", "assemblyscript"} {
 		t.Run(lang, func(t *testing.T) {
 			t.Parallel()
-			requireInitToolchain(t, lang)
 			name := "login-" + lang
 			dir := filepath.Join(t.TempDir(), "proj")
 
@@ -60,6 +48,7 @@ func TestInit(t *testing.T) {
 				t.Fatalf("init: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
 			for _, want := range []string{
+				"groupstate build ",
 				"groupstate test --spec " + name + ".yaml --scenario " + name + ".jsonl",
 				"groupstate deploy -f " + name + ".yaml",
 				"SDK: the groupstate checkout",
@@ -92,17 +81,20 @@ func TestInit(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, want := range []string{"make", "groupstate test --spec " + name + ".yaml --scenario " + name + ".jsonl",
+			for _, want := range []string{"groupstate build", "groupstate test --spec " + name + ".yaml --scenario " + name + ".jsonl",
 				"groupstate serve", "groupstate deploy -f " + name + ".yaml"} {
 				if !bytes.Contains(readme, []byte(want)) {
 					t.Errorf("README lacks %q", want)
 				}
 			}
 
-			build := exec.Command("make")
-			build.Dir = dir
-			if out, err := build.CombinedOutput(); err != nil {
-				t.Fatalf("make: %v\n%s", err, out)
+			requireInitToolchain(t, dir)
+			stdout, stderr, code = runCLI(t, "build", dir)
+			if code != 0 {
+				t.Fatalf("groupstate build: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+			}
+			if !regexp.MustCompile(`(?m)^built \S*` + regexp.QuoteMeta(name+".wasm") + ` \(\d+ KB\) in \d+\.\ds$`).MatchString(stdout) {
+				t.Errorf("groupstate build's output lacks its closing line:\n%s", stdout)
 			}
 			stdout, stderr, code = runCLI(t, "test", "--spec", filepath.Join(dir, name+".yaml"), "--scenario", filepath.Join(dir, name+".jsonl"))
 			if code != 0 {

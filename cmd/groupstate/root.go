@@ -32,6 +32,7 @@ with the per-key function compiled to WebAssembly from Go, Rust, C or AssemblySc
 		newTailCommand(),
 		newTestCommand(),
 		newInitCommand(),
+		newBuildCommand(),
 		newDemoCommand(),
 		newBenchCommand(),
 		newVersionCommand(),

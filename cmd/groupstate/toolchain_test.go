@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/groupstate/groupstate/internal/toolchain"
 )
 
 // The tests that build WebAssembly with a toolchain other than Go's (clang, rustc, asc) skip
@@ -19,7 +20,7 @@ import (
 // committed modules), so the helpers live here.
 const (
 	// requireToolchainsEnv, when true (1), makes a missing toolchain fail the test.
-	requireToolchainsEnv = "GROUPSTATE_REQUIRE_TOOLCHAINS"
+	requireToolchainsEnv = toolchain.RequireEnv
 	// installToolchains installs every toolchain the tests use, on Debian.
 	installToolchains = "bash .ci/install-toolchains"
 )
@@ -31,15 +32,14 @@ const (
 func toolchainMissing(t testing.TB, format string, args ...any) {
 	t.Helper()
 	msg := fmt.Sprintf(format, args...)
-	v, set := os.LookupEnv(requireToolchainsEnv)
-	if !set || v == "" {
+	v := os.Getenv(requireToolchainsEnv)
+	require, err := toolchain.Required()
+	switch {
+	case err != nil:
+		t.Fatalf("%v; %s; '%s' installs it", err, msg, installToolchains)
+	case v == "":
 		t.Skipf("%s; '%s' installs it (and %s=1 makes this a failure)", msg, installToolchains, requireToolchainsEnv)
-	}
-	require, err := strconv.ParseBool(v)
-	if err != nil {
-		t.Fatalf("%s=%q is not 1 or 0; %s; '%s' installs it", requireToolchainsEnv, v, msg, installToolchains)
-	}
-	if !require {
+	case !require:
 		t.Skipf("%s; '%s' installs it (%s=%s)", msg, installToolchains, requireToolchainsEnv, v)
 	}
 	t.Fatalf("%s; '%s' installs it (%s=%s: a missing toolchain is a failure)", msg, installToolchains, requireToolchainsEnv, v)
@@ -54,30 +54,6 @@ func mustHaveExecPath(t testing.TB, file string) string {
 		toolchainMissing(t, "%s is not installed (%v)", file, err)
 	}
 	return path
-}
-
-// mustHaveAnyExecPath is mustHaveExecPath for a tool installed under one of several names
-// (wasm-ld or wasm-ld-14).
-func mustHaveAnyExecPath(t testing.TB, files ...string) string {
-	t.Helper()
-	for _, f := range files {
-		if path, err := exec.LookPath(f); err == nil {
-			return path
-		}
-	}
-	toolchainMissing(t, "none of %q is installed", files)
-	return ""
-}
-
-// mustHaveFile ends t with toolchainMissing unless one of paths exists; what says what they are.
-func mustHaveFile(t testing.TB, what string, paths ...string) {
-	t.Helper()
-	for _, p := range paths {
-		if _, err := os.Stat(p); err == nil {
-			return
-		}
-	}
-	toolchainMissing(t, "%s is missing (none of %q exists)", what, paths)
 }
 
 // TestToolchainMissing runs a test for a toolchain no machine has in a child process of this

@@ -14,37 +14,39 @@ import (
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/groupstate/groupstate/abi"
+	"github.com/groupstate/groupstate/internal/toolchain"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 )
 
-// needClang returns clang's path, or skips (fails under GROUPSTATE_REQUIRE_TOOLCHAINS=1, as
-// the toolchain tests of cmd/groupstate do) when it is missing.
-func needClang(t *testing.T) string {
+// needClang returns the clang of groupstate build and wasi-libc's sysroot (toolchain.Clang,
+// which checks wasm-ld and the wasm32 builtins too), or skips (fails under
+// GROUPSTATE_REQUIRE_TOOLCHAINS=1, as the toolchain tests of cmd/groupstate do) when a part is
+// missing.
+func needClang(t *testing.T) (clang, sysroot string) {
 	t.Helper()
-	path, err := exec.LookPath("clang")
+	clang, sysroot, err := toolchain.Clang()
 	if err == nil {
-		return path
+		return clang, sysroot
 	}
-	if req, _ := strconv.ParseBool(os.Getenv("GROUPSTATE_REQUIRE_TOOLCHAINS")); req {
-		t.Fatalf("clang is not installed (%v); 'bash .ci/install-toolchains' installs it", err)
+	if req, rerr := toolchain.Required(); req || rerr != nil {
+		t.Fatalf("%v; 'bash .ci/install-toolchains' installs it (%s=%s)", err, toolchain.RequireEnv, os.Getenv(toolchain.RequireEnv))
 	}
-	t.Skipf("clang is not installed (%v); 'bash .ci/install-toolchains' installs it", err)
-	return ""
+	t.Skipf("%v; 'bash .ci/install-toolchains' installs it", err)
+	return "", ""
 }
 
 // buildC builds src (a file under testdata) into a module, with mk/c.mk's flags.
 func buildC(t *testing.T, src string) []byte {
 	t.Helper()
-	clang := needClang(t)
+	clang, sysroot := needClang(t)
 	out := filepath.Join(t.TempDir(), "m.wasm")
-	cmd := exec.Command(clang, "--target=wasm32-wasi", "--sysroot=/usr", "-mexec-model=reactor", "-O2",
+	cmd := exec.Command(clang, "--target=wasm32-wasi", "--sysroot="+sysroot, "-mexec-model=reactor", "-O2",
 		"-mbulk-memory", "-g0", "-Wall", "-Werror", "-Wl,--stack-first", "-Wl,--strip-all", "-I.",
 		"-o", out, src)
 	if b, err := cmd.CombinedOutput(); err != nil {

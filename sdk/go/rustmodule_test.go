@@ -9,62 +9,40 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
 
 	"github.com/groupstate/groupstate/abi"
+	"github.com/groupstate/groupstate/internal/toolchain"
 )
 
 // TestRustV2Example runs the Rust SDK's ABI v2 example processor (sdk/rust/examples/pageviews,
-// built here with Debian's rustc for wasm32-wasi, the SDK with its feature v2) in wazero against
-// this package's test host, through the real imports: the Rust guest's memory handling, its
-// groupstate.state calls and its result buffers, checked by package abi's readers. It also checks
+// built here with the rustc of groupstate build for wasm32-wasip1 or wasm32-wasi, the SDK with
+// its feature v2) in wazero against this package's test host, through the real imports: the
+// Rust guest's memory handling, its groupstate.state calls and its result buffers, checked by
+// package abi's readers. It also checks
 // that the module imports groupstate.state and that a v1 sample of the same SDK does not.
 //
-// It skips without /usr/bin/rustc and its wasm32-wasi standard library, unless
+// It skips without a rustc with a WASI target and rust-lld (toolchain.Rustc), unless
 // GROUPSTATE_REQUIRE_TOOLCHAINS is true (as in CI), where that is a failure.
 func TestRustV2Example(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a WebAssembly module with rustc")
 	}
-	rustc := "/usr/bin/rustc"
-	missing := func(what string) {
-		if ok, _ := strconv.ParseBool(os.Getenv("GROUPSTATE_REQUIRE_TOOLCHAINS")); ok {
-			t.Fatalf("%s is missing; 'bash .ci/install-toolchains' installs it", what)
-		}
-		t.Skipf("%s is missing; 'bash .ci/install-toolchains' installs it", what)
-	}
-	if _, err := os.Stat(rustc); err != nil {
-		missing(rustc)
-	}
-	sysroot, err := exec.Command(rustc, "--print", "sysroot").Output()
+	// The rustc of groupstate build (package toolchain), which checks its target and rust-lld.
+	rustc, target, err := toolchain.Rustc()
 	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(strings.TrimSpace(string(sysroot)), "lib", "rustlib", "wasm32-wasi")); err != nil {
-		missing(rustc + "'s wasm32-wasi standard library")
-	}
-
-	// A compiler without its wasm linker (rust-lld) fails at the first link: probe it with an
-	// empty cdylib, so that a machine missing it skips with the reason instead of failing.
-	probeDir := t.TempDir()
-	probeSrc := filepath.Join(probeDir, "probe.rs")
-	if err := os.WriteFile(probeSrc, []byte("#[no_mangle]\npub extern \"C\" fn probe() {}\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := exec.Command(rustc, "--target", "wasm32-wasi", "--crate-type=cdylib", "-o", filepath.Join(probeDir, "probe.wasm"), probeSrc).CombinedOutput(); err != nil {
-		if strings.Contains(string(out), "linker") || strings.Contains(string(out), "rust-lld") {
-			missing(rustc + "'s linker for wasm32-wasi (rust-lld): " + strings.TrimSpace(string(out)))
+		if req, rerr := toolchain.Required(); req || rerr != nil {
+			t.Fatalf("%v; 'bash .ci/install-toolchains' installs it (%s=%s)", err, toolchain.RequireEnv, os.Getenv(toolchain.RequireEnv))
 		}
-		t.Fatalf("rustc cannot build an empty wasm32-wasi library: %v\n%s", err, out)
+		t.Skipf("%v; 'bash .ci/install-toolchains' installs it", err)
 	}
 
 	// The flags of mk/rust.mk.
 	root, dir := filepath.Join("..", ".."), t.TempDir()
-	flags := []string{"--edition", "2021", "--target", "wasm32-wasi", "-C", "opt-level=s", "-C", "debuginfo=0",
+	flags := []string{"--edition", "2021", "--target", target, "-C", "opt-level=s", "-C", "debuginfo=0",
 		"-C", "strip=symbols", "-C", "panic=abort"}
 	build := func(args ...string) {
 		t.Helper()

@@ -1,0 +1,106 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/groupstate/groupstate/internal/toolchain"
+)
+
+// newBuildCommand returns `groupstate build`, which builds a handler project's module with its
+// language's toolchain (package toolchain).
+func newBuildCommand() *cobra.Command {
+	var lang, out, sdk string
+	var verbose bool
+	cmd := &cobra.Command{
+		Use:   "build [DIR] [--lang go|rust|c|assemblyscript] [-o OUT.wasm] [--sdk CHECKOUT]",
+		Short: "Build a handler project (default .) into its WebAssembly module, in any language",
+		Long: `Builds the handler project in DIR (default .) into a WebAssembly module with its language's
+own toolchain and the exact flags of the groupstate repository's Makefile, and prints
+"built OUT (N KB) in Xs". No make is needed.
+
+The language is --lang, else found from DIR's files: go.mod is Go; Cargo.toml or src/lib.rs
+is Rust; package.json, asconfig.json or a .ts file is AssemblyScript; a .c file is C.
+
+  go              GOOS=wasip1 GOARCH=wasm go build -buildmode=c-shared -trimpath -buildvcs=false
+  rust            rustc --target wasm32-wasip1 (or wasm32-wasi) for the SDK sdk/rust and then
+                  src/lib.rs as a cdylib; no cargo, no crates (the first rustc on PATH, or
+                  $RUSTC, that has the target)
+  c               clang --target=wasm32-wasi -mexec-model=reactor with wasi-libc and sdk/c,
+                  every .c file of DIR
+  assemblyscript  asc --runtime minimal --exportStart _initialize, the one .ts file of DIR,
+                  with the project's compiler (package.json) or the checkout's pinned one
+
+OUT defaults to the module: of the one deployment spec (*.yaml) in DIR, else DIR's name with
+.wasm. Rust, C and AssemblyScript use the SDK of a groupstate checkout: --sdk, else
+$GROUPSTATE_CHECKOUT, else the one a "groupstate init" project's Makefile names, else the
+first checkout at or above DIR, the current directory or this executable. Go projects name
+theirs in go.mod.
+
+Before it runs anything it checks the whole toolchain (compiler, linker, WebAssembly target
+and libraries) and, when a part is missing, says in one line what and how to install it.`,
+		Example: `  groupstate build
+  groupstate build ~/src/logins -o /tmp/logins.wasm
+  groupstate build --lang c --sdk ~/src/groupstate`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			dir := "."
+			if len(args) == 1 {
+				dir = args[0]
+			}
+			return runBuild(cmd, dir, lang, out, sdk, verbose)
+		},
+	}
+	cmd.Flags().StringVar(&lang, "lang", "", "handler language: go, rust, c or assemblyscript (default: found from DIR's files)")
+	cmd.Flags().StringVarP(&out, "out", "o", "", "the module to write (default: the spec's module:, else DIR/<DIR's name>.wasm)")
+	cmd.Flags().StringVar(&sdk, "sdk", "", "groupstate checkout whose SDK a Rust, C or AssemblyScript project uses")
+	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print each command before running it")
+	return cmd
+}
+
+// runBuild builds the project in dir and prints the closing line.
+func runBuild(cmd *cobra.Command, dir, lang, out, sdk string, verbose bool) error {
+	p := toolchain.Project{Dir: dir, Lang: toolchain.Lang(lang), Out: out, SDK: buildSDK(dir, sdk)}
+	res, err := toolchain.Build(cmd.Context(), p, cmd.OutOrStdout(), cmd.ErrOrStderr(), verbose)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "built %s (%d KB) in %.1fs\n", shownPath(res.Out), (res.Size+1023)/1024, res.Took.Seconds())
+	return nil
+}
+
+// buildSDK returns the checkout a build of dir takes its SDK from: sdk, else
+// $GROUPSTATE_CHECKOUT, else the one dir's Makefile (of groupstate init) names, else the first
+// checkout at or above dir, the current directory or the executable; or "".
+func buildSDK(dir, sdk string) string {
+	if sdk != "" {
+		return sdk
+	}
+	if env := os.Getenv("GROUPSTATE_CHECKOUT"); env != "" {
+		return env
+	}
+	if mk := toolchain.MakefileCheckout(dir); mk != "" {
+		return mk
+	}
+	if abs, err := filepath.Abs(dir); err == nil {
+		if r := walkUpToCheckout(abs); r != "" {
+			return r
+		}
+	}
+	root, _, _ := findCheckout("")
+	return root
+}
+
+// shownPath is p relative to the current directory when it is under it, else p.
+func shownPath(p string) string {
+	if cwd, err := os.Getwd(); err == nil {
+		if r, err := filepath.Rel(cwd, p); err == nil && !strings.HasPrefix(r, "..") {
+			return r
+		}
+	}
+	return p
+}

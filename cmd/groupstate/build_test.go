@@ -1,0 +1,64 @@
+package main
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestBuildMissingToolchain: groupstate build of an init project with nothing on PATH exits
+// non-zero with one line that names what is missing and how to install it; no toolchain is
+// needed.
+func TestBuildMissingToolchain(t *testing.T) {
+	tests := []struct {
+		lang string
+		want []string
+	}{
+		{"go", []string{"groupstate: go: go not found on PATH; install Go from https://go.dev/dl"}},
+		{"rust", []string{"groupstate: rust: rustc not found on PATH; install with https://rustup.rs then 'rustup target add wasm32-wasip1'"}},
+		{"c", []string{"groupstate: c: clang not found on PATH;", "apt-get install clang lld wasi-libc libclang-rt-dev-wasm32"}},
+		{"assemblyscript", []string{"groupstate: assemblyscript: node (Node.js) not found on PATH;", "needs Node.js", "npm ci"}},
+	}
+	dirs := map[string]string{}
+	for _, tc := range tests {
+		dirs[tc.lang] = filepath.Join(t.TempDir(), "proj")
+		if stdout, stderr, code := runCLI(t, "init", "logins", "--lang", tc.lang, "--dir", dirs[tc.lang]); code != 0 {
+			t.Fatalf("init: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
+		}
+	}
+	t.Setenv("PATH", t.TempDir())
+	t.Setenv("RUSTC", "")
+	for _, tc := range tests {
+		stdout, stderr, code := runCLI(t, "build", dirs[tc.lang])
+		if code == 0 {
+			t.Errorf("%s: exit 0 with nothing on PATH", tc.lang)
+		}
+		if stdout != "" || strings.Count(stderr, "\n") != 1 {
+			t.Errorf("%s: want one line on stderr and nothing on stdout\nstdout:\n%s\nstderr:\n%s", tc.lang, stdout, stderr)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(stderr, w) {
+				t.Errorf("%s: stderr lacks %q:\n%s", tc.lang, w, stderr)
+			}
+		}
+	}
+}
+
+// TestBuildRefuses: an unknown --lang and a directory with no project are clear errors.
+func TestBuildRefuses(t *testing.T) {
+	empty := t.TempDir()
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"build", empty, "--lang", "java"}, `unknown language "java": use go, rust, c or assemblyscript`},
+		{[]string{"build", empty}, "no handler project in " + empty},
+		{[]string{"build", filepath.Join(empty, "nope")}, "no such file or directory"},
+		{[]string{"build", empty, empty}, "accepts at most 1 arg"},
+	} {
+		stdout, stderr, code := runCLI(t, c.args...)
+		if code == 0 || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d, want an error containing %q\nstdout:\n%s\nstderr:\n%s", c.args, code, c.want, stdout, stderr)
+		}
+	}
+}
