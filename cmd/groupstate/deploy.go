@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -140,14 +144,15 @@ groupstate promote NAME.`,
 	return cmd
 }
 
-// newUndeployCommand returns `groupstate undeploy`, which stops a deployment and keeps its state.
+// newUndeployCommand returns `groupstate undeploy`, which stops a deployment and keeps its
+// state, or with --purge deletes everything it created.
 func newUndeployCommand() *cobra.Command {
 	var cf connFlags
-	var drain bool
-	var drainTimeout time.Duration
+	var drain, purge, yes, asJSON bool
+	var drainTimeout, timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "undeploy NAME [--drain]",
-		Short: "Stop a deployment (its state stays on disk; deploying the name again resumes it)",
+		Use:   "undeploy NAME [--drain] [--purge [--yes]] [--json]",
+		Short: "Stop a deployment (its state stays on disk; deploying the name again resumes it; --purge deletes it all)",
 		Long: `Stops the deployment on the runtimes; its state stays where it is, and deploying the name
 again resumes it.
 
@@ -155,30 +160,83 @@ again resumes it.
 finishes the batch in flight, stops reading input, fires every timeout its keys hold as if
 time and the watermark had passed them, and publishes what those calls emit; then the
 deployment is undeployed. Stop the producers and wait for lag 0 (groupstate status) first:
-rows that arrive after a partition drained stay in the input stream, not run.`,
+rows that arrive after a partition drained stay in the input stream, not run.
+
+--purge also deletes everything the deployment created, for good: it undeploys, waits until
+the runtimes stopped it (--timeout), then deletes the state each live runtime holds of it, its
+streams (input, partitioned, inputs, output, dead-letter, late, changelog, manifests) with
+their messages, its changelog snapshots, its consumers on the streams it keeps, and its KV
+entries (record and history, status, owner, leases, watermarks). It prints one line per thing
+deleted or kept, and a summary. A stream that is not the deployment's is kept, saying why: one
+made outside groupstate (input.stream, or one that captured the subjects first), one created
+for another deployment, one another deployment reads or writes (a shadow's primary's input).
+A runtime that is not running keeps its copy of the state on its data directory (the summary
+names it). Modules and initial-state files are shared by content and stay. A name undeployed
+before can be purged too. It asks to type the name to confirm; --yes confirms in scripts
+(without a terminal and without --yes it refuses).`,
 		Example: `  groupstate undeploy logincount
-  groupstate undeploy carts --drain`,
+  groupstate undeploy carts --drain
+  groupstate undeploy logincount --purge
+  groupstate undeploy logincount --purge --yes --json`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			name := args[0]
+			if yes && !purge {
+				return fmt.Errorf("--yes confirms --purge, which is not given")
+			}
+			if purge && !yes {
+				if err := confirmPurge(cmd, name); err != nil {
+					return err
+				}
+			}
 			c, done, err := cf.client(cmd, "undeploy")
 			if err != nil {
 				return err
 			}
 			defer done()
+			out := cmd.OutOrStdout()
+			var drained *client.DrainReport
 			if drain {
 				ctx, cancel := context.WithTimeout(cmd.Context(), drainTimeout)
 				defer cancel()
-				fmt.Fprintf(cmd.ErrOrStderr(), "draining %s (firing every timeout)...\n", args[0])
-				rep, err := c.Drain(ctx, args[0])
+				fmt.Fprintf(cmd.ErrOrStderr(), "draining %s (firing every timeout)...\n", name)
+				rep, err := c.Drain(ctx, name)
 				if err != nil {
 					return fmt.Errorf("%w; nothing was undeployed (undeploy again, with or without --drain)", err)
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "drained %s: %d partition(s), %d timeout call(s), %d row(s) emitted\n", args[0], rep.Partitions, rep.TimeoutCalls, rep.Emitted)
+				drained = &rep
+				if !asJSON {
+					fmt.Fprintf(out, "drained %s: %d partition(s), %d timeout call(s), %d row(s) emitted\n", name, rep.Partitions, rep.TimeoutCalls, rep.Emitted)
+				}
 			}
-			if err := c.Undeploy(cmd.Context(), args[0]); err != nil {
+			result := struct {
+				Name    string              `json:"name"`
+				Drained *client.DrainReport `json:"drained,omitempty"`
+				Purge   *client.PurgeReport `json:"purge,omitempty"`
+			}{Name: name, Drained: drained}
+			if !purge {
+				if err := c.Undeploy(cmd.Context(), name); err != nil {
+					return err
+				}
+				if asJSON {
+					return json.NewEncoder(out).Encode(result)
+				}
+				fmt.Fprintf(out, "undeployed %s\n", name)
+				return nil
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			rep, err := c.Purge(ctx, name)
+			if rep != nil && !asJSON {
+				printPurge(out, rep)
+			}
+			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "undeployed %s\n", args[0])
+			if asJSON {
+				result.Purge = rep
+				return json.NewEncoder(out).Encode(result)
+			}
 			return nil
 		},
 	}
@@ -186,7 +244,55 @@ rows that arrive after a partition drained stay in the input stream, not run.`,
 	cf.register(cmd)
 	cmd.Flags().BoolVar(&drain, "drain", false, "fire every timeout and publish the final records before undeploying")
 	cmd.Flags().DurationVar(&drainTimeout, "drain-timeout", 5*time.Minute, "how long --drain waits for every partition to drain")
+	cmd.Flags().BoolVar(&purge, "purge", false, "also delete the deployment's state, streams, consumers and KV entries, for good")
+	cmd.Flags().BoolVar(&yes, "yes", false, "confirm --purge without asking")
+	cmd.Flags().DurationVar(&timeout, "timeout", 2*time.Minute, "how long --purge waits for the runtimes to stop the deployment")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON (with --purge, what it deleted and kept)")
 	return cmd
+}
+
+// confirmPurge asks the user at a terminal to type name to confirm undeploy --purge; without
+// a terminal it refuses, pointing at --yes.
+func confirmPurge(cmd *cobra.Command, name string) error {
+	in := cmd.InOrStdin()
+	if !isTerminalReader(in) {
+		return fmt.Errorf("undeploy --purge deletes %s's state and streams for good: confirm at a terminal, or add --yes", name)
+	}
+	fmt.Fprintf(cmd.ErrOrStderr(), "this deletes %s for good: its state, its streams with their messages, its consumers and records.\ntype the name to confirm: ", name)
+	line, _ := bufio.NewReader(in).ReadString('\n')
+	if strings.TrimSpace(line) != name {
+		return fmt.Errorf("not confirmed (%q is not %q); nothing was deleted", strings.TrimSpace(line), name)
+	}
+	return nil
+}
+
+// isTerminalReader tells whether r is a character device (a terminal).
+func isTerminalReader(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// printPurge prints what a purge deleted and kept, one line each, and a summary.
+func printPurge(w io.Writer, rep *client.PurgeReport) {
+	if rep.Undeployed {
+		fmt.Fprintf(w, "undeployed %s\n", rep.Name)
+	}
+	for _, it := range rep.Deleted {
+		fmt.Fprintf(w, "deleted %s %s\n", it.Kind, it.Name)
+	}
+	for _, it := range rep.Kept {
+		fmt.Fprintf(w, "kept %s %s: %s\n", it.Kind, it.Name, it.Why)
+	}
+	count := map[string]int{}
+	for _, it := range rep.Deleted {
+		count[it.Kind]++
+	}
+	fmt.Fprintf(w, "purged %s: %d stream(s), %d consumer(s), %d KV key(s), %d state keyspace(s), %d snapshot set(s) deleted; %d kept\n",
+		rep.Name, count[client.PurgeStream], count[client.PurgeConsumer], count[client.PurgeKV], count[client.PurgeState], count[client.PurgeSnapshots], len(rep.Kept))
 }
 
 // newPromoteCommand returns `groupstate promote`, which makes a shadow deployment the primary.
