@@ -202,3 +202,61 @@ func TestUndeployPurge(t *testing.T) {
 	}
 
 }
+
+// TestUndeployPurgeShadow: a shadow reads its primary's input and manifests streams (input_of).
+// Purging the primary while the shadow is deployed keeps them, saying the shadow uses them;
+// purging the shadow then deletes them, as the last deployment that reads them.
+func TestUndeployPurgeShadow(t *testing.T) {
+	url := startServe(t, t.TempDir())
+	cli := func(args ...string) (string, string, int) { return runCLI(t, append(args, "--server", url)...) }
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if out, errOut, code := cli("deploy", "-f", writeLogincountSpec(t, "ps", "ps.in.>", "ps.out")); code != 0 {
+		t.Fatalf("deploy ps: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := js.Publish(ctx, "ps.in.web", []byte(`{"user_id":"u1"}`)); err != nil {
+		t.Fatal(err)
+	}
+	waitCLI(t, func() bool { out, _, code := cli("state", "ps"); return code == 0 && strings.Contains(out, "u1") })
+	if out, errOut, code := cli("deploy", "-f", writeLogincountSpec(t, "ps-v2", "ps.in.>", "ps.out"), "--shadow", "ps"); code != 0 {
+		t.Fatalf("deploy --shadow: exit %d\n%s%s", code, out, errOut)
+	}
+	exists := func(name string) bool {
+		_, err := js.Stream(ctx, name)
+		return err == nil
+	}
+
+	out, errOut, code := cli("undeploy", "ps", "--purge", "--yes")
+	if code != 0 {
+		t.Fatalf("undeploy ps --purge: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"kept stream GS_PS_IN: used by deployment ps-v2\n", "kept stream GS_PS_BATCHES: used by deployment ps-v2\n", "deleted stream GS_PS_OUT\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("purge of a primary with a shadow: no %q in\n%s", want, out)
+		}
+	}
+	if !exists("GS_PS_IN") || !exists("GS_PS_BATCHES") {
+		t.Fatal("purging the primary deleted the streams its shadow reads")
+	}
+
+	out, errOut, code = cli("undeploy", "ps-v2", "--purge", "--yes")
+	if code != 0 {
+		t.Fatalf("undeploy ps-v2 --purge: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"deleted stream GS_PS_IN\n", "deleted stream GS_PS-V2_OUT\n", "; 0 kept\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("purge of the shadow: no %q in\n%s", want, out)
+		}
+	}
+	if exists("GS_PS_IN") {
+		t.Error("GS_PS_IN is still there")
+	}
+}

@@ -308,15 +308,16 @@ func (c *Client) streamsOf(ctx context.Context, rec registry.Record, sp *spec.Sp
 	return in, own
 }
 
-// defaultStreams are the names groupstate gives the streams of deployment name (its own
-// input side read as inputOf's): a stream of one of these names that carries no owner mark
+// defaultStreams are the names groupstate gives the streams of deployment name (its input
+// side, and a shadow's primary's manifests, read as inputOf's): a stream of one of these names that carries no owner mark
 // was made by groupstate for it (by a version before the marks, or one of its own streams:
 // changelog, manifests, partitioned, inputs).
 func defaultStreams(name, inputOf string, sp *spec.Spec) []string {
 	out := []string{topology.OutputStream(name), topology.DeadLetterStream(name), topology.LateStream(name),
-		topology.ChangelogStream(name), topology.ManifestsStream(name)}
+		topology.ChangelogStream(name)}
 	for _, d := range slices.Compact([]string{name, inputOf}) {
-		out = append(out, topology.InputStream(d), topology.PartitionedStream(d), topology.InputsStream(d))
+		// A shadow reads its primary's manifests: once the primary is gone, they are its.
+		out = append(out, topology.InputStream(d), topology.PartitionedStream(d), topology.InputsStream(d), topology.ManifestsStream(d))
 		if sp != nil {
 			for _, in := range sp.Inputs {
 				out = append(out, topology.NamedInputStream(d, in.Name))
