@@ -21,9 +21,9 @@ func newDeployCommand() *cobra.Command {
 	var specPath, modulePath, initialPath, shadowOf string
 	var wait bool
 	var waitTimeout time.Duration
-	var resetState, confirm bool
+	var resetState, confirm, asJSON bool
 	cmd := &cobra.Command{
-		Use:   "deploy -f SPEC|SPEC [--module WASM] [--initial-state FILE] [--reset-state --confirm] [--shadow PRIMARY] [--wait=false] [--timeout D]",
+		Use:   "deploy -f SPEC|SPEC [--module WASM] [--initial-state FILE] [--reset-state --confirm] [--shadow PRIMARY] [--wait=false] [--timeout D] [--json]",
 		Short: "Validate and deploy a handler (redeploying a name replaces the module and keeps state)",
 		Long: `Validates the spec and the module (the module is compiled and initialized with the spec's
 config, so one that would fail at start is refused now), stores both in NATS, and the runtimes
@@ -104,30 +104,44 @@ groupstate promote NAME.`,
 			if err != nil {
 				return err
 			}
+			out := cmd.OutOrStdout()
+			if asJSON {
+				out = io.Discard // one object at the end instead
+			}
 			// No revision here: the registry's revision counts every record of the bucket, so a
 			// first deploy could say "revision 10"; list --json has it.
-			fmt.Fprintf(cmd.OutOrStdout(), "deployed %s (module sha256 %s, %d bytes)\n", d.Name, d.ModuleDigest, d.ModuleSize)
+			fmt.Fprintf(out, "deployed %s (module sha256 %s, %d bytes)\n", d.Name, d.ModuleDigest, d.ModuleSize)
 			if d.ShadowOf != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "a shadow of %s: it runs %s's batches again from its first recorded one, and publishes on %s\n"+
+				fmt.Fprintf(out, "a shadow of %s: it runs %s's batches again from its first recorded one, and publishes on %s\n"+
 					"compare: groupstate diff %s %s; promote: groupstate promote %s\n",
 					d.ShadowOf, d.ShadowOf, d.RunSpec().Output.Subject, d.ShadowOf, d.Name, d.Name)
 			}
 			if initialPath != "" {
-				fmt.Fprintf(cmd.OutOrStdout(), "its initial state (%s) is applied in its first batch\n", initialPath)
+				fmt.Fprintf(out, "its initial state (%s) is applied in its first batch\n", initialPath)
 			}
 			if d.ResetState {
-				fmt.Fprintf(cmd.OutOrStdout(), "its state will be reset when a runtime takes the deploy (groupstate status %s shows it running again)\n", d.Name)
+				fmt.Fprintf(out, "its state will be reset when a runtime takes the deploy (groupstate status %s shows it running again)\n", d.Name)
 			}
 			wctx, cancel := context.WithTimeout(cmd.Context(), waitTimeout)
 			defer cancel()
 			err = c.WaitReady(wctx, d, wait, func(what string) { fmt.Fprintf(cmd.ErrOrStderr(), "waiting for %s...\n", what) })
+			if asJSON {
+				res := deployResult{Name: d.Name, Revision: d.Revision, ModuleDigest: d.ModuleDigest, ModuleSize: d.ModuleSize, ShadowOf: d.ShadowOf,
+					ResetState: d.ResetState, Streams: c.Streams(cmd.Context(), d), Ready: err == nil, Running: err == nil && wait}
+				if err != nil {
+					res.Error = userMessage(err)
+				}
+				if jerr := json.NewEncoder(cmd.OutOrStdout()).Encode(res); jerr != nil {
+					return jerr
+				}
+			}
 			if err != nil {
 				return err
 			}
 			if wait {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s is running\n", d.Name)
+				fmt.Fprintf(out, "%s is running\n", d.Name)
 			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "%s's input streams exist: rows published now are kept\n", d.Name)
+				fmt.Fprintf(out, "%s's input streams exist: rows published now are kept\n", d.Name)
 			}
 			return nil
 		},
@@ -141,7 +155,24 @@ groupstate promote NAME.`,
 	cmd.Flags().StringVar(&initialPath, "initial-state", "", "a new deployment's initial state (JSON Lines of {\"key\": K, \"state\": V}), applied in its first batch")
 	cmd.Flags().BoolVar(&wait, "wait", true, "wait until a runtime runs the deployment (false: only until its input streams exist)")
 	cmd.Flags().DurationVar(&waitTimeout, "timeout", 2*time.Minute, "how long to wait (the deployment stays deployed when the wait gives up)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as one JSON object (also when the wait fails)")
 	return cmd
+}
+
+// deployResult is what deploy --json prints.
+type deployResult struct {
+	Name         string                   `json:"name"`
+	Revision     uint64                   `json:"revision"`
+	ModuleDigest string                   `json:"module_digest"`
+	ModuleSize   int64                    `json:"module_size"`
+	ShadowOf     string                   `json:"shadow_of,omitempty"`
+	ResetState   bool                     `json:"reset_state,omitempty"`
+	Streams      client.DeploymentStreams `json:"streams"`
+	// Ready: rows published now are kept and processed (its input streams exist, and with
+	// --wait a runtime runs it); Running: a runtime runs this revision.
+	Ready   bool   `json:"ready"`
+	Running bool   `json:"running"`
+	Error   string `json:"error,omitempty"`
 }
 
 // newUndeployCommand returns `groupstate undeploy`, which stops a deployment and keeps its
@@ -299,8 +330,9 @@ func printPurge(w io.Writer, rep *client.PurgeReport) {
 func newPromoteCommand() *cobra.Command {
 	var cf connFlags
 	var timeout time.Duration
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "promote SHADOW",
+		Use:   "promote SHADOW [--json]",
 		Short: "Make a shadow deployment the primary (its state kept; the old primary undeployed)",
 		Long: `Undeploys the shadow's primary and waits until its runtime stopped it; the shadow then runs
 the last batches the primary recorded and goes on reading the input itself, from the primary's
@@ -328,6 +360,13 @@ committed, are run by the promoted deployment. The promoted deployment keeps its
 			if err := c.Promote(ctx, args[0]); err != nil {
 				return err
 			}
+			if asJSON {
+				return json.NewEncoder(cmd.OutOrStdout()).Encode(struct {
+					Name          string `json:"name"`
+					Undeployed    string `json:"undeployed"`
+					OutputSubject string `json:"output_subject"`
+				}{d.Name, d.ShadowOf, d.Spec.Output.Subject})
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "promoted %s: %s is undeployed, and %s reads the input and publishes on %s\n", d.Name, d.ShadowOf, d.Name, d.Spec.Output.Subject)
 			return nil
 		},
@@ -335,5 +374,6 @@ committed, are run by the promoted deployment. The promoted deployment keeps its
 	cmd.ValidArgsFunction = cf.completeNames(1)
 	cf.register(cmd)
 	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Minute, "how long to wait for the promotion (it goes on after)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
