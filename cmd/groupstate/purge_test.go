@@ -17,8 +17,8 @@ import (
 )
 
 // writeLogincountSpec writes a spec of the logincount sample named name, reading in and
-// publishing to out, and returns its path.
-func writeLogincountSpec(t *testing.T, name, in, out string) string {
+// publishing to out, with the extra lines of YAML, and returns its path.
+func writeLogincountSpec(t *testing.T, name, in, out string, extra ...string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), name+".yaml")
 	text := fmt.Sprintf(`name: %s
@@ -33,7 +33,7 @@ output:
 on_error: dead_letter
 config:
   idle_timeout: 10s
-`, name, inRepo("samples/logincount/go/logincount.wasm"), in, out)
+`, name, inRepo("samples/logincount/go/logincount.wasm"), in, out) + strings.Join(extra, "")
 	if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -258,5 +258,69 @@ func TestUndeployPurgeShadow(t *testing.T) {
 	}
 	if exists("GS_PS_IN") {
 		t.Error("GS_PS_IN is still there")
+	}
+}
+
+// TestUndeployPurgePartitioned: the purge of a deployment split into partitions, with
+// replication: changelog, deletes each partition's state, status and lease, the partitioned
+// and changelog streams; deployed again, it starts from empty state (nothing restored from a
+// changelog).
+func TestUndeployPurgePartitioned(t *testing.T) {
+	url := startServe(t, t.TempDir())
+	cli := func(args ...string) (string, string, int) { return runCLI(t, append(args, "--server", url)...) }
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	sp := writeLogincountSpec(t, "pp", "pp.in.>", "pp.out", "partitions: 2\n", "replication: changelog\n")
+	if out, errOut, code := cli("deploy", "-f", sp); code != 0 {
+		t.Fatalf("deploy: exit %d\n%s%s", code, out, errOut)
+	}
+	keys := func() int {
+		out, _, code := cli("state", "pp")
+		if code != 0 {
+			return -1
+		}
+		return strings.Count(out, "\n")
+	}
+	for _, u := range []string{"u1", "u2", "u3", "u4"} {
+		if _, err := js.Publish(ctx, "pp.in.web", []byte(`{"user_id":"`+u+`"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitCLI(t, func() bool { return keys() == 4 })
+
+	out, errOut, code := cli("undeploy", "pp", "--purge", "--yes")
+	if code != 0 {
+		t.Fatalf("undeploy --purge: exit %d\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{"/pp.0\n", "/pp.1\n", "deleted stream GS_PP_KG\n", "deleted stream GS_PP_CL\n", "deleted stream GS_PP_IN\n",
+		"deleted kv groupstate-status/pp.0\n", "deleted kv groupstate-status/pp.1\n", "deleted kv groupstate-leases/pp.0\n", "; 0 kept\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("purge: no %q in\n%s", want, out)
+		}
+	}
+	for _, s := range []string{"GS_PP_KG", "GS_PP_CL", "GS_PP_IN", "GS_PP_BATCHES"} {
+		if _, err := js.Stream(ctx, s); !errors.Is(err, jetstream.ErrStreamNotFound) {
+			t.Errorf("stream %s: %v, want gone", s, err)
+		}
+	}
+
+	if out, errOut, code := cli("deploy", "-f", sp); code != 0 {
+		t.Fatalf("deploy again: exit %d\n%s%s", code, out, errOut)
+	}
+	if _, err := js.Publish(ctx, "pp.in.web", []byte(`{"user_id":"u9"}`)); err != nil {
+		t.Fatal(err)
+	}
+	waitCLI(t, func() bool { return keys() >= 1 })
+	if n := keys(); n != 1 {
+		out, _, _ := cli("state", "pp")
+		t.Fatalf("deployed again: %d keys, want 1:\n%s", n, out)
 	}
 }
