@@ -133,6 +133,11 @@ func (s *Service) purgeState(data []byte) (api.PurgeReply, error) {
 		base, _, _ := strings.Cut(key, ".")
 		busy = busy || base == name
 	}
+	for key := range s.ensured {
+		// Set while a runner here runs a revision, cleared once undeploy stopped them all
+		// (a runner leaves s.runners before its stop is done).
+		busy = busy || strings.HasPrefix(key, name+"@")
+	}
 	st := s.store
 	s.mu.Unlock()
 	if busy {
