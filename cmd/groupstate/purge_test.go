@@ -110,6 +110,22 @@ func TestUndeployPurge(t *testing.T) {
 		t.Fatalf("pa is gone after a refused purge:\n%s", out)
 	}
 
+	// A runtime refuses to delete the state of a deployment that is deployed.
+	listOut, _, _ := cli("list", "--json")
+	var listed struct {
+		Runtimes []client.Runtime `json:"runtimes"`
+	}
+	if err := json.Unmarshal([]byte(listOut), &listed); err != nil || len(listed.Runtimes) != 1 {
+		t.Fatalf("list --json: %v\n%s", err, listOut)
+	}
+	reply, err := nc.Request("groupstate.api.purge."+listed.Runtimes[0].ID, []byte(`{"deployment":"pa"}`), waitTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(reply.Data), "pa is deployed: undeploy it first") {
+		t.Fatalf("a purge request for a deployed deployment: %s", reply.Data)
+	}
+
 	// The hostile deployment: pa's output stream and the user's stream stay.
 	out, errOut, code := cli("undeploy", "pb", "--purge", "--yes", "--json")
 	if code != 0 {
