@@ -94,3 +94,19 @@ func TestJSONOutputs(t *testing.T) {
 		}
 	}
 }
+
+// TestTestJSONFailure: test --json on a scenario whose expectation fails prints one object
+// saying it did not pass, and why, and exits 1.
+func TestTestJSONFailure(t *testing.T) {
+	wrong := filepath.Join(t.TempDir(), "wrong.jsonl")
+	if err := os.WriteFile(wrong, []byte(`{"at": 5000, "rows": [{"user_id": "x"}]}
+{"expect": [{"user_id": "x", "total_logins": 3}]}
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, "test", "--spec", inRepo("samples/logincount/logincount.yaml"), "--scenario", wrong, "--json")
+	var res testResult
+	if code != 1 || json.Unmarshal([]byte(out), &res) != nil || res.Pass || res.Scenario != "wrong.jsonl" || res.Error == "" || res.Rows != 1 {
+		t.Fatalf("test --json of a failing scenario: exit %d\n%s%s", code, out, errOut)
+	}
+}
