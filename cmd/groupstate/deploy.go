@@ -258,17 +258,16 @@ before can be purged too. It asks to type the name to confirm; --yes confirms in
 			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
 			defer cancel()
 			rep, err := c.Purge(ctx, name)
-			if rep != nil && !asJSON {
+			switch {
+			case rep != nil && asJSON: // also what a purge that stopped did
+				result.Purge = rep
+				if jerr := json.NewEncoder(out).Encode(result); jerr != nil {
+					return jerr
+				}
+			case rep != nil:
 				printPurge(out, rep)
 			}
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				result.Purge = rep
-				return json.NewEncoder(out).Encode(result)
-			}
-			return nil
+			return err
 		},
 	}
 	cmd.ValidArgsFunction = cf.completeNames(1)
