@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,8 +21,9 @@ func newPubCommand() *cobra.Command {
 	var cf connFlags
 	var file string
 	var rate float64
+	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "pub SUBJECT [--file F.jsonl]",
+		Use:   "pub SUBJECT [--file F.jsonl] [--json]",
 		Short: "Publish JSON lines (from a file or standard input) to a subject, one message a line",
 		Long: `Publishes each non-empty line as one message, through JetStream, so every message is
 acknowledged by the stream that captures SUBJECT (deploy a handler whose input.subjects match
@@ -48,7 +50,21 @@ first). Progress goes to standard error.`,
 			if err := client.CheckPermission(cmd.Context(), nc, "publish rows to "+args[0], args[0], true); err != nil {
 				return err
 			}
-			n, err := publishLines(cmd, nc, args[0], in, rate)
+			sent, n, err := publishLines(cmd, nc, args[0], in, rate)
+			if asJSON {
+				res := struct {
+					Subject   string `json:"subject"`
+					Published int    `json:"published"`
+					Acked     int    `json:"acked"`
+					Error     string `json:"error,omitempty"`
+				}{Subject: args[0], Published: sent, Acked: n}
+				if err != nil {
+					res.Error = userMessage(err)
+				}
+				if jerr := json.NewEncoder(cmd.OutOrStdout()).Encode(res); jerr != nil {
+					return jerr
+				}
+			}
 			noun := "messages"
 			if n == 1 {
 				noun = "message"
@@ -65,22 +81,23 @@ first). Progress goes to standard error.`,
 	cf.register(cmd)
 	cmd.Flags().StringVar(&file, "file", "", "JSON Lines file to publish (default standard input)")
 	cmd.Flags().Float64Var(&rate, "rate", 0, "messages per second (0: as fast as the server acknowledges)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the counts (published, acknowledged) as JSON on standard output")
 	return cmd
 }
 
 // publishLines publishes every non-empty line of in to subject through JetStream, with a
 // bounded window of unacknowledged messages, and reports progress once a second. It returns
-// how many the stream acknowledged.
-func publishLines(cmd *cobra.Command, nc *nats.Conn, subject string, in io.Reader, rate float64) (int, error) {
+// how many it published and how many the stream acknowledged.
+func publishLines(cmd *cobra.Command, nc *nats.Conn, subject string, in io.Reader, rate float64) (sent, acked int, err error) {
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(4096))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	ctx := cmd.Context()
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	start, last := time.Now(), time.Now()
-	n, acked := 0, 0
+	n := 0
 	var futures []jetstream.PubAckFuture
 	wait := func() error {
 		for _, f := range futures {
@@ -111,19 +128,19 @@ func publishLines(cmd *cobra.Command, nc *nats.Conn, subject string, in io.Reade
 				select {
 				case <-time.After(time.Until(due)):
 				case <-ctx.Done():
-					return acked, ctx.Err()
+					return n, acked, ctx.Err()
 				}
 			}
 		}
 		f, err := js.PublishAsync(subject, append([]byte(nil), line...))
 		if err != nil {
-			return acked, err
+			return n, acked, err
 		}
 		futures = append(futures, f)
 		n++
 		if len(futures) >= 1024 {
 			if err := wait(); err != nil {
-				return acked, err
+				return n, acked, err
 			}
 		}
 		if time.Since(last) >= time.Second {
@@ -132,13 +149,13 @@ func publishLines(cmd *cobra.Command, nc *nats.Conn, subject string, in io.Reade
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return acked, err
+		return n, acked, err
 	}
 	if err := wait(); err != nil {
-		return acked, err
+		return n, acked, err
 	}
 	if time.Since(start) >= time.Second {
 		fmt.Fprintln(cmd.ErrOrStderr())
 	}
-	return acked, nil
+	return n, acked, nil
 }

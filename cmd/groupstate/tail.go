@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/nats-io/nats.go"
@@ -13,13 +16,20 @@ import (
 // newTailCommand returns `groupstate tail`, which prints the messages on a subject.
 func newTailCommand() *cobra.Command {
 	var cf connFlags
-	var headers bool
+	var headers, asJSON bool
 	var count int
 	cmd := &cobra.Command{
-		Use:   "tail SUBJECT",
+		Use:   "tail SUBJECT [--headers] [--count N] [--json]",
 		Short: "Print what arrives on a subject, one message a line",
+		Long: `Prints each message that arrives on SUBJECT (a NATS subscription: what is published from now
+on), one a line: its data, with --headers its subject and headers first.
+
+--json prints one JSON object a line per message: subject, time (when tail received it),
+sequence (its stream sequence, when it came through JetStream), headers, and data (as JSON
+when it parses, else as a string).`,
 		Example: `  groupstate tail logincount.out
-  groupstate tail 'logincount.dlq' --headers`,
+  groupstate tail 'logincount.dlq' --headers
+  groupstate tail logincount.out --json --count 10`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			nc, err := cf.connect(cmd, "tail")
@@ -42,6 +52,12 @@ func newTailCommand() *cobra.Command {
 				case <-cmd.Context().Done():
 					return nil
 				case m := <-msgs:
+					if asJSON {
+						if err := json.NewEncoder(out).Encode(tailMessage(m, time.Now())); err != nil {
+							return err
+						}
+						continue
+					}
 					if headers {
 						fmt.Fprintf(out, "%s %s %s\n", m.Subject, formatHeaders(m.Header), m.Data)
 					} else {
@@ -55,7 +71,33 @@ func newTailCommand() *cobra.Command {
 	cf.register(cmd)
 	cmd.Flags().BoolVar(&headers, "headers", false, "print the subject and headers before each message")
 	cmd.Flags().IntVar(&count, "count", 0, "exit after this many messages (0: never)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print one JSON object a line per message (subject, time, sequence, headers, data)")
 	return cmd
+}
+
+// tailJSON is one message as tail --json prints it.
+type tailJSON struct {
+	Subject string    `json:"subject"`
+	Time    time.Time `json:"time"`
+	// Sequence is the message's stream sequence, when it came through JetStream.
+	Sequence uint64              `json:"sequence,omitempty"`
+	Headers  map[string][]string `json:"headers,omitempty"`
+	// Data is the message's data: as JSON when it parses, else as a JSON string.
+	Data json.RawMessage `json:"data"`
+}
+
+// tailMessage is m, received at now, as tail --json prints it.
+func tailMessage(m *nats.Msg, now time.Time) tailJSON {
+	t := tailJSON{Subject: m.Subject, Time: now.UTC(), Headers: m.Header}
+	if md, err := m.Metadata(); err == nil {
+		t.Sequence, t.Time = md.Sequence.Stream, md.Timestamp.UTC()
+	}
+	if json.Valid(m.Data) && len(bytes.TrimSpace(m.Data)) > 0 {
+		t.Data = json.RawMessage(bytes.TrimSpace(m.Data))
+	} else {
+		t.Data, _ = json.Marshal(string(m.Data))
+	}
+	return t
 }
 
 // formatHeaders formats h as [Key=v1,v2 ...], keys sorted.

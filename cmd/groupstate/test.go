@@ -1,8 +1,11 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -16,10 +19,10 @@ import (
 // newTestCommand returns `groupstate test`, which runs a scenario file against a handler.
 func newTestCommand() *cobra.Command {
 	var specPath, scenarioPath, modulePath, initialPath string
-	var verbose bool
+	var verbose, asJSON bool
 	cacheDir := defaultCacheDir()
 	cmd := &cobra.Command{
-		Use:   "test --spec SPEC --scenario FILE [--module WASM] [--initial-state FILE]",
+		Use:   "test --spec SPEC --scenario FILE [--module WASM] [--initial-state FILE] [--json]",
 		Short: "Run a scenario file against a handler, with no NATS and no wall clock",
 		Long: `Runs the steps of a scenario file (JSON Lines) against the deployment's module and
 prints every emitted row to standard output as one compact JSON line, in emission order.
@@ -34,7 +37,10 @@ Steps:
 
 --initial-state FILE (JSON Lines of {"key": K, "state": V}) is applied in the first batch:
 each key's data call starts from its state, and keys without rows there are called with none
-(docs/semantics.md, "transformWithState handlers", rule 8).`,
+(docs/semantics.md, "transformWithState handlers", rule 8).
+
+--json prints, instead of the rows, one JSON object: the scenario, whether it passed, the
+batches run, the expectations held, the rows emitted and, when it failed, why.`,
 		Example: `  groupstate test --spec samples/logincount/logincount.yaml \
     --scenario samples/logincount/logincount.jsonl`,
 		Args: cobra.NoArgs,
@@ -59,7 +65,11 @@ each key's data call starts from its state, and keys without rows there are call
 				return err
 			}
 			defer rt.Close(cmd.Context())
-			opts := scenario.Options{Spec: sp, Wasm: wasm, Out: cmd.OutOrStdout(), Runtime: rt, Logger: quietLogger(cmd.ErrOrStderr()), InitialState: initial}
+			rows := &lineCounter{w: cmd.OutOrStdout()}
+			if asJSON {
+				rows.w = io.Discard
+			}
+			opts := scenario.Options{Spec: sp, Wasm: wasm, Out: rows, Runtime: rt, Logger: quietLogger(cmd.ErrOrStderr()), InitialState: initial}
 			if verbose {
 				opts.Log = cmd.ErrOrStderr()
 				opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
@@ -69,12 +79,6 @@ each key's data call starts from its state, and keys without rows there are call
 				return err
 			}
 			err = scenario.RunSteps(cmd.Context(), opts, steps)
-			if errors.Is(err, scenario.ErrExpectation) {
-				return &exitError{code: 1, msg: err.Error()}
-			}
-			if err != nil {
-				return err
-			}
 			batches, expects := 0, 0
 			for _, st := range steps {
 				switch {
@@ -83,6 +87,22 @@ each key's data call starts from its state, and keys without rows there are call
 				case !st.Restart:
 					expects++ // the one other kind of step
 				}
+			}
+			if asJSON {
+				res := testResult{Scenario: filepath.Base(scenarioPath), Pass: err == nil, Batches: batches, Expectations: expects, Rows: rows.lines}
+				if err != nil {
+					res.Batches, res.Expectations = 0, 0 // not known to have run
+					res.Error = userMessage(err)
+				}
+				if jerr := json.NewEncoder(cmd.OutOrStdout()).Encode(res); jerr != nil {
+					return jerr
+				}
+			}
+			if errors.Is(err, scenario.ErrExpectation) {
+				return &exitError{code: 1, msg: err.Error()}
+			}
+			if err != nil {
+				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "PASS %s: %d batches, %d expectations held\n", filepath.Base(scenarioPath), batches, expects)
 			return nil
@@ -94,9 +114,33 @@ each key's data call starts from its state, and keys without rows there are call
 	cmd.Flags().StringVar(&initialPath, "initial-state", "", "initial state to apply in the first batch (JSON Lines of {\"key\": K, \"state\": V})")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print dead letters, late rows and the module's own output to standard error")
 	cmd.Flags().StringVar(&cacheDir, "cache-dir", cacheDir, "compilation cache directory (empty: none)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON summary (pass or fail, counts, why) instead of the rows")
 	_ = cmd.MarkFlagRequired("spec")
 	_ = cmd.MarkFlagRequired("scenario")
 	return cmd
+}
+
+// testResult is what test --json prints.
+type testResult struct {
+	Scenario string `json:"scenario"`
+	Pass     bool   `json:"pass"`
+	// Batches and Expectations count the scenario's batch and expect steps, when it passed.
+	Batches      int `json:"batches"`
+	Expectations int `json:"expectations"`
+	// Rows counts the rows emitted.
+	Rows  int    `json:"rows"`
+	Error string `json:"error,omitempty"`
+}
+
+// lineCounter counts the lines written through it to w.
+type lineCounter struct {
+	w     io.Writer
+	lines int
+}
+
+func (l *lineCounter) Write(p []byte) (int, error) {
+	l.lines += bytes.Count(p, []byte{'\n'})
+	return l.w.Write(p)
 }
 
 // readInitialState parses the initial-state file at path.

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/groupstate/groupstate/runtime/internal/api"
+	"github.com/groupstate/groupstate/runtime/internal/registry"
 	"github.com/groupstate/groupstate/runtime/internal/runner"
 	"github.com/groupstate/groupstate/state"
 )
@@ -34,14 +35,26 @@ func (s *Service) serveAPI() (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	purge, err := s.cfg.Conn.Subscribe(api.Subject(api.VerbPurge, s.id), func(m *nats.Msg) {
+		reply, err := s.purgeState(m.Data)
+		if err != nil {
+			respond(m, api.Error{Error: err.Error()}, 0)
+			return
+		}
+		respond(m, reply, 0)
+	})
+	if err != nil {
+		_ = ping.Unsubscribe()
+		return nil, err
+	}
 	slots := make(chan struct{}, apiWorkers)
 	var answering sync.WaitGroup
 	var stopping sync.Mutex // orders the last answer's start before stop's wait
 	stopped := false
 	sub, err := s.cfg.Conn.Subscribe(api.Prefix+">", func(m *nats.Msg) {
 		verb, name, ok := strings.Cut(strings.TrimPrefix(m.Subject, api.Prefix), ".")
-		if !ok || verb == api.VerbPing {
-			return // pings have their own subscription
+		if !ok || verb == api.VerbPing || verb == api.VerbPurge {
+			return // pings and purges have their own subscriptions
 		}
 		s.mu.Lock()
 		r, running := s.runners[name]
@@ -74,16 +87,84 @@ func (s *Service) serveAPI() (stop func(), err error) {
 	})
 	if err != nil {
 		_ = ping.Unsubscribe()
+		_ = purge.Unsubscribe()
 		return nil, err
 	}
 	return func() {
 		_ = ping.Unsubscribe()
+		_ = purge.Unsubscribe()
 		_ = sub.Unsubscribe()
 		stopping.Lock()
 		stopped = true
 		stopping.Unlock()
 		answering.Wait()
 	}, nil
+}
+
+// purgeState answers a purge request (api.VerbPurge, undeploy --purge): it deletes every
+// keyspace of the deployment named in data that this runtime's store holds (the
+// deployment's, or its partitions'), and says which. A deployment that is deployed, or that
+// this runtime still runs, starts or keeps a standby copy of, is refused: purge undeploys
+// first and waits until the runtimes stopped it.
+func (s *Service) purgeState(data []byte) (api.PurgeReply, error) {
+	var req api.PurgeRequest
+	if err := json.Unmarshal(data, &req); err != nil {
+		return api.PurgeReply{}, err
+	}
+	name := req.Deployment
+	if err := state.ValidateName(name); err != nil || strings.Contains(name, ".") {
+		return api.PurgeReply{}, fmt.Errorf("%q is not a deployment name", name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.reg.Get(ctx, name); err == nil || errors.Is(err, registry.ErrBadRecord) {
+		return api.PurgeReply{}, fmt.Errorf("%s is deployed: undeploy it first", name)
+	} else if !errors.Is(err, registry.ErrNotFound) {
+		return api.PurgeReply{}, err
+	}
+	s.mu.Lock()
+	busy := false
+	for _, r := range s.runners {
+		busy = busy || r.Name() == name
+	}
+	for _, sb := range s.standbys {
+		busy = busy || sb.name == name
+	}
+	for key := range s.starting {
+		base, _, _ := strings.Cut(key, ".")
+		busy = busy || base == name
+	}
+	for key := range s.ensured {
+		// Set while a runner here runs a revision, cleared once undeploy stopped them all
+		// (a runner leaves s.runners before its stop is done).
+		busy = busy || strings.HasPrefix(key, name+"@")
+	}
+	st := s.store
+	s.mu.Unlock()
+	if busy {
+		return api.PurgeReply{}, fmt.Errorf("runtime %s still runs %s; try again once it stopped", s.id, name)
+	}
+	if st == nil {
+		return api.PurgeReply{}, fmt.Errorf("runtime %s has no state store open", s.id)
+	}
+	keyspaces, err := st.Deployments()
+	if err != nil {
+		return api.PurgeReply{}, err
+	}
+	reply := api.PurgeReply{Dropped: []string{}}
+	for _, key := range keyspaces {
+		if base, _, _ := strings.Cut(key, "."); base != name {
+			continue
+		}
+		if err := st.Deployment(key).Drop(); err != nil {
+			return reply, err
+		}
+		reply.Dropped = append(reply.Dropped, key)
+	}
+	if len(reply.Dropped) > 0 {
+		s.logger.Warn("deployment state deleted (undeploy --purge)", "deployment", name, "keyspaces", reply.Dropped)
+	}
+	return reply, nil
 }
 
 // respond replies to m with reply as JSON, or, when that is larger than the server's

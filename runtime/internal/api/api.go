@@ -34,6 +34,11 @@ const (
 	// names the unit, "<deployment>.<p>") to run its last batch, firing every timeout, and
 	// then to run nothing more ([DrainReply]); asked again, it answers again without a batch.
 	VerbDrain = "drain"
+	// VerbPurge asks one runtime (the subject names its ID, as for [VerbPing]) to delete
+	// what its state store holds of an undeployed deployment: the keyspace of each of its
+	// partitions ([PurgeRequest], [PurgeReply]). A runtime that still runs the deployment, or
+	// sees it deployed, refuses.
+	VerbPurge = "purge"
 )
 
 // PingTimeout is how long [Ping] waits for a runtime that is connected but slow to reply.
@@ -90,6 +95,17 @@ type DrainReply struct {
 	BatchID      uint64 `json:"batch_id"`
 	TimeoutCalls int    `json:"timeout_calls"`
 	Emitted      int    `json:"emitted"`
+}
+
+// PurgeRequest asks a runtime to delete its copy of Deployment's state.
+type PurgeRequest struct {
+	Deployment string `json:"deployment"`
+}
+
+// PurgeReply answers a [PurgeRequest]: the keyspaces the runtime deleted (the deployment's,
+// "<deployment>.<p>" for a partition), none when it held nothing of it.
+type PurgeReply struct {
+	Dropped []string `json:"dropped"`
 }
 
 // KeysRequest asks for up to Limit keys after After (none: from the first key).

@@ -387,6 +387,25 @@ func (r *Registry) Get(ctx context.Context, name string) (Record, error) {
 	return decodeRecord(e)
 }
 
+// Last returns the deployment named name as last stored, also when it has been deleted
+// since (the bucket keeps [DeploymentsHistory] revisions), [ErrNotFound] when there is no
+// such record left.
+func (r *Registry) Last(ctx context.Context, name string) (Record, error) {
+	hist, err := r.deployments.History(ctx, name)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return Record{}, fmt.Errorf("%w: deployment %s", ErrNotFound, name)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("natsio: reading the history of deployment %s: %w", name, err)
+	}
+	for i := len(hist) - 1; i >= 0; i-- {
+		if hist[i].Operation() == jetstream.KeyValuePut {
+			return decodeRecord(hist[i])
+		}
+	}
+	return Record{}, fmt.Errorf("%w: deployment %s", ErrNotFound, name)
+}
+
 // Delete deletes the deployment named name, [ErrNotFound] when there is none.
 // Its module and status are left alone.
 func (r *Registry) Delete(ctx context.Context, name string) error {

@@ -369,3 +369,37 @@ func TestRegistryInvalidRecords(t *testing.T) {
 		t.Errorf("after Delete, Get(evil) = %v", err)
 	}
 }
+
+// TestLast: the record as last stored, also after its deletion; ErrNotFound for a name never
+// stored, or purged.
+func TestLast(t *testing.T) {
+	e := newEnv(t)
+	r, err := OpenRegistry(e.ctx, e.js, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"1", "2"} {
+		if _, err := r.Put(e.ctx, Record{Name: "d", Spec: json.RawMessage(`{"name":"d","v":` + v + `}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := r.Delete(e.ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Get(e.ctx, "d"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Get after Delete: %v", err)
+	}
+	rec, err := r.Last(e.ctx, "d")
+	if err != nil || string(rec.Spec) != `{"name":"d","v":2}` {
+		t.Fatalf("Last after Delete = %s, %v", rec.Spec, err)
+	}
+	if _, err := r.Last(e.ctx, "never"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Last of a name never stored: %v", err)
+	}
+	if err := r.deployments.Purge(e.ctx, "d"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Last(e.ctx, "d"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Last after a purge: %v", err)
+	}
+}
