@@ -46,6 +46,12 @@ when it parses, else as a string).`,
 				return err
 			}
 			defer sub.Unsubscribe()
+			// Once the server has the subscription, what is published is shown: say so, so
+			// that a script (or a user) knows when to publish.
+			if err := nc.FlushTimeout(5 * time.Second); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "following %s: what is published from now on (Ctrl-C to stop)\n", args[0])
 			out := cmd.OutOrStdout()
 			for seen := 0; count <= 0 || seen < count; seen++ {
 				select {
