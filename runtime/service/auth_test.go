@@ -230,6 +230,7 @@ func TestAuthRoles(t *testing.T) {
 // client may) does not keep a runtime from answering pings, which peers take as its being
 // alive.
 func TestPingsUnderRequestFlood(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	svc, err := service.New(context.Background(), service.Options{DataDir: t.TempDir(), Conn: env.nc, Logger: testutil.DiscardLogger(),
 		Clock: timeouts.NewManualClock(time.UnixMilli(1_000_000))}) // no session closes (and drops its key) under a slow run

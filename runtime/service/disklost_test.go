@@ -21,6 +21,7 @@ const snapshottedSpec = partitionedSpec + "snapshot: {interval: 10s}\n"
 // purged): every key's state is as committed, no output is repeated or lost, and counting
 // goes on from there.
 func TestEveryDiskLost(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
 	var runtimes []*replicaRuntime

@@ -14,6 +14,7 @@ import (
 // TestConsumerDeletedHeals: after the input consumer is deleted while the deployment runs, the
 // status shows the fault and rows published afterwards are processed.
 func TestConsumerDeletedHeals(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
 	env.startService(t.TempDir(), clock)
@@ -33,6 +34,7 @@ func TestConsumerDeletedHeals(t *testing.T) {
 // TestOutputStreamDeletedHeals: after the output stream is deleted, the runtime re-creates it
 // and the outputs held in the outbox arrive; the status shows the error meanwhile.
 func TestOutputStreamDeletedHeals(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
 	env.startService(t.TempDir(), clock)

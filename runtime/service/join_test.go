@@ -42,6 +42,7 @@ config: {within: 1h}
 // it, a row late for the deployment's watermark goes to the late stream and is counted for
 // its input, status reports each input, and the joined ads hold no state at the end.
 func TestServiceJoin(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
 	dir := t.TempDir()

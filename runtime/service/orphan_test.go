@@ -47,6 +47,7 @@ func (e *natsEnv) waitOutputs(want ...string) {
 // and the two ways out; deploy --reset-state then starts it there from empty state at the
 // current input position (rows the gone owner acknowledged are not processed again).
 func TestNewDiskReportsOrphaned(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
 	first := env.startService(t.TempDir(), clock)

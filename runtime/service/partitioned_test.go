@@ -90,6 +90,7 @@ func (e *natsEnv) waitCounted(users []string, n int) {
 // and key listing are answered by the partitions' owners, and losing a runtime moves its
 // partitions (the router's among them) to the other, which goes on without a gap or a repeat.
 func TestPartitionedFailover(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
 	runtimes := map[string]*replicaRuntime{}
@@ -183,6 +184,7 @@ func (e *natsEnv) waitOwners(name string, ok func(owners []string) bool) []strin
 // runtimes above it (no partition moves between the others), the old owners hand theirs
 // over; when it stops (SIGTERM) its partitions go back. Every key's outputs stay exactly 1..c.
 func TestPartitionedScaleOut(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
 	a := env.startRuntime(t.TempDir(), clock)

@@ -95,6 +95,7 @@ func (e *natsEnv) publishRow(id, row string) {
 // the changelog stream stops while rows flow: the deployment pauses and goes on, no runtime
 // gives up, outputs still once and in order, also after the node comes back.
 func TestChangelogFailoverCluster(t *testing.T) {
+	testutil.Long(t)
 	c := testutil.StartCluster(t, 3)
 	nc, err := service.Connect(service.ConnOptions{URL: c.Server(0).ClientURL(), Logger: testutil.DiscardLogger()})
 	testutil.Require(t, err)

@@ -107,6 +107,7 @@ func (e *natsEnv) waitOwner(name, id string) {
 // expires, restores its state from the changelog, and goes on: every output once, in order,
 // counts continuing; then a graceful stop hands it to a third runtime at once.
 func TestChangelogFailover(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
 	runtimes := map[string]*replicaRuntime{}
@@ -229,6 +230,7 @@ func TestReplicationSwitchedOffWithReset(t *testing.T) {
 // failed through the placement checks that run every member TTL (they are not redeploys);
 // a redeploy starts it again.
 func TestReplicatedFailStaysFailed(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	r := env.startRuntime(t.TempDir(), timeouts.NewManualClock(time.UnixMilli(5000)))
 	sp := `

@@ -136,6 +136,7 @@ func (e *natsEnv) waitBatchStatus(owner string) {
 // over the new owner's, and takes it again from the changelog once the plan gives it back
 // (the new owner leaves): the row it was refused is then counted once.
 func TestChangelogZombieFenced(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
 	reg := prometheus.NewRegistry()

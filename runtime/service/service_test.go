@@ -489,6 +489,7 @@ on_error: fail
 // TestServiceSurvivesNATSRestart: the NATS server restarts while rows flow; the runtime
 // pauses, reconnects and resumes with nothing lost and nothing counted twice.
 func TestServiceSurvivesNATSRestart(t *testing.T) {
+	testutil.Long(t)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	testutil.Require(t, err)
 	port := l.Addr().(*net.TCPAddr).Port

@@ -49,6 +49,7 @@ func (e *natsEnv) partitionsCaughtUp(primary, shadow string, parts int) bool {
 // Promoted, it takes over the primary's partitioned stream and router: the next round counts
 // on from the totals before, every user's totals on the output stream exactly 1..5.
 func TestPartitionedShadowAndPromote(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	ctx := context.Background()
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))

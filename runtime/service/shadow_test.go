@@ -214,6 +214,7 @@ func byUser(t *testing.T, outs []string) map[string][]string {
 // starts again, without taking the position for one in the manifests: the next logins count
 // on from the state the shadow built.
 func TestPromoteAfterACrash(t *testing.T) {
+	testutil.Long(t)
 	env, dir, clock, rs := startLogincount(t)
 	ctx := context.Background()
 	env.loginsFrom(100) // every user's total at 10

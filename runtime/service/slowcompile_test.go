@@ -19,6 +19,7 @@ import (
 // then it runs too. (The slow module's record is written directly, as a client with its own
 // compiler would have; the client here would compile it first.)
 func TestSlowCompileHoldsNoOneUp(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	env.startService(t.TempDir(), nil)
 	ctx := context.Background()

@@ -38,6 +38,7 @@ func (e *natsEnv) waitStandbys(name string, parts int, ok func([]client.Partitio
 // key's outputs stay exactly 1..c. A third runtime that joins then keeps the standbys and
 // takes its share, each partition warmed before it is handed over.
 func TestStandbyTakeover(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
 	runtimes := map[string]*replicaRuntime{}

@@ -17,6 +17,7 @@ import (
 // of three nodes down: no quorum) keeps trying, not ready meanwhile, and starts once the
 // cluster is whole again, instead of exiting with the first timeout.
 func TestRunWaitsForJetStream(t *testing.T) {
+	testutil.Long(t)
 	c := testutil.StartCluster(t, 3)
 	nc, err := service.Connect(service.ConnOptions{URL: c.Server(0).ClientURL(), Logger: testutil.DiscardLogger()})
 	testutil.Require(t, err)

@@ -87,6 +87,7 @@ func TestServiceTransformWithState(t *testing.T) {
 // survives losing its runtime: the other one restores the variables and timers from the
 // changelog, and the cart goes on (a checkout counts the history written before the crash).
 func TestTransformWithStateFailover(t *testing.T) {
+	testutil.Long(t)
 	env := startNATS(t)
 	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
 	runtimes := map[string]*replicaRuntime{}

@@ -1030,7 +1030,8 @@ type drainResult struct {
 }
 
 // RequestDrain asks the loop to drain the deployment (see runDrain) and waits for it, or for
-// ctx. A runner that drained already answers with its report at once.
+// ctx. A runner that drained already answers with its report at once. Safe for concurrent
+// use (the API asks it while the loop runs).
 func (r *Runner) RequestDrain(ctx context.Context) (*engine.BatchReport, error) {
 	if rep := r.drained.Load(); rep != nil {
 		return rep, nil
