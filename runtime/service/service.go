@@ -106,6 +106,9 @@ type Service struct {
 	storeDown atomic.Pointer[error]
 	// beating is set while a heartbeat runs (see heartbeat).
 	beating atomic.Bool
+	// stopBy, once Run's context ended, is when the stop's writes to NATS (the final statuses,
+	// the leave) give up, in Unix nanoseconds (see stopWritesBudget); 0 before.
+	stopBy atomic.Int64
 	retries *retries                 // the deployments to apply again, which the loop drains
 	backoff map[string]time.Duration // per deployment, for retries of a failed start; only the loop uses it
 	// checked is the last revision of each deployment that check accepted, reused while the
@@ -224,8 +227,9 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() {
-		// Leaving at once tells the others without waiting for the member TTL.
-		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Leaving at once tells the others without waiting for the member TTL. Bounded like
+		// a status write: a NATS server that cannot store (a full disk) never answers.
+		lctx, cancel := s.natsWriteContext(context.Background())
 		defer cancel()
 		if err := s.members.Leave(lctx); err != nil {
 			s.logger.Warn("leaving the runtimes failed; the others see this runtime gone after the member TTL", "err", err)
@@ -250,6 +254,7 @@ func (s *Service) Run(ctx context.Context) error {
 		case <-recheck.C:
 			s.replan(ctx, records)
 		case <-ctx.Done():
+			s.stopBy.Store(time.Now().Add(stopWritesBudget).UnixNano())
 			s.announceLeaving()
 			s.stopAll()
 			s.logger.Info("runtime stopped")
@@ -712,14 +717,31 @@ func (s *Service) ID() string { return s.id }
 // Ready reports whether the service has started watching deployments (for /readyz).
 func (s *Service) Ready() bool { return s.ready.Load() }
 
-// statusPutTimeout bounds each status write: a NATS server that cannot store (a full disk)
-// must not hold a deployment's stop, or the runtime's, for long (the status then reads stale
+// statusPutTimeout bounds each status write, and the runtime's leave at its stop: a NATS
+// server that cannot store (a full disk) does not answer, and must not hold a deployment's
+// stop, or the runtime's, for long (the status then reads stale
 // in the clients: see client.StaleAfter).
 const statusPutTimeout = 2 * time.Second
 
+// stopWritesBudget bounds the writes of a stop to NATS together (the final status of every
+// deployment, the leave): when NATS does not answer, each would wait statusPutTimeout, one
+// after the other.
+const stopWritesBudget = 3 * time.Second
+
+// natsWriteContext returns the context of one status write or the leave: ctx bounded by
+// statusPutTimeout and, during a stop, by the stop's budget (at least 100 ms each).
+func (s *Service) natsWriteContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	now := time.Now()
+	deadline := now.Add(statusPutTimeout).UnixNano()
+	if by := s.stopBy.Load(); by != 0 {
+		deadline = min(deadline, max(by, now.Add(100*time.Millisecond).UnixNano()))
+	}
+	return context.WithDeadline(ctx, time.Unix(0, deadline))
+}
+
 func (s *Service) putStatus(ctx context.Context, st *client.Status) {
 	doc, _ := json.Marshal(st)
-	ctx, cancel := context.WithTimeout(ctx, statusPutTimeout)
+	ctx, cancel := s.natsWriteContext(ctx)
 	defer cancel()
 	if err := s.reg.PutStatus(ctx, st.Name, doc); err != nil {
 		s.logger.Warn("publishing status failed", "deployment", st.Name, "err", err)
