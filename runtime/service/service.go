@@ -108,7 +108,7 @@ type Service struct {
 	beating atomic.Bool
 	// stopBy, once Run's context ended, is when the stop's writes to NATS (the final statuses,
 	// the leave) give up, in Unix nanoseconds (see stopWritesBudget); 0 before.
-	stopBy atomic.Int64
+	stopBy  atomic.Int64
 	retries *retries                 // the deployments to apply again, which the loop drains
 	backoff map[string]time.Duration // per deployment, for retries of a failed start; only the loop uses it
 	// checked is the last revision of each deployment that check accepted, reused while the
