@@ -617,11 +617,26 @@ func (s *Service) heartbeat(ctx context.Context) {
 			if fault != nil {
 				r.NoteError(fault.Error()) // its last error: an error (Error) would have the runner restarted
 			}
+			if !s.holds(r) {
+				return // stopped since: its last status is its stop's
+			}
 			hctx, cancel := context.WithTimeout(ctx, client.StatusHeartbeat)
 			defer cancel()
 			r.Heartbeat(hctx)
 		})
 	}()
+}
+
+// holds tells whether r is still one of the service's running runners.
+func (s *Service) holds(r *runner.Runner) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, held := range s.runners {
+		if held == r {
+			return true
+		}
+	}
+	return false
 }
 
 // eachRunner calls f with each running runner, outside the service's lock.
