@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -54,6 +55,15 @@ type Options struct {
 	// the runtime is stopped). Writes return ErrReadOnly. Default false.
 	ReadOnly bool
 
+	// BackgroundErrorLogEvery bounds the logging of Pebble's background errors (a flush or
+	// compaction that fails, as on a full disk, which Pebble retries at once for as long as
+	// it fails): one line per interval at most, with the count of the failures not logged.
+	// Default DefaultBackgroundErrorLogEvery (10s).
+	BackgroundErrorLogEvery time.Duration
+
+	// testBGSleep replaces the pause after a failed background job in tests.
+	testBGSleep func(time.Duration)
+
 	// Tune, if set, is called with the Pebble options just before
 	// pebble.Open, after the store has filled in its own settings. It is an
 	// escape hatch for benchmarks and operators; FS, Cache, Logger and
@@ -82,6 +92,9 @@ func (o *Options) EnsureDefaults() *Options {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.BackgroundErrorLogEvery <= 0 {
+		o.BackgroundErrorLogEvery = DefaultBackgroundErrorLogEvery
 	}
 	return o
 }

@@ -30,6 +30,7 @@ type Store struct {
 	dir   string
 	id    string
 	cache *stateCache // nil when disabled
+	bg    *bgErrors   // Pebble's background errors (health.go)
 
 	logs    sync.Pool // *setLog, reused by batches
 	keyBufs sync.Pool // *[]byte, Pebble keys of Get
@@ -96,6 +97,16 @@ func Open(dir string, opts *Options) (*Store, error) {
 	popts.Cache = cache
 	popts.Logger = pebbleLogger{l: o.Logger}
 	popts.LoggerAndTracer = nil
+	bg := newBGErrors(o.Logger, o.BackgroundErrorLogEvery)
+	if o.testBGSleep != nil {
+		bg.sleep = o.testBGSleep
+	}
+	el := bg.listener()
+	if popts.EventListener != nil { // set by Tune: both hear every event
+		merged := pebble.TeeEventListener(*popts.EventListener, *el)
+		el = &merged
+	}
+	popts.EventListener = el
 	popts.ReadOnly = o.ReadOnly
 	popts.ErrorIfNotExists = o.ReadOnly
 
@@ -105,7 +116,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	// A store starts with an empty cache: what it holds is only ever what
 	// this Store read or committed.
-	s := &Store{db: db, opts: o, dir: dir, cache: newStateCache(o.StateCacheSize)}
+	s := &Store{db: db, opts: o, dir: dir, cache: newStateCache(o.StateCacheSize), bg: bg}
 	if err := s.checkFormat(); err != nil {
 		_ = db.Close()
 		return nil, fmt.Errorf("state: open %s: %w", dir, err)

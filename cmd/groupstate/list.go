@@ -64,6 +64,7 @@ func newListCommand() *cobra.Command {
 				return printRuntimes(cmd.OutOrStdout(), runtimes)
 			}
 			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			now := time.Now()
 			fmt.Fprintln(w, "NAME\tSTATE\tROWS IN\tKEYS\tLAG\tMODULE\tDEPLOYED\tERROR")
 			for _, r := range rows {
 				name := r.Name
@@ -74,7 +75,7 @@ func newListCommand() *cobra.Command {
 				if !r.DeployedAt.IsZero() {
 					deployed = r.DeployedAt.Local().Format(time.DateTime)
 				}
-				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.12s\t%s\t%s\n", name, r.Status.State, r.Status.RowsIn, r.Status.StateKeys,
+				fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\t%.12s\t%s\t%s\n", name, r.Status.ShownState(now), r.Status.RowsIn, r.Status.StateKeys,
 					r.Status.InputLag, r.ModuleDigest, deployed, r.Status.Error)
 			}
 			if err := w.Flush(); err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -77,6 +78,7 @@ roles, see docs/security.md) or --insecure is given.`,
 			if cmd.Flags().Changed("server") && authFile != "" {
 				return fmt.Errorf("--auth configures the embedded server; on an external server (--server), give each user the permissions of its role (groupstate auth permissions --role ROLE)")
 			}
+			var natsFault func() error // the embedded server's full disk (see service.EmbeddedFault)
 			if !cmd.Flags().Changed("server") {
 				host, port, err := splitHostPort(listen)
 				if err != nil {
@@ -97,6 +99,7 @@ roles, see docs/security.md) or --insecure is given.`,
 					srv.Shutdown()
 					srv.WaitForShutdown()
 				}()
+				natsFault = func() error { return service.EmbeddedFault(srv) }
 				cf.opts.URL = srv.ClientURL()
 				logger.Info("embedded NATS listening", "url", cf.opts.URL)
 			}
@@ -111,7 +114,7 @@ roles, see docs/security.md) or --insecure is given.`,
 				return fmt.Errorf("--replicas %d: want 1 to 5 (JetStream's limit), or 0 for the default", replicas)
 			}
 			cfg := service.Options{DataDir: filepath.Join(dataDir, "runtime"), Conn: nc, Logger: logger, Replicas: replicas, ID: id, MemberTTL: memberTTL,
-				StateOptions: &state.Options{StateCacheSize: cacheSize}, Ceilings: ceilings}
+				StateOptions: &state.Options{StateCacheSize: cacheSize}, Ceilings: ceilings, NATSFault: natsFault}
 			reg := prometheus.NewRegistry()
 			if metricsAddr != "" {
 				reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -126,7 +129,18 @@ roles, see docs/security.md) or --insecure is given.`,
 				if err != nil {
 					return err
 				}
-				stop, err := serveMetrics(metricsAddr, reg, guard, func() bool { return svc.Ready() && nc.IsConnected() }, logger)
+				stop, err := serveMetrics(metricsAddr, reg, guard, func() error {
+					switch {
+					case !svc.Ready():
+						return errors.New("not ready")
+					case !nc.IsConnected():
+						return errors.New("not ready: NATS not connected")
+					}
+					if err := svc.Fault(); err != nil {
+						return fmt.Errorf("not ready: %w", err)
+					}
+					return nil
+				}, logger)
 				if err != nil {
 					return err
 				}
@@ -168,9 +182,10 @@ func parseStateCache(s string) (int64, error) {
 	return int64(n), nil
 }
 
-// serveMetrics serves /metrics, /healthz (the process is up) and /readyz (the runtime runs
-// and NATS is connected) on addr until stop is called.
-func serveMetrics(addr string, reg *prometheus.Registry, guard func(http.Handler) http.Handler, ready func() bool, logger *slog.Logger) (stop func(), err error) {
+// serveMetrics serves /metrics, /healthz (the process is up) and /readyz (the runtime runs,
+// NATS is connected, and neither the state store nor the NATS server is failing, as on a full
+// disk: ready returns why not) on addr until stop is called.
+func serveMetrics(addr string, reg *prometheus.Registry, guard func(http.Handler) http.Handler, ready func() error, logger *slog.Logger) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics %s: %w", addr, err)
@@ -179,8 +194,8 @@ func serveMetrics(addr string, reg *prometheus.Registry, guard func(http.Handler
 	mux.Handle("/metrics", guard(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !ready() {
-			http.Error(w, "not ready", http.StatusServiceUnavailable)
+		if err := ready(); err != nil {
+			http.Error(w, err.Error(), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")

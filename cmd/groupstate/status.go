@@ -79,7 +79,7 @@ func newStatusCommand() *cobra.Command {
 func printStatus(w io.Writer, st *client.Status) {
 	line := func(k string, v any) { fmt.Fprintf(w, "%-20s %v\n", k+":", v) }
 	line("deployment", st.Name)
-	line("state", st.State)
+	line("state", st.ShownState(time.Now()))
 	if st.Error != "" {
 		line("error", st.Error)
 	}

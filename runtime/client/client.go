@@ -537,6 +537,7 @@ func (c *Client) Status(ctx context.Context, name string) (*Status, error) {
 	if sp != nil && sp.Replication == spec.ReplicationChangelog {
 		c.addStandbys(ctx, st, name, parts, sp.Standbys)
 	}
+	st.MarkStale(time.Now())
 	return st, nil
 }
 
@@ -612,6 +613,9 @@ func (c *Client) partitionedStatus(ctx context.Context, name string, parts int) 
 		sum.DeployedAt = maxTime(sum.DeployedAt, st.DeployedAt)
 		sum.StartedAt = maxTime(sum.StartedAt, st.StartedAt)
 		sum.UpdatedAt = maxTime(sum.UpdatedAt, st.UpdatedAt)
+		if st.live() && !st.UpdatedAt.IsZero() && (sum.oldestLive.IsZero() || st.UpdatedAt.Before(sum.oldestLive)) {
+			sum.oldestLive = st.UpdatedAt
+		}
 		if st.LastBatchAt.After(sum.LastBatchAt) {
 			sum.LastBatchAt, sum.LastBatchID, sum.LastBatchMs = st.LastBatchAt, st.LastBatchID, st.LastBatchMs
 		}

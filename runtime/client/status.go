@@ -2,8 +2,22 @@ package client
 
 import (
 	"encoding/json"
+	"fmt"
 	"time"
 )
+
+// StatusHeartbeat is how often, at the latest, a runtime writes the status of each deployment
+// it runs, even when nothing happens (besides the writes after batches, at most once a
+// second, and on every change of state).
+const StatusHeartbeat = 5 * time.Second
+
+// StaleAfter is how old the update time of a running (or drained) deployment's status may be
+// before the client calls it stale ([Status.Stale]): three heartbeats. A status that old was
+// not written by a live runtime for three intervals in a row: the runtime is stopped, cut
+// from NATS, or cannot write to NATS (a full disk under the server), and whatever the status
+// says is no longer known to be true. The rule compares the runtime's clock (UpdatedAt) with
+// the client's: clocks more than a few seconds apart make it fire early or late.
+const StaleAfter = 3 * StatusHeartbeat
 
 // Deployment states in [Status].
 const (
@@ -51,6 +65,10 @@ type Status struct {
 	DeployedAt time.Time `json:"deployed_at,omitzero"`
 	StartedAt  time.Time `json:"started_at,omitzero"`
 	UpdatedAt  time.Time `json:"updated_at,omitzero"`
+	// Stale is set by the client that read the status (it is never stored): the status says
+	// running (or drained) but was not updated for longer than [StaleAfter], so what it says
+	// is not known to be true (see [Status.MarkStale]).
+	Stale bool `json:"stale,omitempty"`
 
 	Batches       int64 `json:"batches"`
 	RowsIn        int64 `json:"rows_in"`
@@ -93,6 +111,38 @@ type Status struct {
 	// the first [MaxQuarantinedListed] of each partition.
 	QuarantinedKeys int              `json:"quarantined_keys,omitempty"`
 	Quarantined     []QuarantinedKey `json:"quarantined,omitempty"`
+
+	// oldestLive, on a deployment with partitions, is the oldest UpdatedAt of its partitions
+	// in a live state (see MarkStale); staleFrom is the update time MarkStale judged.
+	oldestLive, staleFrom time.Time
+}
+
+// live tells whether st's state is one a running runtime keeps writing (see StatusHeartbeat):
+// the other states are a runtime's last word about a deployment it no longer runs.
+func (st *Status) live() bool {
+	return st.State == StatusRunning || st.State == StatusDrained
+}
+
+// MarkStale sets st.Stale by the rule of [StaleAfter], with now the reader's time: a status
+// of a live state (running, drained) whose UpdatedAt is more than StaleAfter before now.
+// A deployment with partitions is stale when one of its live partitions is (see
+// Client.Status), shown with that partition's age.
+func (st *Status) MarkStale(now time.Time) {
+	at := st.UpdatedAt
+	if !st.oldestLive.IsZero() {
+		at = st.oldestLive
+	}
+	st.Stale = st.live() && !at.IsZero() && now.Sub(at) > StaleAfter
+	st.staleFrom = at
+}
+
+// ShownState is the state to show a person at time now: the stored state, or, for a stale
+// status (see MarkStale), "stale (last update 42s ago)".
+func (st *Status) ShownState(now time.Time) string {
+	if !st.Stale {
+		return st.State
+	}
+	return fmt.Sprintf("stale (last update %s ago)", now.Sub(st.staleFrom).Truncate(time.Second))
 }
 
 // MaxQuarantinedListed bounds the quarantined keys a partition's status lists.

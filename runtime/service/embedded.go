@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
@@ -144,6 +145,8 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 	lg := &serverLogger{l: opts.Logger.With("component", "nats-server")}
 	debug := opts.Logger.Enabled(context.Background(), slog.LevelDebug)
 	s.SetLoggerV2(lg, debug, false, false)
+	w := newDiskWatch(s, sopts.StoreDir, lg.l)
+	lg.watch.Store(w)
 
 	go s.Start()
 
@@ -155,6 +158,8 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 			return nil, fmt.Errorf("service: embedded NATS server on %s:%d failed to start: %s", opts.Host, opts.Port, msg)
 		}
 		if s.ReadyForConnections(50*time.Millisecond) && s.JetStreamEnabled() {
+			watches.Store(s, w)
+			go w.run()
 			return s, nil
 		}
 		if time.Now().After(deadline) {
@@ -166,11 +171,13 @@ func StartEmbedded(opts EmbeddedOptions) (*server.Server, error) {
 }
 
 // serverLogger adapts slog to server.Logger. It remembers the first fatal
-// message so that StartEmbedded can report it.
+// message so that StartEmbedded can report it, and tells the server's disk watch of the
+// errors that say its disk is full.
 type serverLogger struct {
 	l        *slog.Logger
 	mu       sync.Mutex
 	fatalMsg string
+	watch    atomic.Pointer[diskWatch]
 }
 
 func (g *serverLogger) fatal() string {
@@ -187,10 +194,21 @@ func logf(l *slog.Logger, level slog.Level, format string, v []any) {
 }
 
 func (g *serverLogger) Noticef(format string, v ...any) { logf(g.l, slog.LevelInfo, format, v) }
-func (g *serverLogger) Warnf(format string, v ...any)   { logf(g.l, slog.LevelWarn, format, v) }
-func (g *serverLogger) Errorf(format string, v ...any)  { logf(g.l, slog.LevelError, format, v) }
-func (g *serverLogger) Debugf(format string, v ...any)  { logf(g.l, slog.LevelDebug, format, v) }
-func (g *serverLogger) Tracef(format string, v ...any)  { logf(g.l, slog.LevelDebug, format, v) }
+func (g *serverLogger) Warnf(format string, v ...any)   { g.logf(slog.LevelWarn, format, v) }
+func (g *serverLogger) Errorf(format string, v ...any)  { g.logf(slog.LevelError, format, v) }
+
+// logf logs a warning or an error, and tells the disk watch of one that says the disk is
+// full.
+func (g *serverLogger) logf(level slog.Level, format string, v []any) {
+	if w := g.watch.Load(); w != nil {
+		if msg := fmt.Sprintf(format, v...); serverDiskFull(msg) {
+			w.note(strings.TrimSpace(msg))
+		}
+	}
+	logf(g.l, level, format, v)
+}
+func (g *serverLogger) Debugf(format string, v ...any) { logf(g.l, slog.LevelDebug, format, v) }
+func (g *serverLogger) Tracef(format string, v ...any) { logf(g.l, slog.LevelDebug, format, v) }
 
 func (g *serverLogger) Fatalf(format string, v ...any) {
 	msg := strings.TrimSpace(fmt.Sprintf(format, v...))

@@ -1,6 +1,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -57,6 +58,11 @@ type Options struct {
 	// StateOptions tune the state store (for example its cache size, or a fault-injecting
 	// filesystem in tests). Logger is set by the service. Optional.
 	StateOptions *state.Options
+	// NATSFault, when set, tells what keeps the NATS server from storing messages (nil when
+	// nothing does): serve sets it to the embedded server's disk watch (see
+	// [EmbeddedFault]). The service shows it in every running deployment's status and in
+	// [Service.Fault] (/readyz). Optional.
+	NATSFault func() error
 	// Ceilings bound what deployments' modules may use (engine.Ceilings; zero fields take
 	// the defaults). They are published in this runtime's membership, where deploy reads
 	// them.
@@ -96,8 +102,15 @@ type Service struct {
 
 	ready       atomic.Bool
 	storeFailed chan struct{}
-	retries     *retries                 // the deployments to apply again, which the loop drains
-	backoff     map[string]time.Duration // per deployment, for retries of a failed start; only the loop uses it
+	// storeDown is why the store is closed for a reopen (recoverStore), nil while it is open.
+	storeDown atomic.Pointer[error]
+	// beating is set while a heartbeat runs (see heartbeat).
+	beating atomic.Bool
+	// stopBy, once Run's context ended, is when the stop's writes to NATS (the final statuses,
+	// the leave) give up, in Unix nanoseconds (see stopWritesBudget); 0 before.
+	stopBy  atomic.Int64
+	retries *retries                 // the deployments to apply again, which the loop drains
+	backoff map[string]time.Duration // per deployment, for retries of a failed start; only the loop uses it
 	// checked is the last revision of each deployment that check accepted, reused while the
 	// record is the same (the partitions a runtime takes one after another, its placement
 	// checks). Only the service's loop uses it.
@@ -214,8 +227,9 @@ func (s *Service) Run(ctx context.Context) error {
 		return err
 	}
 	defer func() {
-		// Leaving at once tells the others without waiting for the member TTL.
-		lctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		// Leaving at once tells the others without waiting for the member TTL. Bounded like
+		// a status write: a NATS server that cannot store (a full disk) never answers.
+		lctx, cancel := s.natsWriteContext(context.Background())
 		defer cancel()
 		if err := s.members.Leave(lctx); err != nil {
 			s.logger.Warn("leaving the runtimes failed; the others see this runtime gone after the member TTL", "err", err)
@@ -229,13 +243,18 @@ func (s *Service) Run(ctx context.Context) error {
 	// member TTL (a lease may have moved without a member change: a runtime that was paused).
 	recheck := time.NewTicker(s.members.TTL())
 	defer recheck.Stop()
+	beat := time.NewTicker(client.StatusHeartbeat)
+	defer beat.Stop()
 	for {
 		select {
+		case <-beat.C:
+			s.heartbeat(ctx)
 		case <-s.members.Changes():
 			s.replan(ctx, records)
 		case <-recheck.C:
 			s.replan(ctx, records)
 		case <-ctx.Done():
+			s.stopBy.Store(time.Now().Add(stopWritesBudget).UnixNano())
 			s.announceLeaving()
 			s.stopAll()
 			s.logger.Info("runtime stopped")
@@ -494,25 +513,41 @@ func (s *Service) stopAll() {
 }
 
 // recoverStore handles a failed state store (a Pebble write error): it stops every
-// deployment, reopens the store until that works, and starts them again from what reached
-// disk.
+// deployment, closes the store aside (a close can wait as long as Pebble's writes cannot
+// reach the disk: see closeStore), reopens it with a backoff from 100 ms to 10 s until that
+// works, and starts the deployments again from what reached disk. Meanwhile the statuses say
+// why ("store failed: no space left on device" on a full disk) and so does [Service.Fault].
 func (s *Service) recoverStore(ctx context.Context, records map[string]registry.Record) {
-	s.logger.Error("state store failed; stopping deployments and reopening it")
+	s.mu.Lock()
+	st := s.store
+	s.mu.Unlock()
+	var cause error = state.ErrFailed
+	if st != nil {
+		cause = cmp.Or(st.Fault(), cause)
+	}
+	why := storeFailed(cause)
+	s.storeDown.Store(&why)
+	defer s.storeDown.Store(nil)
+	s.logger.Error("state store failed; stopping deployments and reopening it", "err", cause, "disk_full", state.IsDiskFull(cause))
+	s.eachRunner(func(r *runner.Runner) { r.NoteError(why.Error()) })
 	s.stopAll()
 	s.mu.Lock()
-	if s.store != nil {
-		s.store.Close()
-		s.store = nil
-	}
+	s.store = nil
 	s.mu.Unlock()
+	if st != nil && !s.closeStore(ctx, st) {
+		return // stopping
+	}
 	for backoff := 100 * time.Millisecond; ctx.Err() == nil; backoff = min(2*backoff, 10*time.Second) {
 		st, err := s.openStore()
 		if err == nil {
 			s.mu.Lock()
 			s.store = st
 			s.mu.Unlock()
+			s.logger.Info("state store reopened; starting the deployments again")
 			break
 		}
+		why := storeFailed(err)
+		s.storeDown.Store(&why)
 		s.logger.Error("reopening the state store failed; retrying", "err", err, "in", backoff)
 		select {
 		case <-ctx.Done():
@@ -523,6 +558,123 @@ func (s *Service) recoverStore(ctx context.Context, records map[string]registry.
 	for _, rec := range records {
 		s.apply(ctx, rec)
 	}
+}
+
+// storeCloseWarnEvery is how often closeStore says that a close still waits.
+const storeCloseWarnEvery = 10 * time.Second
+
+// closeStore closes st aside and waits for it until ctx ends (then false). Pebble's close
+// waits for its writes and background jobs in flight, which wait for the disk (a full disk:
+// until space returns); the store is reopened only once the close returned, since two opens
+// of one directory would corrupt it. Every storeCloseWarnEvery it logs that it still waits.
+func (s *Service) closeStore(ctx context.Context, st *state.Store) bool {
+	closed := make(chan error, 1)
+	go func() { closed <- st.Close() }()
+	start := time.Now()
+	warn := time.NewTicker(storeCloseWarnEvery)
+	defer warn.Stop()
+	for {
+		select {
+		case err := <-closed:
+			if err != nil {
+				s.logger.Info("failed state store closed", "err", err, "took", time.Since(start).Round(time.Millisecond))
+			}
+			return true
+		case <-warn.C:
+			s.logger.Warn("the failed state store is still closing: its writes wait for the disk (free space if it is full); it is reopened once closed",
+				"waiting", time.Since(start).Round(time.Second), "fault", st.Fault())
+		case <-ctx.Done():
+			s.logger.Warn("stopping while the failed state store still closes; its files stay as they are, and the next start recovers from them")
+			return false
+		}
+	}
+}
+
+// errStoreFailed prefixes the errors of a failed store in statuses and [Service.Fault].
+var errStoreFailed = errors.New("store failed")
+
+// storeFailed returns the error shown for a store failed by err: "store failed: no space
+// left on device (...)" for a full disk, "store failed: ..." otherwise.
+func storeFailed(err error) error {
+	if state.IsDiskFull(err) {
+		return fmt.Errorf("%w: no space left on device (free space on the runtime's data directory: the runtime resumes by itself): %w", errStoreFailed, err)
+	}
+	return fmt.Errorf("%w: %w", errStoreFailed, err)
+}
+
+// heartbeat, every client.StatusHeartbeat, rewrites the status of every running deployment
+// (off the loop, one heartbeat at a time), so that a status older than client.StaleAfter
+// means that this runtime cannot write it. A fault of the store or of the NATS server (see
+// Fault) goes into each status as its last error, renewed at each heartbeat while it lasts.
+func (s *Service) heartbeat(ctx context.Context) {
+	if !s.beating.CompareAndSwap(false, true) {
+		return // the last one is still writing (NATS slow or failing)
+	}
+	fault := s.Fault()
+	go func() {
+		defer s.beating.Store(false)
+		s.eachRunner(func(r *runner.Runner) {
+			if fault != nil {
+				r.NoteError(fault.Error()) // its last error: an error (Error) would have the runner restarted
+			}
+			if !s.holds(r) {
+				return // stopped since: its last status is its stop's
+			}
+			hctx, cancel := context.WithTimeout(ctx, client.StatusHeartbeat)
+			defer cancel()
+			r.Heartbeat(hctx)
+		})
+	}()
+}
+
+// holds tells whether r is still one of the service's running runners.
+func (s *Service) holds(r *runner.Runner) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, held := range s.runners {
+		if held == r {
+			return true
+		}
+	}
+	return false
+}
+
+// eachRunner calls f with each running runner, outside the service's lock.
+func (s *Service) eachRunner(f func(*runner.Runner)) {
+	s.mu.Lock()
+	runners := make([]*runner.Runner, 0, len(s.runners))
+	for _, r := range s.runners {
+		runners = append(runners, r)
+	}
+	s.mu.Unlock()
+	for _, r := range runners {
+		f(r)
+	}
+}
+
+// Fault returns what keeps the runtime from making progress, nil when nothing does: its
+// state store failed or cannot write (a full disk: "store failed: no space left on device"),
+// or the NATS server cannot store messages (Options.NATSFault). /readyz fails while there is
+// one. Both heal by themselves once the cause is gone (the store is reopened, the embedded
+// server's JetStream restarted).
+func (s *Service) Fault() error {
+	if f := s.cfg.NATSFault; f != nil {
+		if err := f(); err != nil {
+			return fmt.Errorf("NATS server: %w", err)
+		}
+	}
+	if why := s.storeDown.Load(); why != nil {
+		return *why
+	}
+	s.mu.Lock()
+	st := s.store
+	s.mu.Unlock()
+	if st != nil {
+		if err := st.Fault(); err != nil {
+			return storeFailed(err)
+		}
+	}
+	return nil
 }
 
 // noteOutage records a lost NATS connection in every running deployment's status.
@@ -580,8 +732,32 @@ func (s *Service) ID() string { return s.id }
 // Ready reports whether the service has started watching deployments (for /readyz).
 func (s *Service) Ready() bool { return s.ready.Load() }
 
+// statusPutTimeout bounds each status write, and the runtime's leave at its stop: a NATS
+// server that cannot store (a full disk) does not answer, and must not hold a deployment's
+// stop, or the runtime's, for long (the status then reads stale
+// in the clients: see client.StaleAfter).
+const statusPutTimeout = 2 * time.Second
+
+// stopWritesBudget bounds the writes of a stop to NATS together (the final status of every
+// deployment, the leave): when NATS does not answer, each would wait statusPutTimeout, one
+// after the other.
+const stopWritesBudget = 3 * time.Second
+
+// natsWriteContext returns the context of one status write or the leave: ctx bounded by
+// statusPutTimeout and, during a stop, by the stop's budget (at least 100 ms each).
+func (s *Service) natsWriteContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	now := time.Now()
+	deadline := now.Add(statusPutTimeout).UnixNano()
+	if by := s.stopBy.Load(); by != 0 {
+		deadline = min(deadline, max(by, now.Add(100*time.Millisecond).UnixNano()))
+	}
+	return context.WithDeadline(ctx, time.Unix(0, deadline))
+}
+
 func (s *Service) putStatus(ctx context.Context, st *client.Status) {
 	doc, _ := json.Marshal(st)
+	ctx, cancel := s.natsWriteContext(ctx)
+	defer cancel()
 	if err := s.reg.PutStatus(ctx, st.Name, doc); err != nil {
 		s.logger.Warn("publishing status failed", "deployment", st.Name, "err", err)
 	}

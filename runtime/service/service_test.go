@@ -39,7 +39,13 @@ type natsEnv struct {
 
 func startNATS(t *testing.T) *natsEnv {
 	t.Helper()
-	srv, err := service.StartEmbedded(service.EmbeddedOptions{DataDir: t.TempDir(), Port: -1, Logger: testutil.DiscardLogger()})
+	return startNATSIn(t, t.TempDir())
+}
+
+// startNATSIn is startNATS with the server's data in dataDir.
+func startNATSIn(t *testing.T, dataDir string) *natsEnv {
+	t.Helper()
+	srv, err := service.StartEmbedded(service.EmbeddedOptions{DataDir: dataDir, Port: -1, Logger: testutil.DiscardLogger()})
 	testutil.Require(t, err)
 	t.Cleanup(func() { srv.Shutdown(); srv.WaitForShutdown() })
 	nc, err := service.Connect(service.ConnOptions{URL: srv.ClientURL(), Logger: testutil.DiscardLogger()})

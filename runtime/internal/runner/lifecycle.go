@@ -61,6 +61,12 @@ func (r *Runner) Silence() { r.report.silence() }
 // carries. Safe for concurrent use.
 func (r *Runner) NoteError(msg string) { r.report.noteError(msg) }
 
+// Heartbeat publishes r's status unless one was published less than a second ago, so that
+// the status of a deployment that runs no batch is rewritten all the same (the service calls
+// it every client.StatusHeartbeat: a status older than client.StaleAfter reads stale). Safe
+// for concurrent use.
+func (r *Runner) Heartbeat(ctx context.Context) { r.publishStatus(ctx, false) }
+
 // ResetDone tells r, built with a state reset (deploy --reset-state), that its record no
 // longer asks for the reset: rec, the record stored without it. Before Start.
 func (r *Runner) ResetDone(rec registry.Record) { r.rec = rec }
