@@ -336,13 +336,17 @@ type batch struct {
 // begin starts the batch after the engine's last committed one.
 func (b *batch) begin(in BatchInput) {
 	e := b.e
-	b.T, b.W = in.ProcessingTimeMs, max(e.progress.WatermarkMs, 0) // a watermark is never below 0
+	// Processing time never decreases: the batch runs at the later of the caller's clock and
+	// the last committed batch's processing time (a clock stepped back, a takeover by a
+	// runtime whose clock is behind).
+	b.T, b.W = max(in.ProcessingTimeMs, e.progress.ProcessingTimeMs), max(e.progress.WatermarkMs, 0) // a watermark is never below 0
 	b.bound, b.hasBound = e.rules.ExpiryBound(b.T, b.W)
 	b.id = e.progress.BatchID + 1
 	b.maxEvt = timeouts.NoEventTime
 	b.ownMax, b.recordMax = timeouts.NoEventTime, false
 	b.from = state.TimerPos{TimeoutMs: math.MinInt64}
 	b.rep = BatchReport{BatchID: b.id, RowsIn: len(in.Rows)}
+	e.checkClock(in.ProcessingTimeMs, &b.rep)
 	b.sb = e.ks.NewBatch(b.id)
 	b.initialApplied = false
 	b.inMax, b.nextIn, b.inputsPending = nil, nil, false
@@ -361,6 +365,33 @@ func (b *batch) begin(in BatchInput) {
 			b.rep.Inputs[r.Input].RowsIn++
 		}
 	}
+}
+
+// checkClock compares the caller's processing time clock with the last committed batch's
+// processing time and the clock of the previous RunBatch, and reports a step back in rep: how
+// far behind the committed processing time the clock is (ClockBehindMs), and whether it stepped
+// back since the previous batch (ClockStepBack; logged once per step, at Warn). A clock that
+// stays behind after a step, moving forward, is no new step.
+func (e *Engine) checkClock(clockMs int64, rep *BatchReport) {
+	committed := e.progress.ProcessingTimeMs
+	prev := e.lastClockMs
+	e.lastClockMs = clockMs
+	if clockMs < committed {
+		rep.ClockBehindMs = committed - clockMs
+	}
+	var back int64
+	switch {
+	case prev != 0 && clockMs < prev:
+		back = prev - clockMs // stepped back since the previous batch
+	case prev == 0 && clockMs < committed:
+		back = committed - clockMs // behind the last commit at the first batch (a takeover, a restart)
+	}
+	if back <= 0 {
+		return
+	}
+	rep.ClockStepBack = true
+	e.logger.Warn("the processing time clock stepped back; batches run at the last committed processing time until it catches up",
+		"back_ms", back, "clock_ms", clockMs, "committed_processing_time_ms", committed, "behind_ms", rep.ClockBehindMs)
 }
 
 // resume starts the next chunk of the open batch (Progress().Open), with its processing time,
@@ -459,6 +490,7 @@ func (b *batch) commit(position uint64, more bool) (state.Progress, error) {
 	} else {
 		b.sb.SetProgress(b.nextW, position)
 	}
+	b.sb.SetProcessingTime(b.T)
 	b.e.quar.record(b.sb)
 	b.e.att.record(b.sb)
 	p, err := b.sb.Commit()
