@@ -40,7 +40,8 @@ type Batch struct {
 	hasMaxEvent bool
 	maxEventMs  int64
 
-	processingTimeMs int64 // SetProcessingTime's (0: carry over)
+	processingTimeMs int64    // SetProcessingTime's (0: carry over)
+	counters         Counters // AddCounters'
 
 	initialApplied bool // MarkInitialStateApplied's
 
@@ -232,6 +233,12 @@ func (b *Batch) SetProcessingTime(ms int64) {
 	b.processingTimeMs = ms
 }
 
+// AddCounters adds d to the deployment's counters (Progress.Counters) at the
+// commit.
+func (b *Batch) AddCounters(d Counters) {
+	b.counters = b.counters.add(d)
+}
+
 // SetOpen marks the batch as a chunk of the micro-batch open, which has
 // chunks left: after the commit, Progress.Open is open (open.Active is set
 // for the caller). A commit without SetOpen closes the open batch, if any:
@@ -333,6 +340,7 @@ func (b *Batch) Commit() (Progress, error) {
 		next.MaxEventMs, next.HasMaxEvent = b.maxEventMs, true
 	}
 	next.ProcessingTimeMs = max(prev.ProcessingTimeMs, b.processingTimeMs)
+	next.Counters = prev.Counters.add(b.counters)
 	if prev.Open.Active && !next.Open.Active {
 		if err := b.clearSkips(); err != nil {
 			return Progress{}, err

@@ -33,10 +33,13 @@ func TestProgressProcessingTime(t *testing.T) {
 				t.Fatalf("record of %+v cut to %d of %d bytes decoded", p, n, len(b))
 			}
 		}
-		// A later version's extra fields (here two) are skipped.
+		// A later version's extra fields (here two, after the seven counters) are skipped.
 		at := progressLen + progressGenLen + progressMaxLen + 8
 		later := append([]byte(nil), b[:at]...)
-		later = binary.AppendUvarint(later, 2)
+		later = binary.AppendUvarint(later, 9)
+		for range 7 {
+			later = binary.AppendUvarint(later, 0)
+		}
 		later = binary.AppendUvarint(later, 300)
 		later = binary.AppendUvarint(later, 7)
 		later = append(later, b[at+1:]...)
@@ -85,4 +88,44 @@ func (d *Deployment) mustNextID(t testing.TB) uint64 {
 	p, err := d.Progress()
 	requireNoError(t, err)
 	return p.BatchID + 1
+}
+
+// TestProgressCounters: the deployment's counters are written in version 5 (with or without a
+// processing time), round-trip, and add up over commits; a commit without AddCounters carries
+// them over; an older record reads them as 0.
+func TestProgressCounters(t *testing.T) {
+	c := Counters{Batches: 3, RowsIn: 1 << 40, LateRows: 1, DeadLetters: 2, TimeoutsFired: 300, Emitted: 7, TTLExpired: 9}
+	for _, p := range []Progress{
+		{BatchID: 3, Counters: c},
+		{BatchID: 3, Counters: Counters{Emitted: 1}, ProcessingTimeMs: 5, Generation: 1, MaxEventMs: 4, HasMaxEvent: true},
+		{BatchID: 3, Counters: c, Open: OpenBatch{Active: true, ProcessingTimeMs: 3, Next: TimerPos{TimeoutMs: 5, Key: "k"}}},
+	} {
+		b := appendProgress(nil, p)
+		if b[0] != progressVersion5 {
+			t.Fatalf("%+v written as version %d, want 5", p, b[0])
+		}
+		got, err := decodeProgress(b)
+		if err != nil || got != p {
+			t.Fatalf("decode = %+v, %v; want %+v", got, err, p)
+		}
+		for n := progressLen; n < len(b); n++ {
+			if _, err := decodeProgress(b[:n]); err == nil {
+				t.Fatalf("record of %+v cut to %d of %d bytes decoded", p, n, len(b))
+			}
+		}
+	}
+
+	d := openMem(t).Deployment("d")
+	want := Counters{}
+	for i, add := range []Counters{{Batches: 1, RowsIn: 10, Emitted: 4}, {}, {Batches: 1, DeadLetters: 2, TimeoutsFired: 1, TTLExpired: 3, LateRows: 5}} {
+		b := d.NewBatch(uint64(i + 1))
+		b.AddCounters(add)
+		p, err := b.Commit()
+		requireNoError(t, err)
+		want = want.add(add)
+		requireEqual(t, want, p.Counters, "counters after commit", i+1)
+		got, err := d.Progress()
+		requireNoError(t, err)
+		requireEqual(t, p, got, "read back")
+	}
 }

@@ -57,6 +57,33 @@ type Progress struct {
 	// Batch.SetProcessingTime sets it; every other commit carries it over, and a commit
 	// never lowers it.
 	ProcessingTimeMs int64
+	// Counters are the deployment's running totals, committed with the batches they count,
+	// so they survive restarts and failovers. Batch.AddCounters adds to them; every other
+	// commit carries them over.
+	Counters Counters
+}
+
+// Counters are a deployment's running totals since its state began (a Drop, as by a reset of
+// the state, starts them again at 0). It is comparable with ==.
+type Counters struct {
+	// Batches counts the committed micro-batches (a batch committed in chunks once).
+	Batches uint64
+	// RowsIn counts input rows, LateRows those dropped as late, DeadLetters the dead
+	// letters, TimeoutsFired the timeout (timer) calls, Emitted the rows emitted and
+	// TTLExpired the state variable entries removed by their TTL.
+	RowsIn, LateRows, DeadLetters, TimeoutsFired, Emitted, TTLExpired uint64
+}
+
+// add returns c plus d.
+func (c Counters) add(d Counters) Counters {
+	return Counters{Batches: c.Batches + d.Batches, RowsIn: c.RowsIn + d.RowsIn, LateRows: c.LateRows + d.LateRows,
+		DeadLetters: c.DeadLetters + d.DeadLetters, TimeoutsFired: c.TimeoutsFired + d.TimeoutsFired,
+		Emitted: c.Emitted + d.Emitted, TTLExpired: c.TTLExpired + d.TTLExpired}
+}
+
+// fields lists the counters in the order version 5's extra fields hold them.
+func (c *Counters) fields() [7]*uint64 {
+	return [7]*uint64{&c.Batches, &c.RowsIn, &c.LateRows, &c.DeadLetters, &c.TimeoutsFired, &c.Emitted, &c.TTLExpired}
 }
 
 // OpenBatch is a micro-batch that commits in chunks (as when more timeouts
@@ -100,11 +127,12 @@ func TimerAfter(timeoutMs int64, key []byte) TimerPos {
 // follows, then version 2's open batch part. Version 4, written only once
 // HasMaxEvent is set, is version 3 with MaxEventMs before the byte that tells
 // whether an open batch follows: a record without it keeps its older
-// encoding, byte for byte. Version 5, written only once ProcessingTimeMs is
-// set, is version 4 with the byte telling whether MaxEventMs is recorded,
-// ProcessingTimeMs, and a list of extra fields (a uvarint count, then that
-// many uvarints: none yet; a reader takes those it knows and skips the rest)
-// before the byte that tells whether an open batch follows.
+// encoding, byte for byte. Version 5, written only once ProcessingTimeMs or
+// a counter is set, is version 4 with the byte telling whether MaxEventMs is
+// recorded, ProcessingTimeMs, and a list of extra fields (a uvarint count,
+// then that many uvarints: the Counters, none when all are 0; a reader takes
+// those it knows and skips the rest) before the byte that tells whether an
+// open batch follows.
 const (
 	progressVersion1 = 1
 	progressVersion2 = 2
@@ -120,7 +148,7 @@ const (
 func appendProgress(dst []byte, p Progress) []byte {
 	v := byte(progressVersion1)
 	switch {
-	case p.ProcessingTimeMs != 0:
+	case p.ProcessingTimeMs != 0 || p.Counters != (Counters{}):
 		v = progressVersion5
 	case p.HasMaxEvent:
 		v = progressVersion4
@@ -230,24 +258,36 @@ func decodeProgress(b []byte) (Progress, error) {
 }
 
 // appendProgressExtra appends version 5's list of extra fields: its count, then each as a
-// uvarint. There are none yet; a later version of the record adds fields here, which this
-// reader skips.
-func appendProgressExtra(dst []byte, _ Progress) []byte {
-	return binary.AppendUvarint(dst, 0)
+// uvarint: the counters (none when all are 0). A later version of the record adds fields
+// after them, which this reader skips.
+func appendProgressExtra(dst []byte, p Progress) []byte {
+	if p.Counters == (Counters{}) {
+		return binary.AppendUvarint(dst, 0)
+	}
+	f := p.Counters.fields()
+	dst = binary.AppendUvarint(dst, uint64(len(f)))
+	for _, v := range f {
+		dst = binary.AppendUvarint(dst, *v)
+	}
+	return dst
 }
 
 // decodeProgressExtra reads version 5's list of extra fields at the start of b into p and
 // returns its length in bytes; ok is false when it is cut short.
-func decodeProgressExtra(b []byte, _ *Progress) (n int, ok bool) {
+func decodeProgressExtra(b []byte, p *Progress) (n int, ok bool) {
 	count, w := binary.Uvarint(b)
 	if w <= 0 || count > uint64(len(b)) {
 		return 0, false
 	}
 	n = w
-	for range count {
-		_, w := binary.Uvarint(b[n:])
+	f := p.Counters.fields()
+	for i := range count {
+		v, w := binary.Uvarint(b[n:])
 		if w <= 0 {
 			return 0, false
+		}
+		if i < uint64(len(f)) {
+			*f[i] = v
 		}
 		n += w
 	}

@@ -148,6 +148,7 @@ func (b *batch) committed(ctx context.Context, p state.Progress) (delivered bool
 	if err := e.deliverCommitted(ctx, b.outbox); err != nil {
 		// Committed: the entries stay in the outbox and go out before the next batch runs.
 		e.pending = true
+		b.rep.Undelivered = err.Error()
 		e.logger.Warn("outbox delivery failed; will retry before the next batch", "batch", b.id, "err", err)
 		return false
 	}
@@ -162,6 +163,7 @@ func (b *batch) skipCommit(ctx context.Context, start time.Time) (*BatchReport, 
 	e := b.e
 	if err := e.finishInflight(ctx); err != nil {
 		e.pending = true
+		b.rep.Undelivered = err.Error()
 		e.logger.Warn("outbox delivery failed; will retry before the next batch", "err", err)
 	}
 	if err := e.syncAcks(); err != nil {
@@ -274,6 +276,7 @@ type batch struct {
 
 	// Of the batch in progress (set by begin or resume):
 	T, W     int64 // processing time and watermark (docs/semantics.md, "A micro-batch")
+	counted  tally // what the batch's committed chunks added to the deployment's counters
 	bound    int64 // timeouts before it expire (timeouts.Rules.ExpiryBound), if hasBound
 	hasBound bool
 	nextW    int64    // the watermark the batch commits when it closes
@@ -346,6 +349,7 @@ func (b *batch) begin(in BatchInput) {
 	b.ownMax, b.recordMax = timeouts.NoEventTime, false
 	b.from = state.TimerPos{TimeoutMs: math.MinInt64}
 	b.rep = BatchReport{BatchID: b.id, RowsIn: len(in.Rows)}
+	b.counted = tally{}
 	e.checkClock(in.ProcessingTimeMs, &b.rep)
 	b.sb = e.ks.NewBatch(b.id)
 	b.initialApplied = false
@@ -406,6 +410,7 @@ func (b *batch) resume() error {
 	b.ownMax, b.recordMax = timeouts.NoEventTime, false // the first chunk recorded it
 	b.from = o.Next
 	b.rep = BatchReport{BatchID: b.id}
+	b.counted = tally{}
 	b.inMax, b.nextIn, b.inputsPending = nil, nil, false
 	b.man = Manifest{Continued: true, HadState: true}
 	b.groups, b.nData, b.nInit, b.vals = b.groups[:0], 0, 0, b.vals[:0]
@@ -491,12 +496,15 @@ func (b *batch) commit(position uint64, more bool) (state.Progress, error) {
 		b.sb.SetProgress(b.nextW, position)
 	}
 	b.sb.SetProcessingTime(b.T)
+	now := b.tally()
+	b.sb.AddCounters(now.since(b.counted, !more))
 	b.e.quar.record(b.sb)
 	b.e.att.record(b.sb)
 	p, err := b.sb.Commit()
 	if err != nil {
 		return state.Progress{}, fmt.Errorf("engine: committing batch %d: %w", b.id, err)
 	}
+	b.counted = now
 	b.e.quar.committed()
 	b.e.att.committed()
 	if more {
@@ -938,4 +946,26 @@ func (b *batch) append(en state.OutboxEntry) {
 		b.outbox = make([]state.OutboxEntry, 0, max(b.outCap+b.outCap/4, 16))
 	}
 	b.outbox = append(b.outbox, en)
+}
+
+// tally is what a batch's report counts of the deployment's counters (state.Progress.Counters):
+// the batch's chunks each commit what the report added since the previous chunk.
+type tally struct{ rowsIn, late, dead, timeouts, emitted, ttl int }
+
+// tally returns what the batch's report counts so far.
+func (b *batch) tally() tally {
+	r := &b.rep
+	return tally{rowsIn: r.RowsIn, late: r.LateRows, dead: r.DeadLetters, timeouts: r.TimeoutCalls, emitted: r.Emitted, ttl: r.TTLExpired}
+}
+
+// since returns the counters to add for t after the chunks that counted prev; closing counts
+// the batch itself (its last commit).
+func (t tally) since(prev tally, closing bool) state.Counters {
+	d := func(now, was int) uint64 { return uint64(max(now-was, 0)) }
+	c := state.Counters{RowsIn: d(t.rowsIn, prev.rowsIn), LateRows: d(t.late, prev.late), DeadLetters: d(t.dead, prev.dead),
+		TimeoutsFired: d(t.timeouts, prev.timeouts), Emitted: d(t.emitted, prev.emitted), TTLExpired: d(t.ttl, prev.ttl)}
+	if closing {
+		c.Batches = 1
+	}
+	return c
 }

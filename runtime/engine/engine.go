@@ -246,6 +246,11 @@ type BatchReport struct {
 	// logged at Warn.
 	ClockBehindMs int64
 	ClockStepBack bool
+	// Undelivered is set, to the error, when a delivery of committed outputs failed during this
+	// RunBatch (this batch's, or the previous one's whose acknowledgements it awaited): they
+	// wait in the outbox, and the next RunBatch delivers them before it runs anything, failing
+	// with [ErrDeliveryPending] while it cannot.
+	Undelivered string
 	// Resumed reports the batch that this RunBatch finished first, when the last commit left
 	// one open (a crash, an error or a failed delivery between its chunks): its remaining
 	// timeout calls ran at its own processing time and watermark. Nil otherwise.

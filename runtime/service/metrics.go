@@ -171,7 +171,7 @@ func (m *Metrics) status(name string, part int, st *client.Status, hasWatermark 
 		}
 	}
 	up := 0.0
-	if sum.State == client.StatusRunning {
+	if client.Runs(sum.State) { // blocked runs too: its input lag tells
 		up = 1
 	}
 	m.up.WithLabelValues(name).Set(up)
