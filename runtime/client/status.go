@@ -93,8 +93,9 @@ type Status struct {
 	// `partitions`), each with its owner and progress; the fields above sum over them.
 	Partitions []PartitionStatus `json:"partitions"`
 	// Inputs are the inputs of a deployment with several (the spec's inputs), in the spec's
-	// order; empty for a deployment with one input. RowsIn, LateRows and InputLag above are
-	// their sums.
+	// order; empty for a deployment with one input. InputLag above is the sum of theirs;
+	// RowsIn and LateRows above, which go on through restarts, are the sums of theirs since
+	// the runtime started the deployment plus what was counted before.
 	Inputs []InputStatus `json:"inputs,omitempty"`
 	// Isolating, while set, says that the runtime runs a batch that it attempted before
 	// without committing (it stopped during it: killed for its memory, a native fault) with
