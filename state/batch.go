@@ -40,6 +40,9 @@ type Batch struct {
 	hasMaxEvent bool
 	maxEventMs  int64
 
+	processingTimeMs int64    // SetProcessingTime's (0: carry over)
+	counters         Counters // AddCounters'
+
 	initialApplied bool // MarkInitialStateApplied's
 
 	hasTimeMode bool // SetTimeMode's
@@ -222,6 +225,20 @@ func (b *Batch) SetMaxEvent(maxEventMs int64) {
 	b.maxEventMs = maxEventMs
 }
 
+// SetProcessingTime records the batch's processing time (see
+// Progress.ProcessingTimeMs). The commit keeps the larger of it and the
+// previous one, so the recorded processing time never decreases. Without
+// it, Commit carries over the previous one.
+func (b *Batch) SetProcessingTime(ms int64) {
+	b.processingTimeMs = ms
+}
+
+// AddCounters adds d to the deployment's counters (Progress.Counters) at the
+// commit.
+func (b *Batch) AddCounters(d Counters) {
+	b.counters = b.counters.add(d)
+}
+
 // SetOpen marks the batch as a chunk of the micro-batch open, which has
 // chunks left: after the commit, Progress.Open is open (open.Active is set
 // for the caller). A commit without SetOpen closes the open batch, if any:
@@ -322,6 +339,8 @@ func (b *Batch) Commit() (Progress, error) {
 	if b.hasMaxEvent {
 		next.MaxEventMs, next.HasMaxEvent = b.maxEventMs, true
 	}
+	next.ProcessingTimeMs = max(prev.ProcessingTimeMs, b.processingTimeMs)
+	next.Counters = prev.Counters.add(b.counters)
 	if prev.Open.Active && !next.Open.Active {
 		if err := b.clearSkips(); err != nil {
 			return Progress{}, err

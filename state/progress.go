@@ -51,6 +51,39 @@ type Progress struct {
 	MaxEventMs int64
 	// HasMaxEvent tells whether MaxEventMs was recorded.
 	HasMaxEvent bool
+	// ProcessingTimeMs is the processing time of the last committed batch (0: none
+	// recorded, as in a record written before it was kept). A batch never runs at an
+	// earlier one, whatever the wall clock says (docs/semantics.md, "A micro-batch").
+	// Batch.SetProcessingTime sets it; every other commit carries it over, and a commit
+	// never lowers it.
+	ProcessingTimeMs int64
+	// Counters are the deployment's running totals, committed with the batches they count,
+	// so they survive restarts and failovers. Batch.AddCounters adds to them; every other
+	// commit carries them over.
+	Counters Counters
+}
+
+// Counters are a deployment's running totals since its state began (a Drop, as by a reset of
+// the state, starts them again at 0). It is comparable with ==.
+type Counters struct {
+	// Batches counts the committed micro-batches (a batch committed in chunks once).
+	Batches uint64
+	// RowsIn counts input rows, LateRows those dropped as late, DeadLetters the dead
+	// letters, TimeoutsFired the timeout (timer) calls, Emitted the rows emitted and
+	// TTLExpired the state variable entries removed by their TTL.
+	RowsIn, LateRows, DeadLetters, TimeoutsFired, Emitted, TTLExpired uint64
+}
+
+// add returns c plus d.
+func (c Counters) add(d Counters) Counters {
+	return Counters{Batches: c.Batches + d.Batches, RowsIn: c.RowsIn + d.RowsIn, LateRows: c.LateRows + d.LateRows,
+		DeadLetters: c.DeadLetters + d.DeadLetters, TimeoutsFired: c.TimeoutsFired + d.TimeoutsFired,
+		Emitted: c.Emitted + d.Emitted, TTLExpired: c.TTLExpired + d.TTLExpired}
+}
+
+// fields lists the counters in the order version 5's extra fields hold them.
+func (c *Counters) fields() [7]*uint64 {
+	return [7]*uint64{&c.Batches, &c.RowsIn, &c.LateRows, &c.DeadLetters, &c.TimeoutsFired, &c.Emitted, &c.TTLExpired}
 }
 
 // OpenBatch is a micro-batch that commits in chunks (as when more timeouts
@@ -94,12 +127,18 @@ func TimerAfter(timeoutMs int64, key []byte) TimerPos {
 // follows, then version 2's open batch part. Version 4, written only once
 // HasMaxEvent is set, is version 3 with MaxEventMs before the byte that tells
 // whether an open batch follows: a record without it keeps its older
-// encoding, byte for byte.
+// encoding, byte for byte. Version 5, written only once ProcessingTimeMs or
+// a counter is set, is version 4 with the byte telling whether MaxEventMs is
+// recorded, ProcessingTimeMs, and a list of extra fields (a uvarint count,
+// then that many uvarints: the Counters, none when all are 0; a reader takes
+// those it knows and skips the rest) before the byte that tells whether an
+// open batch follows.
 const (
 	progressVersion1 = 1
 	progressVersion2 = 2
 	progressVersion3 = 3
 	progressVersion4 = 4
+	progressVersion5 = 5
 	progressLen      = 1 + 8*5 // version 1
 	progressOpenLen  = 8 * 3   // the fixed part version 2 adds; the key follows
 	progressGenLen   = 8*3 + 1 // what version 3 adds before the open batch part
@@ -109,6 +148,8 @@ const (
 func appendProgress(dst []byte, p Progress) []byte {
 	v := byte(progressVersion1)
 	switch {
+	case p.ProcessingTimeMs != 0 || p.Counters != (Counters{}):
+		v = progressVersion5
 	case p.HasMaxEvent:
 		v = progressVersion4
 	case p.Generation > 0 || p.InputCreated != 0:
@@ -126,8 +167,13 @@ func appendProgress(dst []byte, p Progress) []byte {
 		dst = binary.BigEndian.AppendUint64(dst, p.Generation)
 		dst = binary.BigEndian.AppendUint64(dst, p.GenerationFrom)
 		dst = binary.BigEndian.AppendUint64(dst, uint64(p.InputCreated))
-		if v == progressVersion4 {
+		if v >= progressVersion4 {
 			dst = binary.BigEndian.AppendUint64(dst, uint64(p.MaxEventMs))
+		}
+		if v == progressVersion5 {
+			dst = append(dst, byte(b2i(p.HasMaxEvent)))
+			dst = binary.BigEndian.AppendUint64(dst, uint64(p.ProcessingTimeMs))
+			dst = appendProgressExtra(dst, p)
 		}
 		dst = append(dst, byte(b2i(p.Open.Active)))
 	}
@@ -144,7 +190,7 @@ func appendProgress(dst []byte, p Progress) []byte {
 
 func decodeProgress(b []byte) (Progress, error) {
 	corrupt := fmt.Errorf("%w: progress record of %d bytes", ErrCorrupt, len(b))
-	if len(b) < progressLen || b[0] < progressVersion1 || b[0] > progressVersion4 ||
+	if len(b) < progressLen || b[0] < progressVersion1 || b[0] > progressVersion5 ||
 		(b[0] == progressVersion1 && len(b) != progressLen) {
 		return Progress{}, corrupt
 	}
@@ -162,8 +208,23 @@ func decodeProgress(b []byte) (Progress, error) {
 	off := progressLen // where the open batch part starts
 	if b[0] >= progressVersion3 {
 		off += progressGenLen
-		if b[0] == progressVersion4 {
+		if b[0] >= progressVersion4 {
 			off += progressMaxLen
+		}
+		if b[0] == progressVersion5 {
+			// The byte telling whether MaxEventMs is recorded, ProcessingTimeMs, the extra
+			// fields; then the open batch byte.
+			at := off - 1
+			if len(b) < at+1+8 || b[at] > 1 {
+				return Progress{}, corrupt
+			}
+			p.HasMaxEvent = b[at] == 1
+			p.ProcessingTimeMs = int64(binary.BigEndian.Uint64(b[at+1:]))
+			n, ok := decodeProgressExtra(b[at+9:], &p)
+			if !ok {
+				return Progress{}, corrupt
+			}
+			off = at + 9 + n + 1
 		}
 		if len(b) < off || b[off-1] > 1 {
 			return Progress{}, corrupt
@@ -171,6 +232,8 @@ func decodeProgress(b []byte) (Progress, error) {
 		p.Generation, p.GenerationFrom, p.InputCreated = u(5), u(6), int64(u(7))
 		if b[0] == progressVersion4 {
 			p.MaxEventMs, p.HasMaxEvent = int64(u(8)), true
+		} else if b[0] == progressVersion5 && p.HasMaxEvent {
+			p.MaxEventMs = int64(u(8))
 		}
 		if b[off-1] == 0 {
 			if len(b) != off {
@@ -192,4 +255,41 @@ func decodeProgress(b []byte) (Progress, error) {
 	}
 	p.Open.Next.Key = string(rest[w:])
 	return p, nil
+}
+
+// appendProgressExtra appends version 5's list of extra fields: its count, then each as a
+// uvarint: the counters (none when all are 0). A later version of the record adds fields
+// after them, which this reader skips.
+func appendProgressExtra(dst []byte, p Progress) []byte {
+	if p.Counters == (Counters{}) {
+		return binary.AppendUvarint(dst, 0)
+	}
+	f := p.Counters.fields()
+	dst = binary.AppendUvarint(dst, uint64(len(f)))
+	for _, v := range f {
+		dst = binary.AppendUvarint(dst, *v)
+	}
+	return dst
+}
+
+// decodeProgressExtra reads version 5's list of extra fields at the start of b into p and
+// returns its length in bytes; ok is false when it is cut short.
+func decodeProgressExtra(b []byte, p *Progress) (n int, ok bool) {
+	count, w := binary.Uvarint(b)
+	if w <= 0 || count > uint64(len(b)) {
+		return 0, false
+	}
+	n = w
+	f := p.Counters.fields()
+	for i := range count {
+		v, w := binary.Uvarint(b[n:])
+		if w <= 0 {
+			return 0, false
+		}
+		if i < uint64(len(f)) {
+			*f[i] = v
+		}
+		n += w
+	}
+	return n, true
 }

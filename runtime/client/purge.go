@@ -185,7 +185,7 @@ func (c *Client) waitStopped(ctx context.Context, name string, parts int) error 
 				return fmt.Errorf("client: %w", err)
 			}
 			var st Status
-			if json.Unmarshal(doc, &st) != nil || (st.State != StatusRunning && st.State != StatusDrained) || gone[st.Owner] {
+			if json.Unmarshal(doc, &st) != nil || (!Runs(st.State) && st.State != StatusDrained) || gone[st.Owner] {
 				continue
 			}
 			if st.Owner != "" {

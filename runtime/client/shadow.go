@@ -219,7 +219,7 @@ func (c *Client) stopPrimary(ctx context.Context, primary string, parts int) err
 				unit = state.PartitionName(primary, p)
 			}
 			st, err := c.unitStatus(ctx, unit)
-			if err != nil || st.State != StatusRunning {
+			if err != nil || !Runs(st.State) {
 				continue // no status (it never ran), or stopped
 			}
 			if o := cmp.Or(st.Owner, owner); o != "" {

@@ -32,12 +32,23 @@ const (
 	// runtime and the ways out: start a runtime on that data directory, or deploy again
 	// with --reset-state to start from empty state on a runtime that is up.
 	StatusOrphaned = "orphaned"
+	// StatusBlocked: the deployment runs, but the outputs of its committed batches cannot be
+	// published (an output stream full with discard new, or deleted, a publish refused or
+	// unacknowledged, NATS unreachable). They wait in its outbox, and no new batch runs until
+	// they are out, so its input waits in its stream (InputLag grows). Error says why. It
+	// reads running again once they are delivered and a batch commits; nothing is lost.
+	StatusBlocked = "blocked"
 )
+
+// Runs tells whether a deployment in state runs on its runtime: running, or blocked.
+func Runs(state string) bool { return state == StatusRunning || state == StatusBlocked }
 
 // Status is a deployment's progress, like Spark's StreamingQueryProgress. The service
 // publishes it to the status bucket after batches (at most once a second) and on every change
-// of state; `groupstate status` reads it. Counters count since the deployment started on its
-// runtime.
+// of state; `groupstate status` reads it. Batches, RowsIn, LateRows, DeadLetters,
+// TimeoutsFired, Emitted and TTLExpired count since the deployment's state began: they are
+// committed with the batches, so they go on through restarts and failovers (a reset of the
+// state starts them again at 0). The counts of Inputs count since the runtime started it.
 type Status struct {
 	Name  string `json:"name"`
 	State string `json:"state"`
@@ -93,14 +104,16 @@ type Status struct {
 	// partitions, whose partitions each have theirs (in the partitioned stream, see
 	// PartitionStatus). LastBatchID and LastBatchMs are then the latest partition's.
 	Position uint64 `json:"input_position"`
-	// InputLag is the number of input messages not yet delivered to the deployment.
+	// InputLag is the number of input messages not yet run by a committed batch: not yet
+	// delivered to the deployment, or fetched and waiting for their batch.
 	InputLag int64 `json:"input_lag"`
 	// Partitions are the deployment's partitions (one for a deployment without
 	// `partitions`), each with its owner and progress; the fields above sum over them.
 	Partitions []PartitionStatus `json:"partitions"`
 	// Inputs are the inputs of a deployment with several (the spec's inputs), in the spec's
-	// order; empty for a deployment with one input. RowsIn, LateRows and InputLag above are
-	// their sums.
+	// order; empty for a deployment with one input. InputLag above is the sum of theirs;
+	// RowsIn and LateRows above, which go on through restarts, are the sums of theirs since
+	// the runtime started the deployment plus what was counted before.
 	Inputs []InputStatus `json:"inputs,omitempty"`
 	// Isolating, while set, says that the runtime runs a batch that it attempted before
 	// without committing (it stopped during it: killed for its memory, a native fault) with

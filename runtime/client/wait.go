@@ -52,7 +52,7 @@ func (c *Client) WaitReady(ctx context.Context, d *Deployment, running bool, pro
 			say("the runtime to create the input streams")
 		case !running:
 			return nil
-		case last != nil && last.State == StatusRunning:
+		case last != nil && Runs(last.State):
 			return nil
 		default:
 			say("the runtime to run it")

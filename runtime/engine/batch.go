@@ -148,6 +148,7 @@ func (b *batch) committed(ctx context.Context, p state.Progress) (delivered bool
 	if err := e.deliverCommitted(ctx, b.outbox); err != nil {
 		// Committed: the entries stay in the outbox and go out before the next batch runs.
 		e.pending = true
+		b.rep.Undelivered = err.Error()
 		e.logger.Warn("outbox delivery failed; will retry before the next batch", "batch", b.id, "err", err)
 		return false
 	}
@@ -162,6 +163,7 @@ func (b *batch) skipCommit(ctx context.Context, start time.Time) (*BatchReport, 
 	e := b.e
 	if err := e.finishInflight(ctx); err != nil {
 		e.pending = true
+		b.rep.Undelivered = err.Error()
 		e.logger.Warn("outbox delivery failed; will retry before the next batch", "err", err)
 	}
 	if err := e.syncAcks(); err != nil {
@@ -274,6 +276,7 @@ type batch struct {
 
 	// Of the batch in progress (set by begin or resume):
 	T, W     int64 // processing time and watermark (docs/semantics.md, "A micro-batch")
+	counted  tally // what the batch's committed chunks added to the deployment's counters
 	bound    int64 // timeouts before it expire (timeouts.Rules.ExpiryBound), if hasBound
 	hasBound bool
 	nextW    int64    // the watermark the batch commits when it closes
@@ -336,13 +339,18 @@ type batch struct {
 // begin starts the batch after the engine's last committed one.
 func (b *batch) begin(in BatchInput) {
 	e := b.e
-	b.T, b.W = in.ProcessingTimeMs, max(e.progress.WatermarkMs, 0) // a watermark is never below 0
+	// Processing time never decreases: the batch runs at the later of the caller's clock and
+	// the last committed batch's processing time (a clock stepped back, a takeover by a
+	// runtime whose clock is behind).
+	b.T, b.W = max(in.ProcessingTimeMs, e.progress.ProcessingTimeMs), max(e.progress.WatermarkMs, 0) // a watermark is never below 0
 	b.bound, b.hasBound = e.rules.ExpiryBound(b.T, b.W)
 	b.id = e.progress.BatchID + 1
 	b.maxEvt = timeouts.NoEventTime
 	b.ownMax, b.recordMax = timeouts.NoEventTime, false
 	b.from = state.TimerPos{TimeoutMs: math.MinInt64}
 	b.rep = BatchReport{BatchID: b.id, RowsIn: len(in.Rows)}
+	b.counted = tally{}
+	e.checkClock(in.ProcessingTimeMs, &b.rep)
 	b.sb = e.ks.NewBatch(b.id)
 	b.initialApplied = false
 	b.inMax, b.nextIn, b.inputsPending = nil, nil, false
@@ -363,6 +371,33 @@ func (b *batch) begin(in BatchInput) {
 	}
 }
 
+// checkClock compares the caller's processing time clock with the last committed batch's
+// processing time and the clock of the previous RunBatch, and reports a step back in rep: how
+// far behind the committed processing time the clock is (ClockBehindMs), and whether it stepped
+// back since the previous batch (ClockStepBack; logged once per step, at Warn). A clock that
+// stays behind after a step, moving forward, is no new step.
+func (e *Engine) checkClock(clockMs int64, rep *BatchReport) {
+	committed := e.progress.ProcessingTimeMs
+	prev := e.lastClockMs
+	e.lastClockMs = clockMs
+	if clockMs < committed {
+		rep.ClockBehindMs = committed - clockMs
+	}
+	var back int64
+	switch {
+	case prev != 0 && clockMs < prev:
+		back = prev - clockMs // stepped back since the previous batch
+	case prev == 0 && clockMs < committed:
+		back = committed - clockMs // behind the last commit at the first batch (a takeover, a restart)
+	}
+	if back <= 0 {
+		return
+	}
+	rep.ClockStepBack = true
+	e.logger.Warn("the processing time clock stepped back; batches run at the last committed processing time until it catches up",
+		"back_ms", back, "clock_ms", clockMs, "committed_processing_time_ms", committed, "behind_ms", rep.ClockBehindMs)
+}
+
 // resume starts the next chunk of the open batch (Progress().Open), with its processing time,
 // watermark and the keys it must not time out.
 func (b *batch) resume() error {
@@ -375,6 +410,7 @@ func (b *batch) resume() error {
 	b.ownMax, b.recordMax = timeouts.NoEventTime, false // the first chunk recorded it
 	b.from = o.Next
 	b.rep = BatchReport{BatchID: b.id}
+	b.counted = tally{}
 	b.inMax, b.nextIn, b.inputsPending = nil, nil, false
 	b.man = Manifest{Continued: true, HadState: true}
 	b.groups, b.nData, b.nInit, b.vals = b.groups[:0], 0, 0, b.vals[:0]
@@ -459,12 +495,16 @@ func (b *batch) commit(position uint64, more bool) (state.Progress, error) {
 	} else {
 		b.sb.SetProgress(b.nextW, position)
 	}
+	b.sb.SetProcessingTime(b.T)
+	now := b.tally()
+	b.sb.AddCounters(now.since(b.counted, !more))
 	b.e.quar.record(b.sb)
 	b.e.att.record(b.sb)
 	p, err := b.sb.Commit()
 	if err != nil {
 		return state.Progress{}, fmt.Errorf("engine: committing batch %d: %w", b.id, err)
 	}
+	b.counted = now
 	b.e.quar.committed()
 	b.e.att.committed()
 	if more {
@@ -906,4 +946,26 @@ func (b *batch) append(en state.OutboxEntry) {
 		b.outbox = make([]state.OutboxEntry, 0, max(b.outCap+b.outCap/4, 16))
 	}
 	b.outbox = append(b.outbox, en)
+}
+
+// tally is what a batch's report counts of the deployment's counters (state.Progress.Counters):
+// the batch's chunks each commit what the report added since the previous chunk.
+type tally struct{ rowsIn, late, dead, timeouts, emitted, ttl int }
+
+// tally returns what the batch's report counts so far.
+func (b *batch) tally() tally {
+	r := &b.rep
+	return tally{rowsIn: r.RowsIn, late: r.LateRows, dead: r.DeadLetters, timeouts: r.TimeoutCalls, emitted: r.Emitted, ttl: r.TTLExpired}
+}
+
+// since returns the counters to add for t after the chunks that counted prev; closing counts
+// the batch itself (its last commit).
+func (t tally) since(prev tally, closing bool) state.Counters {
+	d := func(now, was int) uint64 { return uint64(max(now-was, 0)) }
+	c := state.Counters{RowsIn: d(t.rowsIn, prev.rowsIn), LateRows: d(t.late, prev.late), DeadLetters: d(t.dead, prev.dead),
+		TimeoutsFired: d(t.timeouts, prev.timeouts), Emitted: d(t.emitted, prev.emitted), TTLExpired: d(t.ttl, prev.ttl)}
+	if closing {
+		c.Batches = 1
+	}
+	return c
 }

@@ -160,8 +160,11 @@ type Row struct {
 
 // BatchInput is one micro-batch.
 type BatchInput struct {
-	// ProcessingTimeMs is the batch's processing time T in epoch milliseconds: the caller's
-	// wall clock at batch start, constant in the batch (docs/semantics.md, "A micro-batch").
+	// ProcessingTimeMs is the caller's wall clock at batch start in epoch milliseconds. The
+	// batch's processing time T, constant in the batch, is the larger of it and the last
+	// committed batch's (state.Progress.ProcessingTimeMs), so T never decreases, even when
+	// the clock steps back or a runtime whose clock is behind takes over (docs/semantics.md,
+	// "A micro-batch"; BatchReport.ClockStepBack).
 	ProcessingTimeMs int64
 	// Rows in arrival order; none for a no-data batch. See [Row] for who owns their data.
 	Rows []Row
@@ -235,6 +238,19 @@ type BatchReport struct {
 	// failed: its input is committed, and the next RunBatch delivers the outbox and then
 	// finishes the batch before it runs its own input.
 	Open bool
+	// ClockBehindMs is how far BatchInput.ProcessingTimeMs was behind the last committed
+	// batch's processing time, which the batch ran at instead; 0 when it was not behind.
+	// ClockStepBack is set when the clock stepped back: it is earlier than the previous
+	// RunBatch's, or, at the engine's first batch, than the last committed processing time
+	// (a takeover by a runtime whose clock is behind). Each step is reported once, and
+	// logged at Warn.
+	ClockBehindMs int64
+	ClockStepBack bool
+	// Undelivered is set, to the error, when a delivery of committed outputs failed during this
+	// RunBatch (this batch's, or the previous one's whose acknowledgements it awaited): they
+	// wait in the outbox, and the next RunBatch delivers them before it runs anything, failing
+	// with [ErrDeliveryPending] while it cannot.
+	Undelivered string
 	// Resumed reports the batch that this RunBatch finished first, when the last commit left
 	// one open (a crash, an error or a failed delivery between its chunks): its remaining
 	// timeout calls ran at its own processing time and watermark. Nil otherwise.
@@ -275,7 +291,10 @@ type Engine struct {
 	sink      Sink
 	logger    *slog.Logger
 	progress  state.Progress // the last commit's: the batch id, watermark and position to go on from
-	pending   bool           // the outbox may hold undelivered entries
+	// lastClockMs is the previous RunBatch's BatchInput.ProcessingTimeMs (0: none yet), to
+	// tell a clock step back (checkClock).
+	lastClockMs int64
+	pending     bool // the outbox may hold undelivered entries
 	// acksUnsynced: an acknowledgement was written since the last synced write. A batch's
 	// commit syncs it (the log is sequential); when none follows, syncAcks must.
 	acksUnsynced bool

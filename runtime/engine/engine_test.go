@@ -234,8 +234,11 @@ func TestUndeliveredOutputsHoldBack(t *testing.T) {
 	st := openStore(t, "")
 	eng := newEngine(t, specFromYAML(t, probeSpec), probeWasm(t), st, sink)
 	ctx := context.Background()
-	_, err := eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: 1000, Position: 1, Rows: rows(`{"k":"a","ops":[{"emit":1}]}`)})
+	rep, err := eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: 1000, Position: 1, Rows: rows(`{"k":"a","ops":[{"emit":1}]}`)})
 	require(t, err, "a failed delivery after the commit is not an error of the batch")
+	if rep.Undelivered == "" {
+		t.Fatalf("the report does not say the batch's outputs were not delivered: %+v", rep)
+	}
 	before, _ := st.Deployment("probe").Progress()
 
 	in := engine.BatchInput{ProcessingTimeMs: 2000, Position: 2, Rows: rows(`{"k":"a","ops":[{"emit":2}]}`)}
@@ -246,8 +249,11 @@ func TestUndeliveredOutputsHoldBack(t *testing.T) {
 		t.Fatalf("a batch ran while outputs were pending: %+v -> %+v", before, after)
 	}
 	sink.broken = false
-	_, err = eng.RunBatch(ctx, in)
+	rep, err = eng.RunBatch(ctx, in)
 	require(t, err)
+	if rep.Undelivered != "" {
+		t.Fatalf("undelivered after a delivery that worked: %q", rep.Undelivered)
+	}
 	if got := payloads(sink.take(state.OutboxOutput)); strings.Join(got, ",") != "1,2" {
 		t.Fatalf("delivered %v, want [1 2]", got)
 	}

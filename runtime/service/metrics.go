@@ -33,6 +33,8 @@ type Metrics struct {
 	changelogSize *prometheus.GaugeVec
 	restored      *prometheus.CounterVec
 	snapUpload    *prometheus.CounterVec
+	// clockStepsBack counts the steps back of the processing time clock (engine.BatchReport.ClockStepBack).
+	clockStepsBack *prometheus.CounterVec
 	// Of each input of a deployment with several (labels deployment and input).
 	inputRowsBy    *prometheus.CounterVec
 	lateRowsBy     *prometheus.CounterVec
@@ -82,6 +84,8 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		changelogSize: gauge("groupstate_changelog_bytes", "Bytes in the deployment's changelog stream."),
 		restored:      counter("groupstate_restore_records_total", "Changelog records and snapshot chunks applied by the takeovers of this runtime (few when it took over from a warm standby copy)."),
 		snapUpload:    counter("groupstate_snapshot_upload_bytes_total", "Bytes (compressed) of snapshot chunks this runtime uploaded: the chunks the last snapshot lacked."),
+		clockStepsBack: counter("groupstate_clock_steps_back_total",
+			"Times the wall clock was found behind the processing time of the last committed batch (stepped back, or a takeover by a runtime whose clock is behind); batches run at the committed time until it catches up."),
 	}
 	di := []string{"deployment", "input"}
 	m.inputRowsBy = prometheus.NewCounterVec(prometheus.CounterOpts{Name: "groupstate_input_rows_by_input_total", Help: "Input rows received, by input (deployments with several inputs)."}, di)
@@ -91,13 +95,19 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	reg.MustRegister(m.inputRowsBy, m.lateRowsBy, m.inputLagBy, m.watermarkLagBy)
 	reg.MustRegister(m.inputRows, m.lateRows, m.deadLetters, m.outputRows, m.timeoutsFired, m.failedKeys,
 		m.batches, m.batchDuration, m.stateKeys, m.stateBytes, m.watermarkLag, m.inputLag, m.up, m.fencedTotal,
-		m.owned, m.takeovers, m.standbyLag, m.changelogSize, m.restored, m.snapUpload)
+		m.owned, m.takeovers, m.standbyLag, m.changelogSize, m.restored, m.snapUpload, m.clockStepsBack)
 	return m
 }
 
-// batch records a committed batch.
+// batch records a committed batch, and a step back of the clock seen by any batch.
 func (m *Metrics) batch(name string, rep *engine.BatchReport) {
-	if m == nil || rep.Skipped {
+	if m == nil {
+		return
+	}
+	if rep.ClockStepBack {
+		m.clockStepsBack.WithLabelValues(name).Inc()
+	}
+	if rep.Skipped {
 		return
 	}
 	m.inputRows.WithLabelValues(name).Add(float64(rep.RowsIn))
@@ -161,7 +171,7 @@ func (m *Metrics) status(name string, part int, st *client.Status, hasWatermark 
 		}
 	}
 	up := 0.0
-	if sum.State == client.StatusRunning {
+	if client.Runs(sum.State) { // blocked runs too: its input lag tells
 		up = 1
 	}
 	m.up.WithLabelValues(name).Set(up)
@@ -181,7 +191,7 @@ func (m *Metrics) started(name string, replicated bool) {
 	if m == nil {
 		return
 	}
-	for _, c := range []*prometheus.CounterVec{m.inputRows, m.lateRows, m.deadLetters, m.outputRows, m.timeoutsFired, m.failedKeys, m.batches, m.fencedTotal} {
+	for _, c := range []*prometheus.CounterVec{m.inputRows, m.lateRows, m.deadLetters, m.outputRows, m.timeoutsFired, m.failedKeys, m.batches, m.fencedTotal, m.clockStepsBack} {
 		c.WithLabelValues(name).Add(0)
 	}
 	m.owned.WithLabelValues(name).Inc() // one per partition run here

@@ -90,3 +90,25 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestMetricsClockStepsBack: a step back of the clock is counted once per report that says
+// so, skipped batches included, and the series exists from the deployment's start.
+func TestMetricsClockStepsBack(t *testing.T) {
+	m := NewMetrics(prometheus.NewRegistry())
+	m.started("d", false)
+	for _, rep := range []*engine.BatchReport{
+		{ClockStepBack: true, ClockBehindMs: 500},
+		{ClockBehindMs: 400},
+		{Skipped: true, ClockStepBack: true, ClockBehindMs: 900},
+		{},
+	} {
+		m.batch("d", rep)
+	}
+	var got dto.Metric
+	if err := m.clockStepsBack.WithLabelValues("d").Write(&got); err != nil {
+		t.Fatal(err)
+	}
+	if v := got.GetCounter().GetValue(); v != 2 {
+		t.Fatalf("groupstate_clock_steps_back_total %v, want 2", v)
+	}
+}

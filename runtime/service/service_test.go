@@ -263,11 +263,13 @@ func TestServiceEndToEnd(t *testing.T) {
 		t.Fatalf("keys %+v", keys)
 	}
 
-	// Redeploy with a different config: the state is kept.
+	// Redeploy with a different config: the state is kept, and the counters go on with it.
+	old, err := env.client.Status(context.Background(), "logincount")
+	testutil.Require(t, err)
 	env.deploy(strings.Replace(logincountSpec, "idle_timeout: 10s", "idle_timeout: 20s", 1), logincountWasm(t))
 	testutil.Eventually(t, "redeploy", func() bool {
 		st, err := env.client.Status(context.Background(), "logincount")
-		return err == nil && st.State == client.StatusRunning && st.RowsIn == 0
+		return err == nil && st.State == client.StatusRunning && st.StartedAt.After(old.StartedAt) && st.RowsIn > 0 && st.RowsIn >= old.RowsIn
 	})
 	env.publish("logins.web", `{"user_id":"bob"}`)
 	env.waitTotals(map[string]int{"ada": 3, "bob": 2})

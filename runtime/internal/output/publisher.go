@@ -77,11 +77,13 @@ type Publisher struct {
 	instance string
 	gen      uint64 // generation of the entries of batches >= genFrom; gen-1 before
 	genFrom  uint64
+	// ackTimeout is PublishAckTimeout (shorter in tests).
+	ackTimeout time.Duration
 }
 
 // NewPublisher returns a Publisher sending to subj through js.
 func NewPublisher(js jetstream.JetStream, subj Subjects) *Publisher {
-	return &Publisher{js: js, subj: subj}
+	return &Publisher{js: js, subj: subj, ackTimeout: PublishAckTimeout}
 }
 
 // WithInstance makes the message ids of p include instance, the identity of the state store
@@ -196,17 +198,30 @@ func (p *Publisher) stub(m *nats.Msg, reason, why string) *nats.Msg {
 
 // refused tells whether err, from publishing m, is a refusal that publishing m again cannot
 // change: the stream's max_msg_size, an invalid subject, the server's max_payload, or a
-// permission violation for m's subject (the server reports those on the connection, and the
-// publish itself only times out, so the connection's last error is consulted).
-func (p *Publisher) refused(m *nats.Msg, err error) bool {
+// permission violation for m's subject. The server reports a violation on the connection,
+// and the publish itself only times out, so the connection's last error is consulted: it
+// counts only when it is a violation for m's subject that arrived after m was sent (it is
+// not before, the connection's last error when m was sent). A violation of an earlier
+// publish stays the connection's last error until it reconnects, and must not turn a later
+// timeout into a refusal once the permission was fixed.
+func (p *Publisher) refused(m *nats.Msg, err, before error) bool {
 	switch {
 	case errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum), errors.Is(err, nats.ErrBadSubject), errors.Is(err, nats.ErrMaxPayload):
 		return true
 	case errors.Is(err, jetstream.ErrAsyncPublishTimeout), errors.Is(err, nats.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		last := p.js.Conn().LastError()
-		return last != nil && errors.Is(last, nats.ErrPermissionViolation) && strings.Contains(last.Error(), `Publish to "`+m.Subject+`"`)
+		return p.violatedSince(m.Subject, before)
 	}
 	return false
+}
+
+// violatedSince tells whether the connection's last error is a permission violation for
+// publishing to subject that is not before (each violation the server reports is a new error
+// value), so one that arrived since before was read.
+func (p *Publisher) violatedSince(subject string, before error) bool {
+	last := p.js.Conn().LastError()
+	// The violation is a *fmt.wrapError: comparing it with before (of whatever type) is safe.
+	return last != nil && errors.Is(last, nats.ErrPermissionViolation) && last != before &&
+		strings.Contains(last.Error(), `Publish to "`+subject+`"`)
 }
 
 // replace publishes the stub of m, which was refused with err, and waits for its
@@ -317,11 +332,11 @@ func (d *Delivery) send(ctx context.Context, entries []state.OutboxEntry) error 
 			m = p.message(e, subject, deployment)
 		}
 		m = p.fit(m)
-		f := inflight{e: e, subject: subject, idx: d.published, at: time.Now()}
+		f := inflight{e: e, subject: subject, idx: d.published, at: time.Now(), lastErr: d.nc.LastError()}
 		m.Reply = d.acks.reply(f.idx)
 		err := d.nc.PublishMsg(m)
 		m.Reply = ""
-		if err != nil && p.refused(m, err) {
+		if err != nil && p.refused(m, err, f.lastErr) {
 			err = p.replace(ctx, m, err) // published in order: every earlier message is sent
 			if err == nil {
 				continue
@@ -424,6 +439,9 @@ type inflight struct {
 	subject string
 	idx     int       // its index in the delivery's acks
 	at      time.Time // when it was sent
+	// lastErr is the connection's last error when it was sent: a permission violation then
+	// was an earlier publish's, not this one's (see Publisher.refused).
+	lastErr error
 }
 
 // Wait returns nil once every message of the delivery was acknowledged by its
@@ -505,7 +523,7 @@ func (d *Delivery) await(ctx context.Context, f inflight) error {
 			}
 		}
 		m := d.p.fit(d.p.message(f.e, f.subject, d.deployment)) // the message sent
-		if d.p.refused(m, err) {
+		if d.p.refused(m, err, f.lastErr) {
 			err = d.p.replace(ctx, m, err)
 		}
 		if err != nil {
@@ -523,7 +541,7 @@ func (d *Delivery) idle(ctx context.Context, sentAt time.Time) error {
 	if d.disconnected {
 		return nats.ErrDisconnected
 	}
-	wait := time.Until(sentAt.Add(PublishAckTimeout))
+	wait := time.Until(sentAt.Add(d.p.ackTimeout))
 	if wait <= 0 {
 		return jetstream.ErrAsyncPublishTimeout
 	}
@@ -540,7 +558,7 @@ func (d *Delivery) idle(ctx context.Context, sentAt time.Time) error {
 		return ctx.Err()
 	case <-d.timer.C:
 		// Set for an earlier publish, or this one's time is up: the next call tells.
-		d.timer.Reset(max(time.Until(sentAt.Add(PublishAckTimeout)), 0))
+		d.timer.Reset(max(time.Until(sentAt.Add(d.p.ackTimeout)), 0))
 		return nil
 	}
 }

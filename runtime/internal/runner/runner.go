@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -290,6 +291,7 @@ func (r *Runner) setup(ctx context.Context, reset bool) error {
 		st.LastError, st.LastErrorAt = notes, time.Now()
 	}
 	r.report.reset(st)
+	r.report.setCounters(r.eng.Progress().Counters) // they go on from the last commit, here or on another runtime
 	return nil
 }
 
@@ -318,11 +320,22 @@ func (r *Runner) open(ctx context.Context, reset bool) (notes string, err error)
 			r.deps.ForgetStreams(r.rec) // the next open ensures them again
 		}
 	}()
+	var resetNote string
 	if reset {
-		if err := resetState(ctx, r.ks, src); err != nil {
+		dropped, err := resetState(ctx, r.ks, src)
+		if err != nil {
 			return "", fmt.Errorf("resetting the state: %w", err)
 		}
+		if dropped.total() > 0 {
+			resetNote = dropped.String()
+			r.logger.Warn(resetNote, "outputs", dropped.outputs, "entries", dropped.total())
+		}
 	}
+	defer func() {
+		if err == nil && resetNote != "" {
+			notes = strings.Join(slices.DeleteFunc([]string{resetNote, notes}, func(s string) bool { return s == "" }), "; ")
+		}
+	}()
 	if r.shadow != nil && r.rec.Promoting {
 		// A promotion that committed the shadow's input position but stopped before storing
 		// the record: the position counts in the input, not in the manifests.
@@ -546,26 +559,57 @@ func reconcile(ctx context.Context, js jetstream.JetStream, ks *state.Deployment
 // the last one acknowledged), with the watermark at its start. The batch id and the output
 // generation go on from where they were, so new outputs never reuse old message ids. Done
 // again before anything ran (a crash before the reset was recorded as done), it does the same.
-func resetState(ctx context.Context, ks *state.Deployment, src *input.Source) error {
+// It returns what of the outbox, committed but not yet delivered, it dropped.
+func resetState(ctx context.Context, ks *state.Deployment, src *input.Source) (droppedOutbox, error) {
+	var dropped droppedOutbox
 	p, err := ks.Progress()
 	if err != nil {
-		return err
+		return dropped, err
 	}
 	floor, err := src.AckFloor(ctx)
 	if err != nil {
-		return err
+		return dropped, err
+	}
+	if err := ks.Outbox(func(e state.OutboxEntry) error {
+		dropped.count(e.Kind)
+		return nil
+	}); err != nil {
+		return dropped, err
 	}
 	if err := ks.Drop(); err != nil {
-		return err
+		return dropped, err
 	}
 	b := ks.NewBatch(p.BatchID + 1)
 	b.SetProgress(0, floor)
 	b.SetInputCreated(p.InputCreated)
+	b.SetProcessingTime(p.ProcessingTimeMs) // processing time does not go back with the state
 	if p.Generation != 0 {
 		b.SetGeneration(p.Generation)
 	}
 	_, err = b.Commit()
-	return err
+	return dropped, err
+}
+
+// droppedOutbox counts the outbox entries a reset of the state dropped, by kind.
+type droppedOutbox struct{ outputs, deadLetters, other int }
+
+func (d *droppedOutbox) count(k state.OutboxKind) {
+	switch k {
+	case state.OutboxOutput:
+		d.outputs++
+	case state.OutboxDeadLetter:
+		d.deadLetters++
+	default:
+		d.other++ // late rows, manifests
+	}
+}
+
+func (d droppedOutbox) total() int { return d.outputs + d.deadLetters + d.other }
+
+// String says what the reset dropped, for the log and the status's last error.
+func (d droppedOutbox) String() string {
+	return fmt.Sprintf("the state reset dropped %d outputs and %d dead letters committed but not yet delivered (and %d late rows or manifests); they are not published",
+		d.outputs, d.deadLetters, d.other)
 }
 
 // Start runs the loop until ctx ends or the runner is stopped. The loop ends with ctx (a
@@ -748,6 +792,9 @@ func (r *Runner) failedBatch(ctx, batchCtx context.Context, err error, backoff *
 		r.fail(err) // on_error: fail stops the deployment; nothing of the batch committed
 		return true
 	}
+	if errors.Is(err, engine.ErrDeliveryPending) {
+		r.report.block() // committed outputs wait in the outbox: status blocked (fault publishes it)
+	}
 	if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
 		// No stream captures an output subject (an output stream was deleted): the
 		// engine keeps the outbox; re-create the streams so that delivery can work.
@@ -763,7 +810,7 @@ func (r *Runner) failedBatch(ctx, batchCtx context.Context, err error, backoff *
 // status's counters, the shared watermark and the metrics, then publishes the status
 // (throttled) and takes a snapshot when one is due.
 func (r *Runner) committed(ctx context.Context, rep *engine.BatchReport) {
-	r.report.record(rep)
+	r.report.record(rep, r.eng.Progress().Counters)
 	r.publishWatermark(rep)
 	r.env.Metrics.Batch(r.spec.Name, rep)
 	if !r.takeoverAt.IsZero() && !rep.Skipped {
@@ -1065,7 +1112,7 @@ func (r *Runner) runDrain(ctx context.Context, reply chan<- drainResult) bool {
 		reply <- drainResult{err: err}
 		return false
 	}
-	r.report.record(rep)
+	r.report.record(rep, r.eng.Progress().Counters)
 	r.env.Metrics.Batch(r.spec.Name, rep)
 	r.drained.Store(rep)
 	r.report.setState(client.StatusDrained)

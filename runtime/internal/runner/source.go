@@ -3,6 +3,7 @@ package runner
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/engine"
@@ -24,8 +25,9 @@ type batchSource interface {
 	// committed tells that the last batch next returned committed with report rep: the
 	// source acknowledges its input (on ctx) and moves past it.
 	committed(ctx context.Context, rep *engine.BatchReport)
-	// pending is how many messages the source's consumer holds after its ack floor (the
-	// status's input lag).
+	// pending is how many messages the source's consumer holds after its ack floor and the
+	// source has not committed: not delivered yet, or fetched and not run (the status's input
+	// lag).
 	pending(ctx context.Context) (uint64, error)
 	// close ends the source's prefetch and closes what it reads; the loop calls it as it ends.
 	close()
@@ -128,6 +130,9 @@ type liveSource struct {
 	rest    []input.Msg // pending after the batch returned last
 	last    *input.Msg  // the batch returned last's last message (nil: none)
 	noData  bool        // run a batch without waiting for rows
+	// unrun is len(fetched), for pending, which any goroutine may ask: rows fetched (out of
+	// the consumer's NumPending) that no committed batch ran yet.
+	unrun atomic.Int64
 }
 
 var _ batchSource = (*liveSource)(nil)
@@ -152,6 +157,7 @@ func (l *liveSource) next(ctx, batchCtx context.Context, backoff *time.Duration)
 				continue
 			}
 			l.fetched = append(l.fetched, msgs...)
+			l.unrun.Store(int64(len(l.fetched)))
 		}
 		var msgs []input.Msg
 		msgs, l.rest = cutBatch(l.fetched, int(l.r.spec.Trigger.MaxBytes))
@@ -195,9 +201,18 @@ func (l *liveSource) committed(ctx context.Context, rep *engine.BatchReport) {
 		l.r.ack(ctx, *l.last)
 	}
 	l.fetched, l.last = l.rest, nil // what did not fit trigger.max_bytes runs next, before another fetch
+	l.unrun.Store(int64(len(l.fetched)))
 	l.noData = rep.NeedsNoDataBatch
 }
 
-func (l *liveSource) pending(ctx context.Context) (uint64, error) { return l.r.src.Pending(ctx) }
+// pending counts the consumer's messages not delivered yet and those fetched but not run by
+// a committed batch: fetched rows wait too, and a lag of 0 while they do would hide them.
+func (l *liveSource) pending(ctx context.Context) (uint64, error) {
+	n, err := l.r.src.Pending(ctx)
+	if err != nil {
+		return 0, err
+	}
+	return n + uint64(l.unrun.Load()), nil
+}
 
 func (l *liveSource) close() { l.stop() }

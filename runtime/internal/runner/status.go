@@ -9,6 +9,7 @@ import (
 	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/registry"
+	"github.com/groupstate/groupstate/state"
 )
 
 // statusReporter holds a runner's status document between its puts (see
@@ -110,6 +111,16 @@ func (sr *statusReporter) setState(state string) {
 	sr.mu.Unlock()
 }
 
+// block notes that the deployment's outputs cannot be published (see client.StatusBlocked):
+// a running deployment reads blocked until a batch commits again (record).
+func (sr *statusReporter) block() {
+	sr.mu.Lock()
+	if sr.status.State == client.StatusRunning {
+		sr.status.State = client.StatusBlocked
+	}
+	sr.mu.Unlock()
+}
+
 // stopped sets the state stopped; with keepFailed, a failed state stays.
 func (sr *statusReporter) stopped(keepFailed bool) {
 	sr.mu.Lock()
@@ -126,22 +137,35 @@ func (sr *statusReporter) setPromoted(h registry.Handover) {
 	sr.mu.Unlock()
 }
 
-// record adds a batch report to the status counters.
-func (sr *statusReporter) record(rep *engine.BatchReport) {
+// setCounters sets the status counters to the deployment's committed counters (see
+// state.Progress.Counters), which survive restarts and failovers.
+func (sr *statusReporter) setCounters(c state.Counters) {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	st := &sr.status
+	st.Batches, st.RowsIn, st.LateRows = int64(c.Batches), int64(c.RowsIn), int64(c.LateRows)
+	st.DeadLetters, st.TimeoutsFired, st.TTLExpired, st.Emitted = int64(c.DeadLetters), int64(c.TimeoutsFired), int64(c.TTLExpired), int64(c.Emitted)
+}
+
+// record notes a batch report in the status, and the deployment's counters as its commit
+// left them (c).
+func (sr *statusReporter) record(rep *engine.BatchReport, c state.Counters) {
+	sr.setCounters(c)
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
 	st := &sr.status
 	st.Error = ""
+	switch {
+	case rep.Undelivered != "" && st.State == client.StatusRunning:
+		st.State = client.StatusBlocked // committed, but its outputs wait in the outbox
+		st.Error = "outputs cannot be published: " + rep.Undelivered
+		st.LastError, st.LastErrorAt = st.Error, time.Now()
+	case rep.Undelivered == "" && st.State == client.StatusBlocked:
+		st.State = client.StatusRunning // the outbox was delivered: the batch ran
+	}
 	if rep.Skipped {
 		return
 	}
-	st.Batches++
-	st.RowsIn += int64(rep.RowsIn)
-	st.LateRows += int64(rep.LateRows)
-	st.DeadLetters += int64(rep.DeadLetters)
-	st.TimeoutsFired += int64(rep.TimeoutCalls)
-	st.TTLExpired += int64(rep.TTLExpired)
-	st.Emitted += int64(rep.Emitted)
 	st.LastBatchID = rep.BatchID
 	st.LastBatchMs = float64(rep.Duration.Microseconds()) / 1000
 	st.WatermarkMs = rep.WatermarkMs
