@@ -1,12 +1,16 @@
 package service_test
 
 import (
+	"context"
+	"io/fs"
+	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/groupstate/groupstate/runtime/client"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 )
 
@@ -37,4 +41,27 @@ func TestIdleDeploymentWaits(t *testing.T) {
 	testutil.EventuallyWithin(t, time.Second, "bob's output from an idle deployment", func() bool {
 		return len(env.streamMsgs("LOGINCOUNT_OUT")) == 2
 	})
+}
+
+// TestDeployCachesCompiledModule: a client with a cache directory (the CLI's) keeps the
+// module it compiled to validate a deploy there, so the next deploy of the same module, from
+// another client (another CLI process), loads it instead of compiling it again.
+func TestDeployCachesCompiledModule(t *testing.T) {
+	env := startNATS(t)
+	dir := t.TempDir()
+	c, err := client.New(context.Background(), env.nc, client.WithCacheDir(dir))
+	testutil.Require(t, err)
+	defer c.Close(context.Background())
+	_, err = c.Deploy(context.Background(), specFromYAML(t, logincountSpec), logincountWasm(t))
+	testutil.Require(t, err)
+	var files int
+	testutil.Require(t, filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files++
+		}
+		return err
+	}))
+	if files == 0 {
+		t.Fatal("the compiled module is not in the client's cache directory")
+	}
 }
