@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"math"
 
 	"github.com/groupstate/groupstate/timeouts"
@@ -52,4 +53,26 @@ func (e *Engine) Due() (atMs int64, ok bool, err error) {
 		}
 	}
 	return at, ok, nil
+}
+
+// releaser is a handler that can close the module instances waiting for calls (the WASM
+// host, and a shared module's reference to it).
+type releaser interface {
+	Release(ctx context.Context) int
+}
+
+// ReleaseInstances closes the module instances that wait for calls, so that the engine of a
+// deployment that idles holds no instance memory; its next call makes an instance again (it
+// starts the module anew, as after a failed call: a module keeps nothing between calls that
+// the runtime relies on). With a module the deployment's partitions share
+// (Config.ShareModule) it closes the shared module's idle instances. It returns how many it
+// closed (0 for a native handler).
+func (e *Engine) ReleaseInstances(ctx context.Context) int {
+	if e.closed {
+		return 0
+	}
+	if r, ok := e.h.(releaser); ok {
+		return r.Release(ctx)
+	}
+	return 0
 }

@@ -2,9 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/state"
 )
 
 // TestDue: Engine.Due is exactly when a batch without input next does something. A new
@@ -81,5 +83,24 @@ func TestDue(t *testing.T) {
 				t.Fatalf("a no-data batch at Due did nothing: %+v", rep)
 			}
 		})
+	}
+}
+
+// TestReleaseInstances: an engine releases its idle module instances, and the next batch
+// runs as before on a new one (state kept: it is in the store, not the instance).
+func TestReleaseInstances(t *testing.T) {
+	sink := &collector{}
+	eng := newEngine(t, specFromYAML(t, probeSpec), probeWasm(t), nil, sink)
+	_, err := eng.RunBatch(context.Background(), engine.BatchInput{ProcessingTimeMs: 1000, Rows: rows(`{"k":"a","ops":[{"update":"a1"}]}`)})
+	require(t, err)
+	if n := eng.ReleaseInstances(context.Background()); n != 1 {
+		t.Fatalf("released %d instances, want 1", n)
+	}
+	sink.take(state.OutboxOutput)
+	if got := stateOf(t, eng, sink, 2000, "a"); !strings.Contains(got, `"state":"a1"`) {
+		t.Fatalf("after a release: %s", got)
+	}
+	if n := eng.ReleaseInstances(context.Background()); n != 1 {
+		t.Fatalf("released %d instances, want the 1 the batch made", n)
 	}
 }

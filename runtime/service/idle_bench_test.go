@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"syscall"
@@ -23,14 +24,16 @@ const idleWindow = 5 * time.Second
 
 // BenchmarkIdle measures what idle deployments cost (issue 30): it starts the embedded NATS
 // server and a service in this process, deploys GS_IDLE_DEPLOYMENTS (default 10) logincount
-// deployments (processing_time timeouts) that get no input, lets them settle, and measures
+// deployments (processing_time timeouts) that get no input, lets them settle (GS_IDLE_SETTLE,
+// default 35 s: past the release of idle module instances), and measures
 // the process's CPU time (getrusage: the service and the embedded server alike) over a window
 // of idleWindow per iteration, and its memory after it. Run it alone, once:
 //
 //	GS_IDLE_DEPLOYMENTS=100 go test ./runtime/service/ -run '^$' -bench BenchmarkIdle -benchtime 1x
 //
 // Metrics: cpu-%/deployment and cpu-%-total (of one core), heap-MB (Go heap in use),
-// rss-MB and rss-MB/deployment (the process's resident set, compiled modules included),
+// rss-MB and rss-MB/deployment (the process's resident set, compiled modules included, after
+// debug.FreeOSMemory),
 // deploy-s/deployment (client deploy until running).
 func BenchmarkIdle(b *testing.B) {
 	n := 10
@@ -67,7 +70,16 @@ func BenchmarkIdle(b *testing.B) {
 		waitIdleRunning(b, c, fmt.Sprintf("idle%d", i))
 	}
 	deployS := time.Since(started).Seconds() / float64(n)
-	time.Sleep(2 * time.Second) // the first batches and status puts of the last deployments
+	// Idle long enough for the runners to release their module instances (runner's
+	// instanceIdle, 30 s), unless GS_IDLE_SETTLE says otherwise.
+	settle := 35 * time.Second
+	if v := os.Getenv("GS_IDLE_SETTLE"); v != "" {
+		var err error
+		if settle, err = time.ParseDuration(v); err != nil {
+			b.Fatalf("GS_IDLE_SETTLE=%q: %v", v, err)
+		}
+	}
+	time.Sleep(settle)
 
 	b.ResetTimer()
 	var cpu, wall time.Duration
@@ -78,7 +90,7 @@ func BenchmarkIdle(b *testing.B) {
 		wall += time.Since(t0)
 	}
 	b.StopTimer()
-	runtime.GC()
+	debug.FreeOSMemory() // what an idle process converges to: freed memory returned to the OS
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rss := residentMB(b)

@@ -692,6 +692,29 @@ func (h *Host) acquire(ctx context.Context) (*instance, error) {
 	}
 }
 
+// Release closes the instances waiting in the pool (those running a call are left alone), so
+// that an idle module holds no instance memory; the next call makes one again, on demand, as
+// after a failed call. It returns how many it closed. Safe for concurrent use with calls.
+func (h *Host) Release(ctx context.Context) int {
+	n := 0
+	for {
+		h.mu.Lock()
+		closed := h.closed
+		h.mu.Unlock()
+		if closed {
+			return n
+		}
+		select {
+		case in := <-h.pool:
+			in.close(ctx)
+			<-h.sem // the instance's slot is free
+			n++
+		default:
+			return n
+		}
+	}
+}
+
 // Close closes every instance and the wazero runtime. Compiled code stays in the cache.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()

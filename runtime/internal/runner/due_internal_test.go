@@ -19,21 +19,7 @@ import (
 // it asks for comes when the timeout is due, not every trigger interval.
 func TestLiveSourceDue(t *testing.T) {
 	ctx := context.Background()
-	st, err := state.Open(t.TempDir(), &state.Options{Logger: testutil.DiscardLogger()})
-	testutil.Require(t, err)
-	defer st.Close()
-	sp, err := spec.ParseSpec([]byte("name: probe\nkey: {field: k}\ntimeout: processing_time\n"))
-	testutil.Require(t, err)
-	rt, err := engine.New(engine.Options{Logger: testutil.DiscardLogger()})
-	testutil.Require(t, err)
-	defer rt.Close(ctx)
-	eng, err := rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: testutil.ReadFile(t, "../../engine/testdata/probe/probe.wasm"), Store: st, Sink: discardSink{}})
-	testutil.Require(t, err)
-	defer eng.Close(ctx)
-	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
-	r := &Runner{env: Config{Clock: clock}, unit: unit{spec: sp, logger: testutil.DiscardLogger()}, opening: opening{eng: eng}}
-	l := &liveSource{feed: feed{r: r}}
-	defer l.close()
+	l, eng, clock := probeSource(t)
 	batch := func(rows ...engine.Row) {
 		t.Helper()
 		_, err := eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(clock.Now()), Rows: rows})
@@ -71,6 +57,46 @@ func TestLiveSourceDue(t *testing.T) {
 	if run, _ := l.due(); !run {
 		t.Fatal("the timeout passed: no batch due")
 	}
+}
+
+// TestReleaseIdle: a live source releases its engine's module instances once it idled
+// instanceIdle, not before.
+func TestReleaseIdle(t *testing.T) {
+	ctx := context.Background()
+	l, eng, _ := probeSource(t)
+	l.busyAt = time.Now()
+	l.releaseIdle(ctx)
+	if l.released {
+		t.Fatal("released at once")
+	}
+	l.busyAt = time.Now().Add(-instanceIdle)
+	l.releaseIdle(ctx)
+	if n := eng.ReleaseInstances(ctx); !l.released || n != 0 {
+		t.Fatalf("after idling instanceIdle: released %v, %d instances left to release", l.released, n)
+	}
+}
+
+// probeSource returns a live source over an engine of the probe module under processing-time
+// timeouts, with a manual clock, outside any service (enough for due and releaseIdle).
+func probeSource(t *testing.T) (*liveSource, *engine.Engine, *timeouts.ManualClock) {
+	t.Helper()
+	ctx := context.Background()
+	st, err := state.Open(t.TempDir(), &state.Options{Logger: testutil.DiscardLogger()})
+	testutil.Require(t, err)
+	t.Cleanup(func() { st.Close() })
+	sp, err := spec.ParseSpec([]byte("name: probe\nkey: {field: k}\ntimeout: processing_time\n"))
+	testutil.Require(t, err)
+	rt, err := engine.New(engine.Options{Logger: testutil.DiscardLogger()})
+	testutil.Require(t, err)
+	t.Cleanup(func() { rt.Close(ctx) })
+	eng, err := rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: testutil.ReadFile(t, "../../engine/testdata/probe/probe.wasm"), Store: st, Sink: discardSink{}})
+	testutil.Require(t, err)
+	t.Cleanup(func() { eng.Close(ctx) })
+	clock := timeouts.NewManualClock(time.UnixMilli(1_000_000))
+	r := &Runner{env: Config{Clock: clock}, unit: unit{spec: sp, logger: testutil.DiscardLogger()}, opening: opening{eng: eng}}
+	l := &liveSource{feed: feed{r: r}}
+	t.Cleanup(l.close)
+	return l, eng, clock
 }
 
 // discardSink delivers nothing anywhere.

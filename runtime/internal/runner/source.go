@@ -136,12 +136,20 @@ type liveSource struct {
 	last    *input.Msg  // the batch returned last's last message (nil: none)
 	noData  bool        // run a batch without waiting for rows
 	timer   *time.Timer // the wake-up of due (nil until first needed)
+	// busyAt is when the source last started or a batch last did something (not skipped);
+	// released tells that the engine's module instances were released since (see
+	// releaseIdle).
+	busyAt   time.Time
+	released bool
 }
 
 var _ batchSource = (*liveSource)(nil)
 
 func (l *liveSource) next(ctx, batchCtx context.Context, backoff *time.Duration) (batch, outcome) {
 	l.start(ctx)
+	if l.busyAt.IsZero() {
+		l.busyAt = time.Now()
+	}
 	for ctx.Err() == nil {
 		if len(l.fetched) == 0 && !l.noData {
 			now, wake := l.due()
@@ -165,6 +173,7 @@ func (l *liveSource) next(ctx, batchCtx context.Context, backoff *time.Duration)
 			}
 			if len(msgs) == 0 {
 				l.r.idle(ctx) // a fetch that waited idlePoll for nothing: no batch
+				l.releaseIdle(ctx)
 				continue
 			}
 			l.fetched = append(l.fetched, msgs...)
@@ -211,6 +220,23 @@ func (l *liveSource) batch(msgs []input.Msg) batch {
 // idle runner wakes to refresh its status and take a due snapshot (see Runner.idle). It is
 // the trigger interval when that is longer.
 const idlePoll = 2 * time.Second
+
+// instanceIdle is how long a deployment goes without a batch that does something before its
+// engine releases its module instances (engine.Engine.ReleaseInstances): the next batch with
+// calls starts one again, which costs it the module's initialization.
+const instanceIdle = 30 * time.Second
+
+// releaseIdle releases the engine's module instances once the deployment has idled
+// instanceIdle, once per idle period.
+func (l *liveSource) releaseIdle(ctx context.Context) {
+	if l.released || time.Since(l.busyAt) < instanceIdle {
+		return
+	}
+	l.released = true
+	if n := l.r.eng.ReleaseInstances(ctx); n > 0 {
+		l.r.logger.Debug("idle: module instances released", "instances", n, "idle_for", time.Since(l.busyAt).Round(time.Second))
+	}
+}
 
 // due tells whether a batch without input has something to do now (now: then wake comes
 // after the trigger interval, and the batch runs unless rows came first, as a batch closes
@@ -266,6 +292,9 @@ func (l *liveSource) committed(ctx context.Context, rep *engine.BatchReport) {
 	}
 	l.fetched, l.last = l.rest, nil // what did not fit trigger.max_bytes runs next, before another fetch
 	l.noData = rep.NeedsNoDataBatch
+	if !rep.Skipped {
+		l.busyAt, l.released = time.Now(), false
+	}
 }
 
 func (l *liveSource) pending(ctx context.Context) (uint64, error) { return l.r.src.Pending(ctx) }
