@@ -8,6 +8,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/debug"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"syscall"
@@ -34,7 +35,8 @@ const idleWindow = 5 * time.Second
 // Metrics: cpu-%/deployment and cpu-%-total (of one core), heap-MB (Go heap in use),
 // rss-MB and rss-MB/deployment (the process's resident set, compiled modules included, after
 // debug.FreeOSMemory),
-// deploy-s/deployment (client deploy until running).
+// deploy-s/deployment (client deploy until running). GS_IDLE_CPUPROFILE=FILE writes a CPU
+// profile of the measured windows, GS_IDLE_HEAPPROFILE=FILE a heap profile after them.
 func BenchmarkIdle(b *testing.B) {
 	n := 10
 	if v := os.Getenv("GS_IDLE_DEPLOYMENTS"); v != "" {
@@ -81,6 +83,12 @@ func BenchmarkIdle(b *testing.B) {
 	}
 	time.Sleep(settle)
 
+	if path := os.Getenv("GS_IDLE_CPUPROFILE"); path != "" {
+		f, err := os.Create(path)
+		testutil.Require(b, err)
+		testutil.Require(b, pprof.StartCPUProfile(f))
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	b.ResetTimer()
 	var cpu, wall time.Duration
 	for range b.N {
@@ -94,6 +102,12 @@ func BenchmarkIdle(b *testing.B) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rss := residentMB(b)
+	if path := os.Getenv("GS_IDLE_HEAPPROFILE"); path != "" {
+		f, err := os.Create(path)
+		testutil.Require(b, err)
+		testutil.Require(b, pprof.WriteHeapProfile(f))
+		testutil.Require(b, f.Close())
+	}
 	share := 100 * cpu.Seconds() / wall.Seconds()
 	b.ReportMetric(share/float64(n), "cpu-%/deployment")
 	b.ReportMetric(share, "cpu-%-total")
@@ -111,7 +125,7 @@ func idleSpec(i int) string {
 name: idle%[1]d
 module: unused.wasm
 input:
-  subjects: ["idle%[1]d.>"]
+  subjects: ["idle%[1]d.in.>"]
 key:
   field: user_id
 timeout: processing_time

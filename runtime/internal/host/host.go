@@ -229,7 +229,9 @@ func (h *Host) setup(ctx context.Context) error {
 	if err := validate(compiled); err != nil {
 		return err
 	}
-	h.compiled = compiled
+	// The module's bytes (as given and as instrumented) are not needed once compiled:
+	// instances are made from the compiled module. Dropped, an idle host holds only that.
+	h.compiled, h.wasm, h.cfg.Wasm = compiled, nil, nil
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, h.rt); err != nil {
 		return err
 	}
