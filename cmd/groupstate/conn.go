@@ -46,7 +46,7 @@ func (f *connFlags) client(cmd *cobra.Command, name string) (c *client.Client, c
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err = client.New(cmd.Context(), nc)
+	c, err = client.New(cmd.Context(), nc, client.WithCacheDir(defaultCacheDir()))
 	if err != nil {
 		nc.Close()
 		return nil, nil, err

@@ -91,8 +91,26 @@ func (c *Client) ceilings(ctx context.Context) (engine.Ceilings, error) {
 	return ceil, nil
 }
 
+// Option is an option of New.
+type Option func(*options)
+
+// options are New's options.
+type options struct {
+	cacheDir string
+}
+
+// WithCacheDir keeps the modules the client compiles to validate a deploy in dir (as
+// engine.Options.CacheDir): a later client, in this process or another, deploying the same
+// module loads its compiled code instead of compiling it again. Default: "", compiled code
+// is kept in memory, for this client only.
+func WithCacheDir(dir string) Option { return func(o *options) { o.cacheDir = dir } }
+
 // New opens the deployment registry over nc (creating its buckets if missing).
-func New(ctx context.Context, nc *nats.Conn) (*Client, error) {
+func New(ctx context.Context, nc *nats.Conn, opts ...Option) (*Client, error) {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, err
@@ -105,7 +123,10 @@ func New(ctx context.Context, nc *nats.Conn) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("client: opening the deployment registry: %w", err)
 	}
-	rt, err := engine.New(engine.Options{})
+	rt, err := engine.New(engine.Options{CacheDir: o.cacheDir})
+	if err != nil && o.cacheDir != "" {
+		rt, err = engine.New(engine.Options{}) // an unusable cache costs only time
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -96,6 +96,11 @@ func (mr *moduleRef) ProcessV2(ctx context.Context, call *handler.CallV2, sess h
 	return mr.m.h.ProcessV2(ctx, call, sess, results)
 }
 
+// Release closes the shared module's idle instances (see Engine.ReleaseInstances).
+func (mr *moduleRef) Release(ctx context.Context) int {
+	return mr.m.h.Release(ctx)
+}
+
 func (mr *moduleRef) Close(ctx context.Context) error {
 	mr.sm.mu.Lock()
 	if mr.closed {

@@ -68,6 +68,14 @@ func (s *Service) checkedOff(c checkResult) {
 	}
 	if c.err == nil {
 		delete(s.checks, c.rec.Name)
+		for _, rv := range s.checked {
+			if rv.Rec.ModuleDigest == c.rv.Rec.ModuleDigest {
+				// The same bytes (both verified by their SHA-256): the deployments of one
+				// module hold one copy of it, not one each (issue 30).
+				c.rv.Wasm = rv.Wasm
+				break
+			}
+		}
 		s.checked[c.rec.Name] = c.rv
 		return
 	}

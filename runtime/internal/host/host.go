@@ -229,7 +229,9 @@ func (h *Host) setup(ctx context.Context) error {
 	if err := validate(compiled); err != nil {
 		return err
 	}
-	h.compiled = compiled
+	// The module's bytes (as given and as instrumented) are not needed once compiled:
+	// instances are made from the compiled module. Dropped, an idle host holds only that.
+	h.compiled, h.wasm, h.cfg.Wasm = compiled, nil, nil
 	if _, err := wasi_snapshot_preview1.Instantiate(ctx, h.rt); err != nil {
 		return err
 	}
@@ -689,6 +691,29 @@ func (h *Host) acquire(ctx context.Context) (*instance, error) {
 		return in, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+}
+
+// Release closes the instances waiting in the pool (those running a call are left alone), so
+// that an idle module holds no instance memory; the next call makes one again, on demand, as
+// after a failed call. It returns how many it closed. Safe for concurrent use with calls.
+func (h *Host) Release(ctx context.Context) int {
+	n := 0
+	for {
+		h.mu.Lock()
+		closed := h.closed
+		h.mu.Unlock()
+		if closed {
+			return n
+		}
+		select {
+		case in := <-h.pool:
+			in.close(ctx)
+			<-h.sem // the instance's slot is free
+			n++
+		default:
+			return n
+		}
 	}
 }
 

@@ -365,3 +365,35 @@ func rawInstance(mod api.Module) *instance {
 		stop:   mod.ExportedGlobal(StopGlobal).(api.MutableGlobal),
 		frames: mod.ExportedGlobal(StackGlobal).(api.MutableGlobal), stackMax: DefaultStackBytes}
 }
+
+// TestRelease: Release closes the idle instances, and the next call makes one again and runs
+// as before; a second Release closes that one.
+func TestRelease(t *testing.T) {
+	cfg := testConfig(sampleWasm(t, "logincount"))
+	cfg.Init.Mode = abi.TimeoutProcessingTime
+	cfg.Limits.Instances = 2
+	h, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	call := func() {
+		t.Helper()
+		res := make([]handler.Result, 1)
+		c := &handler.Call{ProcessingTimeMs: 1000, Groups: []handler.Group{{Key: []byte(`"ada"`), Rows: [][]byte{[]byte(`{}`)}}}}
+		if err := h.Process(context.Background(), c, res); err != nil || res[0].Err != nil || len(res[0].Emits) != 1 {
+			t.Fatalf("call: %v, %+v", err, res[0])
+		}
+	}
+	call()
+	if n := h.Release(context.Background()); n != 1 {
+		t.Fatalf("Release closed %d instances, want the 1 the host had", n)
+	}
+	if len(h.pool) != 0 || len(h.sem) != 0 {
+		t.Fatalf("after Release: %d pooled, %d slots taken; want none", len(h.pool), len(h.sem))
+	}
+	call()
+	if n := h.Release(context.Background()); n != 1 {
+		t.Fatalf("second Release closed %d instances, want 1", n)
+	}
+}

@@ -32,6 +32,10 @@ type pullRequest struct {
 	NoWait   bool          `json:"no_wait,omitempty"`
 }
 
+// pullStatusRoom is the room a pull's channel has beyond the request's batch, for the statuses
+// that come with it (heartbeats, the one that ends it).
+const pullStatusRoom = 16
+
 // pullGrace is how much longer than a request's expiry (or, for a request without one, at
 // all) the client waits for its end without a word from the server: a request lost on the way
 // (a reconnect, a consumer leader change) ends then.
@@ -51,6 +55,7 @@ const (
 // pull is one pull request in progress, on an inbox of its own. It is used by one goroutine.
 type pull struct {
 	sub       *nats.Subscription
+	ch        chan *nats.Msg // sub's deliveries
 	batch     int
 	maxBytes  int
 	received  int       // deliveries received
@@ -80,14 +85,13 @@ func startPull(nc *nats.Conn, subject string, req pullRequest) (*pull, error) {
 		return nil, err
 	}
 	inbox := nc.NewInbox()
-	sub, err := nc.SubscribeSync(inbox)
+	// The request bounds what comes (batch, max_bytes), and a few statuses end it; the client
+	// must not drop any of it as a slow consumer, so the channel holds all of it. A channel of
+	// the request's size, not a sync subscription's 64k entries (512 KB allocated per request:
+	// an idle deployment's long poll held one all the time).
+	ch := make(chan *nats.Msg, req.Batch+pullStatusRoom)
+	sub, err := nc.ChanSubscribe(inbox, ch)
 	if err != nil {
-		return nil, err
-	}
-	// The request bounds what comes (batch, max_bytes); the client must not drop any of it as
-	// a slow consumer.
-	if err := sub.SetPendingLimits(-1, -1); err != nil {
-		_ = sub.Unsubscribe()
 		return nil, err
 	}
 	if err := nc.PublishMsg(&nats.Msg{Subject: subject, Reply: inbox, Data: body}); err != nil {
@@ -96,6 +100,7 @@ func startPull(nc *nats.Conn, subject string, req pullRequest) (*pull, error) {
 	}
 	return &pull{
 		sub:       sub,
+		ch:        ch,
 		batch:     req.Batch,
 		maxBytes:  req.MaxBytes,
 		delivered: -1,
@@ -144,7 +149,14 @@ func (p *pull) next(ctx context.Context) (*nats.Msg, error) {
 		if p.delivered >= 0 {
 			bound = p.overtaken
 		}
-		m, err := p.sub.NextMsgWithContext(p.waitCtx(ctx, bound))
+		var m *nats.Msg
+		var err error
+		wctx := p.waitCtx(ctx, bound)
+		select {
+		case m = <-p.ch:
+		case <-wctx.Done():
+			err = wctx.Err()
+		}
 		if err != nil {
 			if cerr := ctx.Err(); cerr != nil {
 				return nil, cerr

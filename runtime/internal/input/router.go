@@ -87,8 +87,10 @@ const (
 	DefaultRouterMaxRows = 10000
 	// DefaultRouterMaxBytes is the most bytes of rows one fetch of the router takes.
 	DefaultRouterMaxBytes = 16 << 20
-	// DefaultRouterWait is how long a fetch of the router waits for a first row.
-	DefaultRouterWait = time.Second
+	// MinRouterWait is the shortest wait of a router's fetch for a first row: the wait ends
+	// as soon as a row arrives, so a longer one costs no latency, and an idle router asks
+	// the server for input every MinRouterWait rather than every trigger interval.
+	MinRouterWait = 2 * time.Second
 )
 
 // routerWindow is the most routed messages awaiting an acknowledgement at once.
@@ -185,7 +187,7 @@ type RouterOptions struct {
 	// MaxRows and MaxBytes bound one fetch: [DefaultRouterMaxRows] and
 	// [DefaultRouterMaxBytes] when 0 or less.
 	MaxRows, MaxBytes int
-	// Wait is how long a fetch waits for a first row ([DefaultRouterWait] when 0 or less).
+	// Wait is how long a fetch waits for a first row, at least [MinRouterWait].
 	Wait time.Duration
 	// Logger receives the router's warnings (slog.Default() when nil).
 	Logger *slog.Logger
@@ -210,9 +212,7 @@ func (o *RouterOptions) check() error {
 	if o.MaxBytes <= 0 {
 		o.MaxBytes = DefaultRouterMaxBytes
 	}
-	if o.Wait <= 0 {
-		o.Wait = DefaultRouterWait
-	}
+	o.Wait = max(o.Wait, MinRouterWait)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

@@ -97,9 +97,11 @@ type opening struct {
 type partitionWatermark struct {
 	// wm is the runtime's view of the partitions' watermarks, for a partition of a deployment
 	// under event_time (nil otherwise); lastRowAt is when the partition's last row arrived (by
-	// the service's clock), published with its max event time.
+	// the service's clock), published with its max event time; published is the record last
+	// given to wm (republished while the partition idles: see republishWatermark).
 	wm        *cluster.Watermarks
 	lastRowAt time.Time
+	published *cluster.WatermarkRecord
 }
 
 // routing is the router of partition 0 of a deployment that the runtime splits into
@@ -239,10 +241,10 @@ func newRunner(cfg Config, deps Deps, rv *Revision, o options) *Runner {
 	r.key = topology.Keyspace(sp.Name, r.part, r.parts)
 	r.inputOf = rec.InputDeployment() // a shadow recorded before InputOf: its primary
 	if rec.ShadowOf != "" {
-		r.shadow = &shadowSource{feed: feed{r: r}}
+		r.shadow = &shadowSource{feed: feed{r: r, poll: sp.Trigger.Interval.Std()}}
 		r.in = r.shadow
 	} else {
-		r.in = &liveSource{feed: feed{r: r}}
+		r.in = &liveSource{feed: feed{r: r, poll: max(idlePoll, sp.Trigger.Interval.Std())}}
 	}
 	if r.parts > 1 {
 		r.logger = logger.With("partition", r.part)
@@ -823,6 +825,14 @@ func (r *Runner) committed(ctx context.Context, rep *engine.BatchReport) {
 	r.snaps.maybe(ctx, r.spec.Name, r.ks, r.logger)
 }
 
+// idle is what the loop does when a fetch waited idlePoll and found nothing, and no batch
+// runs: it publishes the status (its update time shows the runner alive) and takes a
+// snapshot when one is due.
+func (r *Runner) idle(ctx context.Context) {
+	r.publishStatus(ctx, false)
+	r.snaps.maybe(ctx, r.spec.Name, r.ks, r.logger)
+}
+
 // stopOnStateError stops the runner (and tells so) on an error of a write of its state that
 // no retry here can mend: a changelog append refused or lost (the deployment is restored from
 // the changelog wherever the plan says) or a failed store (the service reopens it).
@@ -879,10 +889,11 @@ type fetcher struct {
 	cancel context.CancelFunc
 }
 
-// startFetcher starts prefetching from r.src until ctx ends or stop is called.
-func (r *Runner) startFetcher(ctx context.Context) *fetcher {
+// startFetcher starts prefetching from r.src until ctx ends or stop is called, each fetch
+// waiting up to poll for its first row.
+func (r *Runner) startFetcher(ctx context.Context, poll time.Duration) *fetcher {
 	fctx, cancel := context.WithCancel(ctx)
-	out, done := r.prefetch(fctx)
+	out, done := r.prefetch(fctx, poll)
 	return &fetcher{out: out, done: done, cancel: cancel}
 }
 
@@ -905,13 +916,13 @@ type fetchResult struct {
 // redelivered after a restart, and rows at or before the committed position are skipped.
 // After a fetch error it fetches again once the loop has taken the error, so it retries at
 // most once ahead of the loop's backoff.
-func (r *Runner) prefetch(ctx context.Context) (<-chan fetchResult, <-chan struct{}) {
+func (r *Runner) prefetch(ctx context.Context, poll time.Duration) (<-chan fetchResult, <-chan struct{}) {
 	out := make(chan fetchResult)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
-			msgs, err := r.src.Fetch(ctx, r.spec.Trigger.MaxRows, int(r.spec.Trigger.MaxBytes), r.spec.Trigger.Interval.Std())
+			msgs, err := r.src.Fetch(ctx, r.spec.Trigger.MaxRows, int(r.spec.Trigger.MaxBytes), poll)
 			select {
 			case out <- fetchResult{msgs: msgs, err: err}:
 			case <-ctx.Done():

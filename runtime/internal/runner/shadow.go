@@ -85,7 +85,7 @@ func (in *shadowSource) next(ctx, batchCtx context.Context, backoff *time.Durati
 			continue
 		}
 		if len(in.fetched) == 0 || in.more {
-			ev, msgs, reply := in.wait(ctx, backoff)
+			ev, msgs, reply := in.wait(ctx, backoff, nil)
 			switch ev {
 			case gotDrain:
 				return batch{drain: reply}, drainAsked

@@ -56,14 +56,15 @@ type batch struct {
 // feed is a source's prefetch of its runner's consumer (r.src), which it starts, stops and
 // heals. Used by the loop only.
 type feed struct {
-	r *Runner
-	f *fetcher // nil: stopped
+	r    *Runner
+	f    *fetcher      // nil: stopped
+	poll time.Duration // how long a fetch waits for its first row (see idlePoll)
 }
 
 // Start starts the prefetch, unless it runs.
 func (fd *feed) start(ctx context.Context) {
 	if fd.f == nil {
-		fd.f = fd.r.startFetcher(ctx)
+		fd.f = fd.r.startFetcher(ctx, fd.poll)
 	}
 }
 
@@ -84,13 +85,14 @@ const (
 	gotWatermark              // another partition's record may have moved the watermark
 	gotRetry                  // a fetch failed (reported, healed when the input was gone): wait again
 	gotStop                   // ctx ended
+	gotWake                   // the wake-up asked for came: something may be due without input
 )
 
-// wait waits for the prefetch's next fetch, a drain request, or a move of the shared
-// watermark. A failed fetch goes to the status with backoff (see runner.fault); after a fetch
-// that found the consumer or the input stream gone it stops the prefetch, re-creates them
-// (see runner.heal) and starts again on the new consumer.
-func (fd *feed) wait(ctx context.Context, backoff *time.Duration) (event, []input.Msg, chan drainResult) {
+// wait waits for the prefetch's next fetch, a drain request, a move of the shared
+// watermark, or wake (nil: none). A failed fetch goes to the status with backoff (see
+// runner.fault); after a fetch that found the consumer or the input stream gone it stops the
+// prefetch, re-creates them (see runner.heal) and starts again on the new consumer.
+func (fd *feed) wait(ctx context.Context, backoff *time.Duration, wake <-chan time.Time) (event, []input.Msg, chan drainResult) {
 	r := fd.r
 	var res fetchResult
 	select {
@@ -100,6 +102,8 @@ func (fd *feed) wait(ctx context.Context, backoff *time.Duration) (event, []inpu
 		return gotDrain, nil, reply
 	case <-r.watermarkMoved():
 		return gotWatermark, nil, nil
+	case <-wake:
+		return gotWake, nil, nil
 	case <-ctx.Done():
 		return gotStop, nil, nil
 	}
@@ -122,8 +126,11 @@ func (fd *feed) wait(ctx context.Context, backoff *time.Duration) (event, []inpu
 }
 
 // liveSource is the batchSource of a deployment reading its input: batches of the fetched
-// rows, at most trigger.max_bytes each, and no-data batches when the partitions' shared
-// watermark moves this one's (see watermark.go). Used by the loop only.
+// rows, at most trigger.max_bytes each, and no-data batches only when one has something to
+// do: a processing-time timeout or a TTL is due (engine.Engine.Due), the partitions' shared
+// watermark moves this one's (see watermark.go), or the engine asks for one. An idle
+// deployment runs no batch: its fetch waits (idlePoll) and its loop sleeps until the next
+// due time. Used by the loop only.
 type liveSource struct {
 	feed
 	fetched []input.Msg // fetched, not yet committed
@@ -133,15 +140,25 @@ type liveSource struct {
 	// unrun is len(fetched), for pending, which any goroutine may ask: rows fetched (out of
 	// the consumer's NumPending) that no committed batch ran yet.
 	unrun atomic.Int64
+	timer *time.Timer // the wake-up of due (nil until first needed)
+	// busyAt is when the source last started or a batch last did something (not skipped);
+	// released tells that the engine's module instances were released since (see
+	// releaseIdle).
+	busyAt   time.Time
+	released bool
 }
 
 var _ batchSource = (*liveSource)(nil)
 
 func (l *liveSource) next(ctx, batchCtx context.Context, backoff *time.Duration) (batch, outcome) {
 	l.start(ctx)
+	if l.busyAt.IsZero() {
+		l.busyAt = time.Now()
+	}
 	for ctx.Err() == nil {
 		if len(l.fetched) == 0 && !l.noData {
-			ev, msgs, reply := l.wait(ctx, backoff)
+			now, wake := l.due()
+			ev, msgs, reply := l.wait(ctx, backoff, wake)
 			switch ev {
 			case gotDrain:
 				return batch{drain: reply}, drainAsked
@@ -153,7 +170,15 @@ func (l *liveSource) next(ctx, batchCtx context.Context, backoff *time.Duration)
 				// though no row comes. The fetch in flight is taken next time.
 				l.noData = l.r.watermarkAhead()
 				continue
+			case gotWake:
+				l.noData = now // else the time due came: due looks again
+				continue
 			case gotRetry:
+				continue
+			}
+			if len(msgs) == 0 {
+				l.r.idle(ctx) // a fetch that waited idlePoll for nothing: no batch
+				l.releaseIdle(ctx)
 				continue
 			}
 			l.fetched = append(l.fetched, msgs...)
@@ -196,6 +221,77 @@ func (l *liveSource) batch(msgs []input.Msg) batch {
 	return batch{in: engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(now), Rows: rows, Position: maxSeq}, last: last}
 }
 
+// idlePoll is how long a fetch waits for the first row when none is there (its pull
+// request's expiry; a row arriving meanwhile ends the wait at once), and with it how often an
+// idle runner wakes to refresh its status and take a due snapshot (see Runner.idle). It is
+// the trigger interval when that is longer.
+const idlePoll = 2 * time.Second
+
+// instanceIdle is how long a deployment goes without a batch that does something before its
+// engine releases its module instances (engine.Engine.ReleaseInstances): the next batch with
+// calls starts one again, which costs it the module's initialization.
+const instanceIdle = 30 * time.Second
+
+// releaseIdle releases the engine's module instances once the deployment has idled
+// instanceIdle, once per idle period.
+func (l *liveSource) releaseIdle(ctx context.Context) {
+	if l.released || time.Since(l.busyAt) < instanceIdle {
+		return
+	}
+	l.released = true
+	if n := l.r.eng.ReleaseInstances(ctx); n > 0 {
+		l.r.logger.Debug("idle: module instances released", "instances", n, "idle_for", time.Since(l.busyAt).Round(time.Second))
+	}
+}
+
+// due tells whether a batch without input has something to do now (now: then wake comes
+// after the trigger interval, and the batch runs unless rows came first, as a batch closes
+// after the interval) and, if not, what wakes the loop to ask again (nil: only input, a drain
+// or the shared watermark): the time the engine's next processing-time timeout or TTL is due
+// (by the runner's clock), and for a partition that shares its watermark the trigger
+// interval, since the others' records count as idle after a while, which moves the bound
+// without any record changing.
+func (l *liveSource) due() (now bool, wake <-chan time.Time) {
+	r := l.r
+	interval := r.spec.Trigger.Interval.Std()
+	if r.wm != nil {
+		r.republishWatermark()
+		if r.watermarkAhead() {
+			return true, l.wakeIn(interval)
+		}
+	}
+	at, ok, err := r.eng.Due()
+	if err != nil {
+		r.logger.Debug("reading when the next timeout is due; running a batch", "err", err)
+		return true, l.wakeIn(interval) // the batch meets the error, or does what is due
+	}
+	wait := time.Duration(-1)
+	if ok {
+		t := timeouts.UnixMs(r.env.Clock.Now())
+		if at <= t {
+			return true, l.wakeIn(interval)
+		}
+		wait = time.Duration(min(at-t, int64(time.Duration(1<<62)/time.Millisecond))) * time.Millisecond
+	}
+	if r.wm != nil && (wait < 0 || interval < wait) {
+		wait = interval
+	}
+	if wait < 0 {
+		return false, nil
+	}
+	return false, l.wakeIn(wait)
+}
+
+// wakeIn sets the source's timer to d and returns its channel.
+func (l *liveSource) wakeIn(d time.Duration) <-chan time.Time {
+	if l.timer == nil {
+		l.timer = time.NewTimer(d)
+	} else {
+		l.timer.Reset(d)
+	}
+	return l.timer.C
+}
+
 func (l *liveSource) committed(ctx context.Context, rep *engine.BatchReport) {
 	if l.last != nil {
 		l.r.ack(ctx, *l.last)
@@ -203,6 +299,9 @@ func (l *liveSource) committed(ctx context.Context, rep *engine.BatchReport) {
 	l.fetched, l.last = l.rest, nil // what did not fit trigger.max_bytes runs next, before another fetch
 	l.unrun.Store(int64(len(l.fetched)))
 	l.noData = rep.NeedsNoDataBatch
+	if !rep.Skipped {
+		l.busyAt, l.released = time.Now(), false
+	}
 }
 
 // pending counts the consumer's messages not delivered yet and those fetched but not run by
@@ -215,4 +314,9 @@ func (l *liveSource) pending(ctx context.Context) (uint64, error) {
 	return n + uint64(l.unrun.Load()), nil
 }
 
-func (l *liveSource) close() { l.stop() }
+func (l *liveSource) close() {
+	l.stop()
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+}

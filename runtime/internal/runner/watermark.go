@@ -51,7 +51,17 @@ func (r *Runner) publishWatermark(rep *engine.BatchReport) {
 	if rep.MaxEventMs == timeouts.NoEventTime {
 		return // nothing seen yet: nothing to bound the others with
 	}
-	r.wm.Publish(r.spec.Name, r.part, cluster.WatermarkRecord{MaxEventMs: rep.MaxEventMs, LastRowAt: r.lastRowAt})
+	rec := cluster.WatermarkRecord{MaxEventMs: rep.MaxEventMs, LastRowAt: r.lastRowAt}
+	r.published = &rec
+	r.wm.Publish(r.spec.Name, r.part, rec)
+}
+
+// republishWatermark gives the partition's last record to the watermarks again, while no batch
+// runs: Publish throttles its puts, and puts a record it held back only when called again.
+func (r *Runner) republishWatermark() {
+	if r.wm != nil && r.published != nil {
+		r.wm.Publish(r.spec.Name, r.part, *r.published)
+	}
 }
 
 // watermarkMoved is closed when another partition's record may have moved r's watermark (nil,
