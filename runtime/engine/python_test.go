@@ -1,0 +1,102 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/groupstate/groupstate/internal/pybuild"
+	"github.com/groupstate/groupstate/runtime/scenario"
+)
+
+// pyHandler exercises the Python runtime (issue 31): the standard library frozen into it,
+// groupstate.config, the GroupState API and its errors, and failures that must fail only
+// their group with the traceback as the error.
+const pyHandler = `
+import collections, dataclasses, datetime, decimal, functools, itertools, json, math, re, sys, typing
+import groupstate
+from helper import double
+
+@dataclasses.dataclass
+class Row:
+    k: str
+    n: int
+
+def handle(key, rows, state):
+    k = key[0]
+    if k == "boom":
+        raise ValueError("boom " + groupstate.config["word"])
+    if k == "exit":
+        sys.exit(3)
+    if k == "get":
+        state.get
+    if k == "none":
+        state.update(None)
+    if k == "duration":
+        state.setTimeoutTimestamp(5)
+    chunks = list(rows)
+    n = sum(len(c) for c in chunks)
+    seen = state.getOption or {"n": 0}
+    state.update({"n": seen["n"] + n})
+    yield {
+        "k": k,
+        "n": state.get["n"],
+        "chunks": len(chunks),
+        "double": double(n),
+        "counter": collections.Counter("abca").most_common(1)[0][0],
+        "date": datetime.datetime.fromtimestamp(state.getCurrentProcessingTimeMs() / 1000, datetime.timezone.utc).isoformat(),
+        "dec": str(decimal.Decimal("1.10") + decimal.Decimal("2.205")),
+        "re": re.sub(r"\d+", "#", "a1b22"),
+        "json": json.loads('"\\n"') == "\n",
+        "math": math.floor(math.pi * 100),
+        "row": dataclasses.asdict(Row(k, n)),
+        "reduce": functools.reduce(lambda a, b: a + b, itertools.chain([1], [2, 3])),
+    }
+    state.setTimeoutDuration("10s")
+`
+
+func TestPythonHandler(t *testing.T) {
+	wasm, err := pybuild.Build(map[string][]byte{
+		"handler.py": []byte(pyHandler),
+		"helper.py":  []byte("def double(x):\n    return 2 * x\n"),
+	}, "handler:handle")
+	require(t, err)
+	sp := specFromYAML(t, `
+name: pytest
+module: handler.wasm
+input:
+  subjects: ["in.>"]
+key:
+  field: k
+timeout: processing_time
+output:
+  subject: out
+on_error: dead_letter
+config:
+  word: bang
+`)
+	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}, {"k": "boom"}, {"k": "exit"}, {"k": "a"}, {"k": "get"}, {"k": "none"}, {"k": "duration"}]}
+{"expect": [{"k": "a", "n": 2, "chunks": 1, "double": 4, "counter": "a", "date": "1970-01-01T00:00:01+00:00", "dec": "3.305", "re": "a#b#", "json": true, "math": 314, "row": {"k": "a", "n": 2}, "reduce": 6}]}
+{"at": 2000, "rows": [{"k": "a"}]}
+{"expect": [{"k": "a", "n": 3, "chunks": 1, "double": 2, "counter": "a", "date": "1970-01-01T00:00:02+00:00", "dec": "3.305", "re": "a#b#", "json": true, "math": 314, "row": {"k": "a", "n": 1}, "reduce": 6}]}
+`))
+	require(t, err)
+	var out, log bytes.Buffer
+	err = scenario.RunSteps(context.Background(), scenario.Options{
+		Spec: sp, Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Out: &out, Log: &log,
+	}, steps)
+	require(t, err, log.String())
+	for _, want := range []string{
+		`key="boom"`, `Traceback (most recent call last):`, `File \"handler.py\", line 14, in handle`,
+		`raise ValueError(\"boom \" + groupstate.config[\"word\"])`, `ValueError: boom bang`,
+		`SystemExit: 3`,
+		`groupstate.GroupStateValueError: groupstate: state is either not defined or has already been removed`,
+		`groupstate.GroupStateTypeError: groupstate: null is not a valid state value`,
+		`groupstate.GroupStateRuntimeError: groupstate: cannot set timeout timestamp without event_time timeout`,
+	} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("dead letters lack %s:\n%s", want, log.String())
+		}
+	}
+}
