@@ -1,23 +1,26 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/groupstate/groupstate/internal/pybuild"
 	"github.com/groupstate/groupstate/internal/toolchain"
 )
 
 // newBuildCommand returns `groupstate build`, which builds a handler project's module with its
 // language's toolchain (package toolchain).
 func newBuildCommand() *cobra.Command {
-	var lang, out, sdk string
+	var lang, out, sdk, entry string
 	var verbose bool
 	cmd := &cobra.Command{
-		Use:   "build [DIR] [--lang go|rust|c|assemblyscript] [-o OUT.wasm] [--sdk CHECKOUT]",
+		Use:   "build [DIR] [--lang go|rust|c|assemblyscript] [-o OUT.wasm] [--sdk CHECKOUT] | build --lang python FILE.py [FILE.py ...] [-o OUT.wasm] [--entry NAME]",
 		Short: "Build a handler project (default .) into its WebAssembly module, in any language",
 		Long: `Builds the handler project in DIR (default .) into a WebAssembly module with its language's
 own toolchain and the exact flags of the groupstate repository's Makefile, and prints
@@ -41,13 +44,30 @@ $GROUPSTATE_CHECKOUT, else the one a "groupstate init" project's Makefile names,
 first checkout at or above DIR, the current directory or this executable. Go projects name
 theirs in go.mod.
 
+Python (--lang python, or .py files as arguments) needs no toolchain: the handler's files,
+with the groupstate package, go into the Python runtime module that this executable carries
+(CPython 3.11 built for WASI; sdk/python). The first file is the handler's module, whose
+function --entry (default handle) is the entry point; the other files are modules it imports,
+by their paths relative to the first file's directory. OUT defaults to the first file's name
+with .wasm.
+
 Before it runs anything it checks the whole toolchain (compiler, linker, WebAssembly target
 and libraries) and, when a part is missing, says in one line what and how to install it.`,
 		Example: `  groupstate build
   groupstate build ~/src/logins -o /tmp/logins.wasm
-  groupstate build --lang c --sdk ~/src/groupstate`,
-		Args: cobra.MaximumNArgs(1),
+  groupstate build --lang c --sdk ~/src/groupstate
+  groupstate build --lang python handler.py helpers.py -o handler.wasm`,
+		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if lang == "python" || (lang == "" && len(args) > 0 && strings.HasSuffix(args[0], ".py")) {
+				return runPythonBuild(cmd, args, out, entry)
+			}
+			if len(args) > 1 {
+				return fmt.Errorf("build takes one project directory, got %d arguments (Python takes .py files: --lang python)", len(args))
+			}
+			if entry != "" {
+				return errors.New("--entry is for Python handlers (--lang python)")
+			}
 			dir := "."
 			if len(args) == 1 {
 				dir = args[0]
@@ -55,10 +75,11 @@ and libraries) and, when a part is missing, says in one line what and how to ins
 			return runBuild(cmd, dir, lang, out, sdk, verbose)
 		},
 	}
-	cmd.Flags().StringVar(&lang, "lang", "", "handler language: go, rust, c or assemblyscript (default: found from DIR's files)")
+	cmd.Flags().StringVar(&lang, "lang", "", "handler language: go, rust, c, assemblyscript or python (default: found from DIR's files)")
 	cmd.Flags().StringVarP(&out, "out", "o", "", "the module to write (default: the spec's module:, else DIR/<DIR's name>.wasm)")
 	cmd.Flags().StringVar(&sdk, "sdk", "", "groupstate checkout whose SDK a Rust, C or AssemblyScript project uses")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print each command before running it")
+	cmd.Flags().StringVar(&entry, "entry", "", "Python: the entry function of the first file (default handle)")
 	return cmd
 }
 
@@ -70,6 +91,46 @@ func runBuild(cmd *cobra.Command, dir, lang, out, sdk string, verbose bool) erro
 		return err
 	}
 	fmt.Fprintf(cmd.OutOrStdout(), "built %s (%d KB) in %.1fs\n", shownPath(res.Out), (res.Size+1023)/1024, res.Took.Seconds())
+	return nil
+}
+
+// runPythonBuild writes the module of the Python handler made of files (internal/pybuild).
+func runPythonBuild(cmd *cobra.Command, files []string, out, entry string) error {
+	start := time.Now()
+	if len(files) == 0 {
+		return errors.New("build --lang python: name the handler's .py files")
+	}
+	if entry == "" {
+		entry = "handle"
+	}
+	root := filepath.Dir(files[0])
+	module := strings.TrimSuffix(filepath.Base(files[0]), ".py")
+	sources := map[string][]byte{}
+	for _, f := range files {
+		if !strings.HasSuffix(f, ".py") {
+			return fmt.Errorf("build --lang python: %s is not a .py file", f)
+		}
+		rel, err := filepath.Rel(root, f)
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return fmt.Errorf("build --lang python: %s is not under %s, the first file's directory", f, root)
+		}
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return err
+		}
+		sources[filepath.ToSlash(rel)] = b
+	}
+	wasm, err := pybuild.Build(sources, module+":"+entry)
+	if err != nil {
+		return err
+	}
+	if out == "" {
+		out = strings.TrimSuffix(files[0], ".py") + ".wasm"
+	}
+	if err := os.WriteFile(out, wasm, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "built %s (%d KB) in %.1fs\n", shownPath(out), (len(wasm)+1023)/1024, time.Since(start).Seconds())
 	return nil
 }
 

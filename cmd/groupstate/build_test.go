@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -60,5 +61,36 @@ func TestBuildRefuses(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, want an error containing %q\nstdout:\n%s\nstderr:\n%s", c.args, code, c.want, stdout, stderr)
 		}
+	}
+}
+
+// TestBuildPython builds the Python logincount with nothing but this program (issue 31) and
+// runs its scenario with groupstate test.
+func TestBuildPython(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "logincount.py")
+	b, err := os.ReadFile(inRepo("samples/logincount/python/logincount.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, "build", src)
+	if code != 0 || !strings.Contains(out, "built ") {
+		t.Fatalf("build: code %d\n%s%s", code, out, errOut)
+	}
+	mod := filepath.Join(dir, "logincount.wasm")
+	out, errOut, code = runCLI(t, "test", "--spec", inRepo("samples/logincount/logincount.yaml"),
+		"--scenario", inRepo("samples/logincount/logincount.jsonl"), "--module", mod)
+	if code != 0 || !strings.Contains(out+errOut, "PASS logincount.jsonl") {
+		t.Fatalf("test: code %d\n%s%s", code, out, errOut)
+	}
+	// Two directory arguments, and --entry without Python, are refused.
+	if _, errOut, code := runCLI(t, "build", dir, dir); code == 0 || !strings.Contains(errOut, "one project directory") {
+		t.Errorf("build DIR DIR: code %d: %s", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, "build", "--lang", "python", src, "--entry", "nope", "-o", filepath.Join(dir, "x.wasm")); code != 0 {
+		t.Errorf("build --entry nope: code %d: %s (the entry is checked when the module starts)", code, errOut)
 	}
 }
