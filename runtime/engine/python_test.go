@@ -24,6 +24,13 @@ class Row:
     n: int
 
 def handle(key, rows, state):
+    if key[0] == "str":
+        return "abc"
+    if key[0] == "list":
+        return [{"k": "list"}, {"k": "list", "i": 2}]
+    return _rows(key, rows, state)
+
+def _rows(key, rows, state):
     k = key[0]
     if k == "boom":
         raise ValueError("boom " + groupstate.config["word"])
@@ -76,8 +83,8 @@ on_error: dead_letter
 config:
   word: bang
 `)
-	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}, {"k": "boom"}, {"k": "exit"}, {"k": "a"}, {"k": "get"}, {"k": "none"}, {"k": "duration"}]}
-{"expect": [{"k": "a", "n": 2, "chunks": 1, "double": 4, "counter": "a", "date": "1970-01-01T00:00:01+00:00", "dec": "3.305", "re": "a#b#", "json": true, "math": 314, "row": {"k": "a", "n": 2}, "reduce": 6}]}
+	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}, {"k": "boom"}, {"k": "exit"}, {"k": "a"}, {"k": "get"}, {"k": "none"}, {"k": "duration"}, {"k": "str"}, {"k": "list"}]}
+{"expect": [{"k": "list"}, {"k": "list", "i": 2}, {"k": "a", "n": 2, "chunks": 1, "double": 4, "counter": "a", "date": "1970-01-01T00:00:01+00:00", "dec": "3.305", "re": "a#b#", "json": true, "math": 314, "row": {"k": "a", "n": 2}, "reduce": 6}]}
 {"at": 2000, "rows": [{"k": "a"}]}
 {"expect": [{"k": "a", "n": 3, "chunks": 1, "double": 2, "counter": "a", "date": "1970-01-01T00:00:02+00:00", "dec": "3.305", "re": "a#b#", "json": true, "math": 314, "row": {"k": "a", "n": 1}, "reduce": 6}]}
 `))
@@ -88,9 +95,10 @@ config:
 	}, steps)
 	require(t, err, log.String())
 	for _, want := range []string{
-		`key="boom"`, `Traceback (most recent call last):`, `File \"handler.py\", line 14, in handle`,
+		`key="boom"`, `Traceback (most recent call last):`, `File \"handler.py\", line 21, in _rows`,
 		`raise ValueError(\"boom \" + groupstate.config[\"word\"])`, `ValueError: boom bang`,
 		`SystemExit: 3`,
+		`TypeError: groupstate: the handler returned a str; yield output rows, or return a list of them`,
 		`groupstate.GroupStateValueError: groupstate: state is either not defined or has already been removed`,
 		`groupstate.GroupStateTypeError: groupstate: null is not a valid state value`,
 		`groupstate.GroupStateRuntimeError: groupstate: cannot set timeout timestamp without event_time timeout`,

@@ -477,8 +477,9 @@ static int run_group(rd *r, int64_t T, int64_t W) {
 	result = PyObject_CallFunctionObjArgs(entry, key_tuple, rows, state, NULL);
 	if (!result) goto done;
 	if (result != Py_None) {
-		if (PyDict_Check(result)) {
-			PyErr_SetString(PyExc_TypeError, "groupstate: the handler returned a dict; yield output rows, or return a list of them");
+		if (PyDict_Check(result) || PyUnicode_Check(result) || PyBytes_Check(result)) {
+			PyErr_Format(PyExc_TypeError, "groupstate: the handler returned a %s; yield output rows, or return a list of them",
+			             Py_TYPE(result)->tp_name);
 			goto done;
 		}
 		it = PyObject_GetIter(result);
