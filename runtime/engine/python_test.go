@@ -108,3 +108,32 @@ config:
 		}
 	}
 }
+
+// TestPythonInitFailure: a handler whose import fails (here at its first line) refuses the
+// module with the traceback, as a failing gs_init does in every language.
+func TestPythonInitFailure(t *testing.T) {
+	wasm, err := pybuild.Build(map[string][]byte{
+		"handler.py": []byte("raise RuntimeError('no config ' + repr(sorted(__import__('groupstate').config)))\n"),
+	}, "handler:handle")
+	require(t, err)
+	sp := specFromYAML(t, `
+name: pyinit
+module: handler.wasm
+input:
+  subjects: ["in.>"]
+key:
+  field: k
+config:
+  a: 1
+`)
+	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}]}` + "\n"))
+	require(t, err)
+	err = scenario.RunSteps(context.Background(), scenario.Options{
+		Spec: sp, Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(),
+	}, steps)
+	if err == nil || !strings.Contains(err.Error(), "module init failed") ||
+		!strings.Contains(err.Error(), `File "handler.py", line 1, in <module>`) ||
+		!strings.Contains(err.Error(), "RuntimeError: no config ['a']") {
+		t.Fatalf("got %v, want the init to fail with the traceback", err)
+	}
+}
