@@ -138,7 +138,22 @@ def parse_duration_ms(value):
 
 
 _encoder = _json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-_encode = _encoder.encode
+
+try:
+    from json.encoder import c_make_encoder as _c_make_encoder, encode_basestring as _encode_basestring
+except ImportError:  # pragma: no cover (the runtime has json's C accelerator)
+    _c_make_encoder = None
+
+if _c_make_encoder is not None:
+    # json's C encoder made once (JSONEncoder.encode makes one per call): compact, UTF-8, no
+    # NaN; no circular-reference markers (a cycle ends in RecursionError instead).
+    _encode_chunks = _c_make_encoder(None, _encoder.default, _encode_basestring, None, ":", ",", False, False, False)
+
+    def _encode(value):
+        return "".join(_encode_chunks(value, 0))
+else:
+    _encode_chunks = None
+    _encode = _encoder.encode
 
 
 class GroupState:
@@ -149,9 +164,9 @@ class GroupState:
 
     __slots__ = ("_exists", "_value", "_raw", "_timed_out", "_T", "_W", "_action", "_timeout")
 
-    def __init__(self, exists, raw, timed_out, processing_time_ms, watermark_ms):
+    def __init__(self, exists, value, timed_out, processing_time_ms, watermark_ms):
         self._exists = bool(exists)
-        self._value = _json.loads(raw) if exists else None
+        self._value = value if exists else None
         self._raw = None
         self._timed_out = bool(timed_out)
         self._T = processing_time_ms

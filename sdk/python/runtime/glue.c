@@ -165,9 +165,11 @@ GS_EXPORT("gs_alloc") int32_t gs_alloc(int32_t size) {
 /* The interpreter's objects, kept for the instance's life. */
 static int ready;
 static PyObject *entry;       /* the handler's function */
-static PyObject *loads;       /* json.loads */
-static PyObject *new_state;   /* groupstate._new_state(exists, raw, timed_out, T, W) */
+static PyObject *scan_once;   /* json's C scanner: scan_once(str, index) -> (value, end) */
+static PyObject *new_state;   /* groupstate._new_state(exists, value, timed_out, T, W) */
 static PyObject *encode;      /* groupstate._encode(value) -> str (compact JSON) */
+static PyObject *encode_chunks; /* groupstate._encode_chunks(value, 0) -> chunks of that JSON, or None */
+static PyObject *empty_str;
 static PyObject *format_exc;  /* groupstate._format_exception(exc) -> str */
 static PyObject *str_action, *str_raw, *str_timeout;
 
@@ -373,10 +375,15 @@ GS_EXPORT("gs_init") int64_t gs_init(int32_t ptr, int32_t len) {
 	str_timeout = PyUnicode_InternFromString("_timeout");
 	format_exc = attr_of("groupstate", "_format_exception");
 	if (!format_exc) return fail_init_exception();
-	loads = attr_of("json", "loads");
+	PyObject *decoder = attr_of("json", "_default_decoder");
+	scan_once = decoder ? PyObject_GetAttrString(decoder, "scan_once") : NULL;
+	Py_XDECREF(decoder);
 	new_state = attr_of("groupstate", "_new_state");
 	encode = attr_of("groupstate", "_encode");
-	if (!loads || !new_state || !encode) return fail_init_exception();
+	encode_chunks = attr_of("groupstate", "_encode_chunks");
+	empty_str = PyUnicode_FromString("");
+	if (!scan_once || !new_state || !encode || !encode_chunks || !empty_str) return fail_init_exception();
+	if (encode_chunks == Py_None) Py_CLEAR(encode_chunks);
 	/* groupstate._init(name, config, timeout_mode, flags) -> the entry function */
 	PyObject *init = attr_of("groupstate", "_init");
 	if (!init) return fail_init_exception();
@@ -400,9 +407,45 @@ static int64_t fail_call(const char *msg) {
 	return out.oom ? 0 : pack(out.p, out.len);
 }
 
+/* Decodes one JSON value (a row, a key, a state) with json's C scanner, without json.loads's
+ * checks in Python: the host hands over valid JSON (rows and keys), and a state is what a
+ * handler stored. Leading whitespace is skipped (ASCII, so its byte count is its index);
+ * trailing bytes are ignored. A new reference, or NULL with an exception set. */
+static PyObject *decode_json(const uint8_t *p, uint32_t n, const char *what) {
+	uint32_t i = 0;
+	while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
+	PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+	if (!s) return NULL;
+	PyObject *idx = PyLong_FromUnsignedLong(i);
+	PyObject *t = idx ? PyObject_CallFunctionObjArgs(scan_once, s, idx, NULL) : NULL;
+	Py_XDECREF(idx);
+	Py_DECREF(s);
+	if (!t) {
+		if (PyErr_ExceptionMatches(PyExc_StopIteration)) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_ValueError, "groupstate: %s is not JSON", what);
+		}
+		return NULL;
+	}
+	PyObject *v = PyTuple_GET_ITEM(t, 0);
+	Py_INCREF(v);
+	Py_DECREF(t);
+	return v;
+}
+
 /* Appends value's UTF-8 JSON (groupstate._encode) as a byte string; -1 with an exception set. */
 static int put_json(gs_buf *b, PyObject *value) {
-	PyObject *s = PyObject_CallOneArg(encode, value);
+	PyObject *s;
+	if (encode_chunks) {
+		PyObject *zero = PyLong_FromLong(0);
+		PyObject *chunks = zero ? PyObject_CallFunctionObjArgs(encode_chunks, value, zero, NULL) : NULL;
+		Py_XDECREF(zero);
+		if (!chunks) return -1;
+		s = PyUnicode_Join(empty_str, chunks);
+		Py_DECREF(chunks);
+	} else {
+		s = PyObject_CallOneArg(encode, value);
+	}
 	if (!s) return -1;
 	Py_ssize_t n;
 	const char *u = PyUnicode_AsUTF8AndSize(s, &n);
@@ -428,6 +471,7 @@ static int run_group(rd *r, int64_t T, int64_t W) {
 	uint32_t emits = 0;
 	PyObject *k = NULL, *key_tuple = NULL, *chunk = NULL, *rows = NULL, *state = NULL;
 	PyObject *result = NULL, *it = NULL, *item = NULL, *action_o = NULL, *raw = NULL, *timeout_o = NULL;
+	PyObject *value = NULL;
 	int failed = 1;
 
 	chunk = PyList_New(row_count);
@@ -439,9 +483,7 @@ static int run_group(rd *r, int64_t T, int64_t W) {
 			Py_DECREF(chunk);
 			return -1;
 		}
-		PyObject *b = PyBytes_FromStringAndSize((const char *)row, n);
-		PyObject *v = b ? PyObject_CallOneArg(loads, b) : NULL;
-		Py_XDECREF(b);
+		PyObject *v = decode_json(row, n, "a row");
 		if (!v) {
 			/* skip the rest of the group's rows, so the next group is read right */
 			for (uint32_t j = i + 1; j < row_count; j++) rd_bytes(r, &n);
@@ -453,9 +495,7 @@ static int run_group(rd *r, int64_t T, int64_t W) {
 		}
 		PyList_SET_ITEM(chunk, i, v);
 	}
-	PyObject *kb = PyBytes_FromStringAndSize((const char *)key, key_len);
-	k = kb ? PyObject_CallOneArg(loads, kb) : NULL;
-	Py_XDECREF(kb);
+	k = decode_json(key, key_len, "the key");
 	if (!k) goto done;
 	key_tuple = PyTuple_Pack(1, k);
 	if (!key_tuple) goto done;
@@ -469,8 +509,14 @@ static int run_group(rd *r, int64_t T, int64_t W) {
 	Py_DECREF(chunks);
 	if (!rows) goto done;
 	int exists = (flags & 2) != 0;
-	state = PyObject_CallFunction(new_state, "Oy#OLL", exists ? Py_True : Py_False,
-	                              exists ? (const char *)state_raw : "", (Py_ssize_t)(exists ? state_len : 0),
+	if (exists) {
+		value = decode_json(state_raw, state_len, "the stored state");
+		if (!value) goto done;
+	} else {
+		value = Py_None;
+		Py_INCREF(value);
+	}
+	state = PyObject_CallFunction(new_state, "OOOLL", exists ? Py_True : Py_False, value,
 	                              (flags & 1) ? Py_True : Py_False, (long long)T, (long long)W);
 	if (!state) goto done;
 
@@ -536,6 +582,7 @@ done:
 	Py_XDECREF(action_o);
 	Py_XDECREF(timeout_o);
 	Py_XDECREF(raw);
+	Py_XDECREF(value);
 	return 0;
 }
 
