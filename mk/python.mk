@@ -6,8 +6,8 @@
 #   make python-runtime   rebuild sdk/python/runtime/python.wasm (about 10 minutes on 2 cores
 #                         the first time; configure's cache makes later builds faster)
 #
-# Not part of `make samples fixtures` (and so not of .ci/run's byte-for-byte check) yet: see
-# sdk/python/runtime/README.md. Python samples are not committed as modules: internal/pybuild
+# Not part of `make samples fixtures`: .ci/run runs it on its own and checks the result byte for
+# byte (sdk/python/runtime/README.md). Python samples are not committed as modules: internal/pybuild
 # makes them from samples/<name>/python/*.py and this runtime, in pure Go.
 
 .PHONY: python-runtime
