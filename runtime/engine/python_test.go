@@ -137,3 +137,71 @@ config:
 		t.Fatalf("got %v, want the init to fail with the traceback", err)
 	}
 }
+
+// pyStateHandler checks GroupState's rules under event-time timeouts: Spark's errors as Python
+// exceptions of the builtin types PySpark's subclass, the last of update and remove winning,
+// the watermark, and a timeout that fires with the state it was set with.
+const pyStateHandler = `
+import groupstate
+
+def attempt(f, *args):
+    try:
+        f(*args)
+        return "ok"
+    except (ValueError, TypeError, RuntimeError) as e:
+        return type(e).__name__ + ": " + str(e)
+
+def handle(key, rows, state):
+    if state.hasTimedOut:
+        yield {"k": key[0], "timed_out": True, "state": state.getOption}
+        return
+    w = state.getCurrentWatermarkMs()
+    out = {"k": key[0], "w": w, "rows": [r["ts"] for chunk in rows for r in chunk]}
+    if key[0] == "a":
+        out["get"] = attempt(lambda: state.get)
+        out["none"] = attempt(state.update, None)
+        out["nan"] = attempt(state.update, float("nan"))
+        out["duration"] = attempt(state.setTimeoutDuration, "10s")
+        out["zero"] = attempt(state.setTimeoutTimestamp, 0)
+        out["bool"] = attempt(state.setTimeoutTimestamp, True)
+        state.update({"n": 1})
+        state.remove()
+        out["removed"] = state.exists
+        state.update({"n": 2})
+        out["revived"] = state.get
+        out["set"] = attempt(state.setTimeoutTimestamp, 25000)
+    else:
+        out["early"] = attempt(state.setTimeoutTimestamp, w - 1)
+        state.remove()
+    yield out
+`
+
+func TestPythonGroupState(t *testing.T) {
+	wasm, err := pybuild.Build(map[string][]byte{"h.py": []byte(pyStateHandler)}, "h:handle")
+	require(t, err)
+	sp := specFromYAML(t, `
+name: pystate
+module: h.wasm
+input:
+  subjects: ["in.>"]
+key:
+  field: k
+event_time:
+  field: ts
+  watermark_delay: 10s
+timeout: event_time
+output:
+  subject: out
+`)
+	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a", "ts": 20000}]}
+{"expect": [{"k": "a", "w": 0, "rows": [20000], "get": "GroupStateValueError: groupstate: state is either not defined or has already been removed", "none": "GroupStateTypeError: groupstate: null is not a valid state value", "nan": "GroupStateTypeError: groupstate: encoding state: Out of range float values are not JSON compliant", "duration": "GroupStateRuntimeError: groupstate: cannot set timeout duration without processing_time timeout", "zero": "GroupStateValueError: groupstate: timeout timestamp must be positive", "bool": "GroupStateTypeError: groupstate: a timeout timestamp is an int of epoch milliseconds", "removed": false, "revived": {"n": 2}, "set": "ok"}]}
+{"at": 2000, "rows": [{"k": "b", "ts": 40000}]}
+{"expect": [{"k": "b", "w": 10000, "rows": [40000], "early": "GroupStateValueError: groupstate: timeout timestamp (9999) cannot be earlier than the current watermark (10000)"}, {"k": "a", "timed_out": true, "state": {"n": 2}}]}
+`))
+	require(t, err)
+	var out, log bytes.Buffer
+	err = scenario.RunSteps(context.Background(), scenario.Options{
+		Spec: sp, Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Out: &out, Log: &log,
+	}, steps)
+	require(t, err, out.String(), log.String())
+}
