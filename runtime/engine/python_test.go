@@ -205,3 +205,43 @@ output:
 	}, steps)
 	require(t, err, out.String(), log.String())
 }
+
+// TestPythonLoopInterrupted: a Python handler that never returns is stopped at the call time
+// limit like any module (the host's loop-interrupt rewrite covers CPython's eval loop); its
+// key fails, the other keys of the batch are not lost, and a new instance serves the next batch.
+func TestPythonLoopInterrupted(t *testing.T) {
+	wasm, err := pybuild.Build(map[string][]byte{"h.py": []byte(`
+def handle(key, rows, state):
+    while key[0] == "loop":
+        pass
+    yield {"k": key[0]}
+`)}, "h:handle")
+	require(t, err)
+	sp := specFromYAML(t, `
+name: pyloop
+module: h.wasm
+input:
+  subjects: ["in.>"]
+key:
+  field: k
+output:
+  subject: out
+limits:
+  call_timeout: 500ms
+  retry_timeout: 2s
+`)
+	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}, {"k": "loop"}, {"k": "b"}]}
+{"expect": [{"k": "a"}, {"k": "b"}]}
+{"at": 2000, "rows": [{"k": "c"}]}
+{"expect": [{"k": "c"}]}
+`))
+	require(t, err)
+	var log bytes.Buffer
+	err = scenario.RunSteps(context.Background(), scenario.Options{
+		Spec: sp, Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Log: &log,
+	}, steps)
+	require(t, err, log.String())
+	if !strings.Contains(log.String(), `key="loop"`) || !strings.Contains(log.String(), "time limit") {
+		t.Errorf("want the loop key dead-lettered for the time limit:\n%s", log.String())
+	}
+}
