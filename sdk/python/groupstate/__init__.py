@@ -18,10 +18,11 @@ This package runs inside the Python runtime module (sdk/python/runtime); the C g
 """
 
 import json as _json
-import re as _re
-import traceback as _traceback
 
 import _groupstate
+
+# re and traceback are imported when first needed (a duration string, a failure), which keeps
+# them (and tokenize, linecache, ...) out of every instance's start-up.
 
 __all__ = [
     "config",
@@ -89,11 +90,16 @@ _DURATION_UNITS = {
     "m": 60_000_000_000,
     "h": 3_600_000_000_000,
 }
-_DURATION_PART = _re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
+_DURATION_PART = None
 
 
 def _parse_duration_ns(s):
     """Go's time.ParseDuration: "10s", "1m30s", "250ms", "-1.5h", "0"."""
+    global _DURATION_PART
+    if _DURATION_PART is None:
+        import re
+
+        _DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
     orig = s
     if not isinstance(s, str):
         raise GroupStateTypeError("groupstate: a duration is an int of milliseconds or a string such as \"10s\"")
@@ -274,7 +280,9 @@ _new_state = GroupState
 
 def _format_exception(exc):
     """The error of a failed group: the traceback without the glue's own frames."""
-    text = "".join(_traceback.format_exception(exc))
+    import traceback
+
+    text = "".join(traceback.format_exception(exc))
     return text.rstrip("\n")
 
 
