@@ -245,3 +245,45 @@ limits:
 		t.Errorf("want the loop key dead-lettered for the time limit:\n%s", log.String())
 	}
 }
+
+// TestPythonConfigDuration: a bad duration in the config fails the init with the field's name,
+// as in the Go SDK.
+func TestPythonConfigDuration(t *testing.T) {
+	wasm, err := pybuild.Build(map[string][]byte{
+		"h.py": []byte("import groupstate\nd = groupstate.config_duration_ms('idle_timeout')\ndef handle(key, rows, state):\n    yield {'d': d}\n"),
+	}, "h:handle")
+	require(t, err)
+	sp := specFromYAML(t, `
+name: pyconfig
+module: h.wasm
+input:
+  subjects: ["in.>"]
+key:
+  field: k
+config:
+  idle_timeout: 10
+`)
+	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}]}` + "\n"))
+	require(t, err)
+	for _, c := range []struct {
+		cfg  any
+		want string
+	}{
+		{"10", `groupstate: config idle_timeout: invalid duration '10'`},
+		{"1m30s", ""},
+		{true, `groupstate: config idle_timeout: a duration is a number of milliseconds`},
+	} {
+		cfg, want := c.cfg, c.want
+		sp.Config = map[string]any{"idle_timeout": cfg}
+		var out bytes.Buffer
+		err = scenario.RunSteps(context.Background(), scenario.Options{
+			Spec: sp, Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Out: &out,
+		}, steps)
+		switch {
+		case want == "" && (err != nil || strings.TrimSpace(out.String()) != `{"d":90000}`):
+			t.Errorf("config %v: got %v, output %s, want {\"d\":90000}", cfg, err, out.String())
+		case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+			t.Errorf("config %v: got %v, want an init failure with %q", cfg, err, want)
+		}
+	}
+}

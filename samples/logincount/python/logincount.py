@@ -7,8 +7,8 @@ Build: go run ./cmd/groupstate build --lang python samples/logincount/python/log
 """
 import groupstate
 
-# config.idle_timeout ("10s" or milliseconds); None means no timeout.
-idle_timeout_ms = groupstate.parse_duration_ms(groupstate.config.get("idle_timeout"))
+# config.idle_timeout ("10s" or milliseconds); None (or not positive) means no timeout.
+idle_timeout_ms = groupstate.config_duration_ms("idle_timeout")
 
 
 def handle(key, rows, state):
@@ -20,5 +20,5 @@ def handle(key, rows, state):
     count += sum(len(chunk) for chunk in rows)
     state.update({"login_count": count})
     yield {"user_id": key[0], "total_logins": count}
-    if idle_timeout_ms:
+    if idle_timeout_ms is not None and idle_timeout_ms > 0:
         state.setTimeoutDuration(idle_timeout_ms)

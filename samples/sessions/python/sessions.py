@@ -9,7 +9,7 @@ import re
 
 import groupstate
 
-gap_ms = groupstate.parse_duration_ms(groupstate.config.get("gap"))
+gap_ms = groupstate.config_duration_ms("gap")
 if gap_ms is None:
     gap_ms = 5000
 elif gap_ms <= 0:

@@ -35,6 +35,7 @@ __all__ = [
     "GroupStateRuntimeError",
     "log",
     "parse_duration_ms",
+    "config_duration_ms",
 ]
 
 #: The spec's ``config`` section, a dict (``{}`` when the spec has none).
@@ -141,6 +142,19 @@ def parse_duration_ms(value):
         return int(value)
     ns = _parse_duration_ns(value)
     return ns // 1_000_000 if ns >= 0 else -((-ns) // 1_000_000)
+
+
+def config_duration_ms(name):
+    """config[name] in milliseconds, like the Go SDK's Config.Duration: a Go duration string
+    ("10s", "1m30s", "250ms") or a number of milliseconds; None when absent or null. Raises
+    GroupStateValueError("groupstate: config NAME: ...") otherwise (at import: the init fails)."""
+    try:
+        return parse_duration_ms(config.get(name))
+    except (ValueError, TypeError) as e:
+        msg = str(e)
+        if msg.startswith("groupstate: "):
+            msg = msg[len("groupstate: "):]
+        raise GroupStateValueError(f"groupstate: config {name}: {msg}") from None
 
 
 _encoder = _json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
