@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -44,12 +45,14 @@ $GROUPSTATE_CHECKOUT, else the one a "groupstate init" project's Makefile names,
 first checkout at or above DIR, the current directory or this executable. Go projects name
 theirs in go.mod.
 
-Python (--lang python, or .py files as arguments) needs no toolchain: the handler's files,
-with the groupstate package, go into the Python runtime module that this executable carries
-(CPython 3.11 built for WASI; sdk/python). The first file is the handler's module, whose
-function --entry (default handle) is the entry point; the other files are modules it imports,
-by their paths relative to the first file's directory. OUT defaults to the first file's name
-with .wasm.
+Python (--lang python, .py files as arguments, or a DIR with .py files and no other
+language's) needs no toolchain: the handler's files, with the groupstate package, go into the
+Python runtime module that this executable carries (CPython 3.11 built for WASI; sdk/python).
+Given files, the first is the handler's module, whose function --entry (default handle) is
+the entry point, and the others are modules it imports, by their paths relative to the first
+file's directory; OUT defaults to the first file's name with .wasm. Given a DIR, every .py
+file under it goes in, and the entry is in NAME.py, NAME being OUT's name (else the one .py
+file at DIR's top).
 
 Before it runs anything it checks the whole toolchain (compiler, linker, WebAssembly target
 and libraries) and, when a part is missing, says in one line what and how to install it.`,
@@ -59,18 +62,21 @@ and libraries) and, when a part is missing, says in one line what and how to ins
   groupstate build --lang python handler.py helpers.py -o handler.wasm`,
 		Args: cobra.ArbitraryArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if lang == "python" || (lang == "" && len(args) > 0 && strings.HasSuffix(args[0], ".py")) {
+			if (lang == "python" || lang == "") && len(args) > 0 && strings.HasSuffix(args[0], ".py") {
 				return runPythonBuild(cmd, args, out, entry)
 			}
 			if len(args) > 1 {
 				return fmt.Errorf("build takes one project directory, got %d arguments (Python takes .py files: --lang python)", len(args))
 			}
-			if entry != "" {
-				return errors.New("--entry is for Python handlers (--lang python)")
-			}
 			dir := "."
 			if len(args) == 1 {
 				dir = args[0]
+			}
+			if lang == "python" || (lang == "" && pythonProject(dir)) {
+				return runPythonDirBuild(cmd, dir, out, entry)
+			}
+			if entry != "" {
+				return errors.New("--entry is for Python handlers (--lang python)")
 			}
 			return runBuild(cmd, dir, lang, out, sdk, verbose)
 		},
@@ -94,17 +100,13 @@ func runBuild(cmd *cobra.Command, dir, lang, out, sdk string, verbose bool) erro
 	return nil
 }
 
-// runPythonBuild writes the module of the Python handler made of files (internal/pybuild).
+// runPythonBuild writes the module of the Python handler made of files (internal/pybuild): the
+// first is the entry's module, the others are named by their paths relative to its directory.
 func runPythonBuild(cmd *cobra.Command, files []string, out, entry string) error {
-	start := time.Now()
 	if len(files) == 0 {
 		return errors.New("build --lang python: name the handler's .py files")
 	}
-	if entry == "" {
-		entry = "handle"
-	}
 	root := filepath.Dir(files[0])
-	module := strings.TrimSuffix(filepath.Base(files[0]), ".py")
 	sources := map[string][]byte{}
 	for _, f := range files {
 		if !strings.HasSuffix(f, ".py") {
@@ -120,12 +122,80 @@ func runPythonBuild(cmd *cobra.Command, files []string, out, entry string) error
 		}
 		sources[filepath.ToSlash(rel)] = b
 	}
-	wasm, err := pybuild.Build(sources, module+":"+entry)
+	if out == "" {
+		out = strings.TrimSuffix(files[0], ".py") + ".wasm"
+	}
+	return writePythonModule(cmd, sources, strings.TrimSuffix(filepath.Base(files[0]), ".py"), entry, out)
+}
+
+// pythonProject reports whether dir is a Python handler project: .py files and none of the
+// other languages' marks (toolchain.Detect finds no project).
+func pythonProject(dir string) bool {
+	if _, err := toolchain.Detect(dir); !errors.Is(err, toolchain.ErrNoProject) {
+		return false
+	}
+	m, _ := filepath.Glob(filepath.Join(dir, "*.py"))
+	return len(m) > 0
+}
+
+// runPythonDirBuild builds the Python project in dir: every .py file under it (its import
+// path is its path in dir), with the entry in NAME.py, NAME being the module's name (the
+// spec's module:, else the directory's name), or in the one .py file at the top.
+func runPythonDirBuild(cmd *cobra.Command, dir, out, entry string) error {
+	if out == "" {
+		out = toolchain.DefaultOut(dir)
+	}
+	sources := map[string][]byte{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p != dir && (strings.HasPrefix(d.Name(), ".") || d.Name() == "__pycache__") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(p, ".py") {
+			return nil
+		}
+		rel, err := filepath.Rel(dir, p)
+		if err != nil {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		sources[filepath.ToSlash(rel)] = b
+		return err
+	})
 	if err != nil {
 		return err
 	}
-	if out == "" {
-		out = strings.TrimSuffix(files[0], ".py") + ".wasm"
+	main := strings.TrimSuffix(filepath.Base(out), ".wasm")
+	if _, ok := sources[main+".py"]; !ok {
+		var top []string
+		for name := range sources {
+			if !strings.Contains(name, "/") {
+				top = append(top, name)
+			}
+		}
+		if len(top) != 1 {
+			return fmt.Errorf("build --lang python: %s has no %s.py (the module's name) and %d .py files at its top; name the files: groupstate build --lang python MAIN.py [OTHER.py ...]", dir, main, len(top))
+		}
+		main = strings.TrimSuffix(top[0], ".py")
+	}
+	return writePythonModule(cmd, sources, main, entry, out)
+}
+
+// writePythonModule builds the module of sources with the entry module:function and writes
+// it to out, with build's closing line.
+func writePythonModule(cmd *cobra.Command, sources map[string][]byte, module, entry, out string) error {
+	start := time.Now()
+	if entry == "" {
+		entry = "handle"
+	}
+	wasm, err := pybuild.Build(sources, module+":"+entry)
+	if err != nil {
+		return err
 	}
 	if err := os.WriteFile(out, wasm, 0o644); err != nil {
 		return err

@@ -94,3 +94,38 @@ func TestBuildPython(t *testing.T) {
 		t.Errorf("build --entry nope: code %d: %s (the entry is checked when the module starts)", code, errOut)
 	}
 }
+
+// TestBuildPythonDir: groupstate build DIR finds a Python project (its .py files, no other
+// language's) and builds the module its spec names, with its helper modules.
+func TestBuildPythonDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "proj")
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec, err := os.ReadFile(inRepo("samples/logincount/logincount.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("logincount.yaml", strings.Replace(string(spec), "module: go/logincount.wasm", "module: logincount.wasm", 1))
+	write("logincount.py", "from util.count import count\nimport groupstate\n\n"+
+		"def handle(key, rows, state):\n    n = (state.getOption or {}).get('login_count', 0)\n"+
+		"    if state.hasTimedOut:\n        state.remove()\n        yield {'user_id': key[0], 'total_logins': n, 'session_closed': True}\n        return\n"+
+		"    n += count(rows)\n    state.update({'login_count': n})\n    state.setTimeoutDuration('10s')\n    yield {'user_id': key[0], 'total_logins': n}\n")
+	write("util/__init__.py", "")
+	write("util/count.py", "def count(rows):\n    return sum(len(c) for c in rows)\n")
+	out, errOut, code := runCLI(t, "build", dir)
+	if code != 0 || !strings.Contains(out, "built ") {
+		t.Fatalf("build DIR: code %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, "test", "--spec", filepath.Join(dir, "logincount.yaml"),
+		"--scenario", inRepo("samples/logincount/logincount.jsonl"))
+	if code != 0 || !strings.Contains(out+errOut, "PASS logincount.jsonl") {
+		t.Fatalf("test: code %d\n%s%s", code, out, errOut)
+	}
+}
