@@ -66,7 +66,7 @@ and libraries) and, when a part is missing, says in one line what and how to ins
 				return runPythonBuild(cmd, args, out, entry)
 			}
 			if len(args) > 1 {
-				return fmt.Errorf("build takes one project directory, got %d arguments (Python takes .py files: --lang python)", len(args))
+				return fmt.Errorf("accepts at most 1 arg(s), received %d (one project directory; Python handlers take .py files: groupstate build --lang python FILE.py ...)", len(args))
 			}
 			dir := "."
 			if len(args) == 1 {

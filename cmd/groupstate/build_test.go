@@ -52,7 +52,7 @@ func TestBuildRefuses(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"build", empty, "--lang", "java"}, `unknown language "java": use go, rust, c or assemblyscript`},
+		{[]string{"build", empty, "--lang", "java"}, `unknown language "java": use go, rust, c, assemblyscript or python`},
 		{[]string{"build", empty}, "no handler project in " + empty},
 		{[]string{"build", filepath.Join(empty, "nope")}, "no such file or directory"},
 		{[]string{"build", empty, empty}, "accepts at most 1 arg"},
@@ -87,7 +87,7 @@ func TestBuildPython(t *testing.T) {
 		t.Fatalf("test: code %d\n%s%s", code, out, errOut)
 	}
 	// Two directory arguments, and --entry without Python, are refused.
-	if _, errOut, code := runCLI(t, "build", dir, dir); code == 0 || !strings.Contains(errOut, "one project directory") {
+	if _, errOut, code := runCLI(t, "build", dir, dir); code == 0 || !strings.Contains(errOut, "accepts at most 1 arg") {
 		t.Errorf("build DIR DIR: code %d: %s", code, errOut)
 	}
 	if _, errOut, code := runCLI(t, "build", "--lang", "python", src, "--entry", "nope", "-o", filepath.Join(dir, "x.wasm")); code != 0 {
