@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -51,7 +52,7 @@ func TestBuildRefuses(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"build", empty, "--lang", "java"}, `unknown language "java": use go, rust, c or assemblyscript`},
+		{[]string{"build", empty, "--lang", "java"}, `unknown language "java": use go, rust, c, assemblyscript or python`},
 		{[]string{"build", empty}, "no handler project in " + empty},
 		{[]string{"build", filepath.Join(empty, "nope")}, "no such file or directory"},
 		{[]string{"build", empty, empty}, "accepts at most 1 arg"},
@@ -60,5 +61,71 @@ func TestBuildRefuses(t *testing.T) {
 		if code == 0 || !strings.Contains(stderr, c.want) {
 			t.Errorf("%v: exit %d, want an error containing %q\nstdout:\n%s\nstderr:\n%s", c.args, code, c.want, stdout, stderr)
 		}
+	}
+}
+
+// TestBuildPython builds the Python logincount with nothing but this program (issue 31) and
+// runs its scenario with groupstate test.
+func TestBuildPython(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "logincount.py")
+	b, err := os.ReadFile(inRepo("samples/logincount/python/logincount.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runCLI(t, "build", src)
+	if code != 0 || !strings.Contains(out, "built ") {
+		t.Fatalf("build: code %d\n%s%s", code, out, errOut)
+	}
+	mod := filepath.Join(dir, "logincount.wasm")
+	out, errOut, code = runCLI(t, "test", "--spec", inRepo("samples/logincount/logincount.yaml"),
+		"--scenario", inRepo("samples/logincount/logincount.jsonl"), "--module", mod)
+	if code != 0 || !strings.Contains(out+errOut, "PASS logincount.jsonl") {
+		t.Fatalf("test: code %d\n%s%s", code, out, errOut)
+	}
+	// Two directory arguments, and --entry without Python, are refused.
+	if _, errOut, code := runCLI(t, "build", dir, dir); code == 0 || !strings.Contains(errOut, "accepts at most 1 arg") {
+		t.Errorf("build DIR DIR: code %d: %s", code, errOut)
+	}
+	if _, errOut, code := runCLI(t, "build", "--lang", "python", src, "--entry", "nope", "-o", filepath.Join(dir, "x.wasm")); code != 0 {
+		t.Errorf("build --entry nope: code %d: %s (the entry is checked when the module starts)", code, errOut)
+	}
+}
+
+// TestBuildPythonDir: groupstate build DIR finds a Python project (its .py files, no other
+// language's) and builds the module its spec names, with its helper modules.
+func TestBuildPythonDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "proj")
+	write := func(name, data string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	spec, err := os.ReadFile(inRepo("samples/logincount/logincount.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write("logincount.yaml", strings.Replace(string(spec), "module: go/logincount.wasm", "module: logincount.wasm", 1))
+	write("logincount.py", "from util.count import count\nimport groupstate\n\n"+
+		"def handle(key, rows, state):\n    n = (state.getOption or {}).get('login_count', 0)\n"+
+		"    if state.hasTimedOut:\n        state.remove()\n        yield {'user_id': key[0], 'total_logins': n, 'session_closed': True}\n        return\n"+
+		"    n += count(rows)\n    state.update({'login_count': n})\n    state.setTimeoutDuration('10s')\n    yield {'user_id': key[0], 'total_logins': n}\n")
+	write("util/__init__.py", "")
+	write("util/count.py", "def count(rows):\n    return sum(len(c) for c in rows)\n")
+	out, errOut, code := runCLI(t, "build", dir)
+	if code != 0 || !strings.Contains(out, "built ") {
+		t.Fatalf("build DIR: code %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = runCLI(t, "test", "--spec", filepath.Join(dir, "logincount.yaml"),
+		"--scenario", inRepo("samples/logincount/logincount.jsonl"))
+	if code != 0 || !strings.Contains(out+errOut, "PASS logincount.jsonl") {
+		t.Fatalf("test: code %d\n%s%s", code, out, errOut)
 	}
 }

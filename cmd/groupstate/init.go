@@ -38,6 +38,7 @@ var initLangs = map[string]struct{ title, build string }{
 	"rust":           {"Rust", "plain `rustc --target wasm32-wasip1` (or wasm32-wasi), no cargo and no crates"},
 	"c":              {"C", "`clang --target=wasm32-wasi --sysroot=/usr -mexec-model=reactor`"},
 	"assemblyscript": {"AssemblyScript", "the checkout's pinned `asc --runtime minimal --exportStart _initialize`, which needs Node.js"},
+	"python":         {"Python", "no toolchain: the groupstate binary puts the .py files into the CPython runtime module it carries"},
 }
 
 // initFileAbout says what each generated file is, for the README and the command's output.
@@ -52,6 +53,7 @@ var initFileAbout = map[string]string{
 	"NAME.jsonl": "a scenario for `groupstate test`, with the rows each batch must emit",
 	"NAME.c":     "the handler",
 	"NAME.ts":    "the handler",
+	"NAME.py":    "the handler",
 }
 
 var initNameRE = regexp.MustCompile(`^[a-z0-9-]+$`)
@@ -81,7 +83,7 @@ type initData struct {
 func newInitCommand() *cobra.Command {
 	var lang, dir, sdk string
 	cmd := &cobra.Command{
-		Use:   "init NAME [--lang go|rust|c|assemblyscript] [--dir DIR] [--sdk CHECKOUT]",
+		Use:   "init NAME [--lang go|rust|c|assemblyscript|python] [--dir DIR] [--sdk CHECKOUT]",
 		Short: "Create a handler project (handler, spec, scenario) that groupstate build builds and that passes its test",
 		Long: `Creates a handler project in DIR (default ./NAME): a handler implementing the logincount
 example (count logins per user_id, emit {"user_id", "total_logins"}, close the session with a
@@ -113,7 +115,7 @@ Without one, the project is still created, and its README says what to set.`,
 			return runInit(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], lang, dir, sdk)
 		},
 	}
-	cmd.Flags().StringVar(&lang, "lang", "go", "handler language: go, rust, c or assemblyscript")
+	cmd.Flags().StringVar(&lang, "lang", "go", "handler language: go, rust, c, assemblyscript or python")
 	cmd.Flags().StringVar(&dir, "dir", "", "project directory (default ./NAME); must not exist or be empty")
 	cmd.Flags().StringVar(&sdk, "sdk", "", "groupstate checkout whose SDK the project uses (default: found from the current directory)")
 	return cmd
@@ -131,7 +133,7 @@ func runInit(stdout, stderr io.Writer, name, lang, dir, sdk string) error {
 	}
 	l, ok := initLangs[lang]
 	if !ok {
-		return fmt.Errorf("unknown --lang %q: use go, rust, c or assemblyscript", lang)
+		return fmt.Errorf("unknown --lang %q: use go, rust, c, assemblyscript or python", lang)
 	}
 	if dir == "" {
 		dir = name
@@ -147,6 +149,9 @@ func runInit(stdout, stderr io.Writer, name, lang, dir, sdk string) error {
 	checkout, how, err := findCheckout(sdk)
 	if err != nil {
 		return err
+	}
+	if lang == "python" {
+		checkout = "" // a Python project needs no checkout: its SDK is in the groupstate binary
 	}
 	d := initData{
 		Name:      name,
@@ -227,7 +232,9 @@ func runInit(stdout, stderr io.Writer, name, lang, dir, sdk string) error {
 	for _, f := range files {
 		fmt.Fprintf(stdout, "  %-*s  %s\n", width, f.Path, strings.ReplaceAll(f.About, "`", ""))
 	}
-	if checkout != "" {
+	if lang == "python" {
+		fmt.Fprintf(stdout, "\nSDK: the groupstate package and the Python runtime come with the groupstate binary; no checkout is needed\n")
+	} else if checkout != "" {
 		fmt.Fprintf(stdout, "\nSDK: the groupstate checkout %s (%s)\n", checkout, how)
 	} else {
 		fmt.Fprintf(stdout, "\nSDK: no groupstate checkout found; see README.md before you build\n")

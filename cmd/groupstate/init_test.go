@@ -36,8 +36,9 @@ func TestInit(t *testing.T) {
 		"rust":           {"src/lib.rs"},
 		"c":              {"NAME.c"},
 		"assemblyscript": {"NAME.ts"},
+		"python":         {"NAME.py"},
 	}
-	for _, lang := range []string{"go", "rust", "c", "assemblyscript"} {
+	for _, lang := range []string{"go", "rust", "c", "assemblyscript", "python"} {
 		t.Run(lang, func(t *testing.T) {
 			t.Parallel()
 			name := "login-" + lang
@@ -51,7 +52,7 @@ func TestInit(t *testing.T) {
 				"groupstate build ",
 				"groupstate test --spec " + name + ".yaml --scenario " + name + ".jsonl",
 				"groupstate deploy -f " + name + ".yaml",
-				"SDK: the groupstate checkout",
+				map[bool]string{false: "SDK: the groupstate checkout", true: "SDK: the groupstate package and the Python runtime come with the groupstate binary"}[lang == "python"],
 			} {
 				if !strings.Contains(stdout, want) {
 					t.Errorf("init output lacks %q:\n%s", want, stdout)
@@ -85,7 +86,9 @@ func TestInit(t *testing.T) {
 				}
 			}
 
-			requireInitToolchain(t, dir) // init warns of a missing toolchain; with one, it must not
+			if lang != "python" { // Python needs no toolchain
+				requireInitToolchain(t, dir) // init warns of a missing toolchain; with one, it must not
+			}
 			if strings.Contains(stderr, "warning") {
 				t.Errorf("init warned:\n%s", stderr)
 			}

@@ -94,7 +94,7 @@ func ParseLang(s string) (Lang, error) {
 	case "as", "ts":
 		return AssemblyScript, nil
 	}
-	return "", fmt.Errorf("%w %q: use go, rust, c or assemblyscript", ErrUnknownLang, s)
+	return "", fmt.Errorf("%w %q: use go, rust, c, assemblyscript or python (groupstate build builds python itself)", ErrUnknownLang, s)
 }
 
 // Detect returns the language of the handler project in dir, from its files: go.mod is Go;

@@ -13,6 +13,8 @@ import (
 	goruntime "runtime"
 	"runtime/debug"
 	"time"
+
+	"github.com/groupstate/groupstate/internal/pybuild"
 )
 
 // Options configures [Run].
@@ -122,8 +124,9 @@ func settle() {
 	debug.FreeOSMemory()
 }
 
-// languages are the sample languages measured.
-var languages = []string{"go", "rust", "c", "assemblyscript"}
+// languages are the sample languages measured. Python's modules are not committed: they are
+// made from samples/<name>/python/<name>.py and the runtime module (internal/pybuild).
+var languages = []string{"go", "rust", "c", "assemblyscript", "python"}
 
 // Run runs every measurement.
 func Run(ctx context.Context, opts Options) (*Report, error) {
@@ -143,6 +146,13 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	defer os.RemoveAll(tmp)
 	quiet := slog.New(slog.DiscardHandler)
 	module := func(sample, lang string) ([]byte, error) {
+		if lang == "python" {
+			src, err := os.ReadFile(filepath.Join(opts.SamplesDir, sample, "python", sample+".py"))
+			if err != nil {
+				return nil, err
+			}
+			return pybuild.Build(map[string][]byte{sample + ".py": src}, sample+":handle")
+		}
 		return os.ReadFile(filepath.Join(opts.SamplesDir, sample, lang, sample+".wasm"))
 	}
 

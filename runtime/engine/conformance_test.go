@@ -7,17 +7,23 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/groupstate/groupstate/internal/pybuild"
 	"github.com/groupstate/groupstate/runtime/scenario"
 )
 
 // sampleModules returns the modules of a sample in every language:
-// samples/<name>/<language>/<name>.wasm.
+// samples/<name>/<language>/<name>.wasm, and for Python (issue 31), whose samples are not
+// committed as modules, the module internal/pybuild makes of samples/<name>/python/*.py with
+// the committed runtime module.
 func sampleModules(t *testing.T, name string) map[string]string {
 	files, err := filepath.Glob(filepath.Join("../../samples", name, "*", name+".wasm"))
 	require(t, err)
 	mods := map[string]string{}
 	for _, f := range files {
 		mods[filepath.Base(filepath.Dir(f))] = f
+	}
+	if py := filepath.Join("../../samples", name, "python", name+".py"); fileExists(py) {
+		mods["python"] = buildPython(t, filepath.Dir(py), name+":handle")
 	}
 	if mods["go"] == "" {
 		t.Fatalf("sample %s has no Go module", name)
@@ -69,6 +75,23 @@ func TestConformance(t *testing.T) {
 		}
 	}
 	t.Logf("languages: %v", languages)
+}
+
+// buildPython builds the Python handler of the .py files in dir into a module file and
+// returns its path.
+func buildPython(t *testing.T, dir, entry string) string {
+	t.Helper()
+	paths, err := filepath.Glob(filepath.Join(dir, "*.py"))
+	require(t, err)
+	sources := map[string][]byte{}
+	for _, p := range paths {
+		sources[filepath.Base(p)] = readFile(t, p)
+	}
+	wasm, err := pybuild.Build(sources, entry)
+	require(t, err, dir)
+	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(entry), ":handle")+".wasm")
+	require(t, os.WriteFile(out, wasm, 0o644))
+	return out
 }
 
 func fileExists(p string) bool {

@@ -1,0 +1,613 @@
+/*
+ * glue.c: the groupstate ABI v1 (abi/README.md) for CPython 3.11 built as a WASI reactor
+ * (issue 31). Linked with libpython3.11.a instead of Programs/python.o by build.sh.
+ *
+ * - gs_init starts the interpreter (once per instance), installs the importer of the
+ *   handler's sources (embedded in the module by internal/pybuild, see "Sources" below),
+ *   imports the groupstate package, gives it the init buffer and imports the handler's entry.
+ * - gs_process decodes the process buffer here in C, calls the entry handle(key, rows, state)
+ *   once per group through the C API and encodes the results. A Python exception (SystemExit
+ *   included: nothing here calls PyErr_Print, which would exit) fails its group with the
+ *   traceback as the error.
+ *
+ * Nothing here touches files, the environment or sockets: the interpreter's standard library
+ * is frozen into the module, and the handler's sources are in its memory.
+ */
+#define PY_SSIZE_T_CLEAN
+#include "Python.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GS_EXPORT(name) __attribute__((export_name(name)))
+#define GS_IMPORT(name) __attribute__((import_module("groupstate"), import_name(name)))
+
+GS_IMPORT("log") void gs_host_log(int32_t level, const char *ptr, int32_t len);
+
+/* ------------------------------------------------------------------------------------------
+ * Sources. internal/pybuild writes the handler's .py files (and the groupstate package) into
+ * gs_sources_area with an active data segment, and their length into gs_sources_slot.len. It
+ * finds the slot by its magic, reads the area's address and capacity from it, and refuses
+ * sources larger than the capacity. The area is zero-filled memory (.bss): it costs nothing in
+ * the module file, and an instance's memory holds only what was written into it.
+ *
+ * Blob layout (little-endian): u32 file count, then per file a u32 name length, the name (a
+ * path such as "logincount.py" or "groupstate/__init__.py"), a u32 content length and the
+ * content. The file "__groupstate_entry__" holds "module:function".
+ * ------------------------------------------------------------------------------------------ */
+#define GS_SOURCES_CAP (4u << 20)
+char gs_sources_area[GS_SOURCES_CAP] __attribute__((used));
+
+struct gs_sources_slot {
+	char magic[24];
+	char *area;
+	uint32_t cap;
+	uint32_t len;
+};
+/* The magic is 24 bytes with no terminator; internal/pybuild (pybuild.slotMagic) matches it. */
+__attribute__((used)) volatile struct gs_sources_slot gs_sources_slot = {
+	{'g', 's', '-', 'p', 'y', 't', 'h', 'o', 'n', '-', 's', 'o', 'u', 'r', 'c', 'e', 's', '-', 'v', '1', '.', '.', '.', '.'},
+	gs_sources_area,
+	GS_SOURCES_CAP,
+	0,
+};
+
+/* ------------------------------------------------------------------------------------------
+ * Buffers
+ * ------------------------------------------------------------------------------------------ */
+static uint8_t *in_buf;
+static size_t in_cap;
+
+typedef struct {
+	uint8_t *p;
+	size_t len, cap;
+	int oom;
+} gs_buf;
+
+static gs_buf out;
+
+static void buf_reserve(gs_buf *b, size_t n) {
+	if (b->oom || b->len + n <= b->cap) return;
+	size_t c = b->cap ? b->cap : 4096;
+	while (c < b->len + n) c *= 2;
+	uint8_t *p = realloc(b->p, c);
+	if (!p) {
+		b->oom = 1;
+		return;
+	}
+	b->p = p;
+	b->cap = c;
+}
+static void buf_put(gs_buf *b, const void *d, size_t n) {
+	buf_reserve(b, n);
+	if (b->oom) return;
+	memcpy(b->p + b->len, d, n);
+	b->len += n;
+}
+static void buf_u32(gs_buf *b, uint32_t v) {
+	uint8_t d[4] = {v, v >> 8, v >> 16, v >> 24};
+	buf_put(b, d, 4);
+}
+static void buf_i64(gs_buf *b, int64_t x) {
+	uint64_t v = (uint64_t)x;
+	uint8_t d[8];
+	for (int i = 0; i < 8; i++) d[i] = (uint8_t)(v >> (8 * i));
+	buf_put(b, d, 8);
+}
+static void buf_bytes(gs_buf *b, const void *d, size_t n) {
+	buf_u32(b, (uint32_t)n);
+	buf_put(b, d, n);
+}
+static void put_u32_at(gs_buf *b, size_t at, uint32_t v) {
+	if (b->oom) return;
+	uint8_t d[4] = {v, v >> 8, v >> 16, v >> 24};
+	memcpy(b->p + at, d, 4);
+}
+
+static int64_t pack(const void *p, size_t n) { return (int64_t)(((uint64_t)(uintptr_t)p << 32) | (uint32_t)n); }
+
+typedef struct {
+	const uint8_t *p, *end;
+	int bad;
+} rd;
+
+static uint32_t rd_u32(rd *r) {
+	if (r->bad || r->end - r->p < 4) {
+		r->bad = 1;
+		return 0;
+	}
+	uint32_t v = (uint32_t)r->p[0] | (uint32_t)r->p[1] << 8 | (uint32_t)r->p[2] << 16 | (uint32_t)r->p[3] << 24;
+	r->p += 4;
+	return v;
+}
+static int64_t rd_i64(rd *r) {
+	uint64_t lo = rd_u32(r), hi = rd_u32(r);
+	return (int64_t)(lo | hi << 32);
+}
+static const uint8_t *rd_bytes(rd *r, uint32_t *n) {
+	*n = rd_u32(r);
+	if (r->bad || (size_t)(r->end - r->p) < *n) {
+		r->bad = 1;
+		*n = 0;
+		return NULL;
+	}
+	const uint8_t *s = r->p;
+	r->p += *n;
+	return s;
+}
+
+/* ------------------------------------------------------------------------------------------
+ * Exports
+ * ------------------------------------------------------------------------------------------ */
+static volatile uint32_t group_cell = 0xFFFFFFFFu;
+
+GS_EXPORT("gs_abi_version") int32_t gs_abi_version(void) { return 1; }
+
+GS_EXPORT("gs_group_cell") int32_t gs_group_cell(void) { return (int32_t)(uintptr_t)&group_cell; }
+
+GS_EXPORT("gs_alloc") int32_t gs_alloc(int32_t size) {
+	if (size <= 0 || size > (1 << 30)) return 0;
+	if ((size_t)size > in_cap) {
+		size_t c = in_cap ? in_cap : 65536;
+		while (c < (size_t)size) c *= 2;
+		free(in_buf);
+		in_buf = malloc(c);
+		if (!in_buf) {
+			in_cap = 0;
+			return 0;
+		}
+		in_cap = c;
+	}
+	return (int32_t)(uintptr_t)in_buf;
+}
+
+/* The interpreter's objects, kept for the instance's life. */
+static int ready;
+static PyObject *entry;       /* the handler's function */
+static PyObject *scan_once;   /* json's C scanner: scan_once(str, index) -> (value, end) */
+static PyObject *new_state;   /* groupstate._new_state(exists, value, timed_out, T, W) */
+static PyObject *encode;      /* groupstate._encode(value) -> str (compact JSON) */
+static PyObject *encode_chunks; /* groupstate._encode_chunks(value, 0) -> chunks of that JSON, or None */
+static PyObject *empty_str;
+static PyObject *format_exc;  /* groupstate._format_exception(exc) -> str */
+static PyObject *str_action, *str_raw, *str_timeout;
+
+/* The message of the current Python exception: its traceback as groupstate._format_exception
+ * formats it (or a fallback), at most 8 KiB (the end kept: the exception is on the last line).
+ * Clears the exception. Returns a new reference to a str, or NULL. */
+static PyObject *exception_text(void) {
+	PyObject *t, *v, *tb;
+	PyErr_Fetch(&t, &v, &tb);
+	if (!t) return PyUnicode_FromString("groupstate: unknown error");
+	PyErr_NormalizeException(&t, &v, &tb);
+	if (tb && v) PyException_SetTraceback(v, tb);
+	PyObject *s = format_exc && v ? PyObject_CallOneArg(format_exc, v) : NULL;
+	if (!s || !PyUnicode_Check(s)) {
+		Py_XDECREF(s);
+		PyErr_Clear();
+		s = v ? PyObject_Str(v) : NULL;
+		if (!s) {
+			PyErr_Clear();
+			s = PyUnicode_FromString("groupstate: an exception that cannot be formatted");
+		}
+	}
+	Py_XDECREF(t);
+	Py_XDECREF(v);
+	Py_XDECREF(tb);
+	return s;
+}
+
+/* Appends the current exception's text as a byte string. */
+static void put_exception(gs_buf *b) {
+	PyObject *s = exception_text();
+	Py_ssize_t n = 0;
+	const char *u = s ? PyUnicode_AsUTF8AndSize(s, &n) : NULL;
+	if (!u) {
+		PyErr_Clear();
+		u = "groupstate: an exception that cannot be formatted";
+		n = (Py_ssize_t)strlen(u);
+	}
+	const Py_ssize_t max = 8192;
+	if (n > max) {
+		u += n - max;
+		n = max;
+	}
+	buf_bytes(b, u, (size_t)n);
+	Py_XDECREF(s);
+}
+
+static int64_t fail_init(const char *msg) {
+	out.len = 0;
+	out.oom = 0;
+	buf_u32(&out, 1);
+	buf_bytes(&out, msg, strlen(msg));
+	return pack(out.p, out.len);
+}
+
+static int64_t fail_init_exception(void) {
+	out.len = 0;
+	out.oom = 0;
+	buf_u32(&out, 1);
+	put_exception(&out);
+	return pack(out.p, out.len);
+}
+
+/* ------------------------------------------------------------------------------------------
+ * The _groupstate built-in module: the embedded sources and the host's log.
+ * ------------------------------------------------------------------------------------------ */
+static PyObject *m_files(PyObject *self, PyObject *unused) {
+	PyObject *d = PyDict_New();
+	if (!d) return NULL;
+	uint32_t len = gs_sources_slot.len;
+	if (len > GS_SOURCES_CAP) len = GS_SOURCES_CAP;
+	rd r = {(const uint8_t *)gs_sources_area, (const uint8_t *)gs_sources_area + len, 0};
+	uint32_t n = len ? rd_u32(&r) : 0;
+	for (uint32_t i = 0; i < n && !r.bad; i++) {
+		uint32_t nl, cl;
+		const uint8_t *name = rd_bytes(&r, &nl);
+		const uint8_t *content = rd_bytes(&r, &cl);
+		if (r.bad) break;
+		PyObject *k = PyUnicode_DecodeUTF8((const char *)name, nl, NULL);
+		PyObject *v = PyBytes_FromStringAndSize((const char *)content, cl);
+		if (!k || !v || PyDict_SetItem(d, k, v) < 0) {
+			Py_XDECREF(k);
+			Py_XDECREF(v);
+			Py_DECREF(d);
+			return NULL;
+		}
+		Py_DECREF(k);
+		Py_DECREF(v);
+	}
+	if (r.bad) {
+		Py_DECREF(d);
+		PyErr_SetString(PyExc_RuntimeError, "groupstate: the module's embedded sources are malformed (rebuild it)");
+		return NULL;
+	}
+	return d;
+}
+
+static PyObject *m_log(PyObject *self, PyObject *args) {
+	int level;
+	const char *s;
+	Py_ssize_t n;
+	if (!PyArg_ParseTuple(args, "is#", &level, &s, &n)) return NULL;
+	gs_host_log(level, s, (int32_t)n);
+	Py_RETURN_NONE;
+}
+
+static PyMethodDef gs_methods[] = {
+	{"files", m_files, METH_NOARGS, "files() -> dict: the embedded sources, path -> bytes."},
+	{"log", m_log, METH_VARARGS, "log(level, message): writes to the host's log."},
+	{NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef gs_module = {PyModuleDef_HEAD_INIT, "_groupstate", NULL, -1, gs_methods};
+
+static PyObject *gs_module_init(void) { return PyModule_Create(&gs_module); }
+
+/* Installed before anything else is imported: a meta path finder over the embedded sources,
+ * so that `import groupstate` and the handler's own modules work with no file system. */
+static const char bootstrap[] =
+	"import sys, _groupstate\n"
+	"from _frozen_importlib import ModuleSpec\n"
+	"class _Sources:\n"
+	"    def __init__(self, files):\n"
+	"        self.files = files\n"
+	"    def find_spec(self, name, path=None, target=None):\n"
+	"        base = name.replace('.', '/')\n"
+	"        if base + '/__init__.py' in self.files:\n"
+	"            spec = ModuleSpec(name, self, origin=base + '/__init__.py', is_package=True)\n"
+	"        elif base + '.py' in self.files:\n"
+	"            spec = ModuleSpec(name, self, origin=base + '.py')\n"
+	"        else:\n"
+	"            return None\n"
+	"        spec.has_location = True\n"
+	"        return spec\n"
+	"    def create_module(self, spec):\n"
+	"        return None\n"
+	"    def exec_module(self, module):\n"
+	"        origin = module.__spec__.origin\n"
+	"        code = compile(self.files[origin], origin, 'exec', dont_inherit=True)\n"
+	"        exec(code, module.__dict__)\n"
+	"    def get_source(self, name):\n"
+	"        base = name.replace('.', '/')\n"
+	"        src = self.files.get(base + '.py') or self.files.get(base + '/__init__.py')\n"
+	"        return None if src is None else src.decode('utf-8', 'replace')\n"
+	"sys.meta_path.append(_Sources(_groupstate.files()))\n";
+
+static int start_interpreter(void) {
+	PyStatus st;
+	PyPreConfig pre;
+	PyPreConfig_InitIsolatedConfig(&pre);
+	pre.utf8_mode = 1;
+	st = Py_PreInitialize(&pre);
+	if (PyStatus_Exception(st)) return -1;
+	if (PyImport_AppendInittab("_groupstate", gs_module_init) < 0) return -1;
+	PyConfig c;
+	PyConfig_InitIsolatedConfig(&c);
+	c.site_import = 0;
+	c.pathconfig_warnings = 0;
+	c.install_signal_handlers = 0;
+	c.write_bytecode = 0;
+	c.user_site_directory = 0;
+	c.buffered_stdio = 0;
+	c.module_search_paths_set = 1; /* empty: no file system paths */
+	c.use_frozen_modules = 1;
+	c.safe_path = 1;
+	/* A fixed string hash seed: the same set iteration order in every instance and run. */
+	c.use_hash_seed = 1;
+	c.hash_seed = 0;
+	st = PyConfig_SetString(&c, &c.program_name, L"python");
+	if (!PyStatus_Exception(st)) st = PyConfig_SetString(&c, &c.home, L"/");
+	if (!PyStatus_Exception(st)) st = Py_InitializeFromConfig(&c);
+	PyConfig_Clear(&c);
+	if (PyStatus_Exception(st)) return -1;
+	return 0;
+}
+
+static PyObject *attr_of(const char *module, const char *name) {
+	PyObject *m = PyImport_ImportModule(module);
+	if (!m) return NULL;
+	PyObject *a = PyObject_GetAttrString(m, name);
+	Py_DECREF(m);
+	return a;
+}
+
+GS_EXPORT("gs_init") int64_t gs_init(int32_t ptr, int32_t len) {
+	rd r = {(const uint8_t *)(uintptr_t)ptr, (const uint8_t *)(uintptr_t)ptr + (uint32_t)len, 0};
+	uint32_t version = rd_u32(&r), mode = rd_u32(&r), flags = rd_u32(&r);
+	uint32_t name_len, config_len;
+	const uint8_t *name = rd_bytes(&r, &name_len);
+	const uint8_t *config = rd_bytes(&r, &config_len);
+	if (r.bad || r.p != r.end) return fail_init("groupstate: malformed init buffer");
+	if (version != 1) {
+		char msg[96];
+		snprintf(msg, sizeof msg, "groupstate: host ABI version %u, module implements version 1", version);
+		return fail_init(msg);
+	}
+	if (ready) return fail_init("groupstate: gs_init called twice");
+	if (start_interpreter() < 0) return fail_init("groupstate: the Python interpreter failed to start");
+	if (PyRun_SimpleString(bootstrap) != 0) return fail_init("groupstate: installing the sources importer failed");
+
+	str_action = PyUnicode_InternFromString("_action");
+	str_raw = PyUnicode_InternFromString("_raw");
+	str_timeout = PyUnicode_InternFromString("_timeout");
+	format_exc = attr_of("groupstate", "_format_exception");
+	if (!format_exc) return fail_init_exception();
+	PyObject *decoder = attr_of("json", "_default_decoder");
+	scan_once = decoder ? PyObject_GetAttrString(decoder, "scan_once") : NULL;
+	Py_XDECREF(decoder);
+	new_state = attr_of("groupstate", "_new_state");
+	encode = attr_of("groupstate", "_encode");
+	encode_chunks = attr_of("groupstate", "_encode_chunks");
+	empty_str = PyUnicode_FromString("");
+	if (!scan_once || !new_state || !encode || !encode_chunks || !empty_str) return fail_init_exception();
+	if (encode_chunks == Py_None) Py_CLEAR(encode_chunks);
+	/* groupstate._init(name, config, timeout_mode, flags) -> the entry function */
+	PyObject *init = attr_of("groupstate", "_init");
+	if (!init) return fail_init_exception();
+	entry = PyObject_CallFunction(init, "y#y#II", (const char *)name, (Py_ssize_t)name_len,
+	                              (const char *)config, (Py_ssize_t)config_len, mode, flags);
+	Py_DECREF(init);
+	if (!entry) return fail_init_exception();
+	ready = 1;
+	out.len = 0;
+	out.oom = 0;
+	buf_u32(&out, 0);
+	buf_u32(&out, 0);
+	return pack(out.p, out.len);
+}
+
+static int64_t fail_call(const char *msg) {
+	out.len = 0;
+	out.oom = 0;
+	buf_u32(&out, 1);
+	buf_bytes(&out, msg, strlen(msg));
+	return out.oom ? 0 : pack(out.p, out.len);
+}
+
+/* Decodes one JSON value (a row, a key, a state) with json's C scanner, without json.loads's
+ * checks in Python: the host hands over valid JSON (rows and keys), and a state is what a
+ * handler stored. Leading whitespace is skipped (ASCII, so its byte count is its index);
+ * trailing bytes are ignored. A new reference, or NULL with an exception set. */
+static PyObject *decode_json(const uint8_t *p, uint32_t n, const char *what) {
+	uint32_t i = 0;
+	while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\n' || p[i] == '\r')) i++;
+	PyObject *s = PyUnicode_DecodeUTF8((const char *)p, n, NULL);
+	if (!s) return NULL;
+	PyObject *idx = PyLong_FromUnsignedLong(i);
+	PyObject *t = idx ? PyObject_CallFunctionObjArgs(scan_once, s, idx, NULL) : NULL;
+	Py_XDECREF(idx);
+	Py_DECREF(s);
+	if (!t) {
+		if (PyErr_ExceptionMatches(PyExc_StopIteration)) {
+			PyErr_Clear();
+			PyErr_Format(PyExc_ValueError, "groupstate: %s is not JSON", what);
+		}
+		return NULL;
+	}
+	PyObject *v = PyTuple_GET_ITEM(t, 0);
+	Py_INCREF(v);
+	Py_DECREF(t);
+	return v;
+}
+
+/* Appends value's UTF-8 JSON (groupstate._encode) as a byte string; -1 with an exception set. */
+static int put_json(gs_buf *b, PyObject *value) {
+	PyObject *s;
+	if (encode_chunks) {
+		PyObject *zero = PyLong_FromLong(0);
+		PyObject *chunks = zero ? PyObject_CallFunctionObjArgs(encode_chunks, value, zero, NULL) : NULL;
+		Py_XDECREF(zero);
+		if (!chunks) return -1;
+		s = PyUnicode_Join(empty_str, chunks);
+		Py_DECREF(chunks);
+	} else {
+		s = PyObject_CallOneArg(encode, value);
+	}
+	if (!s) return -1;
+	Py_ssize_t n;
+	const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+	if (!u) {
+		Py_DECREF(s);
+		return -1;
+	}
+	buf_bytes(b, u, (size_t)n);
+	Py_DECREF(s);
+	return 0;
+}
+
+/* Runs one group whose input starts at r; appends its result to out. Returns -1 when the
+ * process buffer is malformed (r->bad). */
+static int run_group(rd *r, int64_t T, int64_t W) {
+	uint32_t flags = rd_u32(r), key_len, state_len;
+	const uint8_t *key = rd_bytes(r, &key_len);
+	const uint8_t *state_raw = rd_bytes(r, &state_len);
+	uint32_t row_count = rd_u32(r);
+	if (r->bad) return -1;
+	size_t start = out.len;
+	buf_u32(&out, 0); /* emit_count, patched below */
+	uint32_t emits = 0;
+	PyObject *k = NULL, *key_tuple = NULL, *chunk = NULL, *rows = NULL, *state = NULL;
+	PyObject *result = NULL, *it = NULL, *item = NULL, *action_o = NULL, *raw = NULL, *timeout_o = NULL;
+	PyObject *value = NULL;
+	int failed = 1;
+
+	chunk = PyList_New(row_count);
+	if (!chunk) goto done;
+	for (uint32_t i = 0; i < row_count; i++) {
+		uint32_t n;
+		const uint8_t *row = rd_bytes(r, &n);
+		if (r->bad) {
+			Py_DECREF(chunk);
+			return -1;
+		}
+		PyObject *v = decode_json(row, n, "a row");
+		if (!v) {
+			/* skip the rest of the group's rows, so the next group is read right */
+			for (uint32_t j = i + 1; j < row_count; j++) rd_bytes(r, &n);
+			if (r->bad) {
+				Py_DECREF(chunk);
+				return -1;
+			}
+			goto done;
+		}
+		PyList_SET_ITEM(chunk, i, v);
+	}
+	k = decode_json(key, key_len, "the key");
+	if (!k) goto done;
+	key_tuple = PyTuple_Pack(1, k);
+	if (!key_tuple) goto done;
+	PyObject *chunks = row_count ? PyList_New(1) : PyList_New(0);
+	if (!chunks) goto done;
+	if (row_count) {
+		Py_INCREF(chunk);
+		PyList_SET_ITEM(chunks, 0, chunk);
+	}
+	rows = PyObject_GetIter(chunks);
+	Py_DECREF(chunks);
+	if (!rows) goto done;
+	int exists = (flags & 2) != 0;
+	if (exists) {
+		value = decode_json(state_raw, state_len, "the stored state");
+		if (!value) goto done;
+	} else {
+		value = Py_None;
+		Py_INCREF(value);
+	}
+	state = PyObject_CallFunction(new_state, "OOOLL", exists ? Py_True : Py_False, value,
+	                              (flags & 1) ? Py_True : Py_False, (long long)T, (long long)W);
+	if (!state) goto done;
+
+	result = PyObject_CallFunctionObjArgs(entry, key_tuple, rows, state, NULL);
+	if (!result) goto done;
+	if (result != Py_None) {
+		if (PyDict_Check(result) || PyUnicode_Check(result) || PyBytes_Check(result)) {
+			PyErr_Format(PyExc_TypeError, "groupstate: the handler returned a %s; yield output rows, or return a list of them",
+			             Py_TYPE(result)->tp_name);
+			goto done;
+		}
+		it = PyObject_GetIter(result);
+		if (!it) goto done;
+		while ((item = PyIter_Next(it)) != NULL) {
+			if (put_json(&out, item) < 0) goto done;
+			emits++;
+			Py_CLEAR(item);
+		}
+		if (PyErr_Occurred()) goto done;
+	}
+	action_o = PyObject_GetAttr(state, str_action);
+	timeout_o = action_o ? PyObject_GetAttr(state, str_timeout) : NULL;
+	if (!timeout_o) goto done;
+	long action = PyLong_AsLong(action_o);
+	long long timeout = PyLong_AsLongLong(timeout_o);
+	if (PyErr_Occurred()) goto done;
+	const char *sb = "";
+	Py_ssize_t sn = 0;
+	if (action == 1) {
+		raw = PyObject_GetAttr(state, str_raw);
+		if (!raw) goto done;
+		sb = PyUnicode_AsUTF8AndSize(raw, &sn);
+		if (!sb) goto done;
+	}
+	put_u32_at(&out, start, emits);
+	buf_u32(&out, 0);
+	buf_u32(&out, (uint32_t)action);
+	buf_u32(&out, timeout ? 1 : 0);
+	buf_i64(&out, timeout);
+	buf_bytes(&out, sb, (size_t)sn);
+	buf_u32(&out, 0);
+	failed = 0;
+done:
+	if (failed) {
+		/* status 1: no emits, KEEP, no timeout, no state, the traceback as the error */
+		out.len = start;
+		buf_u32(&out, 0);
+		buf_u32(&out, 1);
+		buf_u32(&out, 0);
+		buf_u32(&out, 0);
+		buf_i64(&out, 0);
+		buf_u32(&out, 0);
+		put_exception(&out);
+	}
+	Py_XDECREF(item);
+	Py_XDECREF(it);
+	Py_XDECREF(result);
+	Py_XDECREF(state);
+	Py_XDECREF(rows);
+	Py_XDECREF(chunk);
+	Py_XDECREF(key_tuple);
+	Py_XDECREF(k);
+	Py_XDECREF(action_o);
+	Py_XDECREF(timeout_o);
+	Py_XDECREF(raw);
+	Py_XDECREF(value);
+	return 0;
+}
+
+GS_EXPORT("gs_process") int64_t gs_process(int32_t ptr, int32_t len) {
+	if (!ready) return fail_call("groupstate: gs_process before a successful gs_init");
+	rd r = {(const uint8_t *)(uintptr_t)ptr, (const uint8_t *)(uintptr_t)ptr + (uint32_t)len, 0};
+	uint32_t count = rd_u32(&r);
+	int64_t T = rd_i64(&r), W = rd_i64(&r);
+	if (r.bad) return fail_call("groupstate: malformed process buffer");
+	out.len = 0;
+	out.oom = 0;
+	buf_u32(&out, 0);
+	buf_u32(&out, count);
+	for (uint32_t i = 0; i < count; i++) {
+		group_cell = i;
+		if (run_group(&r, T, W) < 0) {
+			group_cell = 0xFFFFFFFFu;
+			return fail_call("groupstate: malformed process buffer");
+		}
+	}
+	group_cell = 0xFFFFFFFFu;
+	if (r.p != r.end) return fail_call("groupstate: malformed process buffer (trailing bytes)");
+	if (out.oom) {
+		/* the host reads 0 as a result out of memory: a whole-call failure, retried */
+		return 0;
+	}
+	return pack(out.p, out.len);
+}
