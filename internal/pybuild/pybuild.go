@@ -21,6 +21,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/groupstate/groupstate/internal/leb"
 	"github.com/groupstate/groupstate/sdk/python"
 )
 
@@ -206,7 +207,7 @@ func encodeData(segs []dataSegment) []byte {
 	out := binary.AppendUvarint(nil, uint64(len(segs)))
 	for _, s := range segs {
 		out = append(out, 0, 0x41)
-		out = appendSleb(out, int64(int32(s.offset)))
+		out = leb.AppendS64(out, int64(int32(s.offset)))
 		out = append(out, 0x0b)
 		out = binary.AppendUvarint(out, uint64(len(s.init)))
 		out = append(out, s.init...)
@@ -230,17 +231,6 @@ func sleb32(b []byte) (int32, int) {
 		}
 	}
 	return 0, -1
-}
-
-func appendSleb(b []byte, v int64) []byte {
-	for {
-		c := byte(v & 0x7f)
-		v >>= 7
-		if (v == 0 && c&0x40 == 0) || (v == -1 && c&0x40 != 0) {
-			return append(b, c)
-		}
-		b = append(b, c|0x80)
-	}
 }
 
 // Build returns the module of a Python handler: the committed runtime module

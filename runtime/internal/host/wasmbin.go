@@ -6,7 +6,7 @@ package host
 import (
 	"fmt"
 
-	"github.com/groupstate/groupstate/runtime/internal/leb"
+	"github.com/groupstate/groupstate/internal/leb"
 )
 
 // The sections the checks and the instrumenter read or write.

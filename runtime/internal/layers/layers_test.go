@@ -21,7 +21,7 @@ var rules = []rule{
 	{
 		from: []string{"runtime/engine", "state", "timeouts", "abi", "runtime/spec", "runtime/scenario",
 			"runtime/internal/handler", "runtime/internal/host/...", "runtime/internal/partition",
-			"runtime/internal/placement", "runtime/auth", "runtime/internal/topology", "runtime/internal/rowjson", "runtime/internal/subject", "runtime/internal/leb"},
+			"runtime/internal/placement", "runtime/auth", "runtime/internal/topology", "runtime/internal/rowjson", "runtime/internal/subject", "internal/leb"},
 		to:  []string{"github.com/nats-io/..."},
 		why: "the engine, the state store and pure decisions link no NATS: they are embeddable and testable without a server",
 	},

@@ -15,7 +15,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/groupstate/groupstate/runtime/internal/leb"
+	"github.com/groupstate/groupstate/internal/leb"
 )
 
 // asm assembles one function body and keeps its listing.
