@@ -5,15 +5,20 @@
 // nor a WebAssembly toolchain.
 //
 // The runtime's glue (sdk/python/runtime/glue.c) reserves a zero-filled area in its memory and
-// describes it in a slot found by its magic: the area's address, its capacity and the length of
-// the sources written there (0 in the runtime as built). [Embed] encodes the sources into one
-// blob, appends an active data segment that writes it into the area when an instance starts,
-// and sets the slot's length. Nothing else in the module changes, so the runtime's code, its
+// describes it in a slot found by its magic: the area's address, its capacity, the length of
+// the sources written there (0 in the runtime as built) and the module's ABI version. [Embed]
+// encodes the sources into one blob, appends an active data segment that writes it into the
+// area when an instance starts, and sets the slot's length and version.
+//
+// The version is the build's decision ([Build]): an entry that is a class (a subclass of
+// groupstate's StatefulProcessor, Spark 4's transformWithState) makes an ABI v2 module, an
+// entry that is a function (applyInPandasWithState's) an ABI v1 module. Nothing else in the module changes, so the runtime's code, its
 // frozen standard library and its exports are byte for byte those of the committed runtime.
 package pybuild
 
 import (
 	"bytes"
+	"regexp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,8 +31,14 @@ import (
 )
 
 // slotMagic starts the glue's gs_sources_slot: 24 bytes, then the area's address (u32), its
-// capacity (u32) and the sources' length (u32), little-endian.
-var slotMagic = []byte("gs-python-sources-v1....")
+// capacity (u32), the sources' length (u32) and the module's ABI version (u32), little-endian.
+var slotMagic = []byte("gs-python-sources-v2....")
+
+// slotSize is the slot's size after the magic.
+const slotSize = 16
+
+// ErrNoEntry is returned by [Build] when the handler's module has no entry to run.
+var ErrNoEntry = errors.New("pybuild: no entry")
 
 // EntryFile is the name, in the embedded sources, of the file that holds the handler's entry
 // as "module:function"; the groupstate package reads it at init.
@@ -41,11 +52,15 @@ type File struct {
 }
 
 // Embed returns the runtime module with files and the entry ("module:function", such as
-// "logincount:handle") inside. The runtime must be a runtime module as built, without sources.
-func Embed(runtime []byte, files []File, entry string) ([]byte, error) {
+// "logincount:handle", or "module:Class" for version 2) inside, as a module of ABI version
+// abiVersion (1 or 2). The runtime must be a runtime module as built, without sources.
+func Embed(runtime []byte, files []File, entry string, abiVersion uint32) ([]byte, error) {
 	mod, fn, ok := strings.Cut(entry, ":")
 	if !ok || mod == "" || fn == "" {
 		return nil, fmt.Errorf("pybuild: entry %q: want module:function", entry)
+	}
+	if abiVersion != 1 && abiVersion != 2 {
+		return nil, fmt.Errorf("pybuild: ABI version %d: want 1 or 2", abiVersion)
 	}
 	blob, err := encodeFiles(append(slices.Clone(files), File{Name: EntryFile, Data: []byte(entry)}))
 	if err != nil {
@@ -89,7 +104,7 @@ func Embed(runtime []byte, files []File, entry string) ([]byte, error) {
 			off += j + 1
 		}
 	}
-	if slot == nil || len(slot) < len(slotMagic)+12 {
+	if slot == nil || len(slot) < len(slotMagic)+slotSize {
 		return nil, errors.New("pybuild: not a Python runtime module (no source slot)")
 	}
 	fields := slot[len(slotMagic):]
@@ -107,6 +122,7 @@ func Embed(runtime []byte, files []File, entry string) ([]byte, error) {
 	// The slot's segment, with the length set.
 	init := slices.Clone(segs[slotSeg].init)
 	binary.LittleEndian.PutUint32(init[slotOff+len(slotMagic)+8:], uint32(len(blob)))
+	binary.LittleEndian.PutUint32(init[slotOff+len(slotMagic)+12:], abiVersion)
 	segs[slotSeg].init = init
 	segs = append(segs, dataSegment{offset: area, init: blob})
 
@@ -233,11 +249,75 @@ func sleb32(b []byte) (int32, int) {
 	return 0, -1
 }
 
+var (
+	topDef      = regexp.MustCompile(`(?m)^(?:async[ \t]+)?def[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*\(`)
+	topAssign   = regexp.MustCompile(`(?m)^([A-Za-z_][A-Za-z0-9_]*)[ \t]*(?::[^=\n]*)?=[^=]`)
+	topClass    = regexp.MustCompile(`(?m)^class[ \t]+([A-Za-z_][A-Za-z0-9_]*)[ \t]*(\([^)]*\))?[ \t]*:`)
+	processorRe = regexp.MustCompile(`\bStatefulProcessor\b`)
+)
+
+// DefaultEntry is the entry function of an ABI v1 handler when the build names none.
+const DefaultEntry = "handle"
+
+// Entry decides the entry of a handler whose main module's source is src, and with it the
+// module's ABI version. name is the entry the build names (--entry), or "" for the default:
+// a top-level function handle (ABI v1, applyInPandasWithState), else the one top-level class
+// whose bases name StatefulProcessor (ABI v2, transformWithState). A named entry that is a
+// top-level class is a processor (v2); any other name is a function (v1), checked when the
+// module starts. The source is read, not run: the build needs no Python.
+func Entry(src []byte, name string) (entry string, abiVersion uint32, err error) {
+	classes := topClass.FindAllSubmatch(src, -1)
+	if name != "" {
+		for _, c := range classes {
+			if string(c[1]) == name {
+				return name, 2, nil
+			}
+		}
+		return name, 1, nil
+	}
+	for _, d := range topDef.FindAllSubmatch(src, -1) {
+		if string(d[1]) == DefaultEntry {
+			return DefaultEntry, 1, nil
+		}
+	}
+	for _, a := range topAssign.FindAllSubmatch(src, -1) {
+		if string(a[1]) == DefaultEntry {
+			return DefaultEntry, 1, nil
+		}
+	}
+	var procs []string
+	for _, c := range classes {
+		if processorRe.Match(c[2]) {
+			procs = append(procs, string(c[1]))
+		}
+	}
+	switch len(procs) {
+	case 1:
+		return procs[0], 2, nil
+	case 0:
+		return "", 0, fmt.Errorf("%w: define a function handle(key, rows, state) or a StatefulProcessor subclass, or name the entry (--entry)", ErrNoEntry)
+	}
+	return "", 0, fmt.Errorf("%w: %d StatefulProcessor subclasses (%s); name the entry (--entry)", ErrNoEntry, len(procs), strings.Join(procs, ", "))
+}
+
 // Build returns the module of a Python handler: the committed runtime module
 // (sdk/python.Runtime) with the groupstate package and sources inside. sources maps import
-// paths ("logincount.py", "helpers/util.py") to contents; entry is "module:function". A source
-// named groupstate/... is refused: the package comes with the SDK.
+// paths ("logincount.py", "helpers/util.py") to contents; entry is "module:name", or
+// "module" (or "module:") for the default of [Entry], which also decides the ABI version. A
+// source named groupstate/... is refused: the package comes with the SDK.
 func Build(sources map[string][]byte, entry string) ([]byte, error) {
+	mod, name, _ := strings.Cut(entry, ":")
+	src, ok := sources[mod+".py"]
+	if !ok {
+		src, ok = sources[mod+"/__init__.py"]
+	}
+	if mod == "" || !ok {
+		return nil, fmt.Errorf("pybuild: entry %q: no source %s.py", entry, mod)
+	}
+	name, version, err := Entry(src, name)
+	if err != nil {
+		return nil, fmt.Errorf("%w (in %s.py)", err, mod)
+	}
 	sdkFiles, err := python.SDK()
 	if err != nil {
 		return nil, err
@@ -252,5 +332,5 @@ func Build(sources map[string][]byte, entry string) ([]byte, error) {
 		}
 		files = append(files, File{Name: name, Data: data})
 	}
-	return Embed(python.Runtime, files, entry)
+	return Embed(python.Runtime, files, mod+":"+name, version)
 }

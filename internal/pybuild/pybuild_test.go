@@ -15,6 +15,7 @@ func fakeRuntime(capacity uint32, dataCount bool) []byte {
 	seg = binary.LittleEndian.AppendUint32(seg, 0x1000)
 	seg = binary.LittleEndian.AppendUint32(seg, capacity)
 	seg = binary.LittleEndian.AppendUint32(seg, 0)
+	seg = binary.LittleEndian.AppendUint32(seg, 0)
 	data := encodeData([]dataSegment{{offset: 0x400, init: seg}})
 	m := []byte("\x00asm\x01\x00\x00\x00")
 	m = append(m, 5, 3, 1, 0, 1) // memory section: one memory, min 1 page
@@ -30,7 +31,7 @@ func TestEmbed(t *testing.T) {
 	for _, dc := range []bool{false, true} {
 		rt := fakeRuntime(1<<20, dc)
 		files := []File{{"b.py", []byte("x = 1\n")}, {"a/__init__.py", []byte("")}}
-		out, err := Embed(rt, files, "b:handle")
+		out, err := Embed(rt, files, "b:handle", 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -59,18 +60,28 @@ func TestEmbed(t *testing.T) {
 		if n := binary.LittleEndian.Uint32(segs[0].init[i+8:]); n != uint32(len(blob)) {
 			t.Errorf("slot length %d, want %d", n, len(blob))
 		}
+		if v := binary.LittleEndian.Uint32(segs[0].init[i+12:]); v != 1 {
+			t.Errorf("slot ABI version %d, want 1", v)
+		}
+		v2, err := Embed(rt, files, "b:Proc", 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if j := bytes.Index(v2, slotMagic) + len(slotMagic); binary.LittleEndian.Uint32(v2[j+12:]) != 2 {
+			t.Error("a version 2 module's slot does not say 2")
+		}
 		// Sorted by name, the entry file included.
 		want, _ := encodeFiles([]File{{"a/__init__.py", nil}, {EntryFile, []byte("b:handle")}, {"b.py", []byte("x = 1\n")}})
 		if !bytes.Equal(blob, want) {
 			t.Errorf("blob %q, want %q", blob, want)
 		}
 		// Deterministic: the same inputs give the same bytes.
-		again, _ := Embed(rt, []File{files[1], files[0]}, "b:handle")
+		again, _ := Embed(rt, []File{files[1], files[0]}, "b:handle", 1)
 		if !bytes.Equal(out, again) {
 			t.Error("two builds of the same sources differ")
 		}
 		// A module that already holds sources is refused.
-		if _, err := Embed(out, files, "b:handle"); err == nil || !strings.Contains(err.Error(), "already holds") {
+		if _, err := Embed(out, files, "b:handle", 1); err == nil || !strings.Contains(err.Error(), "already holds") {
 			t.Errorf("embedding twice: %v", err)
 		}
 	}
@@ -90,9 +101,38 @@ func TestEmbedErrors(t *testing.T) {
 		{"twice", "a:handle", "given twice", fakeRuntime(1<<20, false), []File{{"a.py", nil}, {"a.py", nil}}},
 		{"not wasm", "a:handle", "not a WebAssembly module", []byte("hello"), nil},
 	} {
-		_, err := Embed(c.rt, c.files, c.entry)
+		_, err := Embed(c.rt, c.files, c.entry, 1)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: got %v, want an error containing %q", c.name, err, c.want)
+		}
+	}
+}
+
+func TestEntry(t *testing.T) {
+	const proc = "from groupstate import StatefulProcessor\n\nclass Helper:\n    pass\n\nclass Carts(StatefulProcessor):\n    def handleInputRows(self, key, rows, timerValues):\n        def handle(x):\n            pass\n"
+	for _, c := range []struct {
+		src, name, want string
+		abi             uint32
+		err             string
+	}{
+		{"def handle(key, rows, state):\n    pass\n", "", "handle", 1, ""},
+		{"async def other(): pass\nhandle = make()\n", "", "handle", 1, ""},
+		{proc, "", "Carts", 2, ""},
+		{proc, "Carts", "Carts", 2, ""},
+		{proc, "Helper", "Helper", 2, ""},
+		{proc, "f", "f", 1, ""},
+		{"x = 1\n", "", "", 0, "define a function handle"},
+		{proc + "class B(groupstate.StatefulProcessor):\n    pass\n", "", "", 0, "2 StatefulProcessor subclasses (Carts, B)"},
+	} {
+		got, abi, err := Entry([]byte(c.src), c.name)
+		if c.err != "" {
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("Entry(%q, %q): %v, want an error containing %q", c.src, c.name, err, c.err)
+			}
+			continue
+		}
+		if err != nil || got != c.want || abi != c.abi {
+			t.Errorf("Entry(%q, %q) = %q, %d, %v; want %q, %d", c.src, c.name, got, abi, err, c.want, c.abi)
 		}
 	}
 }
