@@ -18,11 +18,11 @@ package pybuild
 
 import (
 	"bytes"
-	"regexp"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 

@@ -684,6 +684,18 @@ def _emit(result, parts):
     return n
 
 
+def _without_sdk_frames(e):
+    """e with its traceback starting at the first frame outside this module (the calls of
+    _process_v2 and _emit are not the handler's)."""
+    tb = e.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename == _THIS_FILE and tb.tb_next is not None:
+        tb = tb.tb_next
+    return e.with_traceback(tb)
+
+
+_THIS_FILE = "groupstate/stateful_processor.py"
+
+
 def _malformed(i, why):
     m = f"groupstate: process buffer malformed at group {i}: {why}".encode("utf-8")
     return _U32.pack(1) + _U32.pack(len(m)) + m
@@ -769,7 +781,7 @@ def _process_v2(buf):
                 emits = _emit(proc.handleInitialState(key, _decode(initial_raw), tv), parts)
             err = g.fatal
         except BaseException as e:  # SystemExit too: one group fails, not the instance
-            err = g.fatal or _gs._format_exception(e)
+            err = g.fatal or _gs._format_exception(_without_sdk_frames(e))
         finally:
             _cur = None
         if err is None:
