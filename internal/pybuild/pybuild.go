@@ -262,7 +262,9 @@ const DefaultEntry = "handle"
 // Entry decides the entry of a handler whose main module's source is src, and with it the
 // module's ABI version. name is the entry the build names (--entry), or "" for the default:
 // a top-level function handle (ABI v1, applyInPandasWithState), else the one top-level class
-// whose bases name StatefulProcessor (ABI v2, transformWithState). A named entry that is a
+// whose bases name StatefulProcessor (ABI v2, transformWithState), else handle (v1: it may be
+// imported, and the module's init fails when there is none). Two such classes and no handle
+// are an error ([ErrNoEntry]). A named entry that is a
 // top-level class is a processor (v2); any other name is a function (v1), checked when the
 // module starts. The source is read, not run: the build needs no Python.
 func Entry(src []byte, name string) (entry string, abiVersion uint32, err error) {
@@ -295,7 +297,9 @@ func Entry(src []byte, name string) (entry string, abiVersion uint32, err error)
 	case 1:
 		return procs[0], 2, nil
 	case 0:
-		return "", 0, fmt.Errorf("%w: define a function handle(key, rows, state) or a StatefulProcessor subclass, or name the entry (--entry)", ErrNoEntry)
+		// handle may come from elsewhere (from helpers import handle): the module's init
+		// says so if it does not.
+		return DefaultEntry, 1, nil
 	}
 	return "", 0, fmt.Errorf("%w: %d StatefulProcessor subclasses (%s); name the entry (--entry)", ErrNoEntry, len(procs), strings.Join(procs, ", "))
 }

@@ -121,7 +121,7 @@ func TestEntry(t *testing.T) {
 		{proc, "Carts", "Carts", 2, ""},
 		{proc, "Helper", "Helper", 2, ""},
 		{proc, "f", "f", 1, ""},
-		{"x = 1\n", "", "", 0, "define a function handle"},
+		{"from helpers import handle\n", "", "handle", 1, ""},
 		{proc + "class B(groupstate.StatefulProcessor):\n    pass\n", "", "", 0, "2 StatefulProcessor subclasses (Carts, B)"},
 	} {
 		got, abi, err := Entry([]byte(c.src), c.name)
