@@ -27,7 +27,6 @@ are JSON). The glue of the runtime module (sdk/python/runtime/glue.c) calls ``_i
 """
 
 import json as _json
-import re as _re
 import struct as _struct
 
 import _groupstate
@@ -66,8 +65,14 @@ _MAP_READ, _MAP_CLEAR, _MAP_EXISTS = 0x24, 0x25, 0x26
 _TIMER_REGISTER, _TIMER_DELETE, _TIMER_LIST = 0x30, 0x31, 0x32
 
 _PAGE_BYTES = 65536
-_VAR_NAME = _re.compile(r"[a-z][a-z0-9_]{0,63}\Z")
-_INPUT_NAME = _re.compile(r"[a-z][a-z0-9_-]{0,31}\Z")
+_LOWER = frozenset("abcdefghijklmnopqrstuvwxyz")
+_VAR_CHARS = _LOWER | frozenset("0123456789_")
+_INPUT_CHARS = _VAR_CHARS | {"-"}
+
+
+def _valid_name(s, chars, max_len):
+    """1 to max_len characters of chars, starting with a-z (no re: it would slow every start)."""
+    return isinstance(s, str) and 0 < len(s) <= max_len and s[0] in _LOWER and all(c in chars for c in s)
 
 #: The deployment's input names (its spec's ``inputs:``, in order), or [] with one ``input:``.
 inputs = []
@@ -390,7 +395,7 @@ class StatefulProcessorHandle:
     def _declare(self, fn, stateName, kind, ttlDurationMs):
         if not _declaring:
             raise GroupStateRuntimeError(f"groupstate: {fn}({stateName!r}) outside the processor's init")
-        if not isinstance(stateName, str) or not _VAR_NAME.match(stateName):
+        if not _valid_name(stateName, _VAR_CHARS, 64):
             raise GroupStateValueError(
                 f"groupstate: {fn}({stateName!r}): a name is 1-64 characters of a-z, 0-9 and _, starting with a letter a-z")
         for d in _decls:
@@ -634,7 +639,7 @@ def _init_v2(buf):
             for i in range(n):
                 b, p = _bytes_at(buf, p)
                 s = b.decode("utf-8", "replace")
-                if not _INPUT_NAME.match(s):
+                if not _valid_name(s, _INPUT_CHARS, 32):
                     raise GroupStateValueError(f"groupstate: init buffer malformed: input {i}: name {s!r} is not 1-32 of a-z, 0-9, _ and - starting with a-z")
                 if s in names:
                     raise GroupStateValueError(f"groupstate: init buffer malformed: input {i}: name {s!r} already used by input {names.index(s)}")
