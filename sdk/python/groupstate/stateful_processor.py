@@ -106,7 +106,9 @@ def _decode(b):
 def _map_key(key):
     if not isinstance(key, str):
         raise GroupStateTypeError(f"groupstate: a map key is a str, not {type(key).__name__}")
-    return key.encode("utf-8")
+    # surrogateescape: a key that another language wrote as bytes that are not UTF-8 comes
+    # back as the same bytes
+    return key.encode("utf-8", "surrogateescape")
 
 
 # ---- the current group ---------------------------------------------------------------------
@@ -354,7 +356,7 @@ class MapState(_Var):
             if p != len(ans) or (count == 0 and more) or (not more and nxt):
                 raise _bad_answer(g, "MAP_READ")
             for k, v in entries:
-                yield k.decode("utf-8"), _decode(v)
+                yield k.decode("utf-8", "surrogateescape"), _decode(v)
             if not more:
                 return
             cursor = nxt
@@ -607,8 +609,8 @@ def _apply_initial(initial):
             if not isinstance(v, dict):
                 raise GroupStateValueError(f"groupstate: initial state of map {name}: want a JSON object, got {v!r}")
             g.ops += _OPVAR.pack(_MAP_CLEAR, i)
-            for k in sorted(v, key=lambda s: s.encode("utf-8")):
-                kb = k.encode("utf-8")
+            for k in sorted(v, key=lambda s: s.encode("utf-8", "surrogateescape")):
+                kb = _map_key(k)
                 b = _encode_value(v[k], f"initial state of map {name}")
                 g.ops += _OPVARLEN.pack(_MAP_SET, i, len(kb)) + kb + _U32.pack(len(b)) + b
 
