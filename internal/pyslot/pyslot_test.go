@@ -151,3 +151,36 @@ func TestParseErrors(t *testing.T) {
 		t.Errorf("too big: %v", err)
 	}
 }
+
+// TestSplitMalformed: the host runs Split on every module it loads, so truncated or altered
+// modules must not panic it; they do not split.
+func TestSplitMalformed(t *testing.T) {
+	a := withSources(t, fakeRuntime(1<<20, true), []byte("handler a"), 1)
+	for n := range len(a) {
+		if _, _, ok := Split(a[:n]); ok && n < len(a) {
+			t.Errorf("a module cut at %d bytes splits", n)
+		}
+		b := bytes.Clone(a)
+		b[n] ^= 0xff
+		Split(b) // must not panic
+	}
+}
+
+// FuzzSplit: Split never panics, and what it splits reassembles into a module with the same
+// sources.
+func FuzzSplit(f *testing.F) {
+	f.Add(fakeRuntime(1<<20, true))
+	f.Fuzz(func(t *testing.T, wasm []byte) {
+		rt, src, ok := Split(wasm)
+		if !ok {
+			return
+		}
+		m, err := Parse(rt)
+		if err != nil || m.Len != 0 {
+			t.Fatalf("the split runtime does not parse as one without sources: %v", err)
+		}
+		if uint32(len(src.Blob)) != src.Len {
+			t.Fatalf("blob of %d bytes, length %d", len(src.Blob), src.Len)
+		}
+	})
+}
