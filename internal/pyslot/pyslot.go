@@ -175,6 +175,14 @@ func Split(wasm []byte) (runtime []byte, src Sources, ok bool) {
 	if last.offset != m.Area || uint32(len(last.init)) != m.Len || m.Len > m.Cap {
 		return nil, Sources{}, false
 	}
+	// Writing the slot's fields after instantiation gives the memory the module's own segments
+	// would only if no later segment writes over them.
+	lo := uint64(m.SlotAddr())
+	for _, s := range m.segs[m.slotSeg+1:] {
+		if start := uint64(s.offset); start < lo+fieldsSize && lo < start+uint64(len(s.init)) {
+			return nil, Sources{}, false
+		}
+	}
 	src = Sources{Area: m.Area, SlotAddr: m.SlotAddr(), Blob: last.init, Len: m.Len, ABI: m.ABI}
 	m.segs = m.segs[:len(m.segs)-1]
 	m.Len, m.ABI = 0, 0

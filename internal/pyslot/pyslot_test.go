@@ -184,3 +184,23 @@ func FuzzSplit(f *testing.F) {
 		}
 	})
 }
+
+// TestSplitOverlap: sources written over the slot do not split (the host's writes after
+// instantiation would not give the memory the module's segments give).
+func TestSplitOverlap(t *testing.T) {
+	m, err := Parse(fakeRuntime(1<<20, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Area = m.SlotAddr() - 4 // the blob covers the slot's fields
+	if err := m.SetSources([]byte("0123456789abcdef0123"), 1); err != nil {
+		t.Fatal(err)
+	}
+	// SetSources wrote the area's segment at the parsed Area; the slot still names 0x1000,
+	// so point the slot at the new area too.
+	at := m.slotOff + len(Magic)
+	binary.LittleEndian.PutUint32(m.segs[m.slotSeg].init[at:], m.Area)
+	if _, _, ok := Split(m.Encode()); ok {
+		t.Error("sources over the slot split")
+	}
+}
