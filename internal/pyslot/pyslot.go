@@ -167,6 +167,9 @@ func (s *Sources) Write(write func(offset uint32, b []byte) bool) bool {
 // runtime module, or one whose sources are not where internal/pybuild puts them: the last
 // data segment, at the area, of the slot's length).
 func Split(wasm []byte) (runtime []byte, src Sources, ok bool) {
+	if !bytes.Contains(wasm, Magic) { // every other module, at the cost of one scan
+		return nil, Sources{}, false
+	}
 	m, err := Parse(wasm)
 	if err != nil || m.Len == 0 || len(m.segs) < 2 {
 		return nil, Sources{}, false
