@@ -566,8 +566,9 @@ class StatefulProcessor:
         raise NotImplementedError("groupstate: the processor does not implement handleInputRows")
 
     def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
-        """Called for each of a key's expired timers, in order; yields output rows."""
-        raise NotImplementedError("groupstate: the processor does not implement handleExpiredTimer")
+        """Called for each of a key's expired timers, in order; yields output rows. The
+        default, as PySpark's, emits nothing."""
+        return None
 
     def handleInitialState(self, key, initialState, timerValues):
         """Called once per key of the deployment's initial state (groupstate deploy
