@@ -1,7 +1,8 @@
 // Package scenario runs scenario files: JSON Lines scripts of micro-batches, restarts and
 // expectations that pin down a handler's behaviour without NATS and without a wall clock
 // (README.md, "`groupstate test`: scenario files"). `groupstate test` is a thin wrapper
-// around [Run].
+// around [RunSummary]. A file runs a step at a time: its memory does not grow with its length
+// nor with its number of keys.
 //
 // Each line is one step:
 //
