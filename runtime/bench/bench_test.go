@@ -300,3 +300,23 @@ func TestPassThroughHeaders(t *testing.T) {
 		t.Fatalf("message id %q is not deployment.instance.batch.seq", id)
 	}
 }
+
+// BenchmarkCount: BenchmarkABIv2's two sides one at a time, for a profile of each
+// (-cpuprofile): 100k keys, 300k rows.
+func BenchmarkCount(b *testing.B) {
+	for _, side := range []struct {
+		name string
+		wasm []byte
+	}{{"v1", sample(b, "logincount", "go")}, {"v2", v2CountModule}} {
+		b.Run(side.name, func(b *testing.B) {
+			var rps float64
+			for b.Loop() {
+				var err error
+				if rps, err = engineCount(context.Background(), b.TempDir(), side.wasm, 100_000, 300_000, quiet); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(rps, "rows/s")
+		})
+	}
+}
