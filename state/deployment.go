@@ -332,7 +332,7 @@ func (d *Deployment) Drop() error {
 	}
 	if c := d.s.cache; c != nil {
 		d.stripe.beginWrite()
-		defer c.endWrite(d.stripe, d.name, nil, false) // rare: empty it all, not just d's keys
+		defer c.endWrite(d.stripe, false) // rare: empty it all, not just d's keys
 	}
 	d.s.setOutboxFloor(d.name, nil)
 	defer d.s.setOutboxFloor(d.name, nil) // batch ids start again at 1
