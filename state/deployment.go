@@ -17,6 +17,7 @@ import (
 type Deployment struct {
 	s      *Store
 	name   string
+	vdep   string // varsDep's
 	prefix []byte
 	err    error        // invalid name
 	stripe *cacheStripe // of the hot-state cache; nil without one

@@ -26,7 +26,10 @@ import (
 
 // varsDep returns the name the cache keeps d's variable records under: apart from its
 // state entries (ABI v1), whose keys are the group keys themselves.
-func (d *Deployment) varsDep() string { return d.name + "\x00vars" }
+func (d *Deployment) varsDep() string { return d.vdep }
+
+// varsDepOf returns varsDep of deployment name.
+func varsDepOf(name string) string { return name + "\x00vars" }
 
 // cachedVarKey reports whether k, a key of d's keyspace, is one of the records the cache
 // holds: a variable's head or a key record.
