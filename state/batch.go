@@ -64,8 +64,9 @@ type Batch struct {
 	// batch created on first use, which reads through to the store; Commit appends
 	// them to pb.
 	vb  *pebble.Batch
-	cat *catalog // the catalog as the batch left it, once read
-	tx  *KeyTxn  // the open transaction
+	ov  varOverlay // vb's writes of the records the hot-state cache holds (varcache.go)
+	cat *catalog   // the catalog as the batch left it, once read
+	tx  *KeyTxn    // the open transaction
 	// reverts counts RevertKeys calls: a transaction committed before the last one can no
 	// longer be reverted (its place in vb moved).
 	reverts int
@@ -452,14 +453,22 @@ func (b *Batch) Commit() (Progress, error) {
 		return Progress{}, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
 	}
 	c := d.s.cache
+	var vlog *setLog
 	if c != nil {
+		if b.vb != nil {
+			vlog = d.s.getLog()
+			defer d.s.putLog(vlog)
+			vlog = b.overlayLog(vlog)
+		} else {
+			vlog = emptyLog // nothing of the variables
+		}
 		d.stripe.beginWrite()
 	}
 	err = d.s.write(func() error { return b.pb.Commit(opts) })
 	if c != nil {
 		// Only a commit that succeeded reaches the cache; a failed one
 		// empties it, whatever Pebble's memory now holds.
-		c.endWrite(d.stripe, d.name, b.log, err == nil)
+		c.endWrite(d.stripe, err == nil, depLog{d.name, b.log}, depLog{d.varsDep(), vlog})
 	}
 	if err != nil {
 		return Progress{}, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
@@ -498,6 +507,7 @@ func (b *Batch) Close() {
 		b.vb = nil
 	}
 	b.cat, b.tx = nil, nil
+	b.ov = varOverlay{}
 	b.scratch = nil
 	if b.log != nil {
 		if cap(b.log.arena) <= maxPooledLog {
