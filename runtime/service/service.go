@@ -33,8 +33,12 @@ import (
 // Options configures a [Service].
 type Options struct {
 	// DataDir holds the state store (DataDir/state) and the compilation cache
-	// (DataDir/cache). Required.
+	// (DataDir/cache, unless CacheDir names another). Required.
 	DataDir string
+	// CacheDir is the directory of the compilation cache (engine.Options.CacheDir), when
+	// not DataDir/cache: several runtimes may share one (compiled code is keyed by the
+	// module's digest, the wazero version and the CPU's features). Optional.
+	CacheDir string
 	// Conn is the NATS connection (required; not closed by the service).
 	Conn *nats.Conn
 	// Logger defaults to slog.Default().
@@ -149,7 +153,11 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service: opening the partition leases: %w", err)
 	}
-	rt, err := engine.New(engine.Options{CacheDir: filepath.Join(cfg.DataDir, "cache"), Logger: cfg.Logger, Ceilings: cfg.Ceilings})
+	cacheDir := cfg.CacheDir
+	if cacheDir == "" {
+		cacheDir = filepath.Join(cfg.DataDir, "cache")
+	}
+	rt, err := engine.New(engine.Options{CacheDir: cacheDir, Logger: cfg.Logger, Ceilings: cfg.Ceilings})
 	if err != nil {
 		return nil, err
 	}

@@ -5,6 +5,7 @@ package testutil
 import (
 	"log/slog"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -60,4 +61,12 @@ func ReadFile(t testing.TB, path string) []byte {
 	b, err := os.ReadFile(path)
 	Require(t, err)
 	return b
+}
+
+// CompileCacheDir is the compilation cache (engine.Options.CacheDir) the tests share, in and
+// across test processes and runs, so that each committed module compiles once rather than in
+// every test (a Go module takes seconds to compile). A test of the cache itself uses its own
+// directory.
+func CompileCacheDir() string {
+	return filepath.Join(os.TempDir(), "groupstate-test-cache")
 }
