@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/groupstate/groupstate/internal/testlong"
 	"github.com/groupstate/groupstate/internal/toolchain"
 )
 
@@ -75,10 +76,13 @@ func guideSteps(markdown string, fenced bool) []guideStep {
 	return steps
 }
 
+// fileName is what savedAs takes for a file name: a relative path with an extension.
+var fileName = regexp.MustCompile(`^[A-Za-z0-9_./-]*[A-Za-z0-9_-]\.[A-Za-z0-9]+$`)
+
 // savedAs returns the file name paragraph asks to save the next block as, or "".
 func savedAs(paragraph string) string {
 	for _, re := range saveAs {
-		if m := re.FindStringSubmatch(paragraph); m != nil && !strings.ContainsAny(m[1], " <>*") {
+		if m := re.FindStringSubmatch(paragraph); m != nil && fileName.MatchString(m[1]) {
 			return m[1]
 		}
 	}
@@ -108,7 +112,9 @@ func joinContinued(lines []string) []string {
 // it to the other commands, as every client command reads it) and runs in the background,
 // with the script going on once it answers (as a user waits for it to start); `groupstate
 // tail` runs in the background (a second terminal), its output in logs/tailN.out, the script
-// going on once it follows. It returns the script and the number of tails.
+// going on once it follows, and after a `groupstate pub` once the tail shows outputs (as a
+// user watches the second terminal before going on). It returns the script, the number of
+// tails and whether a pub came before any tail (following the guide would show nothing).
 func guideScript(t *testing.T, steps []guideStep, port int) (script string, tails int, publishedBeforeTail bool) {
 	t.Helper()
 	var b strings.Builder
@@ -139,6 +145,10 @@ gs_wait() { what=$1; shift; n=0; until "$@" >/dev/null 2>&1; do n=$((n+1)); if [
 					publishedBeforeTail = true
 				}
 				b.WriteString(c + "\n")
+				if tails > 0 && strings.Contains(c, "groupstate pub") {
+					// As a user watches the second terminal: the outputs of the rows come.
+					fmt.Fprintf(&b, "gs_wait 'outputs in the tail' test -s \"$GS_LOGS/tail%d.out\"\n", tails)
+				}
 			}
 		}
 	}
@@ -154,26 +164,30 @@ func quoteWords(words []string) string {
 	return strings.Join(q, " ")
 }
 
-// runGuide runs the steps of a guide as one sh script in work (a directory holding
-// "groupstate", a link to this checkout, as the guides assume: "../groupstate, the path to
-// your checkout"), with the groupstate binary on PATH, and checks that every line succeeded
-// and that a tail shows the outputs of the rows published. It returns the script's output.
-func runGuide(t *testing.T, name string, steps []guideStep) string {
+// guideDir returns an empty folder to follow a guide in, next to "groupstate", a link to this
+// checkout, as the guides assume ("../groupstate: the path to your checkout").
+func guideDir(t *testing.T) string {
+	t.Helper()
+	work := filepath.Join(t.TempDir(), "work")
+	if err := os.Mkdir(work, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(repoRoot, filepath.Join(work, "groupstate")); err != nil {
+		t.Fatal(err)
+	}
+	return work
+}
+
+// runGuide runs the steps of a guide as one sh script in the folder work, with the groupstate
+// binary on PATH, and checks that every line succeeded and that a tail shows the outputs of
+// the rows published. It returns the script's output.
+func runGuide(t *testing.T, name, work string, steps []guideStep) string {
 	t.Helper()
 	if len(steps) == 0 {
 		t.Fatalf("%s: no runnable steps found; the parser lost them", name)
 	}
 	bin := groupstateBin(t)
-	tmp := t.TempDir()
-	work, logs := filepath.Join(tmp, "work"), filepath.Join(tmp, "logs")
-	for _, d := range []string{work, logs} {
-		if err := os.Mkdir(d, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := os.Symlink(repoRoot, filepath.Join(work, "groupstate")); err != nil {
-		t.Fatal(err)
-	}
+	logs := t.TempDir()
 	port := freePort(t)
 	script, tails, early := guideScript(t, steps, port)
 	if early {
@@ -188,14 +202,12 @@ func runGuide(t *testing.T, name string, steps []guideStep) string {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // the background jobs too, to end them
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Start()
-	if err != nil {
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { endGroup(cmd.Process.Pid) })
-	err = cmd.Wait()
-	serveLog, _ := os.ReadFile(filepath.Join(logs, "serve.log"))
-	if err != nil {
+	if err := cmd.Wait(); err != nil {
+		serveLog, _ := os.ReadFile(filepath.Join(logs, "serve.log"))
 		t.Fatalf("%s: a line failed (%v); the script ran as (sh -x):\n%s\nserve's log:\n%s", name, err, out.String(), serveLog)
 	}
 	for i := 1; i <= tails; i++ {
@@ -221,44 +233,100 @@ func endGroup(pgid int) {
 	}
 }
 
-// TestHandlerGuides runs every handler guide's commands as written, in order, from an empty
-// folder next to the checkout: the files it says to save, its build, test and deploy lines
-// against a real runtime. A guide whose toolchain is missing (checked fully, as groupstate
-// build checks it) is skipped; Go and Python need nothing beyond Go.
+// guideNeeds checks, for the guides and projects of each language, that its toolchain is
+// installed, fully (compiler and linker, as groupstate build checks it), and else ends the
+// test with toolchainMissing. Go's is the one running the tests; Python needs nothing more.
+var guideNeeds = map[string]func(t *testing.T){
+	"go":     func(*testing.T) {},
+	"python": func(*testing.T) {},
+	"c": func(t *testing.T) {
+		if _, _, err := toolchain.Clang(); err != nil {
+			toolchainMissing(t, "%v", err)
+		}
+	},
+	"rust": func(t *testing.T) {
+		if _, _, err := toolchain.Rustc(); err != nil {
+			toolchainMissing(t, "%v", err)
+		}
+	},
+	"assemblyscript": func(t *testing.T) {
+		mustHaveExecPath(t, "node")
+		mustHaveExecPath(t, "npm")
+	},
+}
+
+// testGuides runs the handler guides docs/handlers/LANG.md of langs.
+func testGuides(t *testing.T, langs ...string) {
+	for _, lang := range langs {
+		t.Run(lang, func(t *testing.T) {
+			guideNeeds[lang](t)
+			md, err := os.ReadFile(inRepo("docs/handlers/" + lang + ".md"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			runGuide(t, lang+".md", guideDir(t), guideSteps(string(md), true))
+		})
+	}
+}
+
+// TestHandlerGuides runs the Go and Python handler guides' commands as written, in order,
+// from an empty folder next to the checkout: the files they say to save, their build, test
+// and deploy lines against a real runtime.
 func TestHandlerGuides(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds modules and runs the guides against a real runtime")
 	}
-	for _, g := range []struct {
-		name  string
-		needs func(t *testing.T)
-	}{
-		{"go", func(*testing.T) {}},
-		{"python", func(*testing.T) {}},
-		{"c", func(t *testing.T) {
-			if _, _, err := toolchain.Clang(); err != nil {
-				toolchainMissing(t, "%v", err)
+	testGuides(t, "go", "python")
+}
+
+// TestHandlerGuidesToolchains is TestHandlerGuides for the guides that need a toolchain other
+// than Go's (C, Rust, AssemblyScript): a long test (a minute or more each), skipped when the
+// toolchain is missing. .ci/run installs the toolchains and runs it.
+func TestHandlerGuidesToolchains(t *testing.T) {
+	testlong.Long(t)
+	testGuides(t, "c", "rust", "assemblyscript")
+}
+
+// testInitReadmes runs, for each of langs, the commands of the README that groupstate init
+// generates, as written, in the project it made: build, test, serve, deploy, tail, pub,
+// status.
+func testInitReadmes(t *testing.T, langs ...string) {
+	for _, lang := range langs {
+		t.Run(lang, func(t *testing.T) {
+			guideNeeds[lang](t)
+			name := "login-" + lang
+			dir := filepath.Join(t.TempDir(), name)
+			if _, stderr, code := runCLI(t, "init", name, "--lang", lang, "--dir", dir, "--sdk", repoRoot); code != 0 {
+				t.Fatalf("init: exit %d: %s", code, stderr)
 			}
-		}},
-		{"rust", func(t *testing.T) {
-			if _, _, err := toolchain.Rustc(); err != nil {
-				toolchainMissing(t, "%v", err)
-			}
-		}},
-		{"assemblyscript", func(t *testing.T) {
-			mustHaveExecPath(t, "node")
-			mustHaveExecPath(t, "npm")
-		}},
-	} {
-		t.Run(g.name, func(t *testing.T) {
-			g.needs(t)
-			md, err := os.ReadFile(inRepo("docs/handlers/" + g.name + ".md"))
+			readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
 			if err != nil {
 				t.Fatal(err)
 			}
-			runGuide(t, g.name+".md", guideSteps(string(md), true))
+			out := runGuide(t, name+"/README.md", dir, guideSteps(string(readme), false))
+			if !regexp.MustCompile(`(?m)^built \S*` + regexp.QuoteMeta(name+".wasm") + ` \(\d+ KB\) in \d+\.\ds$`).MatchString(out) {
+				t.Errorf("groupstate build's output lacks its closing line:\n%s", out)
+			}
+			if !strings.Contains(out, `"session_closed":true`) {
+				t.Errorf("the scenario emitted no session_closed row:\n%s", out)
+			}
 		})
 	}
+}
+
+// TestInitReadme runs the commands of the README that init generates for Go and Python.
+func TestInitReadme(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds modules and runs a README against a real runtime")
+	}
+	testInitReadmes(t, "go", "python")
+}
+
+// TestInitReadmeToolchains is TestInitReadme for the languages that need a toolchain other
+// than Go's: a long test, skipped when the toolchain is missing (.ci/run runs it).
+func TestInitReadmeToolchains(t *testing.T) {
+	testlong.Long(t)
+	testInitReadmes(t, "c", "rust", "assemblyscript")
 }
 
 // TestGuideSteps: the parser finds the files to save and the commands, and leaves out
