@@ -342,3 +342,48 @@ func TestGuideSteps(t *testing.T) {
 		t.Errorf("guideSteps:\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestDocsNameRealFiles: every file the docs link to, and every repository path they name in
+// backquotes (samples/..., sdk/..., docs/...), exists in the checkout, so that an example
+// file a guide names can be opened.
+func TestDocsNameRealFiles(t *testing.T) {
+	docs, err := filepath.Glob(inRepo("docs/*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	handlers, _ := filepath.Glob(inRepo("docs/handlers/*.md"))
+	docs = append(append(docs, handlers...), inRepo("README.md"), inRepo("abi/README.md"))
+	link := regexp.MustCompile(`\]\(([^)\s]+)\)`)
+	named := regexp.MustCompile("`((?:samples|sdk|docs|abi|runtime|cmd|mk|scripts|internal|state|timeouts)/[A-Za-z0-9_./-]+)`")
+	goName := regexp.MustCompile(`\.[A-Z][A-Za-z0-9]*$`)
+	n := 0
+	for _, doc := range docs {
+		b, err := os.ReadFile(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rel, _ := filepath.Rel(repoRoot, doc)
+		for _, m := range link.FindAllStringSubmatch(string(b), -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			n++
+			if !fileIsThere(filepath.Join(filepath.Dir(doc), filepath.FromSlash(target))) {
+				t.Errorf("%s links to %s, which does not exist", rel, m[1])
+			}
+		}
+		for _, m := range named.FindAllStringSubmatch(string(b), -1) {
+			if goName.MatchString(m[1]) || strings.Contains(m[1], "/target/") {
+				continue // a Go name (package.Name), or what a build writes
+			}
+			n++
+			if !fileIsThere(inRepo(strings.TrimSuffix(m[1], "/"))) {
+				t.Errorf("%s names %s, which does not exist", rel, m[1])
+			}
+		}
+	}
+	if n < 50 {
+		t.Errorf("found only %d links and paths in the docs; the patterns lost them", n)
+	}
+}
