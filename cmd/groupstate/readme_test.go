@@ -166,7 +166,7 @@ func TestReadmeRunIt(t *testing.T) {
 		case "serve":
 			for i := range args {
 				if args[i] == "./gsdata" {
-					args[i] = filepath.Join(tmp, "gsdata")
+					args[i] = sharedCache(t, filepath.Join(tmp, "gsdata"))
 				}
 			}
 			args = append(args, "--listen", fmt.Sprintf("127.0.0.1:%d", port))

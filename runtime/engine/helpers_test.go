@@ -18,6 +18,7 @@ var (
 	require       = testutil.Require
 	readFile      = testutil.ReadFile
 	discardLogger = testutil.DiscardLogger
+	cacheDir      = testutil.CompileCacheDir
 )
 
 var (

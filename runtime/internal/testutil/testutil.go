@@ -5,9 +5,10 @@ package testutil
 import (
 	"log/slog"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/groupstate/groupstate/internal/testcache"
 )
 
 // Require fails the test at once when err is not nil; msgAndArgs, when given, say what was
@@ -63,10 +64,7 @@ func ReadFile(t testing.TB, path string) []byte {
 	return b
 }
 
-// CompileCacheDir is the compilation cache (engine.Options.CacheDir) the tests share, in and
-// across test processes and runs, so that each committed module compiles once rather than in
-// every test (a Go module takes seconds to compile). A test of the cache itself uses its own
-// directory.
-func CompileCacheDir() string {
-	return filepath.Join(os.TempDir(), "groupstate-test-cache")
-}
+// CompileCacheDir is the compilation cache (engine.Options.CacheDir) the tests share
+// (testcache.Dir), so that each committed module compiles once rather than in every test. A
+// test of the cache itself uses its own directory.
+func CompileCacheDir() string { return testcache.Dir() }
