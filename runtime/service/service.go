@@ -348,7 +348,7 @@ func (s *Service) apply(ctx context.Context, rec registry.Record) {
 	r, err := runner.Build(ctx, s.runnerConfig(), runnerDeps{s}, rv, rec.ResetState != "")
 	if err != nil {
 		s.logger.Error("deployment could not start", "deployment", rec.Name, "err", err)
-		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: me, UpdatedAt: time.Now()})
+		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, DeployedAt: rec.DeployedAt, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: me, UpdatedAt: time.Now()})
 		if !permanent(err) {
 			s.retryLater(rec, err)
 		}
@@ -377,7 +377,7 @@ func (s *Service) checkOrReport(ctx context.Context, rec registry.Record, old *r
 		if old != nil && !old.Failed() {
 			old.SetError(fmt.Errorf("redeploy refused, still running the previous revision: %w", err))
 		} else {
-			s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
+			s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, DeployedAt: rec.DeployedAt, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
 		}
 		if !permanent(err) {
 			s.retryLater(rec, err)
