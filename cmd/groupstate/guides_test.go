@@ -293,11 +293,13 @@ func TestHandlerGuidesToolchains(t *testing.T) {
 func testInitReadmes(t *testing.T, langs ...string) {
 	for _, lang := range langs {
 		t.Run(lang, func(t *testing.T) {
-			guideNeeds[lang](t)
 			name := "login-" + lang
 			dir := filepath.Join(t.TempDir(), name)
 			if _, stderr, code := runCLI(t, "init", name, "--lang", lang, "--dir", dir, "--sdk", repoRoot); code != 0 {
 				t.Fatalf("init: exit %d: %s", code, stderr)
+			}
+			if lang != "python" { // Python needs no toolchain
+				requireInitToolchain(t, dir) // what groupstate build needs for it, as build checks it
 			}
 			readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
 			if err != nil {
