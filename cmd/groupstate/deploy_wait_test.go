@@ -17,7 +17,8 @@ import (
 	"github.com/groupstate/groupstate/runtime/service"
 )
 
-// TestDeployMeansReady: once deploy exits 0, rows published at once, with core NATS and with
+// TestDeployMeansReady: once deploy exits 0 (deploy -f SPEC or deploy SPEC, saying no
+// revision number), rows published at once, with core NATS and with
 // JetStream, are all kept and processed: with the default wait (until the deployment runs)
 // and with --wait=false (until its input streams exist). Without a runtime, deploy gives up
 // after --timeout saying what it waited for; a revision the runtime cannot start makes it fail
@@ -50,9 +51,16 @@ func TestDeployMeansReady(t *testing.T) {
 				t.Fatalf("undeploy: %s", errOut)
 			}
 		}
-		out, errOut, code := cli(append([]string{"deploy", "-f", logincount}, c.args...)...)
+		deploy := []string{"deploy", "-f", logincount}
+		if c.name == "--wait=false" {
+			deploy = []string{"deploy", logincount} // the spec as an argument, without -f
+		}
+		out, errOut, code := cli(append(deploy, c.args...)...)
 		if code != 0 || !strings.Contains(out, c.says) {
 			t.Fatalf("%s: deploy exit %d\n%s%s", c.name, code, out, errOut)
+		}
+		if strings.Contains(out, "revision") {
+			t.Errorf("%s: deploy names a revision (the bucket's, which a first deploy may see at 10):\n%s", c.name, out)
 		}
 		// At once: 10 rows with core NATS, 10 with JetStream, each a new user.
 		for i := range 10 {
