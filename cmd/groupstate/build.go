@@ -48,8 +48,10 @@ theirs in go.mod.
 Python (--lang python, .py files as arguments, or a DIR with .py files and no other
 language's) needs no toolchain: the handler's files, with the groupstate package, go into the
 Python runtime module that this executable carries (CPython 3.11 built for WASI; sdk/python).
-Given files, the first is the handler's module, whose function --entry (default handle) is
-the entry point, and the others are modules it imports, by their paths relative to the first
+Given files, the first is the handler's module, whose function or class --entry is the entry
+point (default: the function handle, applyInPandasWithState's, an ABI v1 module; else the one
+class that subclasses StatefulProcessor, transformWithState's, an ABI v2 module; a class named
+by --entry is a processor), and the others are modules it imports, by their paths relative to the first
 file's directory; OUT defaults to the first file's name with .wasm. Given a DIR, every .py
 file under it goes in, and the entry is in NAME.py, NAME being OUT's name (else the one .py
 file at DIR's top).
@@ -85,7 +87,7 @@ and libraries) and, when a part is missing, says in one line what and how to ins
 	cmd.Flags().StringVarP(&out, "out", "o", "", "the module to write (default: the spec's module:, else DIR/<DIR's name>.wasm)")
 	cmd.Flags().StringVar(&sdk, "sdk", "", "groupstate checkout whose SDK a Rust, C or AssemblyScript project uses")
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print each command before running it")
-	cmd.Flags().StringVar(&entry, "entry", "", "Python: the entry function of the first file (default handle)")
+	cmd.Flags().StringVar(&entry, "entry", "", "Python: the entry function (ABI v1) or StatefulProcessor class (ABI v2) of the first file (default: handle, else the one StatefulProcessor subclass)")
 	return cmd
 }
 
@@ -186,13 +188,11 @@ func runPythonDirBuild(cmd *cobra.Command, dir, out, entry string) error {
 	return writePythonModule(cmd, sources, main, entry, out)
 }
 
-// writePythonModule builds the module of sources with the entry module:function and writes
-// it to out, with build's closing line.
+// writePythonModule builds the module of sources with the entry module:NAME (NAME "": the
+// function handle, else the one StatefulProcessor subclass; pybuild.Entry) and writes it to
+// out, with build's closing line.
 func writePythonModule(cmd *cobra.Command, sources map[string][]byte, module, entry, out string) error {
 	start := time.Now()
-	if entry == "" {
-		entry = "handle"
-	}
 	wasm, err := pybuild.Build(sources, module+":"+entry)
 	if err != nil {
 		return err

@@ -95,6 +95,47 @@ func TestBuildPython(t *testing.T) {
 	}
 }
 
+// TestBuildPythonProcessor builds the Python carts, a StatefulProcessor (ABI v2), with
+// nothing but this program and runs its scenario and initial state with groupstate test;
+// --entry naming the class works the same, and naming a function of the file builds a v1
+// module that calls that function as handle(key, rows, state).
+func TestBuildPythonProcessor(t *testing.T) {
+	dir := t.TempDir()
+	src := filepath.Join(dir, "carts.py")
+	b, err := os.ReadFile(inRepo("samples/carts/python/carts.py"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, entry := range []string{"", "Carts"} {
+		args := []string{"build", src}
+		if entry != "" {
+			args = append(args, "--entry", entry)
+		}
+		out, errOut, code := runCLI(t, args...)
+		if code != 0 || !strings.Contains(out, "built ") {
+			t.Fatalf("build %v: code %d\n%s%s", args, code, out, errOut)
+		}
+		out, errOut, code = runCLI(t, "test", "--spec", inRepo("samples/carts/carts.yaml"),
+			"--scenario", inRepo("samples/carts/carts.jsonl"), "--initial-state", inRepo("samples/carts/carts.initial.jsonl"),
+			"--module", filepath.Join(dir, "carts.wasm"))
+		if code != 0 || !strings.Contains(out+errOut, "PASS carts.jsonl") {
+			t.Fatalf("test (entry %q): code %d\n%s%s", entry, code, out, errOut)
+		}
+	}
+	mod := filepath.Join(dir, "v1.wasm")
+	if _, errOut, code := runCLI(t, "build", src, "--entry", "positive_duration_ms", "-o", mod); code != 0 {
+		t.Fatalf("build --entry positive_duration_ms: code %d: %s", code, errOut)
+	}
+	_, errOut, code := runCLI(t, "test", "--spec", inRepo("samples/carts/carts.yaml"),
+		"--scenario", inRepo("samples/carts/carts.jsonl"), "--module", mod)
+	if code == 0 || !strings.Contains(errOut, "positive_duration_ms() takes 1 positional argument but 3 were given") {
+		t.Errorf("a v1 module with a function entry: code %d: %s", code, errOut)
+	}
+}
+
 // TestBuildPythonDir: groupstate build DIR finds a Python project (its .py files, no other
 // language's) and builds the module its spec names, with its helper modules.
 func TestBuildPythonDir(t *testing.T) {

@@ -1,5 +1,6 @@
 // Package leb writes the LEB128 integers of the WebAssembly binary format, for the runtime's
-// instrumenter, the hand-assembled test modules and the Python handler builder (internal/pybuild).
+// instrumenter, the hand-assembled test modules and the Python runtime module's sources slot
+// (internal/pyslot).
 package leb
 
 // AppendU32 appends v as an unsigned LEB128 integer.

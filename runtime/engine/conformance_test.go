@@ -23,7 +23,7 @@ func sampleModules(t *testing.T, name string) map[string]string {
 		mods[filepath.Base(filepath.Dir(f))] = f
 	}
 	if py := filepath.Join("../../samples", name, "python", name+".py"); fileExists(py) {
-		mods["python"] = buildPython(t, filepath.Dir(py), name+":handle")
+		mods["python"] = buildPython(t, filepath.Dir(py), name)
 	}
 	if mods["go"] == "" {
 		t.Fatalf("sample %s has no Go module", name)
@@ -77,8 +77,9 @@ func TestConformance(t *testing.T) {
 	t.Logf("languages: %v", languages)
 }
 
-// buildPython builds the Python handler of the .py files in dir into a module file and
-// returns its path.
+// buildPython builds the Python handler of the .py files in dir, with entry "module" (the
+// build's default: the function handle, else the StatefulProcessor subclass) or
+// "module:name", into a module file and returns its path.
 func buildPython(t *testing.T, dir, entry string) string {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(dir, "*.py"))
@@ -89,7 +90,8 @@ func buildPython(t *testing.T, dir, entry string) string {
 	}
 	wasm, err := pybuild.Build(sources, entry)
 	require(t, err, dir)
-	out := filepath.Join(t.TempDir(), strings.TrimSuffix(filepath.Base(entry), ":handle")+".wasm")
+	mod, _, _ := strings.Cut(entry, ":")
+	out := filepath.Join(t.TempDir(), mod+".wasm")
 	require(t, os.WriteFile(out, wasm, 0o644))
 	return out
 }

@@ -9,8 +9,9 @@ import (
 	"io/fs"
 )
 
-// Runtime is the CPython 3.11 runtime module: a WASI reactor exporting groupstate's ABI v1,
-// with the standard library of runtime/frozen.txt frozen in and no handler sources.
+// Runtime is the CPython 3.11 runtime module: a WASI reactor exporting groupstate's ABI (v1,
+// or v2 when internal/pybuild says so in its sources slot), with the standard library of
+// runtime/frozen.txt frozen in and no handler sources.
 //
 //go:embed runtime/python.wasm
 var Runtime []byte

@@ -17,6 +17,7 @@ import (
 	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/groupstate/groupstate/abi"
+	"github.com/groupstate/groupstate/internal/pyslot"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
 )
 
@@ -122,6 +123,11 @@ type Host struct {
 	// hasStart tells whether the module had a start section, which the instrumented module
 	// exports as StartExport for each instance to call after instantiation.
 	hasStart bool
+	// pySources are a Python handler's sources, taken out of its module so that what is
+	// compiled is the Python runtime module, the same for every Python handler (wazero's
+	// compilation cache then compiles CPython once, not once per handler); each instance's
+	// memory gets them before its _initialize. Nil for any other module.
+	pySources *pyslot.Sources
 
 	pool chan *instance // idle instances
 	sem  chan struct{}  // one token per instance that may exist
@@ -177,7 +183,11 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			return nil, fmt.Errorf("runtime: the deployment's input names: %w", err)
 		}
 	}
-	ins, err := instrument(cfg.Wasm, cfg.Load)
+	wasm := cfg.Wasm
+	if rt, src, ok := pyslot.Split(wasm); ok {
+		wasm, h.pySources = rt, &src
+	}
+	ins, err := instrument(wasm, cfg.Load)
 	if err != nil {
 		return nil, err
 	}

@@ -121,6 +121,10 @@ func (h *Host) newInstance(ctx context.Context) (*instance, error) {
 		return nil, fmt.Errorf("%w: instantiating: %v", ErrInit, describeTrap(err))
 	}
 	in.mod = mod
+	if src := h.pySources; src != nil && (mod.Memory() == nil || !src.Write(mod.Memory().Write)) {
+		mod.Close(ctx)
+		return nil, fmt.Errorf("%w: the Python handler's sources do not fit in the module's memory", ErrInit)
+	}
 	in.stop, _ = mod.ExportedGlobal(StopGlobal).(api.MutableGlobal)
 	in.frames, _ = mod.ExportedGlobal(StackGlobal).(api.MutableGlobal)
 	in.stackMax = uint32(h.cfg.Load.withDefaults().StackBytes)

@@ -1,4 +1,8 @@
-"""groupstate: Python handlers for groupstate (ABI v1, applyInPandasWithState style).
+"""groupstate: Python handlers for groupstate.
+
+Two kinds of handler, as in PySpark: a function (applyInPandasWithState, ABI v1, below) or a
+StatefulProcessor subclass (Spark 4's Row-based transformWithState, ABI v2: see
+groupstate.stateful_processor, whose names are importable from here too).
 
 A handler module defines the entry point (``handle`` unless built with another ``--entry``)::
 
@@ -36,7 +40,29 @@ __all__ = [
     "log",
     "parse_duration_ms",
     "config_duration_ms",
+    # ABI v2, from groupstate.stateful_processor (imported when first named)
+    "StatefulProcessor",
+    "StatefulProcessorHandle",
+    "ValueState",
+    "ListState",
+    "MapState",
+    "TimerValues",
+    "ExpiredTimerInfo",
+    "Rows",
+    "inputs",
 ]
+
+_V2_NAMES = frozenset(__all__[__all__.index("StatefulProcessor"):])
+
+
+def __getattr__(name):
+    # The v2 names load groupstate.stateful_processor when first used, so that a v1 handler's
+    # instances do not import it.
+    if name in _V2_NAMES:
+        from groupstate import stateful_processor
+
+        return getattr(stateful_processor, name)
+    raise AttributeError(f"module 'groupstate' has no attribute {name!r}")
 
 #: The spec's ``config`` section, a dict (``{}`` when the spec has none).
 config = {}
@@ -300,9 +326,10 @@ def _format_exception(exc):
     return text.rstrip("\n")
 
 
-def _init(name, config_bytes, timeout_mode, flags):
-    """Called by the glue's gs_init: sets config and the timeout mode, imports the handler and
-    returns its entry function."""
+def _init(name, config_bytes, timeout_mode, flags, want_class=False):
+    """Called by the glue's gs_init (v1) or groupstate.stateful_processor._init_v2 (v2): sets
+    config and the timeout mode, imports the handler and returns its entry function (v1) or
+    class (want_class, v2)."""
     global config, deployment, _timeout_mode, _has_watermark
     try:
         c = _json.loads(config_bytes)
@@ -325,6 +352,13 @@ def _init(name, config_bytes, timeout_mode, flags):
 
     mod = importlib.import_module(module_name)
     fn = getattr(mod, func, None)
+    if want_class:
+        if fn is None:
+            raise GroupStateRuntimeError(f"groupstate: {module_name}.py has no class {func}(StatefulProcessor)")
+        return fn
+    if isinstance(fn, type):
+        raise GroupStateRuntimeError(
+            f"groupstate: {module_name}.{func} is a class; a module built with a function entry calls handle(key, rows, state)")
     if not callable(fn):
         raise GroupStateRuntimeError(f"groupstate: {module_name}.py has no function {func}(key, rows, state)")
     return fn

@@ -2,8 +2,8 @@
 # Builds sdk/python/runtime/python.wasm, the CPython runtime module of Python handlers (issue 31):
 # CPython 3.11.2 from Debian's source package, built for wasm32-wasi with Debian's clang-14,
 # lld-14, wasi-libc and libclang-rt-14-dev-wasm32 (installed by .ci/install-toolchains), as a
-# WASI reactor whose exports are groupstate's ABI v1 (glue.c), with the standard library subset
-# of frozen.txt frozen into it. No WASI SDK, nothing from outside Debian.
+# WASI reactor whose exports are groupstate's ABI v1 and v2 (glue.c), with the standard library
+# subset of frozen.txt frozen into it. No WASI SDK, nothing from outside Debian.
 #
 #   sdk/python/runtime/build.sh            (or: make python-runtime)
 #

@@ -10,6 +10,13 @@
  *   included: nothing here calls PyErr_Print, which would exit) fails its group with the
  *   traceback as the error.
  *
+ * - ABI v2 (abi/README.md section 9, Spark 4's StatefulProcessor): internal/pybuild writes the
+ *   version into the sources slot (the build decides it from the handler's entry: a class is a
+ *   StatefulProcessor). gs_init and gs_process then hand their buffers to the groupstate
+ *   package (groupstate.stateful_processor._init_v2 / _process_v2), which parses them, runs the
+ *   processor and returns the result bytes; _groupstate.group_begin and _groupstate.state are
+ *   the host's functions for it.
+ *
  * Nothing here touches files, the environment or sockets: the interpreter's standard library
  * is frozen into the module, and the handler's sources are in its memory.
  */
@@ -24,6 +31,8 @@
 #define GS_IMPORT(name) __attribute__((import_module("groupstate"), import_name(name)))
 
 GS_IMPORT("log") void gs_host_log(int32_t level, const char *ptr, int32_t len);
+GS_IMPORT("group_begin") void gs_host_group_begin(int32_t index);
+GS_IMPORT("state") int32_t gs_host_state(const void *req, int32_t req_len, void *resp, int32_t resp_cap);
 
 /* ------------------------------------------------------------------------------------------
  * Sources. internal/pybuild writes the handler's .py files (and the groupstate package) into
@@ -34,7 +43,8 @@ GS_IMPORT("log") void gs_host_log(int32_t level, const char *ptr, int32_t len);
  *
  * Blob layout (little-endian): u32 file count, then per file a u32 name length, the name (a
  * path such as "logincount.py" or "groupstate/__init__.py"), a u32 content length and the
- * content. The file "__groupstate_entry__" holds "module:function".
+ * content. The file "__groupstate_entry__" holds "module:function" (v1) or "module:Class" (v2).
+ * The slot's abi field is the module's ABI version (1 or 2; 0, as built, reads as 1).
  * ------------------------------------------------------------------------------------------ */
 #define GS_SOURCES_CAP (4u << 20)
 char gs_sources_area[GS_SOURCES_CAP] __attribute__((used));
@@ -44,12 +54,14 @@ struct gs_sources_slot {
 	char *area;
 	uint32_t cap;
 	uint32_t len;
+	uint32_t abi;
 };
 /* The magic is 24 bytes with no terminator; internal/pybuild (pybuild.slotMagic) matches it. */
 __attribute__((used)) volatile struct gs_sources_slot gs_sources_slot = {
-	{'g', 's', '-', 'p', 'y', 't', 'h', 'o', 'n', '-', 's', 'o', 'u', 'r', 'c', 'e', 's', '-', 'v', '1', '.', '.', '.', '.'},
+	{'g', 's', '-', 'p', 'y', 't', 'h', 'o', 'n', '-', 's', 'o', 'u', 'r', 'c', 'e', 's', '-', 'v', '2', '.', '.', '.', '.'},
 	gs_sources_area,
 	GS_SOURCES_CAP,
+	0,
 	0,
 };
 
@@ -142,7 +154,9 @@ static const uint8_t *rd_bytes(rd *r, uint32_t *n) {
  * ------------------------------------------------------------------------------------------ */
 static volatile uint32_t group_cell = 0xFFFFFFFFu;
 
-GS_EXPORT("gs_abi_version") int32_t gs_abi_version(void) { return 1; }
+static int32_t module_abi(void) { return gs_sources_slot.abi == 2 ? 2 : 1; }
+
+GS_EXPORT("gs_abi_version") int32_t gs_abi_version(void) { return module_abi(); }
 
 GS_EXPORT("gs_group_cell") int32_t gs_group_cell(void) { return (int32_t)(uintptr_t)&group_cell; }
 
@@ -276,7 +290,56 @@ static PyObject *m_log(PyObject *self, PyObject *args) {
 	Py_RETURN_NONE;
 }
 
+/* group_begin(i): group i of the process buffer is about to run (ABI v2, abi/README.md 9.1). */
+static PyObject *m_group_begin(PyObject *self, PyObject *arg) {
+	long i = PyLong_AsLong(arg);
+	if (i == -1 && PyErr_Occurred()) return NULL;
+	group_cell = (uint32_t)i;
+	gs_host_group_begin((int32_t)i);
+	Py_RETURN_NONE;
+}
+
+static char *resp_buf;
+static size_t resp_cap;
+
+/* state(request, reads_at) -> bytes, or None when the host refused the request: sends the op
+ * list request through groupstate.state (abi/README.md 9.5) and returns the answers. When they
+ * do not fit, the writes were applied all the same, and only the reads (request[reads_at:])
+ * are sent again with a buffer of the size the host asked for. */
+static PyObject *m_state(PyObject *self, PyObject *args) {
+	const char *req;
+	Py_ssize_t n, reads_at;
+	if (!PyArg_ParseTuple(args, "y#n", &req, &n, &reads_at)) return NULL;
+	if (reads_at < 0 || reads_at > n || n > INT32_MAX) {
+		PyErr_SetString(PyExc_ValueError, "groupstate: bad state request");
+		return NULL;
+	}
+	if (!resp_buf) {
+		resp_cap = 65536 + 4096;
+		resp_buf = malloc(resp_cap);
+		if (!resp_buf) return PyErr_NoMemory();
+	}
+	for (int attempt = 0;; attempt++) {
+		int32_t got = gs_host_state(req, (int32_t)n, resp_buf, (int32_t)resp_cap);
+		if (got < 0) Py_RETURN_NONE;
+		if ((size_t)got <= resp_cap) return PyBytes_FromStringAndSize(resp_buf, got);
+		if (attempt == 3) {
+			PyErr_SetString(PyExc_RuntimeError, "groupstate: the state answers keep growing");
+			return NULL;
+		}
+		free(resp_buf);
+		resp_buf = malloc((size_t)got);
+		resp_cap = resp_buf ? (size_t)got : 0;
+		if (!resp_buf) return PyErr_NoMemory();
+		req += reads_at; /* resend only the reads */
+		n -= reads_at;
+		reads_at = 0;
+	}
+}
+
 static PyMethodDef gs_methods[] = {
+	{"group_begin", m_group_begin, METH_O, "group_begin(i): the host's group_begin (ABI v2)."},
+	{"state", m_state, METH_VARARGS, "state(request, reads_at) -> bytes or None: the host's state function (ABI v2)."},
 	{"files", m_files, METH_NOARGS, "files() -> dict: the embedded sources, path -> bytes."},
 	{"log", m_log, METH_VARARGS, "log(level, message): writes to the host's log."},
 	{NULL, NULL, 0, NULL},
@@ -354,21 +417,62 @@ static PyObject *attr_of(const char *module, const char *name) {
 	return a;
 }
 
+/* A v2 call into the groupstate package: fn(buffer) -> bytes; 0 and an exception set, or the
+ * bytes copied into out (after prefix bytes of the given length, already in out). */
+static int call_v2(PyObject *fn, int32_t ptr, int32_t len) {
+	PyObject *arg = PyBytes_FromStringAndSize((const char *)(uintptr_t)ptr, (Py_ssize_t)(uint32_t)len);
+	PyObject *res = arg ? PyObject_CallOneArg(fn, arg) : NULL;
+	Py_XDECREF(arg);
+	if (!res) return -1;
+	char *b;
+	Py_ssize_t n;
+	if (PyBytes_AsStringAndSize(res, &b, &n) < 0) {
+		Py_DECREF(res);
+		return -1;
+	}
+	buf_put(&out, b, (size_t)n);
+	Py_DECREF(res);
+	return 0;
+}
+
+static PyObject *init_v2_fn, *process_v2_fn;
+
+/* gs_init of a v2 module, the interpreter started: groupstate.stateful_processor._init_v2(init
+ * buffer) parses the buffer, imports the handler, runs the processor's init and returns the
+ * declarations (abi/README.md 9.2). */
+static int64_t init_v2(int32_t ptr, int32_t len) {
+	format_exc = attr_of("groupstate", "_format_exception");
+	if (!format_exc) return fail_init_exception();
+	init_v2_fn = attr_of("groupstate.stateful_processor", "_init_v2");
+	process_v2_fn = init_v2_fn ? attr_of("groupstate.stateful_processor", "_process_v2") : NULL;
+	if (!process_v2_fn) return fail_init_exception();
+	out.len = 0;
+	out.oom = 0;
+	buf_u32(&out, 0);
+	buf_u32(&out, 0);
+	if (call_v2(init_v2_fn, ptr, len) < 0) return fail_init_exception();
+	if (out.oom) return fail_init("groupstate: out of memory");
+	ready = 1;
+	return pack(out.p, out.len);
+}
+
 GS_EXPORT("gs_init") int64_t gs_init(int32_t ptr, int32_t len) {
 	rd r = {(const uint8_t *)(uintptr_t)ptr, (const uint8_t *)(uintptr_t)ptr + (uint32_t)len, 0};
 	uint32_t version = rd_u32(&r), mode = rd_u32(&r), flags = rd_u32(&r);
 	uint32_t name_len, config_len;
 	const uint8_t *name = rd_bytes(&r, &name_len);
 	const uint8_t *config = rd_bytes(&r, &config_len);
-	if (r.bad || r.p != r.end) return fail_init("groupstate: malformed init buffer");
-	if (version != 1) {
+	/* v2: what follows config depends on the flags; the groupstate package checks it. */
+	if (r.bad || (module_abi() == 1 && r.p != r.end)) return fail_init("groupstate: malformed init buffer");
+	if (version != (uint32_t)module_abi()) {
 		char msg[96];
-		snprintf(msg, sizeof msg, "groupstate: host ABI version %u, module implements version 1", version);
+		snprintf(msg, sizeof msg, "groupstate: host ABI version %u, module implements version %d", version, (int)module_abi());
 		return fail_init(msg);
 	}
 	if (ready) return fail_init("groupstate: gs_init called twice");
 	if (start_interpreter() < 0) return fail_init("groupstate: the Python interpreter failed to start");
 	if (PyRun_SimpleString(bootstrap) != 0) return fail_init("groupstate: installing the sources importer failed");
+	if (module_abi() == 2) return init_v2(ptr, len);
 
 	str_action = PyUnicode_InternFromString("_action");
 	str_raw = PyUnicode_InternFromString("_raw");
@@ -588,6 +692,23 @@ done:
 
 GS_EXPORT("gs_process") int64_t gs_process(int32_t ptr, int32_t len) {
 	if (!ready) return fail_call("groupstate: gs_process before a successful gs_init");
+	if (module_abi() == 2) {
+		/* groupstate.stateful_processor._process_v2(process buffer) -> the result buffer (or a
+		 * whole-call error it wrote itself); an exception escaping it fails the call. */
+		out.len = 0;
+		out.oom = 0;
+		if (call_v2(process_v2_fn, ptr, len) < 0) {
+			PyObject *s = exception_text();
+			const char *u = s ? PyUnicode_AsUTF8(s) : NULL;
+			if (!u) PyErr_Clear();
+			int64_t res = fail_call(u ? u : "groupstate: the processor failed");
+			Py_XDECREF(s);
+			group_cell = 0xFFFFFFFFu;
+			return res;
+		}
+		group_cell = 0xFFFFFFFFu;
+		return out.oom ? 0 : pack(out.p, out.len);
+	}
 	rd r = {(const uint8_t *)(uintptr_t)ptr, (const uint8_t *)(uintptr_t)ptr + (uint32_t)len, 0};
 	uint32_t count = rd_u32(&r);
 	int64_t T = rd_i64(&r), W = rd_i64(&r);

@@ -1,0 +1,197 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/groupstate/groupstate/internal/pybuild"
+	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/scenario"
+)
+
+// pyProcessor exercises the Python SDK's ABI v2 (issue 31): Spark 4's StatefulProcessor with
+// value, list (TTL) and map state, timers (a timer deleted by an earlier timer of the same
+// call does not fire), the initial state (the default for key "init", an override for key
+// "own"), declaration errors at init, answers larger than the SDK's buffer, and failures that
+// fail their group with the traceback.
+const pyProcessor = `
+import groupstate
+from groupstate import StatefulProcessor, StatefulProcessorHandle
+
+def err(f):
+    try:
+        f()
+    except Exception as e:
+        return f"{type(e).__name__}: {e}"
+    return "no error"
+
+class P(StatefulProcessor):
+    def init(self, handle):
+        assert isinstance(handle, StatefulProcessorHandle)
+        self.h = handle
+        self.v = handle.getValueState("v", "n long")
+        self.l = handle.getListState("l", None, ttlDurationMs="5s")
+        self.m = handle.getMapState("m", "k string", "v long")
+        self.big = handle.getListState("big")
+        self.errs = {
+            "dup": err(lambda: handle.getValueState("v")),
+            "name": err(lambda: handle.getListState("Bad")),
+            "ttl": err(lambda: handle.getMapState("x", ttlDurationMs=0)),
+        }
+
+    def handleInputRows(self, key, rows, timerValues):
+        k = key[0]
+        T = timerValues.getCurrentProcessingTimeInMs()
+        n = len(rows)
+        rows = list(rows)
+        if k == "boom":
+            self.v.update({"n": 1})
+            raise ValueError("boom")
+        if k == "big":
+            self.big.appendValue("x" * 100000)
+            self.big.appendValue("y")
+            yield {"k": k, "big": [len(s) for s in self.big.get()]}
+            return
+        if k == "own":
+            yield {"k": k, "v": self.v.get()}
+            return
+        if k == "init":
+            yield {"k": k, "v": self.v.get(), "l": list(self.l.get()), "m": dict(self.m.iterator())}
+            return
+        out = {"k": k, "n": n, "v0": self.v.get(), "exists0": self.v.exists()}
+        self.v.update({"n": n})
+        out["v1"] = self.v.get()
+        self.l.appendValue(T)
+        self.l.appendList([T + 1, {"t": T + 2}])
+        out["l"] = list(self.l.get())
+        for mk, mv in (("x", 1), ("\u00e9", 2), ("b", 3)):
+            self.m.updateValue(mk, mv)
+        self.m.removeKey("b")
+        out["m"] = [list(e) for e in self.m.iterator()]
+        out["keys"] = list(self.m.keys())
+        out["values"] = list(self.m.values())
+        out["has"] = [self.m.containsKey("x"), self.m.containsKey("b"), self.m.getValue("b")]
+        for ts in (T + 3000, T + 4000, T + 5000):
+            self.h.registerTimer(ts)
+        out["timers"] = list(self.h.listTimers())
+        out["errs"] = dict(self.errs)
+        out["errs"]["none"] = err(lambda: self.v.update(None))
+        out["errs"]["key"] = err(lambda: self.m.updateValue(1, 1))
+        out["errs"]["declare"] = err(lambda: self.h.getValueState("late"))
+        out["errs"]["ts"] = err(lambda: self.h.registerTimer("soon"))
+        yield out
+
+    def handleExpiredTimer(self, key, timerValues, expiredTimerInfo):
+        ts = expiredTimerInfo.getExpiryTimeInMs()
+        if ts == 4000:
+            self.h.deleteTimer(5000)
+        yield {"k": key[0], "timer": ts, "T": timerValues.getCurrentProcessingTimeInMs(),
+               "l": list(self.l.get()), "left": list(self.h.listTimers())}
+
+    def handleInitialState(self, key, initialState, timerValues):
+        if key[0] == "own":
+            self.v.update({"own": initialState["v"]})
+            yield {"k": "own", "initial": initialState}
+        else:
+            super().handleInitialState(key, initialState, timerValues)
+`
+
+func TestPythonProcessor(t *testing.T) {
+	wasm, err := pybuild.Build(map[string][]byte{"proc.py": []byte(pyProcessor)}, "proc")
+	require(t, err)
+	sp := specFromYAML(t, `
+name: pyproc
+module: proc.wasm
+input:
+  subjects: ["in.>"]
+key:
+  field: k
+timeout: processing_time
+output:
+  subject: out
+on_error: dead_letter
+`)
+	initial, err := engine.ParseInitialState(strings.NewReader(`{"key": "init", "state": {"v": {"n": 7}, "l": [1, 2], "m": {"b": 2, "a": 1}}}
+{"key": "own", "state": {"v": 5}}
+`))
+	require(t, err)
+	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}, {"k": "a"}, {"k": "boom"}, {"k": "big"}, {"k": "init"}, {"k": "own"}]}
+{"expect": [{"k": "own", "initial": {"v": 5}}, {"k": "a", "n": 2, "v0": null, "exists0": false, "v1": {"n": 2}, "l": [1000, 1001, {"t": 1002}], "m": [["x", 1], ["\u00e9", 2]], "keys": ["x", "\u00e9"], "values": [1, 2], "has": [true, false, null], "timers": [4000, 5000, 6000], "errs": {"dup": "GroupStateValueError: groupstate: getValueState('v'): declared twice", "name": "GroupStateValueError: groupstate: getListState('Bad'): a name is 1-64 characters of a-z, 0-9 and _, starting with a letter a-z", "ttl": "GroupStateValueError: groupstate: ttlDurationMs must be positive", "none": "GroupStateTypeError: groupstate: null is not a valid state value", "key": "GroupStateTypeError: groupstate: a map key is a str, not int", "declare": "GroupStateRuntimeError: groupstate: getValueState('late') outside the processor's init", "ts": "GroupStateTypeError: groupstate: a timer is an int of epoch milliseconds"}}, {"k": "big", "big": [100000, 1]}, {"k": "init", "v": {"n": 7}, "l": [1, 2], "m": {"a": 1, "b": 2}}, {"k": "own", "v": {"own": 5}}]}
+{"at": 10000, "rows": []}
+{"expect": [{"k": "a", "timer": 4000, "T": 10000, "l": [], "left": []}, {"k": "a", "timer": 6000, "T": 10000, "l": [], "left": []}]}
+`))
+	require(t, err)
+	var out, log bytes.Buffer
+	err = scenario.RunSteps(context.Background(), scenario.Options{
+		Spec: sp, Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Out: &out, Log: &log,
+		InitialState: initial,
+	}, withRestarts(steps))
+	require(t, err, out.String(), log.String())
+	for _, want := range []string{
+		`key="boom"`, `Traceback (most recent call last):`, `File \"proc.py\", line 33, in handleInputRows`,
+		`ValueError: boom`,
+	} {
+		if !strings.Contains(log.String(), want) {
+			t.Errorf("dead letters lack %s:\n%s", want, log.String())
+		}
+	}
+	if strings.Contains(log.String(), "_process_v2") {
+		t.Errorf("the traceback shows the SDK's frames:\n%s", log.String())
+	}
+}
+
+// TestPythonProcessorNoTimeout: under timeout none a processor's timers are refused
+// (registerTimer raises, listTimers is empty), and an exception in init refuses the module
+// with its traceback.
+func TestPythonProcessorNoTimeout(t *testing.T) {
+	const src = `
+import groupstate
+
+class P(groupstate.StatefulProcessor):
+    def init(self, handle):
+        if groupstate.config.get("fail"):
+            raise RuntimeError("init failed: " + repr(handle.inputs))
+        self.h = handle
+
+    def handleInputRows(self, key, rows, timerValues):
+        try:
+            self.h.registerTimer(5)
+            reg = "no error"
+        except groupstate.GroupStateRuntimeError as e:
+            reg = str(e)
+        yield {"k": key[0], "register": reg, "timers": list(self.h.listTimers()),
+               "w": timerValues.getCurrentWatermarkInMs()}
+`
+	wasm, err := pybuild.Build(map[string][]byte{"p.py": []byte(src)}, "p")
+	require(t, err)
+	const specText = `
+name: pynotimeout
+module: p.wasm
+input:
+  subjects: ["in.>"]
+key:
+  field: k
+output:
+  subject: out
+`
+	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}]}
+{"expect": [{"k": "a", "register": "groupstate: timers need timeout processing_time or event_time in the deployment spec", "timers": [], "w": 0}]}
+`))
+	require(t, err)
+	var log bytes.Buffer
+	err = scenario.RunSteps(context.Background(), scenario.Options{
+		Spec: specFromYAML(t, specText), Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Log: &log,
+	}, steps)
+	require(t, err, log.String())
+
+	err = scenario.RunSteps(context.Background(), scenario.Options{
+		Spec: specFromYAML(t, specText+"config:\n  fail: true\n"), Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(),
+	}, steps)
+	if err == nil || !strings.Contains(err.Error(), "module init failed") ||
+		!strings.Contains(err.Error(), `File "p.py", line 7, in init`) ||
+		!strings.Contains(err.Error(), "RuntimeError: init failed: []") {
+		t.Fatalf("got %v, want the init to fail with the traceback", err)
+	}
+}

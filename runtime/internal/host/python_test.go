@@ -1,0 +1,121 @@
+package host
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+
+	"github.com/groupstate/groupstate/abi"
+	"github.com/groupstate/groupstate/internal/pybuild"
+)
+
+// TestPythonSharedCompilation: two different Python handlers (an ABI v1 function and an ABI
+// v2 processor) compile once between them: the host compiles the Python runtime module, the
+// same for both, and writes each handler's sources into its instances' memory, where their
+// init finds them (the v2 handler's declaration arrives).
+func TestPythonSharedCompilation(t *testing.T) {
+	v1, err := pybuild.Build(map[string][]byte{"a.py": []byte("def handle(key, rows, state):\n    yield {'n': 1}\n")}, "a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v2, err := pybuild.Build(map[string][]byte{"b.py": []byte(`
+from groupstate import StatefulProcessor
+
+class B(StatefulProcessor):
+    def init(self, handle):
+        self.n = handle.getValueState("n")
+`)}, "b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cache, err := wazero.NewCompilationCacheWithDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cache.Close(context.Background())
+	cached := func() int {
+		n := 0
+		if err := walkFiles(dir, func() { n++ }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	var after []int
+	for _, c := range []struct {
+		wasm    []byte
+		version uint32
+		decls   int
+	}{{v1, abi.Version, 0}, {v2, abi.Version2, 1}} {
+		cfg := testConfig(c.wasm)
+		cfg.Cache = cache
+		h, err := New(context.Background(), cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.version != c.version || len(h.decls) != c.decls {
+			t.Errorf("ABI version %d with %d declarations, want %d with %d", h.version, len(h.decls), c.version, c.decls)
+		}
+		h.Close(context.Background())
+		after = append(after, cached())
+	}
+	if after[0] == 0 || after[1] != after[0] {
+		t.Errorf("compiled modules in the cache after each handler: %v, want one compilation for both", after)
+	}
+}
+
+// walkFiles calls f once per regular file under dir.
+func walkFiles(dir string, f func()) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := walkFiles(dir+"/"+e.Name(), f); err != nil {
+				return err
+			}
+		} else {
+			f()
+		}
+	}
+	return nil
+}
+
+// BenchmarkPythonNewHandler: starting a host (compile, validate, first instance and its
+// gs_init) for a Python handler that no host has run yet, with a compilation cache that has
+// seen another Python handler. With the sources written at instantiation, that is a cache
+// hit; before, every handler compiled CPython in full.
+func BenchmarkPythonNewHandler(b *testing.B) {
+	cache := wazero.NewCompilationCache()
+	defer cache.Close(context.Background())
+	build := func(i int) []byte {
+		src := fmt.Sprintf("N = %d\n\ndef handle(key, rows, state):\n    yield {'n': N}\n", i)
+		wasm, err := pybuild.Build(map[string][]byte{"h.py": []byte(src)}, "h")
+		if err != nil {
+			b.Fatal(err)
+		}
+		return wasm
+	}
+	start := func(wasm []byte) {
+		cfg := testConfig(wasm)
+		cfg.Cache = cache
+		h, err := New(context.Background(), cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		h.Close(context.Background())
+	}
+	start(build(-1))
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		wasm := build(i)
+		i++
+		b.StartTimer()
+		start(wasm)
+	}
+}
