@@ -17,7 +17,7 @@ import (
 // a new revision releases it. A key that failed fewer times in a row, or that failed with an
 // error its handler reported, is not quarantined.
 func TestQuarantine(t *testing.T) {
-	rt, err := engine.New(engine.Options{Ceilings: engine.Ceilings{QuarantineAfter: 2}})
+	rt, err := engine.New(engine.Options{CacheDir: cacheDir(), Ceilings: engine.Ceilings{QuarantineAfter: 2}})
 	require(t, err)
 	defer rt.Close(context.Background())
 	sp := specFromYAML(t, budgetSpec)

@@ -75,7 +75,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer st.Close()
-	rt, err := engine.New(engine.Options{Logger: opts.Logger})
+	rt, err := engine.New(engine.Options{Logger: opts.Logger, CacheDir: opts.CacheDir})
 	if err != nil {
 		return nil, err
 	}
