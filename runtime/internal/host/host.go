@@ -200,7 +200,6 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 	return h, nil
 }
 
-
 // compile compiles wasm within timeout. wazero's compiler cannot be interrupted: past the
 // timeout the compilation goes on in the background (the loading limits bound how long), and
 // its result is dropped; the caller gets ErrLoadLimit at once. At most two compilations run
