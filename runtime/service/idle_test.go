@@ -43,6 +43,43 @@ func TestIdleDeploymentWaits(t *testing.T) {
 	})
 }
 
+// TestIdleStatusOnHeartbeat: an idle deployment's status is kept fresh by one mechanism, the
+// service's heartbeat (client.StatusHeartbeat), not also by a put at every long poll of its
+// runner, and its lag asks the server nothing while the deployment is idle (its last fetch
+// found nothing): each idle deployment costs a status put every heartbeat and no more
+// (issue 30: 100 idle deployments made 70 status puts and 70 consumer-info requests a second).
+func TestIdleStatusOnHeartbeat(t *testing.T) {
+	env := startNATS(t)
+	var puts, infos atomic.Int64
+	sub, err := env.nc.Subscribe("$KV.groupstate-status.logincount", func(*nats.Msg) { puts.Add(1) })
+	testutil.Require(t, err)
+	defer sub.Unsubscribe()
+	sub2, err := env.nc.Subscribe("$JS.API.CONSUMER.INFO.*.groupstate-logincount", func(*nats.Msg) { infos.Add(1) })
+	testutil.Require(t, err)
+	defer sub2.Unsubscribe()
+	env.startService(t.TempDir(), nil)
+	env.deploy(logincountSpec, logincountWasm(t))
+	env.waitRunning("logincount")
+	env.publish("logins.web", `{"user_id":"ada"}`)
+	env.waitStream("LOGINCOUNT_OUT", 1)
+	time.Sleep(3 * time.Second) // the batch's status went out; the runner idles
+
+	const window = 3 * client.StatusHeartbeat // ada's timeout (10 s) comes after it: nothing runs
+	p0, i0 := puts.Load(), infos.Load()
+	time.Sleep(window)
+	if n := puts.Load() - p0; n > 4 {
+		t.Errorf("%d status puts in %v of idling; want one a heartbeat (%v)", n, window, client.StatusHeartbeat)
+	}
+	if n := infos.Load() - i0; n > 0 {
+		t.Errorf("%d consumer info requests in %v of idling; want none", n, window)
+	}
+	st, err := env.client.Status(context.Background(), "logincount")
+	testutil.Require(t, err)
+	if st.Stale || st.InputLag != 0 || st.State != client.StatusRunning {
+		t.Fatalf("an idle deployment's status: %+v", st)
+	}
+}
+
 // TestDeployCachesCompiledModule: a client with a cache directory (the CLI's) keeps the
 // module it compiled to validate a deploy there, so the next deploy of the same module, from
 // another client (another CLI process), loads it instead of compiling it again.

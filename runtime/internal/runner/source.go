@@ -140,6 +140,9 @@ type liveSource struct {
 	// unrun is len(fetched), for pending, which any goroutine may ask: rows fetched (out of
 	// the consumer's NumPending) that no committed batch ran yet.
 	unrun atomic.Int64
+	// quiet tells that the last fetch waited idlePoll and brought nothing: the consumer had
+	// no row for the runner then, and pending answers without asking the server.
+	quiet atomic.Bool
 	timer *time.Timer // the wake-up of due (nil until first needed)
 	// busyAt is when the source last started or a batch last did something (not skipped);
 	// released tells that the engine's module instances were released since (see
@@ -176,6 +179,7 @@ func (l *liveSource) next(ctx, batchCtx context.Context, backoff *time.Duration)
 			case gotRetry:
 				continue
 			}
+			l.quiet.Store(len(msgs) == 0)
 			if len(msgs) == 0 {
 				l.r.idle(ctx) // a fetch that waited idlePoll for nothing: no batch
 				l.releaseIdle(ctx)
@@ -223,7 +227,7 @@ func (l *liveSource) batch(msgs []input.Msg) batch {
 
 // idlePoll is how long a fetch waits for the first row when none is there (its pull
 // request's expiry; a row arriving meanwhile ends the wait at once), and with it how often an
-// idle runner wakes to refresh its status and take a due snapshot (see Runner.idle). It is
+// idle runner wakes to take a due snapshot (see Runner.idle). It is
 // the trigger interval when that is longer.
 const idlePoll = 2 * time.Second
 
@@ -307,6 +311,11 @@ func (l *liveSource) committed(ctx context.Context, rep *engine.BatchReport) {
 // pending counts the consumer's messages not delivered yet and those fetched but not run by
 // a committed batch: fetched rows wait too, and a lag of 0 while they do would hide them.
 func (l *liveSource) pending(ctx context.Context) (uint64, error) {
+	if l.quiet.Load() && l.unrun.Load() == 0 {
+		// Idle: its last fetch found nothing, and a row arriving since ends the fetch in
+		// flight at once. An idle deployment's heartbeat asks the server nothing.
+		return 0, nil
+	}
 	n, err := l.r.src.Pending(ctx)
 	if err != nil {
 		return 0, err
