@@ -3,6 +3,7 @@ package service_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"os"
@@ -75,6 +76,7 @@ type soakSample struct {
 	InputMB   float64            `json:"input_stream_mb"`
 	OutputMB  float64            `json:"output_stream_mb"`
 	Goroutine int                `json:"goroutines"`
+	State     string             `json:"state"`
 }
 
 // TestSoak publishes logincount rows at a steady rate (GS_SOAK_RATE, default 2,000 rows/s,
@@ -121,6 +123,12 @@ func TestSoak(t *testing.T) {
 			s.OutputMB = float64(info.State.Bytes) / (1 << 20)
 			s.RowsOut = info.State.Msgs
 		}
+		if st, err := env.client.Status(ctx, "logincount"); err == nil {
+			s.State = st.State
+			if st.Error != "" {
+				s.State += " (" + st.Error + ")"
+			}
+		}
 		samples = append(samples, s)
 		t.Logf("%s", s)
 	}
@@ -128,7 +136,11 @@ func TestSoak(t *testing.T) {
 	tick := time.NewTicker(o.sample)
 	defer tick.Stop()
 	for time.Since(started) < o.duration {
-		<-tick.C
+		select {
+		case err := <-pubDone:
+			t.Fatalf("publishing stopped after %v: %v", time.Since(started), err)
+		case <-tick.C:
+		}
 		take()
 	}
 	close(stop)
@@ -204,8 +216,8 @@ func (s soakSample) String() string {
 	for _, k := range slices.Sorted(mapsKeys(s.OwnersMB)) {
 		owners = append(owners, fmt.Sprintf("%s %.0f", k, s.OwnersMB[k]))
 	}
-	return fmt.Sprintf("t=%v in=%d out=%d rss=%.0fMB go=%.0fMB heap=%.0fMB [%s] input=%.0fMB output=%.0fMB goroutines=%d",
-		s.At, s.RowsIn, s.RowsOut, s.RSSMB, s.GoMB, s.HeapMB, strings.Join(owners, ", "), s.InputMB, s.OutputMB, s.Goroutine)
+	return fmt.Sprintf("t=%v in=%d out=%d rss=%.0fMB go=%.0fMB heap=%.0fMB [%s] input=%.0fMB output=%.0fMB goroutines=%d %s",
+		s.At, s.RowsIn, s.RowsOut, s.RSSMB, s.GoMB, s.HeapMB, strings.Join(owners, ", "), s.InputMB, s.OutputMB, s.Goroutine, s.State)
 }
 
 func mapsKeys(m map[string]float64) func(func(string) bool) {
@@ -240,8 +252,21 @@ func soakPublish(js jetstream.JetStream, o soakOptions, published *atomic.Int64,
 		for due := int64(time.Since(start).Seconds() * float64(o.rate)); sent < due; sent++ {
 			row := fmt.Sprintf(`{"user_id":"user%d"}`, user)
 			user = (user + 1) % o.users
-			if _, err := js.PublishAsync("logins.web", []byte(row)); err != nil {
-				return err
+			for {
+				_, err := js.PublishAsync("logins.web", []byte(row))
+				if err == nil {
+					break
+				}
+				if !errors.Is(err, jetstream.ErrTooManyStalledMsgs) {
+					return err
+				}
+				// The server acknowledges slower than the rate (a loaded machine): wait for
+				// the acknowledgements, and publish the rows owed since.
+				select {
+				case <-js.PublishAsyncComplete():
+				case <-time.After(time.Minute):
+					return fmt.Errorf("publishes unacknowledged for a minute")
+				}
 			}
 			published.Add(1)
 		}
