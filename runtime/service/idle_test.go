@@ -48,9 +48,13 @@ func TestIdleDeploymentWaits(t *testing.T) {
 // runner, and its lag asks the server nothing while the deployment is idle (its last fetch
 // found nothing): each idle deployment costs a status put every heartbeat and no more
 // (issue 30: 100 idle deployments made 70 status puts and 70 consumer-info requests a second).
+// Its long poll lasts a heartbeat too: a pull request every 5 s, not every 2 s.
 func TestIdleStatusOnHeartbeat(t *testing.T) {
 	env := startNATS(t)
-	var puts, infos atomic.Int64
+	var puts, infos, pulls atomic.Int64
+	sub3, err := env.nc.Subscribe("$JS.API.CONSUMER.MSG.NEXT.*.groupstate-logincount", func(*nats.Msg) { pulls.Add(1) })
+	testutil.Require(t, err)
+	defer sub3.Unsubscribe()
 	sub, err := env.nc.Subscribe("$KV.groupstate-status.logincount", func(*nats.Msg) { puts.Add(1) })
 	testutil.Require(t, err)
 	defer sub.Unsubscribe()
@@ -65,8 +69,11 @@ func TestIdleStatusOnHeartbeat(t *testing.T) {
 	time.Sleep(3 * time.Second) // the batch's status went out; the runner idles
 
 	const window = 3 * client.StatusHeartbeat // ada's timeout (10 s) comes after it: nothing runs
-	p0, i0 := puts.Load(), infos.Load()
+	p0, i0, l0 := puts.Load(), infos.Load(), pulls.Load()
 	time.Sleep(window)
+	if n := pulls.Load() - l0; n > 4 {
+		t.Errorf("%d pull requests in %v of idling; want one a heartbeat (%v)", n, window, client.StatusHeartbeat)
+	}
 	if n := puts.Load() - p0; n > 4 {
 		t.Errorf("%d status puts in %v of idling; want one a heartbeat (%v)", n, window, client.StatusHeartbeat)
 	}

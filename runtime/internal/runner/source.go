@@ -228,8 +228,12 @@ func (l *liveSource) batch(msgs []input.Msg) batch {
 // idlePoll is how long a fetch waits for the first row when none is there (its pull
 // request's expiry; a row arriving meanwhile ends the wait at once), and with it how often an
 // idle runner wakes to take a due snapshot (see Runner.idle). It is
-// the trigger interval when that is longer.
-const idlePoll = 2 * time.Second
+// the trigger interval when that is longer. A status heartbeat (client.StatusHeartbeat): a
+// pull request costs the server and the client a subscription, a request and its expiry, and
+// 100 idle deployments polling every 2 s took 2.4% of a core against 1.7% every 5 s
+// (docs/performance.md, "Idle cost"); a request lost on the way (a reconnect) ends after it
+// and pullGrace, and the next takes the rows.
+const idlePoll = 5 * time.Second
 
 // instanceIdle is how long a deployment goes without a batch that does something before its
 // engine releases its module instances (engine.Engine.ReleaseInstances): the next batch with
