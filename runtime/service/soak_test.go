@@ -31,7 +31,7 @@ type soakOptions struct {
 	users    int           // GS_SOAK_USERS: distinct keys, drawn in turn (5000)
 	sample   time.Duration // GS_SOAK_SAMPLE: the time between samples (15s)
 	after    time.Duration // GS_SOAK_AFTER: how long it samples on once publishing stopped (30s)
-	profile  string        // GS_SOAK_HEAPPROFILE: a heap profile written at the end, when set
+	profile  string        // GS_SOAK_HEAPPROFILE: heap profiles written when the load ends and at the end (.after), when set
 }
 
 func soakOptionsFromEnv(t *testing.T) soakOptions {
@@ -87,7 +87,7 @@ type soakSample struct {
 // may not exceed its level in the middle third by more than soakOwnGrowthMB, and the embedded
 // server's heap may not exceed what its output stream's duplicate window holds
 // (soakServerBound). The table of samples is logged; GS_SOAK_HEAPPROFILE=FILE writes a heap
-// profile at the end. The long soak of docs/performance.md (issue 30):
+// profile when the load ends, and FILE.after at the end. The long soak of docs/performance.md (issue 30):
 //
 //	GROUPSTATE_LONG_TESTS=1 GS_SOAK_DURATION=30m GS_SOAK_SAMPLE=30s GS_SOAK_AFTER=12m \
 //	  go test ./runtime/service/ -run '^TestSoak$' -v -timeout 60m
@@ -148,16 +148,12 @@ func TestSoak(t *testing.T) {
 	close(stop)
 	testutil.Require(t, <-pubDone, "publishing")
 	loaded := len(samples)
+	writeHeapProfile(t, o.profile, "")
 	for end := time.Now().Add(o.after); time.Now().Before(end); {
 		<-tick.C
 		take()
 	}
-	if o.profile != "" {
-		f, err := os.Create(o.profile)
-		testutil.Require(t, err)
-		testutil.Require(t, pprof.Lookup("heap").WriteTo(f, 0))
-		testutil.Require(t, f.Close())
-	}
+	writeHeapProfile(t, o.profile, ".after")
 	if raw, err := json.Marshal(samples); err == nil {
 		t.Logf("samples: %s", raw)
 	}
@@ -207,6 +203,18 @@ func checkLevelsOff(t *testing.T, loaded []soakSample, o soakOptions) {
 			break
 		}
 	}
+}
+
+// writeHeapProfile writes a heap profile to path+suffix, unless path is empty.
+func writeHeapProfile(t *testing.T, path, suffix string) {
+	t.Helper()
+	if path == "" {
+		return
+	}
+	f, err := os.Create(path + suffix)
+	testutil.Require(t, err)
+	testutil.Require(t, pprof.Lookup("heap").WriteTo(f, 0))
+	testutil.Require(t, f.Close())
 }
 
 // medianOf is the median of f over samples.
