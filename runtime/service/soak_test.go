@@ -87,7 +87,8 @@ type soakSample struct {
 // may not exceed its level in the middle third by more than soakOwnGrowthMB, and the embedded
 // server's heap may not exceed what its output stream's duplicate window holds
 // (soakServerBound). The table of samples is logged; GS_SOAK_HEAPPROFILE=FILE writes a heap
-// profile when the load ends, and FILE.after at the end. The long soak of docs/performance.md (issue 30):
+// profile when the load ends, and FILE.after at the end. The long soak of
+// docs/performance.md (issue 30):
 //
 //	GROUPSTATE_LONG_TESTS=1 GS_SOAK_DURATION=30m GS_SOAK_SAMPLE=30s GS_SOAK_AFTER=12m \
 //	  go test ./runtime/service/ -run '^TestSoak$' -v -timeout 60m
