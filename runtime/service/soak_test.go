@@ -173,15 +173,17 @@ func TestSoak(t *testing.T) {
 const soakOwnGrowthMB = 48
 
 // soakServerBound is the most heap the embedded server may hold at rate rows/s: its fixed
-// part and, per message the output stream's duplicate window holds, soakDedupeBytes.
+// part and, per message id of the output stream's duplicate window, soakDedupeBytes.
 func soakServerBound(rate int) float64 {
 	window := 10 * time.Minute // spec.DuplicateWindow
 	return 64 + float64(rate)*window.Seconds()*soakDedupeBytes/(1<<20)
 }
 
-// soakDedupeBytes bounds what the embedded server holds per message id in an output stream's
-// duplicate window (its map entry and id string).
-const soakDedupeBytes = 300
+// soakDedupeBytes bounds what the embedded server holds per message id of an output stream's
+// duplicate window: its map entry, id string and list entry (about 190 bytes), and the
+// expired ids its list keeps until they are twice the live ones (about 90 bytes each; the
+// server then compacts it). The 30-minute soak of docs/performance.md peaked at 350 bytes.
+const soakDedupeBytes = 400
 
 // checkLevelsOff fails t when the loaded samples do not level off (see TestSoak).
 func checkLevelsOff(t *testing.T, loaded []soakSample, o soakOptions) {
