@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"github.com/tetratelabs/wazero"
-	"github.com/tetratelabs/wazero/api"
-	"github.com/tetratelabs/wazero/imports/wasi_snapshot_preview1"
 
 	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/internal/pyslot"
@@ -118,8 +116,9 @@ type Host struct {
 	// the first instance's handshake in New and never changed after.
 	version uint32
 	decls   []abi.VarDecl
-	// wasm is what is compiled: the module rewritten with interruption checks (interrupt.go).
-	wasm []byte
+	// mod is the compiled module this host shares with the others of the same module (rt and
+	// compiled are its), released by Close.
+	mod *module
 	// hasStart tells whether the module had a start section, which the instrumented module
 	// exports as StartExport for each instance to call after instantiation.
 	hasStart bool
@@ -183,80 +182,34 @@ func New(ctx context.Context, cfg Config) (*Host, error) {
 			return nil, fmt.Errorf("runtime: the deployment's input names: %w", err)
 		}
 	}
+	// A Python handler's module is the runtime module with the handler's sources in it: the
+	// host compiles (and shares) the runtime module and writes the sources into each instance.
 	wasm := cfg.Wasm
 	if rt, src, ok := pyslot.Split(wasm); ok {
 		wasm, h.pySources = rt, &src
 	}
-	ins, err := instrument(wasm, cfg.Load)
+	m, err := acquireModule(ctx, cfg, wasm)
 	if err != nil {
 		return nil, err
 	}
-	h.wasm, h.hasStart = ins.wasm, ins.hasStart
-	rc := wazero.NewRuntimeConfig()
-	if cfg.Cache != nil {
-		rc = rc.WithCompilationCache(cfg.Cache)
-	}
-	if lim.MemoryBytes > 0 {
-		pages := lim.MemoryBytes / 65536
-		if pages == 0 {
-			pages = 1
-		}
-		if pages > 65536 {
-			pages = 65536
-		}
-		rc = rc.WithMemoryLimitPages(uint32(pages))
-	}
-	rt := wazero.NewRuntimeWithConfig(ctx, rc)
-	h.rt = rt
-	if err := h.setup(ctx); err != nil {
-		if !errors.Is(err, errAbandoned) { // else the abandoned compilation closes rt
-			_ = rt.Close(ctx)
-		}
-		return nil, err
-	}
+	// The module's bytes are not needed once compiled: instances are made from the compiled
+	// module, which the hosts of the same module share. Dropped, an idle host holds only that.
+	h.mod, h.rt, h.compiled, h.hasStart, h.cfg.Wasm = m, m.rt, m.compiled, m.hasStart, nil
 	h.pool = make(chan *instance, lim.Instances)
 	h.sem = make(chan struct{}, lim.Instances)
 	in, err := h.newInstance(ctx)
 	if err != nil {
-		_ = rt.Close(ctx)
+		m.release(ctx)
 		return nil, err
 	}
 	if h.version == abi.Version2 && !importsGroupBegin(h.compiled) {
 		in.close(ctx)
-		_ = rt.Close(ctx)
+		m.release(ctx)
 		return nil, fmt.Errorf("%w: an ABI v2 module must import %s.%s (abi/README.md 9.1)", ErrInvalidModule, abi.ImportModule, abi.ImportGroupBegin)
 	}
 	h.sem <- struct{}{}
 	h.pool <- in
 	return h, nil
-}
-
-func (h *Host) setup(ctx context.Context) error {
-	compiled, err := compile(ctx, h.rt, h.wasm, h.cfg.Load.withDefaults().CompileTimeout)
-	if err != nil {
-		return err
-	}
-	if err := validate(compiled); err != nil {
-		return err
-	}
-	// The module's bytes (as given and as instrumented) are not needed once compiled:
-	// instances are made from the compiled module. Dropped, an idle host holds only that.
-	h.compiled, h.wasm, h.cfg.Wasm = compiled, nil, nil
-	if _, err := wasi_snapshot_preview1.Instantiate(ctx, h.rt); err != nil {
-		return err
-	}
-	_, err = h.rt.NewHostModuleBuilder(abi.ImportModule).
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(groupBegin), []api.ValueType{i32}, nil).
-		Export(abi.ImportGroupBegin).
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(h.guestLog), []api.ValueType{i32, i32, i32}, nil).
-		Export(abi.ImportLog).
-		NewFunctionBuilder().
-		WithGoModuleFunction(api.GoModuleFunc(guestState), []api.ValueType{i32, i32, i32, i32}, []api.ValueType{i32}).
-		Export(abi.ImportState).
-		Instantiate(ctx)
-	return err
 }
 
 // compile compiles wasm within timeout. wazero's compiler cannot be interrupted: past the
@@ -673,8 +626,20 @@ func (h *Host) withInstance(ctx context.Context, f func(in *instance) error) err
 		<-h.sem // the instance's slot is free; a new one is made on demand
 		return err
 	}
-	h.pool <- in
+	h.put(in)
 	return nil
+}
+
+// put returns in to the pool, or closes it when the host closed meanwhile (Close closed the
+// instances that were in the pool; this one was running a call).
+func (h *Host) put(in *instance) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		in.close(context.Background())
+		return
+	}
+	h.pool <- in
 }
 
 func (h *Host) acquire(ctx context.Context) (*instance, error) {
@@ -727,7 +692,9 @@ func (h *Host) Release(ctx context.Context) int {
 	}
 }
 
-// Close closes every instance and the wazero runtime. Compiled code stays in the cache.
+// Close closes the host's instances (those running a call when they return) and releases its
+// compiled module: the last host of a module closes its wazero runtime. Compiled code stays in
+// the cache.
 func (h *Host) Close(ctx context.Context) error {
 	h.mu.Lock()
 	if h.closed {
@@ -735,6 +702,10 @@ func (h *Host) Close(ctx context.Context) error {
 		return nil
 	}
 	h.closed = true
+	for len(h.pool) > 0 {
+		(<-h.pool).close(ctx)
+	}
 	h.mu.Unlock()
-	return h.rt.Close(ctx)
+	h.mod.release(ctx)
+	return nil
 }

@@ -254,10 +254,9 @@ func TestInterruptLoop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.wasm = ins.wasm
 	h.rt = wazero.NewRuntimeWithConfig(context.Background(), wazero.NewRuntimeConfig())
 	defer h.rt.Close(context.Background())
-	compiled, err := h.rt.CompileModule(context.Background(), h.wasm)
+	compiled, err := h.rt.CompileModule(context.Background(), ins.wasm)
 	if err != nil {
 		t.Fatal(err)
 	}

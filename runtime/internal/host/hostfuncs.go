@@ -27,8 +27,9 @@ func groupBegin(ctx context.Context, _ api.Module, stack []uint64) {
 // maxLogMessage caps one log message from a guest.
 const maxLogMessage = 16 << 10
 
-// guestLog implements groupstate.log(level i32, ptr i32, len i32).
-func (h *Host) guestLog(ctx context.Context, m api.Module, stack []uint64) {
+// guestLog implements groupstate.log(level i32, ptr i32, len i32), logging to the logger of the
+// host whose instance calls it.
+func guestLog(ctx context.Context, m api.Module, stack []uint64) {
 	level, ptr, n := slog.Level(int32(uint32(stack[0]))), uint32(stack[1]), uint32(stack[2])
 	if n > maxLogMessage {
 		n = maxLogMessage
@@ -38,10 +39,14 @@ func (h *Host) guestLog(ctx context.Context, m api.Module, stack []uint64) {
 		return
 	}
 	cs, _ := ctx.Value(callStateKey{}).(*callState)
-	if in, _ := ctx.Value(instanceKey{}).(*instance); in != nil && !in.logs.take(len(msg)) {
+	in, _ := ctx.Value(instanceKey{}).(*instance)
+	if in == nil {
+		return // every call and initialization of an instance carries it
+	}
+	if !in.logs.take(len(msg)) {
 		return
 	}
-	h.cfg.Logger.Log(ctx, level, string(msg), "key", cs.key())
+	in.logger.Log(ctx, level, string(msg), "key", cs.key())
 }
 
 // instanceKey is the context key of the instance a guest call runs on.

@@ -826,10 +826,10 @@ func (r *Runner) committed(ctx context.Context, rep *engine.BatchReport) {
 }
 
 // idle is what the loop does when a fetch waited idlePoll and found nothing, and no batch
-// runs: it publishes the status (its update time shows the runner alive) and takes a
-// snapshot when one is due.
+// runs: it takes a snapshot when one is due. It writes no status: the service's heartbeat
+// (Heartbeat, every client.StatusHeartbeat) is what keeps an idle runner's status fresh, the
+// one mechanism for that, as a batch's status is for a busy one.
 func (r *Runner) idle(ctx context.Context) {
-	r.publishStatus(ctx, false)
 	r.snaps.maybe(ctx, r.spec.Name, r.ks, r.logger)
 }
 

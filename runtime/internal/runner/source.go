@@ -140,6 +140,9 @@ type liveSource struct {
 	// unrun is len(fetched), for pending, which any goroutine may ask: rows fetched (out of
 	// the consumer's NumPending) that no committed batch ran yet.
 	unrun atomic.Int64
+	// quiet tells that the last fetch waited idlePoll and brought nothing: the consumer had
+	// no row for the runner then, and pending answers without asking the server.
+	quiet atomic.Bool
 	timer *time.Timer // the wake-up of due (nil until first needed)
 	// busyAt is when the source last started or a batch last did something (not skipped);
 	// released tells that the engine's module instances were released since (see
@@ -179,6 +182,7 @@ func (l *liveSource) next(ctx, batchCtx context.Context, backoff *time.Duration)
 			case gotRetry:
 				continue
 			}
+			l.quiet.Store(len(msgs) == 0)
 			if len(msgs) == 0 {
 				l.r.idle(ctx) // a fetch that waited idlePoll for nothing: no batch
 				l.releaseIdle(ctx)
@@ -226,9 +230,13 @@ func (l *liveSource) batch(msgs []input.Msg) batch {
 
 // idlePoll is how long a fetch waits for the first row when none is there (its pull
 // request's expiry; a row arriving meanwhile ends the wait at once), and with it how often an
-// idle runner wakes to refresh its status and take a due snapshot (see Runner.idle). It is
-// the trigger interval when that is longer.
-const idlePoll = 2 * time.Second
+// idle runner wakes to take a due snapshot (see Runner.idle). It is
+// the trigger interval when that is longer. A status heartbeat (client.StatusHeartbeat): a
+// pull request costs the server and the client a subscription, a request and its expiry, and
+// 100 idle deployments polling every 2 s took 2.4% of a core against 1.7% every 5 s
+// (docs/performance.md, "Idle cost"); a request lost on the way (a reconnect) ends after it
+// and pullGrace, and the next takes the rows.
+const idlePoll = 5 * time.Second
 
 // instanceIdle is how long a deployment goes without a batch that does something before its
 // engine releases its module instances (engine.Engine.ReleaseInstances): the next batch with
@@ -314,6 +322,11 @@ func (l *liveSource) committed(ctx context.Context, rep *engine.BatchReport) {
 // pending counts the consumer's messages not delivered yet and those fetched but not run by
 // a committed batch: fetched rows wait too, and a lag of 0 while they do would hide them.
 func (l *liveSource) pending(ctx context.Context) (uint64, error) {
+	if l.quiet.Load() && l.unrun.Load() == 0 {
+		// Idle: its last fetch found nothing, and a row arriving since ends the fetch in
+		// flight at once. An idle deployment's heartbeat asks the server nothing.
+		return 0, nil
+	}
 	n, err := l.r.src.Pending(ctx)
 	if err != nil {
 		return 0, err
