@@ -11,6 +11,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +37,17 @@ const (
 type row struct {
 	groupstate.InputName
 	TS json.RawMessage `json:"ts"` // checked by ts: a JSON number
+}
+
+// UnmarshalJSON keeps the row's ts as it is (ts checks it) and skips the other members, as
+// encoding/json decodes a row: a name matches ts whatever its case, and the last one wins.
+func (r *row) UnmarshalJSON(b []byte) error {
+	return jsonobj.Each(b, func(name, value []byte) error {
+		if bytes.EqualFold(name, []byte("ts")) {
+			r.TS = value
+		}
+		return nil
+	})
 }
 
 // ts returns the row's ts, or an error when it is missing or not a JSON number (the runtime
