@@ -138,6 +138,11 @@ type adjoin struct {
 	impressions *groupstate.ListState[impression]
 	clicks      *groupstate.ListState[click]
 	within      int64 // ms
+
+	// The calls' buffers, reused from call to call so that a call allocates little (the Go
+	// runtime's garbage collector is costly under WebAssembly).
+	impBuf   buffer[impression]
+	clickBuf buffer[click]
 }
 
 func (a *adjoin) Init(h *groupstate.ProcessorHandle) error {
@@ -163,6 +168,12 @@ type buffer[T any] struct {
 	all    []T  // the elements read, then those added
 	loaded bool // the list was read: all starts with its elements
 	kept   int  // how many of all's elements were read
+	added  []T  // scratch for load
+}
+
+// reset empties b for a call, keeping its arrays.
+func (b *buffer[T]) reset() {
+	b.all, b.loaded, b.kept = b.all[:0], false, 0
 }
 
 // load reads the list into b if the call has not yet, ahead of what the call added.
@@ -170,10 +181,10 @@ func (b *buffer[T]) load(l *groupstate.ListState[T]) {
 	if b.loaded {
 		return
 	}
-	added := b.all
-	b.all = slices.AppendSeq([]T(nil), l.All())
+	b.added = append(b.added[:0], b.all...)
+	b.all = slices.AppendSeq(b.all[:0], l.All())
 	b.kept, b.loaded = len(b.all), true
-	b.all = append(b.all, added...)
+	b.all = append(b.all, b.added...)
 }
 
 // store writes a list back when the call changed it: the rows from its first `kept` elements
@@ -200,8 +211,9 @@ func store[T any](l *groupstate.ListState[T], all []T, kept int, changed bool) e
 // buffers it until the watermark passes the last time it could match: an impression at i
 // until i + within, a click at c until c.
 func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *groupstate.Timers, out *groupstate.Emitter[pair]) error {
-	var imps buffer[impression]
-	var clicks buffer[click]
+	imps, clicks := &a.impBuf, &a.clickBuf
+	imps.reset()
+	clicks.reset()
 	marked := false // a buffered impression was matched by a click of this call
 	n := 0
 	for r := range rows {
@@ -251,8 +263,11 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 // timerMs: the impressions with i + within <= timerMs (one that no click matched is emitted
 // with click_ts null) and the clicks with c <= timerMs (dropped).
 func (a *adjoin) HandleExpiredTimer(ad groupstate.Key, timerMs int64, t *groupstate.Timers, out *groupstate.Emitter[pair]) error {
-	imps := slices.Collect(a.impressions.All())
-	clicks := slices.Collect(a.clicks.All())
+	a.impBuf.reset()
+	a.clickBuf.reset()
+	a.impBuf.load(a.impressions)
+	a.clickBuf.load(a.clicks)
+	imps, clicks := a.impBuf.all, a.clickBuf.all
 	nImps, nClicks := len(imps), len(clicks)
 	keep := imps[:0]
 	for _, im := range imps {
