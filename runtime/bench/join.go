@@ -30,9 +30,16 @@ type JoinPoint struct {
 // minutes after the batch's impressions' time, so some match and some do not), and returns
 // rows/s and the state at every tenth of the way.
 func engineJoin(ctx context.Context, dir string, specYAML, wasm []byte, ads, rows int, logger *slog.Logger) (float64, []JoinPoint, error) {
+	rps, points, _, err := engineJoinCPU(ctx, dir, specYAML, wasm, ads, rows, logger)
+	return rps, points, err
+}
+
+// engineJoinCPU is engineJoin that also returns the process's CPU time per row (µs) while the
+// batches ran: not the engine's start (the module's compilation) nor the state counts.
+func engineJoinCPU(ctx context.Context, dir string, specYAML, wasm []byte, ads, rows int, logger *slog.Logger) (float64, []JoinPoint, float64, error) {
 	eng, err := startEngine(ctx, dir, specYAML, wasm, nil, logger)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, 0, err
 	}
 	defer eng.close(ctx)
 	batchRows := max(min(10_000, rows/10), 1) // ten batches at least: ten points
@@ -41,7 +48,7 @@ func engineJoin(ctx context.Context, dir string, specYAML, wasm []byte, ads, row
 	base := int64(1_700_000_000_000)
 	batch := make([]engine.Row, batchRows)
 	var points []JoinPoint
-	var spent time.Duration
+	var spent, cpu time.Duration
 	next := 0
 	for b := range batches {
 		t := base + int64(b)*step
@@ -55,12 +62,12 @@ func engineJoin(ctx context.Context, dir string, specYAML, wasm []byte, ads, row
 				batch[i] = engine.Row{Input: 1, Data: fmt.Appendf(batch[i].Data[:0], `{"ad_id":"a%06d","ts":%d}`, ad, t-late)}
 			}
 		}
-		start := time.Now()
+		start, cpu0 := time.Now(), cpuTime()
 		in := engine.BatchInput{ProcessingTimeMs: t, Rows: batch}
 		for {
 			rep, err := eng.RunBatch(ctx, in)
 			if err != nil {
-				return 0, nil, err
+				return 0, nil, 0, err
 			}
 			if !rep.NeedsNoDataBatch {
 				break
@@ -68,6 +75,7 @@ func engineJoin(ctx context.Context, dir string, specYAML, wasm []byte, ads, row
 			in = engine.BatchInput{ProcessingTimeMs: t}
 		}
 		spent += time.Since(start)
+		cpu += cpuTime() - cpu0
 		if (b+1)%max(batches/10, 1) == 0 {
 			p := JoinPoint{Rows: (b + 1) * batchRows, EventHours: float64(int64(b+1)*step) / float64(time.Hour.Milliseconds())}
 			err := eng.store.Deployment(eng.Spec().Name).VarKeys(nil, 0, func(_ []byte, _, timers int) error {
@@ -76,12 +84,13 @@ func engineJoin(ctx context.Context, dir string, specYAML, wasm []byte, ads, row
 				return nil
 			})
 			if err != nil {
-				return 0, nil, err
+				return 0, nil, 0, err
 			}
 			points = append(points, p)
 		}
 	}
-	return float64(batches*batchRows) / spent.Seconds(), points, nil
+	done := float64(batches * batchRows)
+	return done / spent.Seconds(), points, float64(cpu.Microseconds()) / done, nil
 }
 
 // joinGrowth is the rows held at the last point over those at 60% of the run (0 when there

@@ -11,6 +11,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"strconv"
 
 	groupstate "github.com/groupstate/groupstate/sdk/go"
+	"github.com/groupstate/groupstate/sdk/go/jsonobj"
 )
 
 func init() { groupstate.Process(&adjoin{}) }
@@ -35,6 +37,17 @@ const (
 type row struct {
 	groupstate.InputName
 	TS json.RawMessage `json:"ts"` // checked by ts: a JSON number
+}
+
+// UnmarshalJSON keeps the row's ts as it is (ts checks it) and skips the other members, as
+// encoding/json decodes a row: a name matches ts whatever its case, and the last one wins.
+func (r *row) UnmarshalJSON(b []byte) error {
+	return jsonobj.Each(b, func(name, value []byte) error {
+		if bytes.EqualFold(name, []byte("ts")) {
+			r.TS = value
+		}
+		return nil
+	})
 }
 
 // ts returns the row's ts, or an error when it is missing or not a JSON number (the runtime
@@ -58,6 +71,9 @@ type impression struct {
 	Matched bool  `json:"matched"`
 }
 
+// click is an element of the clicks list: a click's time.
+type click int64
+
 // pair is an emitted row: an impression and a click on it, or (ClickTS nil, written as null)
 // an impression that no click matched.
 type pair struct {
@@ -66,12 +82,67 @@ type pair struct {
 	ClickTS      *int64          `json:"click_ts"`
 }
 
+// The methods below encode and decode the list elements and the emitted rows without
+// reflection (see groupstate.Typed), writing what encoding/json would: without them the
+// handler works the same, at several times the cost per element.
+
+// UnmarshalJSON reads {"ts": i, "matched": bool}.
+func (im *impression) UnmarshalJSON(b []byte) error {
+	return jsonobj.Each(b, func(name, value []byte) (err error) {
+		switch string(name) {
+		case "ts":
+			im.TS, err = jsonobj.Int(value)
+		case "matched":
+			im.Matched, err = jsonobj.Bool(value)
+		}
+		return err
+	})
+}
+
+// AppendJSON writes {"ts": i, "matched": bool}.
+func (im impression) AppendJSON(dst []byte) ([]byte, error) {
+	w := jsonobj.NewWriter(dst)
+	w.Int("ts", im.TS)
+	w.Bool("matched", im.Matched)
+	return w.End()
+}
+
+// UnmarshalJSON reads a number.
+func (c *click) UnmarshalJSON(b []byte) (err error) {
+	v, err := jsonobj.Int(b)
+	*c = click(v)
+	return err
+}
+
+// AppendJSON writes the number.
+func (c click) AppendJSON(dst []byte) ([]byte, error) {
+	return strconv.AppendInt(dst, int64(c), 10), nil
+}
+
+// AppendJSON writes {"ad_id": key, "impression_ts": i, "click_ts": c or null}.
+func (p pair) AppendJSON(dst []byte) ([]byte, error) {
+	w := jsonobj.NewWriter(dst)
+	w.Raw("ad_id", p.AdID)
+	w.Int("impression_ts", p.ImpressionTS)
+	if p.ClickTS != nil {
+		w.Int("click_ts", *p.ClickTS)
+	} else {
+		w.Null("click_ts")
+	}
+	return w.End()
+}
+
 // adjoin is the processor: each side's rows wait in a list until the watermark has passed the
 // last time a row of the other side could match them.
 type adjoin struct {
 	impressions *groupstate.ListState[impression]
-	clicks      *groupstate.ListState[int64]
+	clicks      *groupstate.ListState[click]
 	within      int64 // ms
+
+	// The calls' buffers, reused from call to call so that a call allocates little (the Go
+	// runtime's garbage collector is costly under WebAssembly).
+	impBuf   buffer[impression]
+	clickBuf buffer[click]
 }
 
 func (a *adjoin) Init(h *groupstate.ProcessorHandle) error {
@@ -86,19 +157,41 @@ func (a *adjoin) Init(h *groupstate.ProcessorHandle) error {
 		return fmt.Errorf("adjoin: the spec's inputs must be %s and %s, got %q", impressionsInput, clicksInput, in)
 	}
 	a.impressions = groupstate.NewListState[impression](h, "impressions")
-	a.clicks = groupstate.NewListState[int64](h, "clicks")
+	a.clicks = groupstate.NewListState[click](h, "clicks")
 	return nil
 }
 
-// load reads both lists.
-func (a *adjoin) load() ([]impression, []int64) {
-	return slices.Collect(a.impressions.All()), slices.Collect(a.clicks.All())
+// buffer is one side's list during a call: the elements read from the state (when the call
+// needed them) followed by the ones the call added. A data call reads a list only once a row
+// of the other side needs it, so a call whose rows are all of one side reads one list.
+type buffer[T any] struct {
+	all    []T  // the elements read, then those added
+	loaded bool // the list was read: all starts with its elements
+	kept   int  // how many of all's elements were read
+	added  []T  // scratch for load
+}
+
+// reset empties b for a call, keeping its arrays.
+func (b *buffer[T]) reset() {
+	b.all, b.loaded, b.kept = b.all[:0], false, 0
+}
+
+// load reads the list into b if the call has not yet, ahead of what the call added.
+func (b *buffer[T]) load(l *groupstate.ListState[T]) {
+	if b.loaded {
+		return
+	}
+	b.added = append(b.added[:0], b.all...)
+	b.all = slices.AppendSeq(b.all[:0], l.All())
+	b.kept, b.loaded = len(b.all), true
+	b.all = append(b.all, b.added...)
 }
 
 // store writes a list back when the call changed it: the rows from its first `kept` elements
 // on are appended when the ones before are unchanged (changed false: the common case of a
 // data call, one op per row), else the list is written whole; an empty list is cleared, so
-// a key whose rows have all been evicted holds no state.
+// a key whose rows have all been evicted holds no state. A list the call did not read has
+// kept 0 and changed false: what the call added is appended.
 func store[T any](l *groupstate.ListState[T], all []T, kept int, changed bool) error {
 	switch {
 	case len(all) == 0:
@@ -118,9 +211,10 @@ func store[T any](l *groupstate.ListState[T], all []T, kept int, changed bool) e
 // buffers it until the watermark passes the last time it could match: an impression at i
 // until i + within, a click at c until c.
 func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *groupstate.Timers, out *groupstate.Emitter[pair]) error {
-	imps, clicks := a.load()
-	buffered, bufferedClicks := len(imps), len(clicks) // the elements in the lists already
-	marked := false                                    // one of them was matched by a click of this call
+	imps, clicks := &a.impBuf, &a.clickBuf
+	imps.reset()
+	clicks.reset()
+	marked := false // a buffered impression was matched by a click of this call
 	n := 0
 	for r := range rows {
 		ts, err := r.ts()
@@ -130,26 +224,28 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 		n++
 		switch r.Input() {
 		case impressionsInput:
+			clicks.load(a.clicks)
 			matched := false
-			for _, c := range clicks {
-				if ts <= c && c <= ts+a.within {
+			for _, c := range clicks.all {
+				if c := int64(c); ts <= c && c <= ts+a.within {
 					out.Emit(pair{AdID: ad.JSON(), ImpressionTS: ts, ClickTS: &c})
 					matched = true
 				}
 			}
-			imps = append(imps, impression{TS: ts, Matched: matched})
+			imps.all = append(imps.all, impression{TS: ts, Matched: matched})
 			if err := t.Register(ts + a.within); err != nil {
 				return err
 			}
 		case clicksInput:
-			for k := range imps {
-				if i := imps[k].TS; i <= ts && ts <= i+a.within {
+			imps.load(a.impressions)
+			for k := range imps.all {
+				if i := imps.all[k].TS; i <= ts && ts <= i+a.within {
 					out.Emit(pair{AdID: ad.JSON(), ImpressionTS: i, ClickTS: &ts})
-					marked = marked || (k < buffered && !imps[k].Matched)
-					imps[k].Matched = true
+					marked = marked || (k < imps.kept && !imps.all[k].Matched)
+					imps.all[k].Matched = true
 				}
 			}
-			clicks = append(clicks, ts)
+			clicks.all = append(clicks.all, click(ts))
 			if err := t.Register(ts); err != nil {
 				return err
 			}
@@ -157,17 +253,21 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 			return fmt.Errorf("adjoin: row %d comes from unknown input %q", n-1, r.Input())
 		}
 	}
-	if err := store(a.impressions, imps, buffered, marked); err != nil {
+	if err := store(a.impressions, imps.all, imps.kept, marked); err != nil {
 		return err
 	}
-	return store(a.clicks, clicks, bufferedClicks, false)
+	return store(a.clicks, clicks.all, clicks.kept, false)
 }
 
 // HandleExpiredTimer evicts what no row can match any more, now that the watermark has passed
 // timerMs: the impressions with i + within <= timerMs (one that no click matched is emitted
 // with click_ts null) and the clicks with c <= timerMs (dropped).
 func (a *adjoin) HandleExpiredTimer(ad groupstate.Key, timerMs int64, t *groupstate.Timers, out *groupstate.Emitter[pair]) error {
-	imps, clicks := a.load()
+	a.impBuf.reset()
+	a.clickBuf.reset()
+	a.impBuf.load(a.impressions)
+	a.clickBuf.load(a.clicks)
+	imps, clicks := a.impBuf.all, a.clickBuf.all
 	nImps, nClicks := len(imps), len(clicks)
 	keep := imps[:0]
 	for _, im := range imps {
@@ -177,7 +277,7 @@ func (a *adjoin) HandleExpiredTimer(ad groupstate.Key, timerMs int64, t *groupst
 			out.Emit(pair{AdID: ad.JSON(), ImpressionTS: im.TS})
 		}
 	}
-	clicks = slices.DeleteFunc(clicks, func(c int64) bool { return c <= timerMs })
+	clicks = slices.DeleteFunc(clicks, func(c click) bool { return int64(c) <= timerMs })
 	if err := store(a.impressions, keep, nImps, len(keep) != nImps); err != nil {
 		return err
 	}
