@@ -19,8 +19,9 @@ func newBenchCommand() *cobra.Command {
 		Long: `Measures, in one process and one run: the cost per key group of guest calls in every
 sample language; engine throughput on the sessions sample, WASM against the same logic
 compiled natively; end-to-end throughput through an embedded JetStream with file storage
-against a raw consume-and-republish; publish-to-output latency at 10k rows/s; and the warm
-restart of a module from the compilation cache. Progress goes to standard error; with --json
+against a raw consume-and-republish; publish-to-output latency at 10k rows/s; the warm
+restart of a module from the compilation cache, and per language the start of an instance and
+its memory; and Python's logincount against Go's. Progress goes to standard error; with --json
 the last line of standard output is one JSON object with the figures.`,
 		Example: `  groupstate bench --quick
   groupstate bench --json | tail -1 | jq .wasm_native_ratio`,
@@ -49,6 +50,13 @@ the last line of standard output is one JSON object with the figures.`,
 			fmt.Fprintf(out, "warm restart        %.1f ms (target < 100 ms)\n", rep.WarmRestartMs)
 			fmt.Fprintf(out, "abi_v2_ratio        %.2f   (ABI v2 processor vs ABI v1 module, the same count per key; %.0f vs %.0f rows/s)\n",
 				rep.ABIv2Ratio, rep.ABIRowsPerSec["v2"], rep.ABIRowsPerSec["v1"])
+			fmt.Fprintf(out, "python_go_ratio     %.2f   (target >= 0.3; logincount in Python vs Go, %.0f vs %.0f rows/s)\n",
+				rep.PythonGoRatio, rep.LogincountRowsPerSec["python"], rep.LogincountRowsPerSec["go"])
+			fmt.Fprintf(out, "python start        %.1f ms (target <= 100 ms; warm compilation cache; one more instance %.1f ms)\n",
+				rep.WarmStartMs["python"], rep.InstanceStartMs["python"])
+			fmt.Fprintf(out, "python memory       %.1f MB (target <= 32 MB per instance)\n", rep.InstanceMemoryMB["python"])
+			fmt.Fprintf(out, "python_abi_v2_ratio %.2f   (a StatefulProcessor vs a function, the same count per key; %.0f vs %.0f rows/s)\n",
+				rep.PythonABIv2Ratio, rep.PythonABIRowsPerSec["v2"], rep.PythonABIRowsPerSec["v1"])
 			if rep.ExtismSpeedup != nil {
 				fmt.Fprintf(out, "extism_speedup      %.1fx (target >= 10x)\n", *rep.ExtismSpeedup)
 			}
