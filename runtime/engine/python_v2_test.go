@@ -195,3 +195,46 @@ output:
 		t.Fatalf("got %v, want the init to fail with the traceback", err)
 	}
 }
+
+// TestPythonProcessorCloseNotPerBatch: close() is not called after a call or a batch either
+// (the instance's processor goes on from batch to batch): the count of close calls the
+// instances report stays 0.
+func TestPythonProcessorCloseNotPerBatch(t *testing.T) {
+	const src = `
+from groupstate import StatefulProcessor
+
+closes = 0
+
+class P(StatefulProcessor):
+    def handleInputRows(self, key, rows, timerValues):
+        yield {"k": key[0], "closes": closes}
+
+    def close(self):
+        global closes
+        closes += 1
+`
+	wasm, err := pybuild.Build(map[string][]byte{"p.py": []byte(src)}, "p")
+	require(t, err)
+	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}, {"k": "b"}]}
+{"expect": [{"k": "a", "closes": 0}, {"k": "b", "closes": 0}]}
+{"at": 2000, "rows": [{"k": "a"}]}
+{"expect": [{"k": "a", "closes": 0}]}
+{"at": 3000, "rows": [{"k": "b"}, {"k": "a"}]}
+{"expect": [{"k": "b", "closes": 0}, {"k": "a", "closes": 0}]}
+`))
+	require(t, err)
+	var log bytes.Buffer
+	err = scenario.RunSteps(context.Background(), scenario.Options{
+		Spec: specFromYAML(t, `
+name: pyclose
+module: p.wasm
+input:
+  subjects: ["in.>"]
+key:
+  field: k
+output:
+  subject: out
+`), Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Log: &log,
+	}, steps)
+	require(t, err, log.String())
+}

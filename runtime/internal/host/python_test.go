@@ -1,9 +1,13 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
@@ -118,4 +122,58 @@ func BenchmarkPythonNewHandler(b *testing.B) {
 		b.StartTimer()
 		start(wasm)
 	}
+}
+
+// TestPythonCloseNotCalled: a StatefulProcessor's close() is not called when its instance is
+// released or its host closed (the ABI has no shutdown export, abi/README.md 3.1), while its
+// init is: both log, and only init's line reaches the host's log.
+func TestPythonCloseNotCalled(t *testing.T) {
+	wasm, err := pybuild.Build(map[string][]byte{"c.py": []byte(`
+import groupstate
+from groupstate import StatefulProcessor
+
+class C(StatefulProcessor):
+    def init(self, handle):
+        groupstate.log("init ran")
+
+    def close(self):
+        groupstate.log("close ran")
+`)}, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log safeBuffer
+	cfg := testConfig(wasm)
+	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	h, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := h.Release(context.Background()); n != 1 {
+		t.Fatalf("Release closed %d instances, want the first", n)
+	}
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.String(); !strings.Contains(got, "init ran") || strings.Contains(got, "close ran") {
+		t.Fatalf("host log:\n%s\nwant init's line and not close's", got)
+	}
+}
+
+// safeBuffer is a bytes.Buffer safe for concurrent writes.
+type safeBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *safeBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *safeBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

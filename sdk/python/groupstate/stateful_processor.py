@@ -578,8 +578,9 @@ class StatefulProcessor:
         _apply_initial(initialState)
 
     def close(self):
-        """Called when the instance is discarded, if ever (groupstate does not call it: an
-        instance lives until the runtime drops it, and keeps nothing outside its state)."""
+        """Never called by groupstate (PySpark's signature, kept so that code ports): an
+        instance lives across batches until the runtime drops it without notice (the ABI has
+        no shutdown export), and keeps nothing outside its state."""
 
 
 def _apply_initial(initial):
