@@ -198,16 +198,24 @@ output:
 
 // TestPythonProcessorCloseNotPerBatch: close() is not called after a call or a batch either
 // (the instance's processor goes on from batch to batch): the count of close calls the
-// instances report stays 0.
+// instances report stays 0. And getQueryInfo() raises, saying it is not supported.
 func TestPythonProcessorCloseNotPerBatch(t *testing.T) {
 	const src = `
+import groupstate
 from groupstate import StatefulProcessor
 
 closes = 0
 
 class P(StatefulProcessor):
+    def init(self, handle):
+        try:
+            handle.getQueryInfo()
+            self.qi = "no error"
+        except groupstate.GroupStateRuntimeError as e:
+            self.qi = str(e)
+
     def handleInputRows(self, key, rows, timerValues):
-        yield {"k": key[0], "closes": closes}
+        yield {"k": key[0], "closes": closes, "qi": self.qi}
 
     def close(self):
         global closes
@@ -216,11 +224,11 @@ class P(StatefulProcessor):
 	wasm, err := pybuild.Build(map[string][]byte{"p.py": []byte(src)}, "p")
 	require(t, err)
 	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}, {"k": "b"}]}
-{"expect": [{"k": "a", "closes": 0}, {"k": "b", "closes": 0}]}
+{"expect": [{"k": "a", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)"}, {"k": "b", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)"}]}
 {"at": 2000, "rows": [{"k": "a"}]}
-{"expect": [{"k": "a", "closes": 0}]}
+{"expect": [{"k": "a", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)"}]}
 {"at": 3000, "rows": [{"k": "b"}, {"k": "a"}]}
-{"expect": [{"k": "b", "closes": 0}, {"k": "a", "closes": 0}]}
+{"expect": [{"k": "b", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)"}, {"k": "a", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)"}]}
 `))
 	require(t, err)
 	var log bytes.Buffer

@@ -467,6 +467,14 @@ class StatefulProcessorHandle:
                 return
         raise GroupStateValueError(f"groupstate: deleteIfExists({stateName!r}): no such state variable")
 
+    def getQueryInfo(self):
+        """Not supported: raises GroupStateRuntimeError. Spark's QueryInfo has a query id, a
+        run id and a batch id; the ABI hands a module none of them (its deployment's name is
+        groupstate.deployment)."""
+        raise GroupStateRuntimeError(
+            "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or "
+            "batch id (groupstate.deployment is the deployment's name)")
+
     @property
     def inputs(self):
         """The deployment's input names (spec inputs:), or [] with one input."""
