@@ -41,3 +41,25 @@ func BenchmarkInstanceStart(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkPythonLogincount: the logincount sample in Python and in Go through the engine on
+// the counting workload, 100k keys and 1M rows (logincount_rows_per_sec,
+// python_go_logincount_ratio; target >= 0.3).
+func BenchmarkPythonLogincount(b *testing.B) {
+	var rps [2]float64
+	for b.Loop() {
+		for i, lang := range []string{"go", "python"} {
+			wasm, err := benchModule("../../samples", "logincount", lang)
+			if err != nil {
+				b.Fatal(err)
+			}
+			settle()
+			if rps[i], err = engineCount(context.Background(), b.TempDir(), wasm, 100_000, 1_000_000, quiet); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	b.ReportMetric(rps[0], "go-rows/s")
+	b.ReportMetric(rps[1], "python-rows/s")
+	b.ReportMetric(rps[1]/rps[0], "ratio")
+}

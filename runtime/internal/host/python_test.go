@@ -14,6 +14,7 @@ import (
 
 	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/internal/pybuild"
+	"github.com/groupstate/groupstate/runtime/internal/handler"
 )
 
 // TestPythonSharedCompilation: two different Python handlers (an ABI v1 function and an ABI
@@ -176,4 +177,27 @@ func (b *safeBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// TestPythonFrozenStart: once an ABI v1 handler's instance started, the objects of its start
+// (the SDK, the handler's module) are frozen out of the garbage collector's sight (gc.freeze),
+// so that collections during calls walk only the calls' objects.
+func TestPythonFrozenStart(t *testing.T) {
+	wasm, err := pybuild.Build(map[string][]byte{"f.py": []byte("import gc\n\ndef handle(key, rows, state):\n    yield {'frozen': gc.get_freeze_count()}\n")}, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), testConfig(wasm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	res := make([]handler.Result, 1)
+	c := &handler.Call{ProcessingTimeMs: 1000, Groups: []handler.Group{{Key: []byte(`"a"`), Rows: [][]byte{[]byte(`{}`)}}}}
+	if err := h.Process(context.Background(), c, res); err != nil || res[0].Err != nil || len(res[0].Emits) != 1 {
+		t.Fatalf("call: %v, %+v", err, res[0])
+	}
+	if got := string(res[0].Emits[0]); got == `{"frozen":0}` || !strings.HasPrefix(got, `{"frozen":`) {
+		t.Errorf("the handler saw %s, want a frozen count above 0", got)
+	}
 }

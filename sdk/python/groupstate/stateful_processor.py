@@ -26,6 +26,7 @@ are JSON). The glue of the runtime module (sdk/python/runtime/glue.c) calls ``_i
 ``_process_v2`` with the ABI's buffers (abi/README.md section 9).
 """
 
+import gc as _gc
 import json as _json
 import struct as _struct
 
@@ -675,6 +676,9 @@ def _init_v2(buf):
     finally:
         _declaring = False
     _processor = processor
+    # What the start made (the SDK, the handler's modules, the processor) lives as long as
+    # the instance: out of the collector's sight, a collection walks only the calls' objects.
+    _gc.freeze()
     parts = [_U32.pack(len(_decls))]
     for vname, kind, ttl in _decls:
         b = vname.encode("ascii")
