@@ -3,6 +3,7 @@ package state
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"fmt"
 	"slices"
 
@@ -63,8 +64,9 @@ type Batch struct {
 	// batch created on first use, which reads through to the store; Commit appends
 	// them to pb.
 	vb  *pebble.Batch
-	cat *catalog // the catalog as the batch left it, once read
-	tx  *KeyTxn  // the open transaction
+	ov  varOverlay // vb's writes of the records the hot-state cache holds (varcache.go)
+	cat *catalog   // the catalog as the batch left it, once read
+	tx  *KeyTxn    // the open transaction
 	// reverts counts RevertKeys calls: a transaction committed before the last one can no
 	// longer be reverted (its place in vb moved).
 	reverts int
@@ -172,10 +174,8 @@ func (b *Batch) writeSets() {
 		b.scratch = valueKey(b.scratch[:0], p, l.key(int(i)))
 		if r.e.exists() {
 			n := len(b.scratch)
-			e := r.e
-			e.Value = l.value(int(i))
-			b.scratch = appendEntry(b.scratch, e)
-			_ = b.pb.Set(b.scratch[:n], b.scratch[n:], nil)
+			b.scratch = appendEntry(b.scratch, r.e) // the header: r.e has no Value
+			b.setSplit(b.scratch[:n], b.scratch[n:], l.value(int(i)))
 		} else {
 			_ = b.pb.Delete(b.scratch, nil)
 		}
@@ -271,9 +271,76 @@ func (b *Batch) AppendOutbox(e *OutboxEntry) OutboxID {
 	}
 	b.scratch = outboxKey(b.scratch[:0], b.d.prefix, id)
 	n := len(b.scratch)
-	b.scratch = appendOutboxValue(b.scratch, e)
-	_ = b.pb.Set(b.scratch[:n], b.scratch[n:], nil)
+	b.scratch = appendOutboxHead(b.scratch, e)
+	b.setSplit(b.scratch[:n], b.scratch[n:], e.Payload)
 	return id
+}
+
+// AppendOutboxes is AppendOutbox for each of entries, in order, and sets each one's ID. It
+// sizes the batch's Pebble buffer once for them and for the batch's Sets, which Commit
+// writes, so that a batch of big values is copied into it once, not again at every doubling
+// of the buffer.
+func (b *Batch) AppendOutboxes(entries []OutboxEntry) {
+	if b.pb != nil {
+		n := 0
+		for i := range entries {
+			e := &entries[i]
+			n += outboxRecordBytes + len(b.d.prefix) + len(e.Key) + len(e.Reason) + len(e.Error) + len(e.Subject) + len(e.Payload)
+		}
+		b.reserve(n)
+	}
+	for i := range entries {
+		entries[i].ID = b.AppendOutbox(&entries[i])
+	}
+}
+
+// outboxRecordBytes bounds what a Pebble batch record of an outbox entry takes besides its
+// deployment prefix and variable fields: the record's kind and lengths, the key's section
+// and id, and the value's kind, flags, lengths and sequence.
+const outboxRecordBytes = 1 + 2*binary.MaxVarintLen32 + 1 + 12 + 2 + 5*binary.MaxVarintLen64
+
+// setRecordBytes bounds what the Pebble batch records of a Set take besides its deployment
+// prefix (twice: the value and the timer index), its key (three times: the value, and a
+// timer index deletion and insertion) and its value: the records' kinds and lengths, the
+// sections, the timers and the entry's header.
+const setRecordBytes = 3*(1+2*binary.MaxVarintLen32+1) + 2*8 + entryHeaderLen + 8
+
+// reserve makes room in the Pebble batch for n more bytes of records besides the Sets that
+// Commit writes, in one allocation: a batch whose buffer would grow is started again with
+// the room, and what it held copied over (the Pebble buffer grows by doubling, which for a
+// batch of big values allocates and copies its bytes about twice over).
+func (b *Batch) reserve(n int) {
+	l := b.log
+	n += len(l.arena) + len(l.recs)*(setRecordBytes+2*len(b.d.prefix))
+	for i := range l.recs {
+		n += 2 * l.recs[i].keyLen // arena counts it once
+	}
+	if b.vb != nil {
+		n += len(b.vb.Repr())
+	}
+	need := b.pb.Len() + n
+	if need < minReserve || need <= cap(b.pb.Repr()) {
+		return
+	}
+	nb := b.d.s.db.NewBatchWithSize(need)
+	if !b.pb.Empty() {
+		_ = nb.Apply(b.pb, nil)
+	}
+	_ = b.pb.Close()
+	b.pb = nb
+}
+
+// minReserve is the smallest Pebble buffer reserve allocates: below it, growing by doubling
+// costs next to nothing.
+const minReserve = 1 << 20
+
+// setSplit sets key to the value head followed by tail in the Pebble batch, copying tail (a
+// state value or an outbox payload, which may be big) straight into the batch's buffer.
+func (b *Batch) setSplit(key, head, tail []byte) {
+	op := b.pb.SetDeferred(len(key), len(head)+len(tail))
+	copy(op.Key, key)
+	copy(op.Value[copy(op.Value, head):], tail)
+	_ = op.Finish()
 }
 
 // Commit writes every Set, the progress record and the outbox entries in
@@ -386,14 +453,22 @@ func (b *Batch) Commit() (Progress, error) {
 		return Progress{}, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
 	}
 	c := d.s.cache
+	var vlog *setLog
 	if c != nil {
+		if b.vb != nil {
+			vlog = d.s.getLog()
+			defer d.s.putLog(vlog)
+			vlog = b.overlayLog(vlog)
+		} else {
+			vlog = emptyLog // nothing of the variables
+		}
 		d.stripe.beginWrite()
 	}
 	err = d.s.write(func() error { return b.pb.Commit(opts) })
 	if c != nil {
 		// Only a commit that succeeded reaches the cache; a failed one
 		// empties it, whatever Pebble's memory now holds.
-		c.endWrite(d.stripe, d.name, b.log, err == nil)
+		c.endWrite(d.stripe, err == nil, depLog{d.name, b.log}, depLog{d.varsDep(), vlog})
 	}
 	if err != nil {
 		return Progress{}, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
@@ -432,6 +507,7 @@ func (b *Batch) Close() {
 		b.vb = nil
 	}
 	b.cat, b.tx = nil, nil
+	b.ov = varOverlay{}
 	b.scratch = nil
 	if b.log != nil {
 		if cap(b.log.arena) <= maxPooledLog {

@@ -225,23 +225,40 @@ func (st *cacheStripe) beginWrite() {
 	st.gen.Add(1)
 }
 
-// endWrite ends a write of deployment dep begun by beginWrite on st. If it
-// committed, the entries of log are stored (in order, so the last Set of a
-// key wins); otherwise, or when log is nil (Drop), the cache is emptied.
-func (c *stateCache) endWrite(st *cacheStripe, dep string, log *setLog, committed bool) {
-	if committed && log != nil {
-		for i := range log.recs {
-			r := &log.recs[i]
-			key := log.key(i)
-			e := r.e
-			e.Value = log.value(i)
-			sh, kh := c.shard(key)
-			sh.mu.Lock()
-			sh.store(dep, key, kh, e, e.exists())
-			sh.mu.Unlock()
+// depLog is the writes of one cache name (a deployment's state entries, or its variable
+// records) for endWrite; a nil log empties the cache.
+type depLog struct {
+	dep string
+	log *setLog
+}
+
+// endWrite ends a write of a deployment begun by beginWrite on st. If it
+// committed, the entries of each log are stored under its name (in order, so
+// the last Set of a key wins); otherwise, or when a log is nil (Drop), the
+// cache is emptied.
+func (c *stateCache) endWrite(st *cacheStripe, committed bool, logs ...depLog) {
+	emptied := !committed
+	for _, l := range logs {
+		if l.log == nil {
+			emptied = true
 		}
-	} else {
+	}
+	if emptied {
 		c.clear()
+	} else {
+		for _, l := range logs {
+			log := l.log
+			for i := range log.recs {
+				r := &log.recs[i]
+				key := log.key(i)
+				e := r.e
+				e.Value = log.value(i)
+				sh, kh := c.shard(key)
+				sh.mu.Lock()
+				sh.store(l.dep, key, kh, e, e.exists())
+				sh.mu.Unlock()
+			}
+		}
 	}
 	st.gen.Add(1)
 	st.active.Add(-1)

@@ -17,6 +17,7 @@ import (
 type Deployment struct {
 	s      *Store
 	name   string
+	vdep   string // varsDep's
 	prefix []byte
 	err    error        // invalid name
 	stripe *cacheStripe // of the hot-state cache; nil without one
@@ -332,7 +333,7 @@ func (d *Deployment) Drop() error {
 	}
 	if c := d.s.cache; c != nil {
 		d.stripe.beginWrite()
-		defer c.endWrite(d.stripe, d.name, nil, false) // rare: empty it all, not just d's keys
+		defer c.endWrite(d.stripe, false) // rare: empty it all, not just d's keys
 	}
 	d.s.setOutboxFloor(d.name, nil)
 	defer d.s.setOutboxFloor(d.name, nil) // batch ids start again at 1

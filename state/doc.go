@@ -33,6 +33,16 @@
 // from disk. A read that missed fills it only when no commit ran since the
 // read began. Expired, Keys, Progress and Outbox always read Pebble.
 //
+// A KeyTxn's point reads of a value variable's value, a list's or map's
+// meta record and the key's record go through the same cache, under a name
+// of the deployment's own apart from its state entries: first the batch's
+// own writes of those records (an overlay beside its indexed batch), then
+// the cache, then Pebble. Batch.Commit stores the overlay in the cache with
+// the commit; a batch that range-deleted a whole variable (a dropped
+// declaration) reads through its indexed batch and empties the cache when
+// it commits. List elements, map entries, timers and the TTL index are read
+// through the batch's indexed batch, as before.
+//
 // # Replication
 //
 // A deployment's writes can be replicated through a log kept elsewhere (a
@@ -53,8 +63,9 @@
 // log order to an empty keyspace yields the same keys and values, so the same
 // reads, as the source. It refuses, whole, a write holding a key outside the
 // deployment's keyspace (ErrForeignWrite) or one it cannot decode
-// (ErrCorrupt), updates the hot-state cache from the entries written (a range
-// deletion, from Drop, empties it), and commits with pebble.NoSync too. Every
+// (ErrCorrupt), updates the hot-state cache from the entries and variable
+// records written (a range deletion of state entries or key records, from
+// Drop or an export, empties it), and commits with pebble.NoSync too. Every
 // write sets or deletes whole keys, so applying again writes already applied,
 // from any one of them on and in order, ends in the same state: after a crash
 // a standby may resume from any write at or before the first it lost.

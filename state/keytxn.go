@@ -123,7 +123,7 @@ func (b *Batch) catalog() (*catalog, error) {
 
 // keyRec reads key's record through the batch.
 func (b *Batch) keyRec(key []byte) (keyRec, error) {
-	raw, found, err := getCopy(b.vb, keyRecKey(nil, b.d.prefix, key))
+	raw, found, err := b.readVar(keyRecKey(nil, b.d.prefix, key))
 	if err != nil || !found {
 		return keyRec{}, err
 	}
@@ -138,9 +138,9 @@ func (b *Batch) putKeyRec(key []byte, prev, next keyRec) {
 	}
 	k := keyRecKey(nil, b.d.prefix, key)
 	if next.empty() {
-		_ = b.vb.Delete(k, nil)
+		b.vdel(k)
 	} else {
-		_ = b.vb.Set(k, appendKeyRec(nil, next), nil)
+		b.vset(k, appendKeyRec(nil, next))
 	}
 	b.keysDelta += b2i(!next.empty()) - b2i(!prev.empty())
 	b.timersDelta += b2i(next.timers > 0) - b2i(prev.timers > 0)
@@ -171,7 +171,7 @@ func (b *Batch) truncateVars(m txnMark) error {
 	}
 	_ = b.vb.Close()
 	b.vb = nb
-	return nil
+	return b.rebuildOverlay()
 }
 
 // getCopy gets key through r and copies its value.
@@ -266,15 +266,24 @@ func (t *KeyTxn) addVars(delta int) error {
 func (t *KeyTxn) setItem(k []byte, expiry int64, payload []byte) {
 	p := t.d.prefix
 	t.buf = appendItem(t.buf[:0], expiry, payload)
-	_ = t.b.vb.Set(k, t.buf, nil)
+	t.b.vset(k, t.buf)
 	if expiry != 0 {
-		_ = t.b.vb.Set(ttlKey(nil, p, expiry, k[len(p)+1:]), nil, nil)
+		t.b.vset(ttlKey(nil, p, expiry, k[len(p)+1:]), nil)
 	}
+}
+
+// read reads k as the transaction sees it: through its batch (Batch.readVar), or a
+// read-only transaction's snapshot.
+func (t *KeyTxn) read(k []byte) ([]byte, bool, error) {
+	if t.b != nil {
+		return t.b.readVar(k)
+	}
+	return getCopy(t.r, k)
 }
 
 // getItem reads a data item: found tells whether it is stored (expired or not).
 func (t *KeyTxn) getItem(k []byte) (expiry int64, payload []byte, found bool, err error) {
-	raw, found, err := getCopy(t.r, k)
+	raw, found, err := t.read(k)
 	if err != nil || !found {
 		return 0, nil, false, err
 	}
@@ -290,7 +299,7 @@ func (t *KeyTxn) meta(id uint32) (*txnMeta, error) {
 	if m, ok := t.metas[id]; ok {
 		return m, nil
 	}
-	raw, found, err := getCopy(t.r, varHeadKey(nil, t.d.prefix, id, t.key))
+	raw, found, err := t.read(varHeadKey(nil, t.d.prefix, id, t.key))
 	if err != nil {
 		return nil, err
 	}
@@ -364,7 +373,7 @@ func (t *KeyTxn) ValueClear(v int) error {
 	if err := t.addVars(-1); err != nil {
 		return err
 	}
-	_ = t.b.vb.Delete(k, nil)
+	t.b.vdel(k)
 	return nil
 }
 
@@ -391,8 +400,7 @@ func (t *KeyTxn) clearColl(id uint32) error {
 		return err
 	}
 	if m.m.count > pointClearMax {
-		start := varKeyPrefix(nil, t.d.prefix, id, t.key)
-		_ = t.b.vb.DeleteRange(start, prefixEnd(start), nil)
+		t.b.vdelKeyVar(id, t.key)
 	} else {
 		lower, upper := t.itemsBounds(id)
 		iter, err := t.r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
@@ -407,7 +415,7 @@ func (t *KeyTxn) clearColl(id uint32) error {
 			return err
 		}
 		for _, k := range keys {
-			_ = t.b.vb.Delete(k, nil)
+			t.b.vdel(k)
 		}
 	}
 	m.m, m.dirty = collMeta{}, true
@@ -623,7 +631,7 @@ func (t *KeyTxn) MapRemove(v int, mk []byte) error {
 	if err != nil || !found {
 		return err
 	}
-	_ = t.b.vb.Delete(k, nil)
+	t.b.vdel(k)
 	m.m.count--
 	m.dirty = true
 	if m.m.count == 0 {
@@ -766,9 +774,9 @@ func (t *KeyTxn) Commit() error {
 		m := t.metas[id]
 		k := varHeadKey(nil, p, id, t.key)
 		if m.m.count == 0 {
-			_ = t.b.vb.Delete(k, nil)
+			t.b.vdel(k)
 		} else {
-			_ = t.b.vb.Set(k, appendCollMeta(nil, m.m), nil)
+			t.b.vset(k, appendCollMeta(nil, m.m))
 		}
 	}
 	if t.recLoaded {
@@ -873,5 +881,9 @@ func (b *Batch) RevertKeys(txns ...*KeyTxn) error {
 	}
 	_ = b.vb.Close()
 	b.vb = nb
+	if err := b.rebuildOverlay(); err != nil {
+		b.err = fmt.Errorf("state: revert key transactions: %w", err)
+		return b.err
+	}
 	return nil
 }

@@ -28,8 +28,8 @@ func (t *KeyTxn) TimerRegister(ts int64) error {
 		return err
 	}
 	t.rec.timers++
-	_ = t.b.vb.Set(k, nil, nil)
-	_ = t.b.vb.Set(timerKey(nil, t.d.prefix, ts, t.key), nil, nil)
+	t.b.vset(k, nil)
+	t.b.vset(timerKey(nil, t.d.prefix, ts, t.key), nil)
 	return nil
 }
 
@@ -50,8 +50,8 @@ func (t *KeyTxn) TimerDelete(ts int64) error {
 	if t.rec.timers > 0 {
 		t.rec.timers--
 	}
-	_ = t.b.vb.Delete(k, nil)
-	_ = t.b.vb.Delete(timerKey(nil, t.d.prefix, ts, t.key), nil)
+	t.b.vdel(k)
+	t.b.vdel(timerKey(nil, t.d.prefix, ts, t.key))
 	return nil
 }
 

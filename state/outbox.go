@@ -87,6 +87,11 @@ const (
 
 // appendOutboxValue appends the value of outbox entry e (all but its ID) to dst.
 func appendOutboxValue(dst []byte, e *OutboxEntry) []byte {
+	return append(appendOutboxHead(dst, e), e.Payload...)
+}
+
+// appendOutboxHead appends the encoding of e up to its payload (which follows it) to dst.
+func appendOutboxHead(dst []byte, e *OutboxEntry) []byte {
 	var flags byte
 	if e.TimeoutCall {
 		flags |= outboxTimeoutCall
@@ -115,7 +120,7 @@ func appendOutboxValue(dst []byte, e *OutboxEntry) []byte {
 	if e.Sequence != 0 {
 		dst = binary.AppendUvarint(dst, e.Sequence)
 	}
-	return append(dst, e.Payload...)
+	return dst
 }
 
 // decodeOutboxValue decodes the value b into e, leaving e.ID alone. e.Key and

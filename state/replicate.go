@@ -140,20 +140,13 @@ func (d *Deployment) ApplyReplicated(repr []byte) error {
 	}
 	defer d.unlockWrite()
 	c := d.s.cache
-	var log *setLog
+	var log, vlog *setLog
 	if c != nil {
-		log, _ = d.s.logs.Get().(*setLog)
-		if log == nil {
-			log = &setLog{}
-		}
-		defer func() {
-			if cap(log.arena) <= maxPooledLog {
-				log.reset()
-				d.s.logs.Put(log)
-			}
-		}()
+		log, vlog = d.s.getLog(), d.s.getLog()
+		defer d.s.putLog(log)
+		defer d.s.putLog(vlog)
 	}
-	info, err := d.checkRepr(repr, d.s.outboxFloor(d.name), log)
+	info, err := d.checkRepr(repr, d.s.outboxFloor(d.name), log, vlog)
 	if err != nil {
 		return fmt.Errorf("state: apply replicated write (deployment %s): %w", d.name, err)
 	}
@@ -175,11 +168,11 @@ func (d *Deployment) ApplyReplicated(repr []byte) error {
 	}
 	err = d.s.write(func() error { return pb.Commit(pebble.NoSync) })
 	if c != nil {
-		cached := log
+		cached, vcached := log, vlog
 		if info.rangeDel {
 			cached = nil // empty the cache, as Drop does
 		}
-		c.endWrite(d.stripe, d.name, cached, err == nil)
+		c.endWrite(d.stripe, err == nil, depLog{d.name, cached}, depLog{d.varsDep(), vcached})
 	}
 	if err != nil {
 		return fmt.Errorf("state: apply replicated write (deployment %s): %w", d.name, err)
@@ -196,8 +189,9 @@ type reprInfo struct {
 
 // checkRepr checks that repr is a well-formed Pebble batch of d's
 // keyspace (see ApplyReplicated), appending its state-entry writes to log
-// (when not nil) for the hot-state cache. floor is d's outbox floor.
-func (d *Deployment) checkRepr(repr, floor []byte, log *setLog) (reprInfo, error) {
+// and its writes of the variable records the cache holds to vlog (when not
+// nil) for the hot-state cache. floor is d's outbox floor.
+func (d *Deployment) checkRepr(repr, floor []byte, log, vlog *setLog) (reprInfo, error) {
 	var info reprInfo
 	const headerLen = 12 // u64 sequence number | u32 count, little-endian
 	if len(repr) < headerLen {
@@ -241,9 +235,13 @@ func (d *Deployment) checkRepr(repr, floor []byte, log *setLog) (reprInfo, error
 				return info, fmt.Errorf("%w: range deletion [%q, %q) ends before it starts", ErrCorrupt, key, end)
 			}
 			// A range deletion of a list's or map's items or of a dropped variable
-			// (section 'x') touches neither the state entries the hot-state cache
-			// holds nor the outbox.
-			if overlapsSection(key, end, p, sectionValue) {
+			// (section 'x') touches no state entry (ABI v1) and no key record, and
+			// of the variable records the hot-state cache holds (varcache.go) only
+			// heads that the same write sets again (a cleared collection's meta
+			// record) or that are never read again (a dropped variable's id is not
+			// reused): the cache follows it entry by entry. Any other range
+			// deletion of the state empties the cache.
+			if overlapsSection(key, end, p, sectionValue) || overlapsSection(key, end, p, sectionKeyRec) {
 				info.rangeDel = true
 			}
 			if overlapsSection(key, end, p, sectionOutbox) {
@@ -257,6 +255,10 @@ func (d *Deployment) checkRepr(repr, floor []byte, log *setLog) (reprInfo, error
 		}
 		if err := checkReprOp(kind == pebble.InternalKeyKindSet, key[len(p)], key[len(p)+1:], value, log); err != nil {
 			return info, fmt.Errorf("key %q: %w", key, err)
+		}
+		if vlog != nil && cachedVarKey(p, key) {
+			set := kind == pebble.InternalKeyKindSet
+			vlog.add(key[len(p):], 0, Entry{HasValue: set, Value: value})
 		}
 		if kind == pebble.InternalKeyKindSet && key[len(p)] == sectionOutbox && floor != nil && bytes.Compare(key, floor) < 0 {
 			info.floorStale = true

@@ -307,7 +307,7 @@ func (s *Store) Dir() string { return s.dir }
 // cheap and does no I/O. If name is not valid (see ValidateName), every
 // operation on the handle returns an error wrapping ErrInvalidName.
 func (s *Store) Deployment(name string) *Deployment {
-	d := &Deployment{s: s, name: name, prefix: deploymentPrefix(name), err: ValidateName(name)}
+	d := &Deployment{s: s, name: name, vdep: varsDepOf(name), prefix: deploymentPrefix(name), err: ValidateName(name)}
 	if s.cache != nil {
 		d.stripe = s.cache.stripe(name)
 	}

@@ -85,9 +85,9 @@ func (b *Batch) ExpireTTL(nowMs int64) (removed int, err error) {
 			if !ok {
 				return removed, fmt.Errorf("%w: TTL index key %q", ErrCorrupt, ik)
 			}
-			_ = b.vb.Delete(ik, nil)
+			b.vdel(ik)
 			dk := append(sectionKey(nil, p, sectionVarData), rest...)
-			raw, found, err := getCopy(b.vb, dk)
+			raw, found, err := b.readVar(dk)
 			if err != nil {
 				return removed, err
 			}
@@ -101,7 +101,7 @@ func (b *Batch) ExpireTTL(nowMs int64) (removed int, err error) {
 			if exp != expiry {
 				continue
 			}
-			_ = b.vb.Delete(dk, nil)
+			b.vdel(dk)
 			removed++
 			r, err := rec(key)
 			if err != nil {
@@ -116,7 +116,7 @@ func (b *Batch) ExpireTTL(nowMs int64) (removed int, err error) {
 			hk := append(bytes.Clone(dk[:len(dk)-len(sub)-1]), tagHead)
 			m, ok := metas[string(hk)]
 			if !ok {
-				raw, found, err := getCopy(b.vb, hk)
+				raw, found, err := b.readVar(hk)
 				if err != nil {
 					return removed, err
 				}
@@ -140,9 +140,9 @@ func (b *Batch) ExpireTTL(nowMs int64) (removed int, err error) {
 	// In key order, so that the same removals make the same write.
 	for _, hk := range slices.Sorted(maps.Keys(metas)) {
 		if m := metas[hk]; m.count == 0 {
-			_ = b.vb.Delete([]byte(hk), nil)
+			b.vdel([]byte(hk))
 		} else {
-			_ = b.vb.Set([]byte(hk), appendCollMeta(nil, *m), nil)
+			b.vset([]byte(hk), appendCollMeta(nil, *m))
 		}
 	}
 	for _, key := range slices.Sorted(maps.Keys(recs)) {

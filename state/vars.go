@@ -286,7 +286,7 @@ func (b *Batch) DeclareVars(decls []VarDecl) (*Vars, error) {
 	}
 	if changed {
 		k := sectionKey(nil, b.d.prefix, sectionCatalog)
-		_ = b.vb.Set(k, appendCatalog(nil, next), nil)
+		b.vset(k, appendCatalog(nil, next))
 		b.cat = next
 	}
 	return varsOf(next, decls), nil
@@ -326,6 +326,6 @@ func (b *Batch) dropVar(id uint32) error {
 		next.vars -= min(next.vars, uint64(n))
 		b.putKeyRec([]byte(key), r, next)
 	}
-	_ = b.vb.DeleteRange(lower, upper, nil)
+	b.vdelRange(lower, upper)
 	return nil
 }

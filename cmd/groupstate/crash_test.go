@@ -59,7 +59,7 @@ func TestServeSignals(t *testing.T) {
 	for _, sig := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT} {
 		t.Run(sig.String(), func(t *testing.T) {
 			metrics := fmt.Sprintf("127.0.0.1:%d", freePort(t))
-			serve := exec.Command(groupstateBin(t), "serve", "--data", t.TempDir(),
+			serve := exec.Command(groupstateBin(t), "serve", "--data", sharedCache(t, t.TempDir()),
 				"--listen", fmt.Sprintf("127.0.0.1:%d", freePort(t)), "--metrics", metrics)
 			var log syncBuffer
 			serve.Stdout, serve.Stderr = &log, &log
@@ -140,7 +140,7 @@ func TestKill9(t *testing.T) {
 	defer gs.Close(ctx)
 	js, _ := jetstream.New(nc)
 
-	dataDir := t.TempDir()
+	dataDir := sharedCache(t, t.TempDir())
 	var (
 		mu    sync.Mutex
 		serve *exec.Cmd

@@ -78,7 +78,7 @@ func runDemo(ctx context.Context, out, stderr io.Writer, users, clicks int, verb
 	defer nc.Close()
 
 	step("starting the runtime")
-	svc, err := service.New(ctx, service.Options{DataDir: dir + "/runtime", Conn: nc, Logger: logger})
+	svc, err := service.New(ctx, service.Options{DataDir: dir + "/runtime", CacheDir: defaultCacheDir(), Conn: nc, Logger: logger}) // compiled once per machine, as deploy and test do
 	if err != nil {
 		return err
 	}

@@ -112,6 +112,9 @@ func TestInit(t *testing.T) {
 			if strings.Contains(stderr, "warning") {
 				t.Errorf("init warned:\n%s", stderr)
 			}
+			if lang == "go" || lang == "python" {
+				return // TestInitReadme builds and tests these projects by their README's lines
+			}
 			stdout, stderr, code = runCLI(t, "build", dir)
 			if code != 0 {
 				t.Fatalf("groupstate build: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)

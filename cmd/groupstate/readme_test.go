@@ -166,7 +166,7 @@ func TestReadmeRunIt(t *testing.T) {
 		case "serve":
 			for i := range args {
 				if args[i] == "./gsdata" {
-					args[i] = filepath.Join(tmp, "gsdata")
+					args[i] = sharedCache(t, filepath.Join(tmp, "gsdata"))
 				}
 			}
 			args = append(args, "--listen", fmt.Sprintf("127.0.0.1:%d", port))
@@ -232,5 +232,37 @@ func TestShellWords(t *testing.T) {
 	}
 	if _, err := shellWords(`echo 'open`); err == nil {
 		t.Error("an unterminated quote was accepted")
+	}
+}
+
+// TestReadmeOutputsIgnored: what following README's "Run it" writes into the checkout (the
+// binary of `go build -o`, the data directory of `serve --data`) is ignored by git, so that a
+// checkout that followed it is not dirty (`groupstate version` would say +dirty).
+func TestReadmeOutputsIgnored(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written []string // a file, or a directory's file
+	for _, c := range readmeCommands(t, string(readme), "## Run it") {
+		for i := 0; i+1 < len(c.args); i++ {
+			switch c.args[i] {
+			case "-o":
+				written = append(written, c.args[i+1])
+			case "--data":
+				written = append(written, filepath.Join(c.args[i+1], "runtime", "state"))
+			}
+		}
+	}
+	if len(written) < 2 {
+		t.Fatalf("found %q written by README's Run it; want the binary and the data directory", written)
+	}
+	for _, w := range written {
+		// --no-index: whether git would ignore it, created or not.
+		cmd := exec.Command("git", "check-ignore", "-q", "--no-index", w)
+		cmd.Dir = repoRoot
+		if err := cmd.Run(); err != nil {
+			t.Errorf("%s, which README's Run it writes, is not ignored by git (.gitignore): %v", w, err)
+		}
 	}
 }

@@ -112,7 +112,7 @@ func runReplay(cmd *cobra.Command, cf *connFlags, name string, f replayFlags) er
 		}
 	}
 	opts := replay.Options{JS: c.JetStream(), Spec: run, InputOf: d.InputOf, Module: wasm, FromBatch: f.from, ToBatch: f.to, Since: f.since,
-		Progress: progressLine(cmd.ErrOrStderr(), "batch")}
+		Progress: progressLine(cmd.ErrOrStderr(), "batch"), CacheDir: defaultCacheDir()}
 	opts.Keys = keyArgs(f.keys)
 	initial, err := c.InitialState(cmd.Context(), d)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/groupstate/groupstate/internal/testcache"
 	"github.com/groupstate/groupstate/runtime/client"
 )
 
@@ -48,7 +49,7 @@ func TestServeDeployFlow(t *testing.T) {
 	var serveOut, serveLog syncBuffer
 	exited := make(chan int, 1)
 	go func() {
-		exited <- run(ctx, []string{"serve", "--data", t.TempDir(), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
+		exited <- run(ctx, []string{"serve", "--data", sharedCache(t, t.TempDir()), "--listen", fmt.Sprintf("127.0.0.1:%d", port),
 			"--metrics", fmt.Sprintf("127.0.0.1:%d", metricsPort)}, &serveOut, &serveLog)
 	}()
 	stopped := false
@@ -332,7 +333,7 @@ func startServe(t *testing.T, dir string, extra ...string) string {
 	ctx, cancel := context.WithCancel(context.Background())
 	var serveOut, serveLog syncBuffer
 	exited := make(chan int, 1)
-	args := append([]string{"serve", "--data", dir, "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, extra...)
+	args := append([]string{"serve", "--data", sharedCache(t, dir), "--listen", fmt.Sprintf("127.0.0.1:%d", port)}, extra...)
 	go func() { exited <- run(ctx, args, &serveOut, &serveLog) }()
 	t.Cleanup(func() { cancel(); <-exited })
 	waitCLI(t, func() bool {
@@ -346,4 +347,21 @@ func startServe(t *testing.T, dir string, extra ...string) string {
 		return code == 0 && strings.Contains(out, "\nRUNTIME ")
 	})
 	return url
+}
+
+// sharedCache makes the runtime's compilation cache under serve's data directory dataDir
+// (DATA/runtime/cache) a link to the tests' shared one (testcache.Dir), so that a module
+// compiles once per test run rather than in every serve; it returns dataDir.
+func sharedCache(t *testing.T, dataDir string) string {
+	t.Helper()
+	if err := os.MkdirAll(testcache.Dir(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(dataDir, "runtime"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(testcache.Dir(), filepath.Join(dataDir, "runtime", "cache")); err != nil {
+		t.Fatal(err)
+	}
+	return dataDir
 }

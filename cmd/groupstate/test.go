@@ -74,20 +74,13 @@ batches run, the expectations held, the rows emitted and, when it failed, why.`,
 				opts.Log = cmd.ErrOrStderr()
 				opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 			}
-			steps, err := scenario.Parse(f)
-			if err != nil {
+			// A file is read twice (checked, then run a step at a time), so that the
+			// scenario's length and number of keys take no memory.
+			sum, err := scenario.RunSummary(cmd.Context(), opts, f)
+			if errors.Is(err, scenario.ErrInvalidStep) {
 				return err
 			}
-			err = scenario.RunSteps(cmd.Context(), opts, steps)
-			batches, expects := 0, 0
-			for _, st := range steps {
-				switch {
-				case st.At != nil || st.Drain:
-					batches++
-				case !st.Restart:
-					expects++ // the one other kind of step
-				}
-			}
+			batches, expects := sum.Batches, sum.Expectations
 			if asJSON {
 				res := testResult{Scenario: filepath.Base(scenarioPath), Pass: err == nil, Batches: batches, Expectations: expects, Rows: rows.lines}
 				if err != nil {

@@ -31,14 +31,24 @@ type Options struct {
 // invoke_ns_per_group and extism_speedup are a contract (scripts read them).
 type Report struct {
 	// WasmNativeRatio is engine throughput on sessions with the Go module over the very same
-	// Go code compiled natively, in the same engine, at equal parallelism (target >= 0.6). Per language in
-	// EngineRowsPerSec; WasmNativeRatioBest is the best language's (the same logic, other code).
+	// Go code compiled natively, in the same engine, on its best native run: on one instance
+	// or on as many as a module gets (target >= 0.75). Per language in EngineRowsPerSec;
+	// WasmNativeRatioBest is the best language's (the same logic, other code).
 	WasmNativeRatio     float64 `json:"wasm_native_ratio"`
 	WasmNativeRatioBest float64 `json:"wasm_native_ratio_best"`
 	BestLanguage        string  `json:"wasm_native_best_language"`
+	// NativeBaseline names the native run the ratios compare with, the faster of
+	// EngineRowsPerSec's "native_1" (one instance) and "native" (limits.instances instances),
+	// and NativeBestRowsPerSec is its figure.
+	NativeBaseline       string  `json:"wasm_native_baseline"`
+	NativeBestRowsPerSec float64 `json:"native_best_rows_per_sec"`
 	// E2ERawRatio is end-to-end throughput (JetStream in, WASM, Pebble, JetStream out) over a
-	// raw consume-and-republish of the same messages (target >= 0.7).
-	E2ERawRatio float64 `json:"e2e_raw_ratio"`
+	// raw consume-and-republish of the same messages. E2ECeilingRatio is the same throughput
+	// over the embedded server's own publish ceiling, NATSPubRowsPerSec (target >= 0.8): the
+	// raw pass-through publishes with nats.go's futures, one per message, and can lose to
+	// groupstate, whose publishes and acknowledgements are batched; the server alone cannot.
+	E2ERawRatio     float64 `json:"e2e_raw_ratio"`
+	E2ECeilingRatio float64 `json:"e2e_ceiling_ratio"`
 	// InvokeNsPerGroup is the amortized cost of a key group in a guest call at the engine's
 	// default batch shape (4096 groups per call), best language (target <= 500).
 	InvokeNsPerGroup float64 `json:"invoke_ns_per_group"`
@@ -315,8 +325,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		}
 		rep.EngineRowsPerSec[kind] = rps
 		logf("engine %-15s %10.0f rows/s (sessions, %d keys, %d rows)", kind, rps, rep.Keys, rep.Rows)
+		if wasm == nil && rps > rep.NativeBestRowsPerSec {
+			rep.NativeBaseline, rep.NativeBestRowsPerSec = kind, rps
+		}
 		if wasm != nil {
-			ratio := rps / rep.EngineRowsPerSec["native"]
+			ratio := rps / rep.NativeBestRowsPerSec
 			if kind == "go" {
 				rep.WasmNativeRatio = ratio
 			}
@@ -414,6 +427,10 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	logf("nats   %10.0f rows/s async publish with message ids, %10.0f rows/s consume acking each (the server alone, %d rows)",
 		rep.NATSPubRowsPerSec, rep.NATSConsumeRowsPerSec, e2eRows)
+	if rep.NATSPubRowsPerSec > 0 {
+		rep.E2ECeilingRatio = e2e / rep.NATSPubRowsPerSec
+	}
+	logf("e2e    %.2f of the server's own publish ceiling, %.2f of the raw pass-through", rep.E2ECeilingRatio, rep.E2ERawRatio)
 
 	// 4. The cost of replication: changelog, against the same deployment without it.
 	settle()

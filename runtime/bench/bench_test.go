@@ -300,3 +300,39 @@ func TestPassThroughHeaders(t *testing.T) {
 		t.Fatalf("message id %q is not deployment.instance.batch.seq", id)
 	}
 }
+
+// BenchmarkCount: BenchmarkABIv2's two sides one at a time, for a profile of each
+// (-cpuprofile): 100k keys, 300k rows; with the process's CPU time per row, which a loaded
+// machine moves less than rows/s.
+func BenchmarkCount(b *testing.B) {
+	for _, side := range []struct {
+		name string
+		wasm []byte
+	}{{"v1", sample(b, "logincount", "go")}, {"v2", v2CountModule}} {
+		b.Run(side.name, func(b *testing.B) {
+			var rps, cpu float64
+			for b.Loop() {
+				var err error
+				if rps, cpu, err = engineCountCPU(context.Background(), b.TempDir(), side.wasm, 100_000, 300_000, quiet); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(rps, "rows/s")
+			b.ReportMetric(cpu, "cpu-µs/row")
+		})
+	}
+}
+
+// BenchmarkJoinQuick: BenchmarkJoin at the quick run's sizes (20k ads, 100k rows), for
+// before-and-after comparisons and profiles.
+func BenchmarkJoinQuick(b *testing.B) {
+	wasm, sp := sample(b, "adjoin", "go"), joinSpecFile(b)
+	var rps float64
+	for b.Loop() {
+		var err error
+		if rps, _, err = engineJoin(context.Background(), b.TempDir(), sp, wasm, 20_000, 100_000, quiet); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(rps, "rows/s")
+}

@@ -12,7 +12,10 @@ import (
 
 // natsLimits measures what the embedded JetStream server itself sustains on this machine, the
 // ceiling the end-to-end figure sits under: rows rows published asynchronously with message
-// ids (deduplicated, as groupstate's outputs are; `nats bench js pub async --dedup`), then
+// ids (deduplicated, as groupstate's outputs are; `nats bench js pub async --dedup`), with
+// the publishing groupstate's outputs use (fastPub; before round three nats.go's
+// PublishMsgAsync, whose future per message made the "ceiling" slower than groupstate on a
+// loaded machine), then
 // consumed with every message acknowledged (`nats bench js consume --acks all`), as rows/s.
 func natsLimits(ctx context.Context, dir string, rows int, logger *slog.Logger) (pub, consume float64, err error) {
 	env, err := startEnv(ctx, dir, logger)
@@ -23,18 +26,21 @@ func natsLimits(ctx context.Context, dir string, rows int, logger *slog.Logger) 
 	if _, err := env.js.CreateStream(ctx, jetstream.StreamConfig{Name: "LIMIT", Subjects: []string{"limit.in"}, Duplicates: 10 * time.Minute}); err != nil {
 		return 0, 0, err
 	}
+	fp, err := newFastPub(env.nc, rows, 8192)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer fp.close()
 	start := time.Now()
 	for i := range rows {
 		m := &nats.Msg{Subject: "limit.in", Data: fmt.Appendf(nil, `{"user_id":"u%07d","ts":%d}`, i, 1_700_000_000_000+int64(i)), Header: nats.Header{}}
 		m.Header.Set(jetstream.MsgIDHeader, fmt.Sprintf("limit.%d", i))
-		if _, err := env.js.PublishMsgAsync(m); err != nil {
+		if _, err := fp.publish(m, nil); err != nil {
 			return 0, 0, err
 		}
 	}
-	select {
-	case <-env.js.PublishAsyncComplete():
-	case <-time.After(time.Minute):
-		return 0, 0, fmt.Errorf("publishing %d rows timed out", rows)
+	if _, err := fp.waitDone(rows, time.Minute); err != nil {
+		return 0, 0, fmt.Errorf("publishing %d rows: %w", rows, err)
 	}
 	pub = float64(rows) / time.Since(start).Seconds()
 

@@ -348,17 +348,20 @@ const rawInstance = "0123456789abcdef"
 
 // passThrough is the raw baseline of the end-to-end figure, the fastest pass-through a Go
 // engineer would write with nats.go: it consumes cons with prefetch (Consume), republishes
-// each message to subject asynchronously with the headers groupstate's outputs carry (the
-// same names, values of the same lengths, and a Nats-Msg-Id of the same shape, so the stream
-// stores and deduplicates what it does for groupstate), and acknowledges the input (AckAll) only once the publishes before it were
-// acknowledged by the output stream: at least once, like groupstate without its state. stop
-// ends it and returns the first error it met.
+// each message to subject with the headers groupstate's outputs carry (the same names, values
+// of the same lengths, and a Nats-Msg-Id of the same shape, so the stream stores and
+// deduplicates what it does for groupstate), and acknowledges the inputs (AckAll) as the
+// publishes before them are acknowledged by the output stream: at least once, like groupstate
+// without its state. Since round three (issue 32) it publishes and collects acknowledgements
+// as groupstate does (fastPub: core publishes, one inbox for the acknowledgements, a window),
+// and acknowledges its inputs in batches, once per advance of the acknowledged publishes;
+// with nats.go's per-message futures it was slower than groupstate. stop ends it and returns
+// the first error it met.
 func passThrough(js jetstream.JetStream, cons jetstream.Consumer, subject string) (stop func() error, err error) {
-	type pending struct {
-		in  jetstream.Msg
-		ack jetstream.PubAckFuture
+	pub, err := newFastPub(js.Conn(), 1<<16, 8192)
+	if err != nil {
+		return nil, err
 	}
-	queue := make(chan pending, 16384)
 	var firstErr error
 	var mu sync.Mutex
 	fail := func(err error) {
@@ -369,23 +372,20 @@ func passThrough(js jetstream.JetStream, cons jetstream.Consumer, subject string
 		mu.Unlock()
 	}
 	acked := make(chan struct{})
-	go func() { // acknowledges inputs in order, each once its publish was acknowledged
+	go func() { // acknowledges the inputs up to the last publish acknowledged, at each advance
 		defer close(acked)
-		var last jetstream.Msg
-		for p := range queue {
-			select {
-			case <-p.ack.Ok():
-			case err := <-p.ack.Err():
+		prev := 0
+		for {
+			d, tag, err := pub.waitBeyond(prev)
+			if err != nil {
 				fail(err)
+				return
 			}
-			last = p.in
-			if len(queue) == 0 { // caught up: acknowledge everything so far at once
-				_ = last.Ack()
-				last = nil
+			if d <= prev {
+				return // stopped
 			}
-		}
-		if last != nil {
-			_ = last.Ack()
+			_ = tag.(jetstream.Msg).Ack()
+			prev = d
 		}
 	}()
 	n := 0
@@ -402,22 +402,22 @@ func passThrough(js jetstream.JetStream, cons jetstream.Consumer, subject string
 		h.Set(service.HeaderKey, fmt.Sprintf(`"u%07d"`, seq))
 		h.Set(service.HeaderBatch, strconv.FormatUint(batch, 10))
 		h.Set(jetstream.MsgIDHeader, output.MsgID("raw", rawInstance, 0, state.OutboxID{BatchID: batch, Seq: uint32(seq % 10_000)}))
-		f, err := js.PublishMsgAsync(&nats.Msg{Subject: subject, Data: m.Data(), Header: h})
-		if err != nil {
+		if _, err := pub.publish(&nats.Msg{Subject: subject, Data: m.Data(), Header: h}, m); err != nil {
 			fail(err)
-			return
 		}
-		queue <- pending{in: m, ack: f}
 	}, jetstream.PullMaxMessages(10_000))
 	if err != nil {
-		close(queue)
+		pub.stop()
+		<-acked
+		pub.close()
 		return nil, err
 	}
 	return func() error {
 		cc.Stop()
 		<-cc.Closed()
-		close(queue)
+		pub.stop()
 		<-acked
+		pub.close()
 		mu.Lock()
 		defer mu.Unlock()
 		return firstErr

@@ -42,7 +42,7 @@ func attemptChild(dir string) {
 	if err != nil {
 		fail(err)
 	}
-	rt, err := engine.New(engine.Options{Logger: slog.New(crashOn{"crash now"})})
+	rt, err := engine.New(engine.Options{CacheDir: cacheDir(), Logger: slog.New(crashOn{"crash now"})}) // each child compiles the probe once per test run, not once per child
 	if err != nil {
 		fail(err)
 	}

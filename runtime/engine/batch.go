@@ -470,9 +470,7 @@ func (b *batch) commit(position uint64, more bool) (state.Progress, error) {
 	if b.e.manifests {
 		b.appendManifest(position, more)
 	}
-	for i := range b.outbox {
-		b.outbox[i].ID = b.sb.AppendOutbox(&b.outbox[i])
-	}
+	b.sb.AppendOutboxes(b.outbox)
 	if position == 0 {
 		position = b.e.progress.Position
 	}

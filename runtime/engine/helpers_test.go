@@ -3,8 +3,6 @@ package engine_test
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +18,7 @@ var (
 	require       = testutil.Require
 	readFile      = testutil.ReadFile
 	discardLogger = testutil.DiscardLogger
+	cacheDir      = testutil.CompileCacheDir
 )
 
 var (
@@ -30,7 +29,7 @@ var (
 // sharedRuntime is one runtime for the package's tests, so each module compiles once.
 func sharedRuntime(t testing.TB) *engine.Runtime {
 	rtOnce.Do(func() {
-		rt, err := engine.New(engine.Options{CacheDir: filepath.Join(os.TempDir(), "groupstate-test-cache"), Logger: discardLogger()})
+		rt, err := engine.New(engine.Options{CacheDir: testutil.CompileCacheDir(), Logger: discardLogger()})
 		if err != nil {
 			t.Fatal(err)
 		}

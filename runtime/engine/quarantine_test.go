@@ -17,7 +17,7 @@ import (
 // a new revision releases it. A key that failed fewer times in a row, or that failed with an
 // error its handler reported, is not quarantined.
 func TestQuarantine(t *testing.T) {
-	rt, err := engine.New(engine.Options{Ceilings: engine.Ceilings{QuarantineAfter: 2}})
+	rt, err := engine.New(engine.Options{CacheDir: cacheDir(), Ceilings: engine.Ceilings{QuarantineAfter: 2}})
 	require(t, err)
 	defer rt.Close(context.Background())
 	sp := specFromYAML(t, budgetSpec)
@@ -62,8 +62,11 @@ func TestQuarantine(t *testing.T) {
 	if d := dead[`"bad"`]; d.Reason != engine.ReasonQuarantined || !strings.Contains(d.Error, "quarantined") || !strings.Contains(d.Error, "time limit") {
 		t.Fatalf("bad's dead letter once quarantined: %+v", d)
 	}
-	if took > 90*time.Millisecond {
-		t.Errorf("a batch with a quarantined key took %v: was it called?", took)
+	// Had the looping key been called, the batch would have cost at least two call limits
+	// (100 ms each: its call among the others, then alone); a bound below that one call
+	// limit failed now and then on a loaded machine.
+	if took >= 200*time.Millisecond {
+		t.Errorf("a batch with a quarantined key took %v, two call limits: was it called?", took)
 	}
 	require(t, eng.Close(context.Background()))
 

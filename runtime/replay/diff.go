@@ -86,12 +86,15 @@ func Diff(ctx context.Context, opts DiffOptions) (*Report, error) {
 	if len(al.pairs) == 0 {
 		return rep, nil
 	}
-	old, err := readOutputs(ctx, opts.JS, pr.Name, pr.Output.Subject, pr.Output.Stream, parts, al.primaryIDs, al.since)
+	out, err := openPublished()
 	if err != nil {
 		return nil, err
 	}
-	got, err := readOutputs(ctx, opts.JS, sh.Name, sh.Output.Subject, sh.Output.Stream, parts, al.shadowIDs, al.since)
-	if err != nil {
+	defer out.close()
+	if err := readOutputs(ctx, opts.JS, pr.Name, pr.Output.Subject, pr.Output.Stream, parts, al.primaryIDs, al.since, out, sideOld); err != nil {
+		return nil, err
+	}
+	if err := readOutputs(ctx, opts.JS, sh.Name, sh.Output.Subject, sh.Output.Stream, parts, al.shadowIDs, al.since, out, sideNew); err != nil {
 		return nil, err
 	}
 	for _, pa := range al.pairs {
@@ -102,7 +105,15 @@ func Diff(ctx context.Context, opts DiffOptions) (*Report, error) {
 			rep.Compared++
 			rep.Rows += b.Rows
 		}
-		rep.compareBatch(pa.part, pa.primary.Batch, opts.Keys, old[pa.part].of(pa.primary.ids), got[pa.part].of(ids))
+		old, err := out.of(sideOld, pa.part, pa.primary.ids)
+		if err != nil {
+			return nil, err
+		}
+		got, err := out.of(sideNew, pa.part, ids)
+		if err != nil {
+			return nil, err
+		}
+		rep.compareBatch(pa.part, pa.primary.Batch, opts.Keys, old, got)
 	}
 	rep.sortDifferences()
 	return rep, nil

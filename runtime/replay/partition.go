@@ -21,7 +21,7 @@ type replayer struct {
 	rep   *Report
 	total int // batches of all partitions
 	done  int
-	old   []outputs
+	old   *published
 }
 
 // emitted collects the outputs of a replayed batch, by key, in emission order.
@@ -125,7 +125,9 @@ func (r *replayer) partition(ctx context.Context, p int, hist []batch) error {
 		r.rep.Batches++
 		r.rep.Rows += len(rows)
 		if b.compared {
-			r.compare(p, b, sink.byKey)
+			if err := r.compare(p, b, sink.byKey); err != nil {
+				return err
+			}
 		}
 		r.done++
 		if r.opts.Progress != nil {
@@ -146,7 +148,12 @@ func firstBatchAt(hist []batch, seq uint64) uint64 {
 }
 
 // compare compares a replayed batch's outputs with the recorded batch's.
-func (r *replayer) compare(p int, b batch, got map[string][][]byte) {
+func (r *replayer) compare(p int, b batch, got map[string][][]byte) error {
+	old, err := r.old.of(sideOld, p, b.ids)
+	if err != nil {
+		return err
+	}
 	r.rep.Compared++
-	r.rep.compareBatch(p, b.Batch, r.opts.Keys, r.old[p].of(b.ids), got)
+	r.rep.compareBatch(p, b.Batch, r.opts.Keys, old, got)
+	return nil
 }

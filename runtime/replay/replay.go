@@ -79,6 +79,10 @@ type Options struct {
 	Dir string
 	// Logger receives the engine's logs. Default: discarded.
 	Logger *slog.Logger
+	// CacheDir is the directory of an on-disk compilation cache (engine.Options.CacheDir),
+	// so that a module compiled before (by the CLI, or an earlier replay) is not compiled
+	// again. Default: an in-memory cache.
+	CacheDir string
 }
 
 // Report is the outcome of a [Run] or a [Diff].

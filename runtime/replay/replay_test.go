@@ -49,7 +49,7 @@ type env struct {
 func startEnv(t *testing.T) *env {
 	t.Helper()
 	nc, js := startNATS(t)
-	c, err := client.New(context.Background(), nc)
+	c, err := client.New(context.Background(), nc, client.WithCacheDir(testutil.CompileCacheDir()))
 	testutil.Require(t, err)
 	t.Cleanup(func() { c.Close(context.Background()) })
 	e := &env{t: t, nc: nc, js: js, client: c, clock: timeouts.NewManualClock(time.UnixMilli(1_000_000_000)), dir: t.TempDir()}
@@ -75,7 +75,7 @@ func startNATS(t *testing.T) (*nats.Conn, jetstream.JetStream) {
 
 // startRuntime starts the runtime over the env's data directory.
 func (e *env) startRuntime() {
-	svc, err := service.New(context.Background(), service.Options{DataDir: e.dir, Conn: e.nc, Logger: testutil.DiscardLogger(), Clock: e.clock})
+	svc, err := service.New(context.Background(), service.Options{DataDir: e.dir, CacheDir: testutil.CompileCacheDir(), Conn: e.nc, Logger: testutil.DiscardLogger(), Clock: e.clock})
 	testutil.Require(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	e.stop, e.done = cancel, make(chan error, 1)
@@ -170,7 +170,7 @@ func TestReplaySameModule(t *testing.T) {
 	d, err := e.client.Get(context.Background(), "logincount")
 	testutil.Require(t, err)
 	var progress []int
-	rep, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t),
+	rep, err := replay.Run(context.Background(), replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: d.Spec, Module: logincountWasm(t),
 		Progress: func(done, total int) { progress = append(progress, done) }})
 	testutil.Require(t, err)
 	t.Logf("report %+v", rep)
@@ -182,12 +182,12 @@ func TestReplaySameModule(t *testing.T) {
 	}
 	// The last 6 seconds of processing time (the clock moved 5s before the last batch): every
 	// batch runs, the last ones are compared.
-	recent, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t), Since: 6 * time.Second})
+	recent, err := replay.Run(context.Background(), replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: d.Spec, Module: logincountWasm(t), Since: 6 * time.Second})
 	testutil.Require(t, err)
 	if !recent.Same() || recent.Batches != rep.Batches || recent.Compared == 0 || recent.Compared >= rep.Compared {
 		t.Errorf("replay of the last 6s: %+v, want every batch run and some of them compared", recent)
 	}
-	from, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t), FromBatch: 1 << 40})
+	from, err := replay.Run(context.Background(), replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: d.Spec, Module: logincountWasm(t), FromBatch: 1 << 40})
 	testutil.Require(t, err)
 	if from.Compared != 0 || from.Batches != rep.Batches {
 		t.Errorf("replay from a batch after the last: %+v, want every batch run and none compared", from)
@@ -204,7 +204,7 @@ func TestReplayChangedHandler(t *testing.T) {
 	testutil.Require(t, err)
 	changed := *d.Spec
 	changed.Config = map[string]any{"idle_timeout": "1h"}
-	rep, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: &changed, Module: logincountWasm(t)})
+	rep, err := replay.Run(context.Background(), replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: &changed, Module: logincountWasm(t)})
 	testutil.Require(t, err)
 	// The old run closed every session in batch 7, so u1's two logins after counted 2 and u2's
 	// 1 then 2 and 3 (after the restart); the new run counts on: 3, then 2 and 3 and 4.
@@ -214,7 +214,7 @@ func TestReplayChangedHandler(t *testing.T) {
 	for _, diff := range rep.Differences {
 		t.Logf("batch %d key %s: old %s new %s", diff.Batch, diff.Key, diff.Old, diff.New)
 	}
-	one, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: &changed, Module: logincountWasm(t), Keys: [][]byte{[]byte(`"u1"`)}})
+	one, err := replay.Run(context.Background(), replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: &changed, Module: logincountWasm(t), Keys: [][]byte{[]byte(`"u1"`)}})
 	testutil.Require(t, err)
 	for _, diff := range one.Differences {
 		if string(diff.Key) != `"u1"` {
@@ -238,7 +238,7 @@ func TestReplayHistoryGone(t *testing.T) {
 	s, err := e.js.Stream(context.Background(), in)
 	testutil.Require(t, err)
 	testutil.Require(t, s.Purge(context.Background(), jetstream.WithPurgeSequence(3)))
-	_, err = replay.Run(context.Background(), replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t)})
+	_, err = replay.Run(context.Background(), replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: d.Spec, Module: logincountWasm(t)})
 	if !errors.Is(err, replay.ErrHistoryGone) || !contains(err.Error(), "no longer holds sequence 1") {
 		t.Fatalf("replay after the stream lost rows 1 and 2: %v, want ErrHistoryGone naming sequence 1", err)
 	}
@@ -290,14 +290,14 @@ func TestReplayEventTime(t *testing.T) {
 	e.waitMessages("SESSIONS_LATE", 1)
 	d, err := e.client.Get(context.Background(), "sessions")
 	testutil.Require(t, err)
-	rep, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: d.Spec, Module: wasm})
+	rep, err := replay.Run(context.Background(), replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: d.Spec, Module: wasm})
 	testutil.Require(t, err)
 	if !rep.Same() || rep.Rows != n || rep.Equal < 3 {
 		t.Fatalf("replay of the running module: %+v, want every one of %d rows run and the same sessions", rep, n)
 	}
 	wider := *d.Spec
 	wider.Config = map[string]any{"gap": "10s"}
-	rep, err = replay.Run(context.Background(), replay.Options{JS: e.js, Spec: &wider, Module: wasm})
+	rep, err = replay.Run(context.Background(), replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: &wider, Module: wasm})
 	testutil.Require(t, err)
 	for _, diff := range rep.Differences {
 		t.Logf("batch %d key %s: old %s new %s", diff.Batch, diff.Key, diff.Old, diff.New)
@@ -376,7 +376,7 @@ output: {subject: counter.out}
 			})
 			d, err := e.client.Get(context.Background(), sp.Name)
 			testutil.Require(t, err)
-			rep, err := replay.Run(context.Background(), replay.Options{JS: e.js, Spec: d.Spec, Module: wasm})
+			rep, err := replay.Run(context.Background(), replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: d.Spec, Module: wasm})
 			testutil.Require(t, err)
 			t.Logf("%s: %d batches, %d rows, %d outputs equal", tc.mode, rep.Batches, rep.Rows, rep.Equal)
 			if !rep.Same() || rep.Rows != rounds*perRound || rep.Equal == 0 {
@@ -425,7 +425,7 @@ func TestReplayFromSnapshot(t *testing.T) {
 	}
 	d, err := e.client.Get(ctx, "logincount")
 	testutil.Require(t, err)
-	whole, err := replay.Run(ctx, replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t)})
+	whole, err := replay.Run(ctx, replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: d.Spec, Module: logincountWasm(t)})
 	testutil.Require(t, err)
 	if !whole.Same() || whole.Rows != n || len(whole.FromSnapshots) != 0 {
 		t.Fatalf("replay of the whole history: %+v, want all %d rows from empty state, the same outputs", whole, n)
@@ -452,14 +452,14 @@ func TestReplayFromSnapshot(t *testing.T) {
 	testutil.Require(t, err)
 	testutil.Require(t, ms.Purge(ctx, jetstream.WithPurgeSequence(keep)))
 
-	cut, err := replay.Run(ctx, replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t)})
+	cut, err := replay.Run(ctx, replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: d.Spec, Module: logincountWasm(t)})
 	testutil.Require(t, err)
 	t.Logf("from the snapshot of batch %d: %d batches, %d rows, %d outputs equal", snap.BatchID, cut.Batches, cut.Rows, cut.Equal)
 	if !cut.Same() || cut.Rows >= n || cut.Rows < 30 || cut.Equal == 0 ||
 		len(cut.FromSnapshots) != 1 || cut.FromSnapshots[0].Batch != snap.BatchID {
 		t.Fatalf("replay of the history after the snapshot: %+v, want it started from the snapshot of batch %d, the same outputs", cut, snap.BatchID)
 	}
-	recent, err := replay.Run(ctx, replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t), Since: time.Millisecond})
+	recent, err := replay.Run(ctx, replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: d.Spec, Module: logincountWasm(t), Since: time.Millisecond})
 	testutil.Require(t, err)
 	if !recent.Same() || len(recent.FromSnapshots) != 1 {
 		t.Fatalf("replay --since of the history after the snapshot: %+v", recent)
@@ -491,12 +491,12 @@ func TestReplayInitialState(t *testing.T) {
 	testutil.Require(t, err)
 	is, err := engine.ParseInitialState(strings.NewReader(string(data)))
 	testutil.Require(t, err)
-	rep, err := replay.Run(ctx, replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t), InitialState: is})
+	rep, err := replay.Run(ctx, replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: d.Spec, Module: logincountWasm(t), InitialState: is})
 	testutil.Require(t, err)
 	if !rep.Same() || rep.Equal != 5 || rep.Rows != 3 {
 		t.Fatalf("replay with the initial state: %+v, want the 5 outputs equal over 3 rows", rep)
 	}
-	without, err := replay.Run(ctx, replay.Options{JS: e.js, Spec: d.Spec, Module: logincountWasm(t)})
+	without, err := replay.Run(ctx, replay.Options{JS: e.js, CacheDir: testutil.CompileCacheDir(), Spec: d.Spec, Module: logincountWasm(t)})
 	testutil.Require(t, err)
 	if without.Same() || without.Changed != 2 || without.OnlyOld != 2 {
 		t.Fatalf("replay without the initial state: %+v, want u0's 2 totals after logins changed, and the first batch's 2 only old", without)

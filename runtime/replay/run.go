@@ -55,8 +55,12 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("%w: deployment %s has no batch manifest on stream %s", ErrNoHistory, sp.Name, topology.ManifestsStream(sp.Name))
 	}
 	wanted, since := markCompared(hist, opts)
-	old, err := readOutputs(ctx, opts.JS, sp.Name, sp.Output.Subject, sp.Output.Stream, parts, wanted, since)
+	old, err := openPublished()
 	if err != nil {
+		return nil, err
+	}
+	defer old.close()
+	if err := readOutputs(ctx, opts.JS, sp.Name, sp.Output.Subject, sp.Output.Stream, parts, wanted, since, old, sideOld); err != nil {
 		return nil, err
 	}
 	dir := opts.Dir
@@ -71,7 +75,7 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 		return nil, err
 	}
 	defer st.Close()
-	rt, err := engine.New(engine.Options{Logger: opts.Logger})
+	rt, err := engine.New(engine.Options{Logger: opts.Logger, CacheDir: opts.CacheDir})
 	if err != nil {
 		return nil, err
 	}
@@ -160,61 +164,53 @@ func markCompared(hist [][]batch, opts Options) (wanted []map[uint64]bool, since
 	return wanted, since
 }
 
-// outputs are a partition's published outputs: by batch id, by key, in publication order.
-type outputs map[uint64]map[string][][]byte
-
 // readOutputs reads the outputs deployment published on subject (stored in stream, or when
 // it is "", in the stream that captures subject) of the wanted batches (per partition: the
 // partition of each output's key, among parts), from the messages stored at processing time
-// since (epoch ms) on: only those are kept in memory. Outputs of other deployments on the
-// same subject are skipped, and so are those published again (same message id).
-func readOutputs(ctx context.Context, js jetstream.JetStream, deployment, subject, stream string, parts int, wanted []map[uint64]bool, since int64) ([]outputs, error) {
+// since (epoch ms) on, into out as side. Outputs of other deployments on the same subject are
+// skipped, and so are those published again (same message id).
+func readOutputs(ctx context.Context, js jetstream.JetStream, deployment, subject, stream string, parts int, wanted []map[uint64]bool, since int64, out *published, side byte) error {
 	name := stream
 	if name == "" {
 		var err error
 		if name, err = js.StreamNameBySubject(ctx, subject); err != nil {
-			return nil, fmt.Errorf("replay: the stream of output subject %s: %w", subject, err)
+			return fmt.Errorf("replay: the stream of output subject %s: %w", subject, err)
 		}
 	}
 	rd, err := input.OpenStreamReaderAt(ctx, js, name, []string{subject}, time.UnixMilli(since).Add(-clockSkew))
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rd.Close()
-	out := make([]outputs, parts)
-	for p := range out {
-		out[p] = outputs{}
-	}
-	seen := map[string]bool{}
 	for {
 		m, ok, err := rd.Next(ctx)
 		if err != nil || !ok {
-			return out, err
+			return err
 		}
 		if m.Header.Get(output.HeaderDeployment) != deployment {
 			continue
 		}
-		if id := m.Header.Get(jetstream.MsgIDHeader); id != "" {
-			if seen[id] {
-				continue // published again after the duplicate window
-			}
-			seen[id] = true
-		}
 		id, err := strconv.ParseUint(m.Header.Get(output.HeaderBatch), 10, 64)
 		if err != nil {
-			return nil, fmt.Errorf("replay: output at sequence %d of %s has no batch id: %w", m.Sequence, name, err)
+			return fmt.Errorf("replay: output at sequence %d of %s has no batch id: %w", m.Sequence, name, err)
 		}
 		key := m.Header.Get(output.HeaderKey)
 		p := partition.Of([]byte(key), parts)
 		if !wanted[p][id] {
 			continue
 		}
-		byKey := out[p][id]
-		if byKey == nil {
-			byKey = map[string][][]byte{}
-			out[p][id] = byKey
+		if msgID := m.Header.Get(jetstream.MsgIDHeader); msgID != "" {
+			first, err := out.firstSeen(side, msgID)
+			if err != nil {
+				return err
+			}
+			if !first {
+				continue // published again after the duplicate window
+			}
 		}
-		byKey[key] = append(byKey[key], m.Data)
+		if err := out.add(side, p, id, key, m.Data); err != nil {
+			return err
+		}
 	}
 }
 
@@ -225,14 +221,3 @@ const clockSkew = 10 * time.Minute
 
 // timeOf formats a batch's processing time for messages.
 func timeOf(ms int64) string { return time.UnixMilli(ms).UTC().Format(time.RFC3339Nano) }
-
-// of returns the outputs of the batches ids (a batch's chunks), by key, in the order of ids.
-func (o outputs) of(ids []uint64) map[string][][]byte {
-	byKey := map[string][][]byte{}
-	for _, id := range ids {
-		for k, rows := range o[id] {
-			byKey[k] = append(byKey[k], rows...)
-		}
-	}
-	return byKey
-}

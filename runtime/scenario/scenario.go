@@ -1,7 +1,8 @@
 // Package scenario runs scenario files: JSON Lines scripts of micro-batches, restarts and
 // expectations that pin down a handler's behaviour without NATS and without a wall clock
 // (README.md, "`groupstate test`: scenario files"). `groupstate test` is a thin wrapper
-// around [Run].
+// around [RunSummary]. A file runs a step at a time: its memory does not grow with its length
+// nor with its number of keys.
 //
 // Each line is one step:
 //
@@ -91,11 +92,25 @@ type StepInput struct {
 
 // Parse reads a scenario file. It checks every line before anything runs: unknown fields,
 // a step that is none or several of batch, restart and expect, and processing times that
-// decrease are errors naming the line.
+// decrease are errors naming the line. It holds every step in memory: [Run] holds one at a
+// time.
 func Parse(r io.Reader) ([]Step, error) {
 	var steps []Step
+	err := scan(r, func(st Step) error {
+		steps = append(steps, st)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return steps, nil
+}
+
+// scan parses the scenario read from r a line at a time and calls fn with each step, checking
+// the order of the steps as it goes (see [Parse]). A step's rows are fn's until it returns.
+func scan(r io.Reader, fn func(Step) error) error {
 	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), 64<<20)
+	sc.Buffer(make([]byte, 0, 64<<10), maxLine)
 	var lastAt *int64
 	drainLine := 0
 	for line := 1; sc.Scan(); line++ {
@@ -105,28 +120,33 @@ func Parse(r io.Reader) ([]Step, error) {
 		}
 		st, err := parseStep(text)
 		if err != nil {
-			return nil, fmt.Errorf("%w: line %d: %v", ErrInvalidStep, line, err)
+			return fmt.Errorf("%w: line %d: %v", ErrInvalidStep, line, err)
 		}
 		st.Line = line
 		if drainLine > 0 && !st.expect {
-			return nil, fmt.Errorf("%w: line %d: a step after the drain on line %d; a drained deployment runs nothing more, so only expect steps may follow", ErrInvalidStep, line, drainLine)
+			return fmt.Errorf("%w: line %d: a step after the drain on line %d; a drained deployment runs nothing more, so only expect steps may follow", ErrInvalidStep, line, drainLine)
 		}
 		if st.Drain {
 			drainLine = line
 		}
 		if st.At != nil {
 			if lastAt != nil && *st.At < *lastAt {
-				return nil, fmt.Errorf("%w: line %d: \"at\" %d is before the previous batch's %d; processing time never decreases", ErrInvalidStep, line, *st.At, *lastAt)
+				return fmt.Errorf("%w: line %d: \"at\" %d is before the previous batch's %d; processing time never decreases", ErrInvalidStep, line, *st.At, *lastAt)
 			}
 			lastAt = st.At
 		}
-		steps = append(steps, st)
+		if err := fn(st); err != nil {
+			return err
+		}
 	}
 	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("scenario: reading: %w", err)
+		return fmt.Errorf("scenario: reading: %w", err)
 	}
-	return steps, nil
+	return nil
 }
+
+// maxLine is the longest line (step) a scenario file may have.
+const maxLine = 64 << 20
 
 func parseStep(text []byte) (Step, error) {
 	var raw map[string]json.RawMessage
@@ -198,54 +218,77 @@ func parseStep(text []byte) (Step, error) {
 	return st, nil
 }
 
+// Summary counts the steps of a scenario that ran.
+type Summary struct {
+	// Batches counts the batch and drain steps, Expectations the expect steps.
+	Batches, Expectations int
+}
+
 // Run runs the scenario read from r. It returns an error wrapping [ErrExpectation] with a
-// readable diff at the first expect that fails.
+// readable diff at the first expect that fails. It checks every line before anything runs
+// (see [Parse]), then runs the steps a line at a time, holding one step's rows in memory, and
+// the rows emitted only while an expect step is still to come: its memory does not grow with
+// the length of the scenario nor with the number of keys. When r is an [io.Seeker] (a file),
+// it reads r twice, from its current offset; otherwise it first reads it whole into memory.
 func Run(ctx context.Context, opts Options, r io.Reader) error {
-	steps, err := Parse(r)
-	if err != nil {
-		return err
+	_, err := RunSummary(ctx, opts, r)
+	return err
+}
+
+// RunSummary is [Run], and returns what the scenario held: its counts are known once every
+// line was checked, so they are returned with an error of a step that ran.
+func RunSummary(ctx context.Context, opts Options, r io.Reader) (Summary, error) {
+	rs, ok := r.(io.ReadSeeker)
+	if !ok {
+		b, err := io.ReadAll(r)
+		if err != nil {
+			return Summary{}, fmt.Errorf("scenario: reading: %w", err)
+		}
+		rs = bytes.NewReader(b)
 	}
-	return RunSteps(ctx, opts, steps)
+	start, err := rs.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return Summary{}, fmt.Errorf("scenario: reading: %w", err)
+	}
+	h, cleanup, err := newHarness(ctx, &opts)
+	if err != nil {
+		return Summary{}, err
+	}
+	defer cleanup()
+	var sum Summary
+	err = scan(rs, func(st Step) error {
+		if err := h.checkInputs(st); err != nil {
+			return fmt.Errorf("%w: line %d: %v", ErrInvalidStep, st.Line, err)
+		}
+		h.count(st, &sum)
+		return nil
+	})
+	if err != nil {
+		return Summary{}, err
+	}
+	if _, err := rs.Seek(start, io.SeekStart); err != nil {
+		return sum, fmt.Errorf("scenario: reading: %w", err)
+	}
+	if err := h.open(ctx); err != nil {
+		return sum, err
+	}
+	defer h.close(ctx)
+	return sum, scan(rs, func(st Step) error { return h.step(ctx, st) })
 }
 
 // RunSteps runs parsed steps.
 func RunSteps(ctx context.Context, opts Options, steps []Step) error {
-	if opts.Spec == nil {
-		return errors.New("scenario: Options.Spec is required")
+	h, cleanup, err := newHarness(ctx, &opts)
+	if err != nil {
+		return err
 	}
-	if opts.Out == nil {
-		opts.Out = io.Discard
-	}
-	if opts.Log == nil {
-		opts.Log = io.Discard
-	}
-	if opts.Logger == nil {
-		opts.Logger = slog.New(slog.DiscardHandler)
-	}
-	if opts.StateDir == "" {
-		dir, err := os.MkdirTemp("", "groupstate-scenario-")
-		if err != nil {
-			return err
-		}
-		defer os.RemoveAll(dir)
-		opts.StateDir = dir
-	}
-	if opts.Runtime == nil {
-		rt, err := engine.New(engine.Options{Logger: opts.Logger})
-		if err != nil {
-			return err
-		}
-		defer rt.Close(ctx)
-		opts.Runtime = rt
-	}
-	h := &harness{opts: opts, inputs: map[string]int{}}
-	for i, in := range opts.Spec.Inputs {
-		h.inputs[in.Name] = i
-	}
+	defer cleanup()
+	var sum Summary
 	for _, st := range steps {
 		if err := h.checkInputs(st); err != nil {
 			return fmt.Errorf("%w: line %d: %v", ErrInvalidStep, st.Line, err)
 		}
+		h.count(st, &sum)
 	}
 	if err := h.open(ctx); err != nil {
 		return err
@@ -259,13 +302,75 @@ func RunSteps(ctx context.Context, opts Options, steps []Step) error {
 	return nil
 }
 
+// newHarness fills in opts' defaults and returns a harness for them, not yet open, and the
+// function that removes what the defaults made (a state directory, a runtime).
+func newHarness(ctx context.Context, opts *Options) (*harness, func(), error) {
+	if opts.Spec == nil {
+		return nil, nil, errors.New("scenario: Options.Spec is required")
+	}
+	if opts.Out == nil {
+		opts.Out = io.Discard
+	}
+	if opts.Log == nil {
+		opts.Log = io.Discard
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	var undo []func()
+	cleanup := func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+	}
+	if opts.StateDir == "" {
+		dir, err := os.MkdirTemp("", "groupstate-scenario-")
+		if err != nil {
+			return nil, nil, err
+		}
+		undo = append(undo, func() { os.RemoveAll(dir) })
+		opts.StateDir = dir
+	}
+	if opts.Runtime == nil {
+		rt, err := engine.New(engine.Options{Logger: opts.Logger})
+		if err != nil {
+			cleanup()
+			return nil, nil, err
+		}
+		undo = append(undo, func() { rt.Close(ctx) })
+		opts.Runtime = rt
+	}
+	h := &harness{opts: *opts, inputs: map[string]int{}}
+	for i, in := range opts.Spec.Inputs {
+		h.inputs[in.Name] = i
+	}
+	return h, cleanup, nil
+}
+
+// count counts st in sum, and notes the last expect step: the rows emitted after it are not
+// kept. The steps are counted in the order they run.
+func (h *harness) count(st Step, sum *Summary) {
+	h.counted++
+	switch {
+	case st.At != nil || st.Drain:
+		sum.Batches++
+	case st.expect:
+		sum.Expectations++
+		h.lastExpect = h.counted
+	}
+}
+
 type harness struct {
 	opts    Options
 	lastAt  int64 // the processing time of the last batch step (a drain's)
 	store   *state.Store
 	eng     *engine.Engine
-	emitted []json.RawMessage
-	inputs  map[string]int // the spec's input names, to their index
+	emitted []json.RawMessage // since the previous expect step, while one is to come
+	inputs  map[string]int    // the spec's input names, to their index
+	// counted and ran count the steps checked and the steps run; lastExpect is the count of
+	// the last expect step checked (0: none): the rows emitted after it are written out, not
+	// kept.
+	counted, ran, lastExpect int
 }
 
 // checkInputs checks that a batch step gives its rows as the spec says: by input ("inputs",
@@ -338,8 +443,11 @@ func (h *harness) deliver(_ context.Context, _ string, entries []state.OutboxEnt
 				buf.Reset()
 				buf.Write(e.Payload)
 			}
-			fmt.Fprintln(h.opts.Out, buf.String())
-			h.emitted = append(h.emitted, append(json.RawMessage(nil), buf.Bytes()...))
+			buf.WriteByte('\n')
+			_, _ = h.opts.Out.Write(buf.Bytes())
+			if h.ran < h.lastExpect {
+				h.emitted = append(h.emitted, append(json.RawMessage(nil), buf.Bytes()[:buf.Len()-1]...))
+			}
 		default:
 			fmt.Fprintf(h.opts.Log, "%s key=%s reason=%s error=%q row=%s\n", kindName(e.Kind), e.Key,
 				e.Reason, e.Error, e.Payload)
@@ -356,6 +464,7 @@ func kindName(k state.OutboxKind) string {
 }
 
 func (h *harness) step(ctx context.Context, st Step) error {
+	h.ran++
 	switch {
 	case st.Restart:
 		h.close(ctx)

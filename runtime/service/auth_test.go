@@ -46,7 +46,7 @@ func startAuthEnv(t *testing.T) *authEnv {
 	t.Cleanup(nc.Close)
 	// A clock that does not move: logincount's idle timeout never closes a session (and
 	// removes its state) while the test reads it, however slow the machine.
-	svc, err := service.New(context.Background(), service.Options{DataDir: t.TempDir(), Conn: nc, Logger: testutil.DiscardLogger(),
+	svc, err := service.New(context.Background(), service.Options{CacheDir: testutil.CompileCacheDir(), DataDir: t.TempDir(), Conn: nc, Logger: testutil.DiscardLogger(),
 		Clock: timeouts.NewManualClock(time.UnixMilli(1_000_000))})
 	testutil.Require(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -68,7 +68,7 @@ func (e *authEnv) conn(user, password string) *nats.Conn {
 
 func (e *authEnv) client(nc *nats.Conn) *client.Client {
 	e.t.Helper()
-	c, err := client.New(context.Background(), nc)
+	c, err := client.New(context.Background(), nc, client.WithCacheDir(testutil.CompileCacheDir()))
 	testutil.Require(e.t, err, "opening a client")
 	e.t.Cleanup(func() { c.Close(context.Background()) })
 	return c
@@ -175,7 +175,7 @@ func TestAuthRoles(t *testing.T) {
 			t.Errorf("reader drain: %v, want permission denied", err)
 		}
 		c, cancel = short()
-		_, err = client.New(c, loaderNC)
+		_, err = client.New(c, loaderNC, client.WithCacheDir(testutil.CompileCacheDir()))
 		cancel()
 		if !errors.Is(err, client.ErrPermissionDenied) || !strings.Contains(err.Error(), "user loader may not read the deployments") {
 			t.Errorf("producer opens a client: %v, want permission denied", err)
@@ -232,7 +232,7 @@ func TestAuthRoles(t *testing.T) {
 func TestPingsUnderRequestFlood(t *testing.T) {
 	testutil.Long(t)
 	env := startNATS(t)
-	svc, err := service.New(context.Background(), service.Options{DataDir: t.TempDir(), Conn: env.nc, Logger: testutil.DiscardLogger(),
+	svc, err := service.New(context.Background(), service.Options{CacheDir: testutil.CompileCacheDir(), DataDir: t.TempDir(), Conn: env.nc, Logger: testutil.DiscardLogger(),
 		Clock: timeouts.NewManualClock(time.UnixMilli(1_000_000))}) // no session closes (and drops its key) under a slow run
 	testutil.Require(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

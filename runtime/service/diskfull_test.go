@@ -58,7 +58,7 @@ func TestStoreDiskFull(t *testing.T) {
 		return nil
 	})}
 	logs := &countingHandler{n: map[string]int{}}
-	svc, err := service.New(context.Background(), service.Options{
+	svc, err := service.New(context.Background(), service.Options{CacheDir: testutil.CompileCacheDir(),
 		DataDir: "/data", Conn: env.nc, Logger: slog.New(logs),
 		Clock:        timeouts.NewManualClock(time.UnixMilli(1_000_000)),
 		StateOptions: &state.Options{FS: errorfs.Wrap(vfs.NewMem(), toggle)},
@@ -160,7 +160,7 @@ func fillDisk(t *testing.T, dir string) string {
 func TestNATSDiskFullHeals(t *testing.T) {
 	dir := mountTmpfs(t, "64m")
 	env := startNATSIn(t, dir+"/nats")
-	svc, err := service.New(context.Background(), service.Options{
+	svc, err := service.New(context.Background(), service.Options{CacheDir: testutil.CompileCacheDir(),
 		DataDir: t.TempDir(), Conn: env.nc, Logger: testutil.DiscardLogger(),
 		Clock:     timeouts.NewManualClock(time.UnixMilli(1_000_000)),
 		NATSFault: func() error { return service.EmbeddedFault(env.srv) },

@@ -24,7 +24,7 @@ func TestForgedRecordSkipped(t *testing.T) {
 	env := startNATS(t)
 	ctx := context.Background()
 	var logs syncBuffer
-	svc, err := service.New(ctx, service.Options{DataDir: t.TempDir(), Conn: env.nc, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+	svc, err := service.New(ctx, service.Options{CacheDir: testutil.CompileCacheDir(), DataDir: t.TempDir(), Conn: env.nc, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
 		Clock: timeouts.NewManualClock(time.UnixMilli(1_000_000))})
 	testutil.Require(t, err)
 	runCtx, cancel := context.WithCancel(ctx)

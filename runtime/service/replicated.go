@@ -63,7 +63,7 @@ func (s *Service) applyReplicated(ctx context.Context, rec registry.Record) {
 	parts := sh.partitions
 	if rec.ResetState != "" && parts > 1 {
 		// The client refuses this (client.ErrResetPartitioned); a record written otherwise.
-		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now(),
+		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, DeployedAt: rec.DeployedAt, ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now(),
 			Error: "a reset of the state (deploy --reset-state) of a deployment with partitions is not supported by this version: deploy it under a new name"})
 		return
 	}
@@ -322,7 +322,7 @@ func (s *Service) startBuilt(ctx context.Context, rec registry.Record, ps partit
 	}
 	if err != nil {
 		s.logger.Error("deployment could not start", "deployment", rec.Name, "partition", ps.p, "err", err)
-		s.putStatus(ctx, &client.Status{Name: ps.key, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
+		s.putStatus(ctx, &client.Status{Name: ps.key, State: client.StatusFailed, DeployedAt: rec.DeployedAt, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
 		if permanent(err) {
 			return nil
 		}

@@ -102,7 +102,7 @@ func TestChangelogFailoverCluster(t *testing.T) {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	testutil.Require(t, err)
-	cli, err := client.New(context.Background(), nc)
+	cli, err := client.New(context.Background(), nc, client.WithCacheDir(testutil.CompileCacheDir()))
 	testutil.Require(t, err)
 	t.Cleanup(func() { cli.Close(context.Background()) })
 	env := &natsEnv{t: t, srv: c.Server(0), nc: nc, js: js, client: cli}

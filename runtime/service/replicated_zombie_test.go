@@ -41,7 +41,7 @@ func startReplica(t *testing.T, o replicaOptions) *replicaRuntime {
 	if os.Getenv("GS_TEST_LOG") != "" { // to watch the runtimes of a failing test
 		logger = slog.New(slog.NewTextHandler(os.Stderr, nil)).With("runtime", filepath.Base(o.dataDir))
 	}
-	svc, err := service.New(context.Background(), service.Options{DataDir: o.dataDir, Conn: nc, Logger: logger,
+	svc, err := service.New(context.Background(), service.Options{CacheDir: testutil.CompileCacheDir(), DataDir: o.dataDir, Conn: nc, Logger: logger,
 		Clock: o.clock, MemberTTL: o.ttl, Metrics: o.metrics})
 	testutil.Require(t, err)
 	ctx, cancel := context.WithCancel(context.Background())

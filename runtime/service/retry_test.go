@@ -32,14 +32,14 @@ func TestRetriesNotDropped(t *testing.T) {
 	testutil.Require(t, err)
 	t.Cleanup(nc.Close)
 	var logs syncBuffer
-	svc, err := service.New(ctx, service.Options{DataDir: t.TempDir(), Conn: nc, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	svc, err := service.New(ctx, service.Options{CacheDir: testutil.CompileCacheDir(), DataDir: t.TempDir(), Conn: nc, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	testutil.Require(t, err)
 	runCtx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- svc.Run(runCtx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
-	c, err := client.New(ctx, j.Conn)
+	c, err := client.New(ctx, j.Conn, client.WithCacheDir(testutil.CompileCacheDir()))
 	testutil.Require(t, err)
 	t.Cleanup(func() { c.Close(context.Background()) })
 	wasm := testutil.ReadFile(t, "../../samples/logincount/c/logincount.wasm") // small: quick to compile

@@ -33,8 +33,12 @@ import (
 // Options configures a [Service].
 type Options struct {
 	// DataDir holds the state store (DataDir/state) and the compilation cache
-	// (DataDir/cache). Required.
+	// (DataDir/cache, unless CacheDir names another). Required.
 	DataDir string
+	// CacheDir is the directory of the compilation cache (engine.Options.CacheDir), when
+	// not DataDir/cache: several runtimes may share one (compiled code is keyed by the
+	// module's digest, the wazero version and the CPU's features). Optional.
+	CacheDir string
 	// Conn is the NATS connection (required; not closed by the service).
 	Conn *nats.Conn
 	// Logger defaults to slog.Default().
@@ -149,7 +153,11 @@ func New(ctx context.Context, cfg Options) (*Service, error) {
 	if err != nil {
 		return nil, fmt.Errorf("service: opening the partition leases: %w", err)
 	}
-	rt, err := engine.New(engine.Options{CacheDir: filepath.Join(cfg.DataDir, "cache"), Logger: cfg.Logger, Ceilings: cfg.Ceilings})
+	cacheDir := cfg.CacheDir
+	if cacheDir == "" {
+		cacheDir = filepath.Join(cfg.DataDir, "cache")
+	}
+	rt, err := engine.New(engine.Options{CacheDir: cacheDir, Logger: cfg.Logger, Ceilings: cfg.Ceilings})
 	if err != nil {
 		return nil, err
 	}
@@ -340,7 +348,7 @@ func (s *Service) apply(ctx context.Context, rec registry.Record) {
 	r, err := runner.Build(ctx, s.runnerConfig(), runnerDeps{s}, rv, rec.ResetState != "")
 	if err != nil {
 		s.logger.Error("deployment could not start", "deployment", rec.Name, "err", err)
-		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: me, UpdatedAt: time.Now()})
+		s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, DeployedAt: rec.DeployedAt, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: me, UpdatedAt: time.Now()})
 		if !permanent(err) {
 			s.retryLater(rec, err)
 		}
@@ -369,7 +377,7 @@ func (s *Service) checkOrReport(ctx context.Context, rec registry.Record, old *r
 		if old != nil && !old.Failed() {
 			old.SetError(fmt.Errorf("redeploy refused, still running the previous revision: %w", err))
 		} else {
-			s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
+			s.putStatus(ctx, &client.Status{Name: rec.Name, State: client.StatusFailed, DeployedAt: rec.DeployedAt, Error: err.Error(), ModuleDigest: rec.ModuleDigest, Owner: s.id, UpdatedAt: time.Now()})
 		}
 		if !permanent(err) {
 			s.retryLater(rec, err)

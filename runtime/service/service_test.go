@@ -53,7 +53,7 @@ func startNATSIn(t *testing.T, dataDir string) *natsEnv {
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	testutil.Require(t, err)
-	c, err := client.New(context.Background(), nc)
+	c, err := client.New(context.Background(), nc, client.WithCacheDir(testutil.CompileCacheDir()))
 	testutil.Require(t, err)
 	t.Cleanup(func() { c.Close(context.Background()) })
 	return &natsEnv{t: t, srv: srv, nc: nc, js: js, client: c}
@@ -65,9 +65,18 @@ type runningService struct {
 	done   chan error
 }
 
+// startService starts a service over dataDir, compiling into the tests' shared compilation
+// cache (testutil.CompileCacheDir).
 func (e *natsEnv) startService(dataDir string, clock timeouts.Clock) *runningService {
 	e.t.Helper()
-	svc, err := service.New(context.Background(), service.Options{DataDir: dataDir, Conn: e.nc, Logger: testutil.DiscardLogger(), Clock: clock})
+	return e.startServiceCache(dataDir, clock, testutil.CompileCacheDir())
+}
+
+// startServiceCache is startService with the compilation cache in cacheDir ("": its own,
+// dataDir/cache), for a test whose modules must really compile.
+func (e *natsEnv) startServiceCache(dataDir string, clock timeouts.Clock, cacheDir string) *runningService {
+	e.t.Helper()
+	svc, err := service.New(context.Background(), service.Options{DataDir: dataDir, CacheDir: cacheDir, Conn: e.nc, Logger: testutil.DiscardLogger(), Clock: clock})
 	testutil.Require(e.t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	rs := &runningService{cancel: cancel, done: make(chan error, 1)}
@@ -515,7 +524,7 @@ func TestServiceSurvivesNATSRestart(t *testing.T) {
 	defer nc.Close()
 	js, err := jetstream.New(nc)
 	testutil.Require(t, err)
-	c, err := client.New(context.Background(), nc)
+	c, err := client.New(context.Background(), nc, client.WithCacheDir(testutil.CompileCacheDir()))
 	testutil.Require(t, err)
 	env := &natsEnv{t: t, srv: srv, nc: nc, js: js, client: c}
 	env.startService(t.TempDir(), timeouts.NewManualClock(time.UnixMilli(1_000_000)))
@@ -554,7 +563,7 @@ func TestServiceStorageFault(t *testing.T) {
 	env := startNATS(t)
 	toggle := &errorfs.Toggle{Injector: errorfs.ErrInjected.If(errorfs.Writes)}
 	fs := errorfs.Wrap(vfs.NewMem(), toggle)
-	svc, err := service.New(context.Background(), service.Options{
+	svc, err := service.New(context.Background(), service.Options{CacheDir: testutil.CompileCacheDir(),
 		DataDir: "/data", Conn: env.nc, Logger: testutil.DiscardLogger(),
 		Clock:        timeouts.NewManualClock(time.UnixMilli(1_000_000)),
 		StateOptions: &state.Options{FS: fs},

@@ -21,7 +21,7 @@ import (
 func TestSlowCompileHoldsNoOneUp(t *testing.T) {
 	testutil.Long(t)
 	env := startNATS(t)
-	env.startService(t.TempDir(), nil)
+	env.startServiceCache(t.TempDir(), nil, "") // its own cache: the slow module must compile
 	ctx := context.Background()
 	reg, err := registry.OpenRegistry(ctx, env.js, 0)
 	testutil.Require(t, err)

@@ -23,7 +23,7 @@ func TestRunWaitsForJetStream(t *testing.T) {
 	testutil.Require(t, err)
 	t.Cleanup(nc.Close)
 	var logs syncBuffer
-	svc, err := service.New(context.Background(), service.Options{DataDir: t.TempDir(), Conn: nc, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	svc, err := service.New(context.Background(), service.Options{CacheDir: testutil.CompileCacheDir(), DataDir: t.TempDir(), Conn: nc, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	testutil.Require(t, err)
 
 	c.Stop(1)

@@ -8,14 +8,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tetratelabs/wazero"
-
 	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
 )
 
-// probeCache spares the tests below a compilation per host.
-var probeCache = wazero.NewCompilationCache()
+// probeCache spares the tests below a compilation per host (testConfig's cache does so too;
+// the tests name it, as they rely on it).
+var probeCache = testCache
 
 // probeHost starts the probe module (runtime/engine/testdata/probe) for the deployment
 // called name, with the given pool size and groups per call.

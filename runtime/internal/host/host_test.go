@@ -18,10 +18,22 @@ import (
 
 	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
+	"github.com/groupstate/groupstate/runtime/internal/testutil"
 )
+
+// testCache is the compilation cache of the hosts testConfig configures: the tests' shared
+// one (testutil.CompileCacheDir), so that each module compiles once, not in every test.
+var testCache = func() wazero.CompilationCache {
+	c, err := wazero.NewCompilationCacheWithDir(testutil.CompileCacheDir())
+	if err != nil {
+		return wazero.NewCompilationCache()
+	}
+	return c
+}()
 
 func testConfig(wasm []byte) Config {
 	return Config{
+		Cache:  testCache,
 		Wasm:   wasm,
 		Init:   abi.Init{ABIVersion: abi.Version, Name: []byte("t"), Config: []byte("{}")},
 		Logger: slog.New(slog.DiscardHandler),

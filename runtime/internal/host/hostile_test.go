@@ -292,6 +292,7 @@ func TestLoopingKeysAnonymous(t *testing.T) {
 func TestCompileTimeout(t *testing.T) {
 	cfg := testConfig(hostile.SlowCompile(10_000).Wasm())
 	cfg.Load.CompileTimeout = 50 * time.Millisecond
+	cfg.Cache = nil // it must really compile
 	start := time.Now()
 	h, err := New(context.Background(), cfg)
 	if err == nil {

@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tetratelabs/wazero"
-
 	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
 )
@@ -114,11 +112,8 @@ func TestProcessV2Inputs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cache := wazero.NewCompilationCache() // one compilation for the hosts below
-	defer cache.Close(context.Background())
 	cfg := func(flags uint32, names ...string) Config {
-		c := testConfig(wasm)
-		c.Cache = cache
+		c := testConfig(wasm) // the shared cache: one compilation for the hosts below
 		c.Init = abi.Init{ABIVersion: abi.Version, Mode: abi.TimeoutEventTime, Flags: abi.InitHasWatermark | flags, Name: []byte("adjoin"), Config: []byte(`{"within":"1h"}`)}
 		for _, n := range names {
 			c.Init.Inputs = append(c.Init.Inputs, []byte(n))

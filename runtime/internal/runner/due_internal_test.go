@@ -86,7 +86,7 @@ func probeSource(t *testing.T) (*liveSource, *engine.Engine, *timeouts.ManualClo
 	t.Cleanup(func() { st.Close() })
 	sp, err := spec.ParseSpec([]byte("name: probe\nkey: {field: k}\ntimeout: processing_time\n"))
 	testutil.Require(t, err)
-	rt, err := engine.New(engine.Options{Logger: testutil.DiscardLogger()})
+	rt, err := engine.New(engine.Options{CacheDir: testutil.CompileCacheDir(), Logger: testutil.DiscardLogger()})
 	testutil.Require(t, err)
 	t.Cleanup(func() { rt.Close(ctx) })
 	eng, err := rt.NewEngine(ctx, engine.Config{Spec: sp, Wasm: testutil.ReadFile(t, "../../engine/testdata/probe/probe.wasm"), Store: st, Sink: discardSink{}})
@@ -103,3 +103,43 @@ func probeSource(t *testing.T) (*liveSource, *engine.Engine, *timeouts.ManualClo
 type discardSink struct{}
 
 func (discardSink) Deliver(context.Context, string, []state.OutboxEntry) error { return nil }
+
+// TestLiveSourceDueOwedStatus: a status put the throttle refused (a batch committed less than
+// statusEvery after the last put) wakes an idle live source when the throttle lets it, not
+// only after the next fetch waited idlePoll for nothing; a silenced runner owes nothing.
+func TestLiveSourceDueOwedStatus(t *testing.T) {
+	ctx := context.Background()
+	l, eng, clock := probeSource(t)
+	if _, err := eng.RunBatch(ctx, engine.BatchInput{ProcessingTimeMs: timeouts.UnixMs(clock.Now())}); err != nil {
+		t.Fatal(err)
+	}
+	if run, wake := l.due(); run || wake != nil {
+		t.Fatalf("idle, nothing owed: run %v, wake-up %v; want neither", run, wake != nil)
+	}
+	if _, ok := l.r.report.take(false); !ok {
+		t.Fatal("the first put was refused")
+	}
+	if _, ok := l.r.report.take(false); ok {
+		t.Fatal("a second put at once was not throttled")
+	}
+	run, wake := l.due()
+	if run || wake == nil {
+		t.Fatalf("a put owed: run %v, wake-up %v; want a wake-up only", run, wake != nil)
+	}
+	select {
+	case <-wake:
+	case <-time.After(statusEvery + idlePoll/2):
+		t.Fatal("the owed put's wake-up did not come within statusEvery")
+	}
+	if _, ok := l.r.report.take(false); !ok {
+		t.Fatal("the owed put was still throttled when the wake-up came")
+	}
+	if run, wake := l.due(); run || wake != nil {
+		t.Fatalf("the put made: run %v, wake-up %v; want neither", run, wake != nil)
+	}
+	l.r.report.take(false) // owed again
+	l.r.report.silence()
+	if run, wake := l.due(); run || wake != nil {
+		t.Fatalf("silenced with a put owed: run %v, wake-up %v; want neither", run, wake != nil)
+	}
+}

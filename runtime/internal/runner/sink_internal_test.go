@@ -33,7 +33,7 @@ func TestPipelinedDeliveryKeepsOrder(t *testing.T) {
 	defer st.Close()
 	sp, err := spec.ParseSpec([]byte("name: probe\nkey: {field: k}\ntimeout: processing_time\n"))
 	testutil.Require(t, err)
-	rt, err := engine.New(engine.Options{Logger: testutil.DiscardLogger()})
+	rt, err := engine.New(engine.Options{CacheDir: testutil.CompileCacheDir(), Logger: testutil.DiscardLogger()})
 	testutil.Require(t, err)
 	defer rt.Close(ctx)
 	sink := publisherSink{output.NewPublisher(env.JS, output.Subjects{Output: "pipe.out", DeadLetter: "pipe.dlq"})}

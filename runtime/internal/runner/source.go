@@ -171,6 +171,9 @@ func (l *liveSource) next(ctx, batchCtx context.Context, backoff *time.Duration)
 				l.noData = l.r.watermarkAhead()
 				continue
 			case gotWake:
+				if _, owed := l.r.report.owedIn(); owed {
+					l.r.publishStatus(ctx, false) // the put the throttle refused (see due)
+				}
 				l.noData = now // else the time due came: due looks again
 				continue
 			case gotRetry:
@@ -250,7 +253,8 @@ func (l *liveSource) releaseIdle(ctx context.Context) {
 // or the shared watermark): the time the engine's next processing-time timeout or TTL is due
 // (by the runner's clock), and for a partition that shares its watermark the trigger
 // interval, since the others' records count as idle after a while, which moves the bound
-// without any record changing.
+// without any record changing; and when a status put refused by the throttle is owed, the
+// time the throttle lets it be made (next makes it).
 func (l *liveSource) due() (now bool, wake <-chan time.Time) {
 	r := l.r
 	interval := r.spec.Trigger.Interval.Std()
@@ -275,6 +279,9 @@ func (l *liveSource) due() (now bool, wake <-chan time.Time) {
 	}
 	if r.wm != nil && (wait < 0 || interval < wait) {
 		wait = interval
+	}
+	if d, owed := r.report.owedIn(); owed && (wait < 0 || d < wait) {
+		wait = d // a status put the throttle refused: made when it lets (see next)
 	}
 	if wait < 0 {
 		return false, nil

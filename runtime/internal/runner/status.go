@@ -25,6 +25,9 @@ type statusReporter struct {
 	status client.Status
 	// lastPut is when the status was last taken to be put (see take).
 	lastPut time.Time
+	// owed tells that a put was refused by the throttle since the last put (see take and
+	// owedIn): what it would have carried waits for the next.
+	owed bool
 	// inputsLagAt is when the inputs' lag was last counted (see inputsLagDue).
 	inputsLagAt time.Time
 }
@@ -45,18 +48,35 @@ func (sr *statusReporter) reset(st client.Status) {
 	sr.mu.Unlock()
 }
 
+// statusEvery is how often at most a runner puts its status unless forced (see take).
+const statusEvery = time.Second
+
 // take returns a copy of the status to put, and notes the put, unless force is false and the
-// last was taken less than a second ago (then ok is false).
+// last was taken less than statusEvery ago (then ok is false, and the put is owed: see owedIn).
 func (sr *statusReporter) take(force bool) (st client.Status, ok bool) {
 	sr.mu.Lock()
 	defer sr.mu.Unlock()
-	if !force && time.Since(sr.lastPut) < time.Second {
+	if !force && time.Since(sr.lastPut) < statusEvery {
+		sr.owed = true
 		return client.Status{}, false
 	}
-	sr.lastPut = time.Now()
+	sr.lastPut, sr.owed = time.Now(), false
 	st = sr.status
 	st.Inputs = slices.Clone(st.Inputs) // record goes on adding to the reporter's
 	return st, true
+}
+
+// owedIn tells whether a put refused by the throttle is owed (ok), and in how long the
+// throttle lets it be made (d, 0 when it does now). The live loop wakes then to make it (see
+// liveSource.due), so that a batch's status is put at most statusEvery after it committed,
+// not only when the next fetch waited idlePoll for nothing.
+func (sr *statusReporter) owedIn() (d time.Duration, ok bool) {
+	sr.mu.Lock()
+	defer sr.mu.Unlock()
+	if !sr.owed || sr.quiet.Load() { // a silenced runner owes no put
+		return 0, false
+	}
+	return max(0, statusEvery-time.Since(sr.lastPut)), true
 }
 
 // SetError notes err as the status's current and last error.

@@ -7,6 +7,8 @@ import (
 	"os"
 	"testing"
 	"time"
+
+	"github.com/groupstate/groupstate/internal/testcache"
 )
 
 // Require fails the test at once when err is not nil; msgAndArgs, when given, say what was
@@ -61,3 +63,8 @@ func ReadFile(t testing.TB, path string) []byte {
 	Require(t, err)
 	return b
 }
+
+// CompileCacheDir is the compilation cache (engine.Options.CacheDir) the tests share
+// (testcache.Dir), so that each committed module compiles once rather than in every test. A
+// test of the cache itself uses its own directory.
+func CompileCacheDir() string { return testcache.Dir() }
