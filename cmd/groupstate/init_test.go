@@ -112,7 +112,7 @@ func TestInit(t *testing.T) {
 			if strings.Contains(stderr, "warning") {
 				t.Errorf("init warned:\n%s", stderr)
 			}
-			if lang == "go" || lang == "python" {
+			if (lang == "go" || lang == "python") && !processor {
 				return // TestInitReadme builds and tests these projects by their README's lines
 			}
 			stdout, stderr, code = runCLI(t, "build", dir)
