@@ -21,7 +21,9 @@ sample language; engine throughput on the sessions sample, WASM against the same
 compiled natively (its best run); ABI v2 against ABI v1; a stream-stream join; end-to-end
 throughput through an embedded JetStream with file storage against a raw consume-and-republish
 and against the server's own publish ceiling; publish-to-output latency; replication; the warm
-restart of a module from the compilation cache; memory and state growth; timeouts at once. Progress goes to standard error; with --json
+restart of a module from the compilation cache; memory and state growth; timeouts at once; per
+language the start of an instance and its memory; and Python's logincount against Go's.
+Progress goes to standard error; with --json
 the last line of standard output is one JSON object with the figures.`,
 		Example: `  groupstate bench --quick
   groupstate bench --json | tail -1 | jq .wasm_native_ratio`,
@@ -55,6 +57,13 @@ the last line of standard output is one JSON object with the figures.`,
 				rep.ABIv2Ratio, rep.ABIRowsPerSec["v2"], rep.ABIRowsPerSec["v1"])
 			fmt.Fprintf(out, "join_rows_per_sec   %.0f   (target >= 50000; adjoin, Go, %d ads, %d rows; state growth %.2f, target about 1)\n",
 				rep.JoinRowsPerSec, rep.JoinAds, rep.JoinRows, rep.JoinStateGrowth)
+			fmt.Fprintf(out, "python_go_ratio     %.2f   (target >= 0.3; logincount in Python vs Go, %.0f vs %.0f rows/s)\n",
+				rep.PythonGoRatio, rep.LogincountRowsPerSec["python"], rep.LogincountRowsPerSec["go"])
+			fmt.Fprintf(out, "python start        %.1f ms (target <= 100 ms; warm compilation cache; one more instance %.1f ms)\n",
+				rep.WarmStartMs["python"], rep.InstanceStartMs["python"])
+			fmt.Fprintf(out, "python memory       %.1f MB (target <= 32 MB per instance)\n", rep.InstanceMemoryMB["python"])
+			fmt.Fprintf(out, "python_abi_v2_ratio %.2f   (a StatefulProcessor vs a function, the same count per key; %.0f vs %.0f rows/s)\n",
+				rep.PythonABIv2Ratio, rep.PythonABIRowsPerSec["v2"], rep.PythonABIRowsPerSec["v1"])
 			if rep.ExtismSpeedup != nil {
 				fmt.Fprintf(out, "extism_speedup      %.1fx (target >= 10x)\n", *rep.ExtismSpeedup)
 			}

@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,14 +77,19 @@ type initData struct {
 	GoReplace string // Checkout, quoted for go.mod when needed
 	GoVersion string // the go line of the generated go.mod
 	ASImport  string // the checkout's sdk/assemblyscript/assembly, relative to the project
+	// Processor: the handler is a StatefulProcessor (ABI v2) instead of a function (--processor,
+	// Python only); its files in templates/python-processor replace those of templates/python.
+	Processor bool
+	Class     string // Name as a Python class name (the processor)
 	Files     []initFile
 }
 
 // newInitCommand returns `groupstate init`, which creates a handler project.
 func newInitCommand() *cobra.Command {
 	var lang, dir, sdk string
+	var processor bool
 	cmd := &cobra.Command{
-		Use:   "init NAME [--lang go|rust|c|assemblyscript|python] [--dir DIR] [--sdk CHECKOUT]",
+		Use:   "init NAME [--lang go|rust|c|assemblyscript|python] [--processor] [--dir DIR] [--sdk CHECKOUT]",
 		Short: "Create a handler project (handler, spec, scenario) that groupstate build builds and that passes its test",
 		Long: `Creates a handler project in DIR (default ./NAME): a handler implementing the logincount
 example (count logins per user_id, emit {"user_id", "total_logins"}, close the session with a
@@ -91,6 +97,10 @@ example (count logins per user_id, emit {"user_id", "total_logins"}, close the s
 NAME.out), the scenario NAME.jsonl, a README with the next steps and a Makefile (optional: it
 runs groupstate build). As generated, "groupstate build" builds NAME.wasm and
 "groupstate test --spec NAME.yaml --scenario NAME.jsonl" passes.
+
+With --lang python --processor the handler is the same logic as a StatefulProcessor of Spark
+4's transformWithState (value state and processing-time timers; an ABI v2 module) instead of
+an applyInPandasWithState function; the spec and the scenario are the same.
 
 NAME is the deployment's name: [a-z0-9-]+, at most 63 characters. DIR must not exist or be
 empty.
@@ -104,6 +114,7 @@ Without one, the project is still created, and its README says what to set.`,
 		Example: `  groupstate init logins
   groupstate init logins --lang rust --dir ~/src/logins
   groupstate init logins --lang assemblyscript --sdk ~/src/groupstate
+  groupstate init logins --lang python --processor
   cd logins && groupstate build && groupstate test --spec logins.yaml --scenario logins.jsonl`,
 		Args: func(cmd *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -112,18 +123,20 @@ Without one, the project is still created, and its README says what to set.`,
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runInit(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], lang, dir, sdk)
+			return runInit(cmd.OutOrStdout(), cmd.ErrOrStderr(), args[0], lang, dir, sdk, processor)
 		},
 	}
 	cmd.Flags().StringVar(&lang, "lang", "go", "handler language: go, rust, c, assemblyscript or python")
+	cmd.Flags().BoolVar(&processor, "processor", false, "with --lang python: a StatefulProcessor (transformWithState, ABI v2) instead of a function")
 	cmd.Flags().StringVar(&dir, "dir", "", "project directory (default ./NAME); must not exist or be empty")
 	cmd.Flags().StringVar(&sdk, "sdk", "", "groupstate checkout whose SDK the project uses (default: found from the current directory)")
 	return cmd
 }
 
 // runInit creates the project name in lang under dir with the SDK of the checkout sdk (or the one
-// found), and prints what it made and the next steps to stdout and its warnings to stderr.
-func runInit(stdout, stderr io.Writer, name, lang, dir, sdk string) error {
+// found), a StatefulProcessor when processor (Python only), and prints what it made and the
+// next steps to stdout and its warnings to stderr.
+func runInit(stdout, stderr io.Writer, name, lang, dir, sdk string, processor bool) error {
 	if !initNameRE.MatchString(name) || len(name) > 63 {
 		return fmt.Errorf("invalid name %q: a name is 1 to 63 characters of [a-z0-9-] (lower-case letters, digits, '-'), e.g. logins or login-count", name)
 	}
@@ -134,6 +147,9 @@ func runInit(stdout, stderr io.Writer, name, lang, dir, sdk string) error {
 	l, ok := initLangs[lang]
 	if !ok {
 		return fmt.Errorf("unknown --lang %q: use go, rust, c, assemblyscript or python", lang)
+	}
+	if processor && lang != "python" {
+		return fmt.Errorf("--processor is for --lang python (a PySpark StatefulProcessor); the %s SDK's processors are in docs/handlers/%s.md", l.title, lang)
 	}
 	if dir == "" {
 		dir = name
@@ -161,6 +177,8 @@ func runInit(stdout, stderr io.Writer, name, lang, dir, sdk string) error {
 		BuildNote: l.build,
 		Checkout:  checkout,
 		GoVersion: "1.26.0",
+		Processor: processor,
+		Class:     processorClass(name),
 	}
 	var warnings []string
 	if checkout != "" {
@@ -360,7 +378,11 @@ func goModGoVersion(p string) string {
 func renderInit(d initData) ([]initFile, error) {
 	type src struct{ embedPath, out string }
 	var srcs []src
-	for _, root := range []string{"templates/common", "templates/" + d.Lang} {
+	roots := []string{"templates/common", "templates/" + d.Lang}
+	if d.Processor {
+		roots = append(roots, "templates/"+d.Lang+"-processor")
+	}
+	for _, root := range roots {
 		err := fs.WalkDir(templates, root, func(p string, e fs.DirEntry, err error) error {
 			if err != nil || e.IsDir() {
 				return err
@@ -372,7 +394,9 @@ func renderInit(d initData) ([]initFile, error) {
 				base = ".gitignore"
 			}
 			base = strings.ReplaceAll(base, "NAME", d.Name)
-			srcs = append(srcs, src{p, path.Join(path.Dir(out), base)})
+			out = path.Join(path.Dir(out), base)
+			srcs = slices.DeleteFunc(srcs, func(s src) bool { return s.out == out }) // a later root's file replaces an earlier one's
+			srcs = append(srcs, src{p, out})
 			return nil
 		})
 		if err != nil {
@@ -437,4 +461,24 @@ func shellQuote(s string) string {
 		return s
 	}
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// processorClass returns name ([a-z0-9-]+) as the CamelCase name of a Python processor
+// class: "login-count" is "LoginCountProcessor", "my-processor" "MyProcessor"; a name that
+// starts with a digit gets a leading "P".
+func processorClass(name string) string {
+	var b strings.Builder
+	for _, part := range strings.Split(name, "-") {
+		if part != "" {
+			b.WriteString(strings.ToUpper(part[:1]) + part[1:])
+		}
+	}
+	c := b.String()
+	if c == "" || c[0] >= '0' && c[0] <= '9' {
+		c = "P" + c
+	}
+	if !strings.HasSuffix(c, "Processor") {
+		c += "Processor"
+	}
+	return c
 }

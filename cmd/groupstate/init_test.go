@@ -27,9 +27,10 @@ func requireInitToolchain(t *testing.T, dir string) {
 	}
 }
 
-// TestInit generates a project in every language, builds it with groupstate build (no make),
-// and runs its scenario with groupstate test, as a user following the printed next steps
-// would. The languages run in parallel, each command in-process.
+// TestInit generates a project in every language (and Python's StatefulProcessor, with
+// --processor), builds it with groupstate build (no make), and runs its scenario with
+// groupstate test, as a user following the printed next steps would. The languages run in
+// parallel, each command in-process.
 func TestInit(t *testing.T) {
 	wantFiles := map[string][]string{
 		"go":             {"main.go", "go.mod"},
@@ -38,13 +39,18 @@ func TestInit(t *testing.T) {
 		"assemblyscript": {"NAME.ts"},
 		"python":         {"NAME.py"},
 	}
-	for _, lang := range []string{"go", "rust", "c", "assemblyscript", "python"} {
-		t.Run(lang, func(t *testing.T) {
+	for _, variant := range []string{"go", "rust", "c", "assemblyscript", "python", "python-processor"} {
+		t.Run(variant, func(t *testing.T) {
 			t.Parallel()
-			name := "login-" + lang
+			lang, processor := strings.CutSuffix(variant, "-processor")
+			name := "login-" + variant
 			dir := filepath.Join(t.TempDir(), "proj")
 
-			stdout, stderr, code := runCLI(t, "init", name, "--lang", lang, "--dir", dir)
+			args := []string{"init", name, "--lang", lang, "--dir", dir}
+			if processor {
+				args = append(args, "--processor")
+			}
+			stdout, stderr, code := runCLI(t, args...)
 			if code != 0 {
 				t.Fatalf("init: exit %d\nstdout:\n%s\nstderr:\n%s", code, stdout, stderr)
 			}
@@ -86,13 +92,27 @@ func TestInit(t *testing.T) {
 				}
 			}
 
+			if processor {
+				py, err := os.ReadFile(filepath.Join(dir, name+".py"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, want := range []string{"class LoginPythonProcessor(StatefulProcessor):", "def handleExpiredTimer(", "registerTimer("} {
+					if !bytes.Contains(py, []byte(want)) {
+						t.Errorf("the processor's %s.py lacks %q:\n%s", name, want, py)
+					}
+				}
+				if !bytes.Contains(readme, []byte("--processor")) || !bytes.Contains(readme, []byte("StatefulProcessor")) {
+					t.Errorf("the processor's README does not say it is one:\n%s", readme)
+				}
+			}
 			if lang != "python" { // Python needs no toolchain
 				requireInitToolchain(t, dir) // init warns of a missing toolchain; with one, it must not
 			}
 			if strings.Contains(stderr, "warning") {
 				t.Errorf("init warned:\n%s", stderr)
 			}
-			if lang == "go" || lang == "python" {
+			if (lang == "go" || lang == "python") && !processor {
 				return // TestInitReadme builds and tests these projects by their README's lines
 			}
 			stdout, stderr, code = runCLI(t, "build", dir)
@@ -133,6 +153,7 @@ func TestInitRefuses(t *testing.T) {
 		{[]string{"init", "../x", "--dir", filepath.Join(tmp, "a")}, `invalid name "../x"`},
 		{[]string{"init", strings.Repeat("a", 64), "--dir", filepath.Join(tmp, "a")}, "1 to 63 characters"},
 		{[]string{"init", "logins", "--lang", "java", "--dir", filepath.Join(tmp, "a")}, `unknown --lang "java"`},
+		{[]string{"init", "logins", "--lang", "go", "--processor", "--dir", filepath.Join(tmp, "a")}, "--processor is for --lang python"},
 		{[]string{"init", "logins", "--dir", full}, "already exists and is not empty"},
 		{[]string{"init", "logins", "--dir", filepath.Join(full, "keep.txt")}, "is not a directory"},
 		{[]string{"init", "logins", "--sdk", tmp, "--dir", filepath.Join(tmp, "a")}, "is not a groupstate checkout"},
@@ -183,5 +204,18 @@ func TestInitWithoutCheckout(t *testing.T) {
 	}
 	if !bytes.Contains(gomod, []byte("require github.com/groupstate/groupstate")) || bytes.Contains(gomod, []byte("\nreplace")) {
 		t.Errorf("go.mod:\n%s", gomod)
+	}
+}
+
+// TestProcessorClass: init's Python processor class names are identifiers, without a doubled
+// "Processor".
+func TestProcessorClass(t *testing.T) {
+	for name, want := range map[string]string{
+		"logins": "LoginsProcessor", "login-count": "LoginCountProcessor", "my-processor": "MyProcessor",
+		"1st": "P1stProcessor", "a--b": "ABProcessor", "-": "PProcessor",
+	} {
+		if got := processorClass(name); got != want {
+			t.Errorf("processorClass(%q) = %q, want %q", name, got, want)
+		}
 	}
 }

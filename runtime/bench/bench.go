@@ -77,12 +77,31 @@ type Report struct {
 	// module) over JoinAds ads, half impressions and half clicks; JoinState its state at every
 	// tenth of the run, and JoinStateGrowth the rows it holds at the end over those at 60%
 	// (about 1 when the state levels off once the watermark moves, as it must).
-	JoinRowsPerSec        float64            `json:"join_rows_per_sec"`
-	JoinAds               int                `json:"join_ads"`
-	JoinRows              int                `json:"join_rows"`
-	JoinState             []JoinPoint        `json:"join_state"`
-	JoinStateGrowth       float64            `json:"join_state_growth"`
-	ABIRowsPerSec         map[string]float64 `json:"abi_rows_per_sec"`
+	JoinRowsPerSec  float64            `json:"join_rows_per_sec"`
+	JoinAds         int                `json:"join_ads"`
+	JoinRows        int                `json:"join_rows"`
+	JoinState       []JoinPoint        `json:"join_state"`
+	JoinStateGrowth float64            `json:"join_state_growth"`
+	ABIRowsPerSec   map[string]float64 `json:"abi_rows_per_sec"`
+	// PythonGoRatio is engine throughput of the logincount sample in Python over the Go
+	// module's on the counting workload of ABIRowsPerSec (target >= 0.3); both figures in
+	// LogincountRowsPerSec ("go", "python").
+	PythonGoRatio        float64            `json:"python_go_logincount_ratio"`
+	LogincountRowsPerSec map[string]float64 `json:"logincount_rows_per_sec"`
+	// PythonABIv2Ratio is ABIv2Ratio in Python: the same counting as a Python
+	// StatefulProcessor (ABI v2) over a Python function (ABI v1), on fewer keys and rows; the
+	// figures in PythonABIRowsPerSec ("v1", "v2").
+	PythonABIv2Ratio    float64            `json:"python_abi_v2_ratio"`
+	PythonABIRowsPerSec map[string]float64 `json:"python_abi_rows_per_sec"`
+	// WarmStartMs is, per language, how long a new runtime takes to have its first instance
+	// of the sessions module ready from a warm compilation cache (load the compiled code,
+	// instantiate, init; WarmRestartMs is Go's; target <= 100); InstanceStartMs how long a
+	// running host takes to make one more instance of logincount (the median of 5), and
+	// InstanceMemoryMB the linear memory of an instance after logincount's calls of 4096
+	// groups (target <= 32 MB).
+	WarmStartMs           map[string]float64 `json:"warm_start_ms_by_language"`
+	InstanceStartMs       map[string]float64 `json:"instance_start_ms_by_language"`
+	InstanceMemoryMB      map[string]float64 `json:"instance_memory_mb_by_language"`
 	ReplicationRowsPerSec map[string]float64 `json:"replication_rows_per_sec"`
 	LatencyP50Ms          float64            `json:"latency_p50_ms"`
 	LatencyP99Ms          float64            `json:"latency_p99_ms"`
@@ -134,6 +153,19 @@ func settle() {
 	debug.FreeOSMemory()
 }
 
+// benchModule reads the module of sample in lang from samplesDir; Python's is built from
+// samples/<sample>/python/<sample>.py and the runtime module (internal/pybuild).
+func benchModule(samplesDir, sample, lang string) ([]byte, error) {
+	if lang == "python" {
+		src, err := os.ReadFile(filepath.Join(samplesDir, sample, "python", sample+".py"))
+		if err != nil {
+			return nil, err
+		}
+		return pybuild.Build(map[string][]byte{sample + ".py": src}, sample+":handle")
+	}
+	return os.ReadFile(filepath.Join(samplesDir, sample, lang, sample+".wasm"))
+}
+
 // languages are the sample languages measured. Python's modules are not committed: they are
 // made from samples/<name>/python/<name>.py and the runtime module (internal/pybuild).
 var languages = []string{"go", "rust", "c", "assemblyscript", "python"}
@@ -155,19 +187,11 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	}
 	defer os.RemoveAll(tmp)
 	quiet := slog.New(slog.DiscardHandler)
-	module := func(sample, lang string) ([]byte, error) {
-		if lang == "python" {
-			src, err := os.ReadFile(filepath.Join(opts.SamplesDir, sample, "python", sample+".py"))
-			if err != nil {
-				return nil, err
-			}
-			return pybuild.Build(map[string][]byte{sample + ".py": src}, sample+":handle")
-		}
-		return os.ReadFile(filepath.Join(opts.SamplesDir, sample, lang, sample+".wasm"))
-	}
+	module := func(sample, lang string) ([]byte, error) { return benchModule(opts.SamplesDir, sample, lang) }
 
 	// 1. Guest invocation, per language and batch size.
 	rep.InvokeNs = map[string]map[string]float64{}
+	rep.InstanceMemoryMB = map[string]float64{}
 	rep.InvokeNsPerGroup = -1
 	for _, lang := range languages {
 		wasm, err := module("logincount", lang)
@@ -180,17 +204,40 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 			if !opts.Quick {
 				d = 2 * time.Second
 			}
-			ns, err := invoke(ctx, wasm, n, d, quiet)
+			ns, mem, err := invoke(ctx, wasm, n, d, quiet)
 			if err != nil {
 				return nil, fmt.Errorf("bench: invoke %s: %w", lang, err)
 			}
+			rep.InstanceMemoryMB[lang] = max(rep.InstanceMemoryMB[lang], float64(mem)/(1<<20))
 			rep.InvokeNs[lang][fmt.Sprint(n)] = ns
 			if n == 4096 && (rep.InvokeNsPerGroup < 0 || ns < rep.InvokeNsPerGroup) {
 				rep.InvokeNsPerGroup = ns
 			}
 		}
-		logf("invoke %-15s %8.0f ns/group at 1, %6.0f at 16, %6.0f at 256, %6.0f at 4096 groups per call", lang,
-			rep.InvokeNs[lang]["1"], rep.InvokeNs[lang]["16"], rep.InvokeNs[lang]["256"], rep.InvokeNs[lang]["4096"])
+		logf("invoke %-15s %8.0f ns/group at 1, %6.0f at 16, %6.0f at 256, %6.0f at 4096 groups per call; instance memory %.1f MB", lang,
+			rep.InvokeNs[lang]["1"], rep.InvokeNs[lang]["16"], rep.InvokeNs[lang]["256"], rep.InvokeNs[lang]["4096"], rep.InstanceMemoryMB[lang])
+	}
+
+	// 1a. Starting, per language: a new runtime's first instance from a warm compilation
+	// cache (the sessions module), and one more instance on a running host (logincount).
+	rep.WarmStartMs, rep.InstanceStartMs = map[string]float64{}, map[string]float64{}
+	for _, lang := range languages {
+		sessions, err := module("sessions", lang)
+		if err != nil {
+			return nil, err
+		}
+		if rep.WarmStartMs[lang], err = warmRestart(ctx, filepath.Join(tmp, "cache-"+lang), sessions, quiet); err != nil {
+			return nil, fmt.Errorf("bench: warm start %s: %w", lang, err)
+		}
+		count, err := module("logincount", lang)
+		if err != nil {
+			return nil, err
+		}
+		if rep.InstanceStartMs[lang], err = instanceStart(ctx, count, 5, quiet); err != nil {
+			return nil, fmt.Errorf("bench: instance start %s: %w", lang, err)
+		}
+		logf("start  %-15s %8.1f ms a new runtime's first instance from a warm compilation cache, %6.1f ms one more instance", lang,
+			rep.WarmStartMs[lang], rep.InstanceStartMs[lang])
 	}
 
 	// 2. Latency at a fixed rate.
@@ -312,6 +359,33 @@ func Run(ctx context.Context, opts Options) (*Report, error) {
 	rep.ABIv2Ratio = rep.ABIRowsPerSec["v2"] / rep.ABIRowsPerSec["v1"]
 	logf("abi    v1 %10.0f rows/s, v2 %10.0f rows/s (%.2fx): the same count per key, state with the group or by a state request (Go, %d keys, %d rows)",
 		rep.ABIRowsPerSec["v1"], rep.ABIRowsPerSec["v2"], rep.ABIv2Ratio, rep.Keys, rep.Rows)
+
+	// 2b'. Python: logincount against Go's (the v1 figure above), and the counting as a Python
+	// function and as a Python StatefulProcessor (smaller: Python is slower).
+	pyCount, err := module("logincount", "python")
+	if err != nil {
+		return nil, err
+	}
+	settle()
+	pyRPS, err := engineCount(ctx, filepath.Join(tmp, "logincount-python"), pyCount, rep.Keys, rep.Rows, quiet)
+	if err != nil {
+		return nil, fmt.Errorf("bench: logincount in Python: %w", err)
+	}
+	rep.LogincountRowsPerSec = map[string]float64{"go": rep.ABIRowsPerSec["v1"], "python": pyRPS}
+	rep.PythonGoRatio = pyRPS / rep.ABIRowsPerSec["v1"]
+	logf("python logincount %10.0f rows/s, Go %10.0f rows/s (%.2fx; %d keys, %d rows)", pyRPS, rep.ABIRowsPerSec["v1"], rep.PythonGoRatio, rep.Keys, rep.Rows)
+	pyKeys, pyRows := 10_000, 100_000
+	if opts.Quick {
+		pyKeys, pyRows = 4_000, 20_000
+	}
+	v1, v2, err := pythonABI(ctx, filepath.Join(tmp, "python-abi"), pyKeys, pyRows, quiet)
+	if err != nil {
+		return nil, fmt.Errorf("bench: Python ABI v2: %w", err)
+	}
+	rep.PythonABIRowsPerSec = map[string]float64{"v1": v1, "v2": v2}
+	rep.PythonABIv2Ratio = v2 / v1
+	logf("python abi v1 %10.0f rows/s, v2 %10.0f rows/s (%.2fx): the same count per key, a function or a StatefulProcessor (%d keys, %d rows)",
+		v1, v2, rep.PythonABIv2Ratio, pyKeys, pyRows)
 
 	// 2c. A stream-stream join (adjoin): throughput and its state over time.
 	rep.JoinAds, rep.JoinRows = 100_000, 1_000_000

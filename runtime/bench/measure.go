@@ -15,8 +15,9 @@ import (
 	groupstate "github.com/groupstate/groupstate/sdk/go"
 )
 
-// invoke measures ns per key group of logincount calls carrying n groups, for about d.
-func invoke(ctx context.Context, wasm []byte, n int, d time.Duration, logger *slog.Logger) (float64, error) {
+// invoke measures ns per key group of logincount calls carrying n groups, for about d, and
+// returns it with the linear memory of the instance that ran them (host.InstanceMemoryBytes).
+func invoke(ctx context.Context, wasm []byte, n int, d time.Duration, logger *slog.Logger) (float64, uint64, error) {
 	h, err := host.New(ctx, host.Config{
 		Wasm:   wasm,
 		Init:   abi.Init{ABIVersion: abi.Version, Mode: abi.TimeoutProcessingTime, Name: []byte("bench"), Config: []byte(`{"idle_timeout":"10s"}`)},
@@ -24,7 +25,7 @@ func invoke(ctx context.Context, wasm []byte, n int, d time.Duration, logger *sl
 		Limits: host.Limits{Instances: 1, CallTimeout: 10 * time.Second, MemoryBytes: 256 << 20},
 	})
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	defer h.Close(ctx)
 	call := &handler.Call{ProcessingTimeMs: 1000}
@@ -38,20 +39,20 @@ func invoke(ctx context.Context, wasm []byte, n int, d time.Duration, logger *sl
 	}
 	res := make([]handler.Result, n)
 	if err := h.Process(ctx, call, res); err != nil { // warm up
-		return 0, err
+		return 0, 0, err
 	}
 	calls := 0
 	start := time.Now()
 	for time.Since(start) < d {
 		if err := h.Process(ctx, call, res); err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		calls++
 	}
 	if res[0].Err != nil {
-		return 0, res[0].Err
+		return 0, 0, res[0].Err
 	}
-	return float64(time.Since(start).Nanoseconds()) / float64(calls*n), nil
+	return float64(time.Since(start).Nanoseconds()) / float64(calls*n), h.InstanceMemoryBytes(), nil
 }
 
 const sessionsSpec = `

@@ -195,3 +195,56 @@ output:
 		t.Fatalf("got %v, want the init to fail with the traceback", err)
 	}
 }
+
+// TestPythonProcessorCloseNotPerBatch: close() is not called after a call or a batch either
+// (the instance's processor goes on from batch to batch): the count of close calls the
+// instances report stays 0. And getQueryInfo() raises, saying it is not supported, and the
+// objects of the start are frozen out of the garbage collector's sight (gc.freeze).
+func TestPythonProcessorCloseNotPerBatch(t *testing.T) {
+	const src = `
+import gc
+import groupstate
+from groupstate import StatefulProcessor
+
+closes = 0
+
+class P(StatefulProcessor):
+    def init(self, handle):
+        try:
+            handle.getQueryInfo()
+            self.qi = "no error"
+        except groupstate.GroupStateRuntimeError as e:
+            self.qi = str(e)
+
+    def handleInputRows(self, key, rows, timerValues):
+        yield {"k": key[0], "closes": closes, "qi": self.qi, "frozen": gc.get_freeze_count() > 0}
+
+    def close(self):
+        global closes
+        closes += 1
+`
+	wasm, err := pybuild.Build(map[string][]byte{"p.py": []byte(src)}, "p")
+	require(t, err)
+	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}, {"k": "b"}]}
+{"expect": [{"k": "a", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)", "frozen": true}, {"k": "b", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)", "frozen": true}]}
+{"at": 2000, "rows": [{"k": "a"}]}
+{"expect": [{"k": "a", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)", "frozen": true}]}
+{"at": 3000, "rows": [{"k": "b"}, {"k": "a"}]}
+{"expect": [{"k": "b", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)", "frozen": true}, {"k": "a", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)", "frozen": true}]}
+`))
+	require(t, err)
+	var log bytes.Buffer
+	err = scenario.RunSteps(context.Background(), scenario.Options{
+		Spec: specFromYAML(t, `
+name: pyclose
+module: p.wasm
+input:
+  subjects: ["in.>"]
+key:
+  field: k
+output:
+  subject: out
+`), Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Log: &log,
+	}, steps)
+	require(t, err, log.String())
+}

@@ -692,6 +692,30 @@ func (h *Host) Release(ctx context.Context) int {
 	}
 }
 
+// InstanceMemoryBytes returns the size of the largest linear memory among the idle instances
+// (0 when none is idle): the guest memory one instance of the module holds (its heap, its
+// stack, its data; a memory never shrinks). Safe for concurrent use with calls, whose
+// instances it does not see.
+func (h *Host) InstanceMemoryBytes() uint64 {
+	var idle []*instance
+	var most uint64
+	for taking := true; taking; {
+		select {
+		case in := <-h.pool:
+			idle = append(idle, in)
+			if in.mem != nil {
+				most = max(most, uint64(in.mem.Size()))
+			}
+		default:
+			taking = false
+		}
+	}
+	for _, in := range idle {
+		h.pool <- in
+	}
+	return most
+}
+
 // Close closes the host's instances (those running a call when they return) and releases its
 // compiled module: the last host of a module closes its wazero runtime. Compiled code stays in
 // the cache.

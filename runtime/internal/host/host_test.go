@@ -386,7 +386,8 @@ func rawInstance(mod api.Module) *instance {
 }
 
 // TestRelease: Release closes the idle instances, and the next call makes one again and runs
-// as before; a second Release closes that one.
+// as before; a second Release closes that one. InstanceMemoryBytes sees the idle instance's
+// memory, and none once it is released.
 func TestRelease(t *testing.T) {
 	cfg := testConfig(sampleWasm(t, "logincount"))
 	cfg.Init.Mode = abi.TimeoutProcessingTime
@@ -405,8 +406,14 @@ func TestRelease(t *testing.T) {
 		}
 	}
 	call()
+	if m := h.InstanceMemoryBytes(); m == 0 || m%(64<<10) != 0 || len(h.pool) != 1 {
+		t.Fatalf("InstanceMemoryBytes with one idle instance: %d bytes, %d pooled after; want whole wasm pages and the instance back in the pool", m, len(h.pool))
+	}
 	if n := h.Release(context.Background()); n != 1 {
 		t.Fatalf("Release closed %d instances, want the 1 the host had", n)
+	}
+	if m := h.InstanceMemoryBytes(); m != 0 {
+		t.Fatalf("InstanceMemoryBytes with no instance: %d, want 0", m)
 	}
 	if len(h.pool) != 0 || len(h.sem) != 0 {
 		t.Fatalf("after Release: %d pooled, %d slots taken; want none", len(h.pool), len(h.sem))

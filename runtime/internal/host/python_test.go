@@ -1,15 +1,20 @@
 package host
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
+	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tetratelabs/wazero"
 
 	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/internal/pybuild"
+	"github.com/groupstate/groupstate/runtime/internal/handler"
 )
 
 // TestPythonSharedCompilation: two different Python handlers (an ABI v1 function and an ABI
@@ -117,5 +122,82 @@ func BenchmarkPythonNewHandler(b *testing.B) {
 		i++
 		b.StartTimer()
 		start(wasm)
+	}
+}
+
+// TestPythonCloseNotCalled: a StatefulProcessor's close() is not called when its instance is
+// released or its host closed (the ABI has no shutdown export, abi/README.md 3.1), while its
+// init is: both log, and only init's line reaches the host's log.
+func TestPythonCloseNotCalled(t *testing.T) {
+	wasm, err := pybuild.Build(map[string][]byte{"c.py": []byte(`
+import groupstate
+from groupstate import StatefulProcessor
+
+class C(StatefulProcessor):
+    def init(self, handle):
+        groupstate.log("init ran")
+
+    def close(self):
+        groupstate.log("close ran")
+`)}, "c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var log safeBuffer
+	cfg := testConfig(wasm)
+	cfg.Logger = slog.New(slog.NewTextHandler(&log, nil))
+	h, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := h.Release(context.Background()); n != 1 {
+		t.Fatalf("Release closed %d instances, want the first", n)
+	}
+	if err := h.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got := log.String(); !strings.Contains(got, "init ran") || strings.Contains(got, "close ran") {
+		t.Fatalf("host log:\n%s\nwant init's line and not close's", got)
+	}
+}
+
+// safeBuffer is a bytes.Buffer safe for concurrent writes.
+type safeBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *safeBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *safeBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestPythonFrozenStart: once an ABI v1 handler's instance started, the objects of its start
+// (the SDK, the handler's module) are frozen out of the garbage collector's sight (gc.freeze),
+// so that collections during calls walk only the calls' objects.
+func TestPythonFrozenStart(t *testing.T) {
+	wasm, err := pybuild.Build(map[string][]byte{"f.py": []byte("import gc\n\ndef handle(key, rows, state):\n    yield {'frozen': gc.get_freeze_count()}\n")}, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), testConfig(wasm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	res := make([]handler.Result, 1)
+	c := &handler.Call{ProcessingTimeMs: 1000, Groups: []handler.Group{{Key: []byte(`"a"`), Rows: [][]byte{[]byte(`{}`)}}}}
+	if err := h.Process(context.Background(), c, res); err != nil || res[0].Err != nil || len(res[0].Emits) != 1 {
+		t.Fatalf("call: %v, %+v", err, res[0])
+	}
+	if got := string(res[0].Emits[0]); got == `{"frozen":0}` || !strings.HasPrefix(got, `{"frozen":`) {
+		t.Errorf("the handler saw %s, want a frozen count above 0", got)
 	}
 }

@@ -21,6 +21,7 @@ This package runs inside the Python runtime module (sdk/python/runtime); the C g
 ``_init`` once per instance and ``_new_state`` / the entry once per group.
 """
 
+import gc as _gc
 import json as _json
 
 import _groupstate
@@ -361,4 +362,8 @@ def _init(name, config_bytes, timeout_mode, flags, want_class=False):
             f"groupstate: {module_name}.{func} is a class; a module built with a function entry calls handle(key, rows, state)")
     if not callable(fn):
         raise GroupStateRuntimeError(f"groupstate: {module_name}.py has no function {func}(key, rows, state)")
+    # What the start made (the SDK, the handler's modules) lives as long as the instance: out
+    # of the collector's sight, a collection walks only the calls' objects (a quarter to a
+    # third less per group in logincount; docs/performance.md).
+    _gc.freeze()
     return fn

@@ -26,6 +26,7 @@ are JSON). The glue of the runtime module (sdk/python/runtime/glue.c) calls ``_i
 ``_process_v2`` with the ABI's buffers (abi/README.md section 9).
 """
 
+import gc as _gc
 import json as _json
 import struct as _struct
 
@@ -467,6 +468,14 @@ class StatefulProcessorHandle:
                 return
         raise GroupStateValueError(f"groupstate: deleteIfExists({stateName!r}): no such state variable")
 
+    def getQueryInfo(self):
+        """Not supported: raises GroupStateRuntimeError. Spark's QueryInfo has a query id, a
+        run id and a batch id; the ABI hands a module none of them (its deployment's name is
+        groupstate.deployment)."""
+        raise GroupStateRuntimeError(
+            "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or "
+            "batch id (groupstate.deployment is the deployment's name)")
+
     @property
     def inputs(self):
         """The deployment's input names (spec inputs:), or [] with one input."""
@@ -578,8 +587,9 @@ class StatefulProcessor:
         _apply_initial(initialState)
 
     def close(self):
-        """Called when the instance is discarded, if ever (groupstate does not call it: an
-        instance lives until the runtime drops it, and keeps nothing outside its state)."""
+        """Never called by groupstate (PySpark's signature, kept so that code ports): an
+        instance lives across batches until the runtime drops it without notice (the ABI has
+        no shutdown export), and keeps nothing outside its state."""
 
 
 def _apply_initial(initial):
@@ -666,6 +676,9 @@ def _init_v2(buf):
     finally:
         _declaring = False
     _processor = processor
+    # What the start made (the SDK, the handler's modules, the processor) lives as long as
+    # the instance: out of the collector's sight, a collection walks only the calls' objects.
+    _gc.freeze()
     parts = [_U32.pack(len(_decls))]
     for vname, kind, ttl in _decls:
         b = vname.encode("ascii")
