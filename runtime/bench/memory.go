@@ -1,17 +1,14 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"os"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/procmem"
 )
 
 const memorySpec = `
@@ -72,7 +69,7 @@ func memory(ctx context.Context, dir string, wasm []byte, keys, probeRows int, l
 		// RSS first: the probes read all over the state, which is not what this point measures.
 		if done%step == 0 {
 			settle()
-			points = append(points, MemoryPoint{Keys: done, RSSMB: rssMB()})
+			points = append(points, MemoryPoint{Keys: done, RSSMB: procmem.MB(procmem.RSS())})
 		}
 		if done == small || done == keys {
 			active := []int{small}
@@ -112,21 +109,4 @@ func stateProbe(ctx context.Context, eng *engine.Engine, batch []engine.Row, key
 		}
 	}
 	return float64(rows) / time.Since(start).Seconds(), nil
-}
-
-// rssMB reads the process's resident set size from /proc (0 where there is none).
-func rssMB() float64 {
-	f, err := os.Open("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 64)
-			return kb / 1024
-		}
-	}
-	return 0
 }

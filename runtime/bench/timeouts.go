@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/procmem"
 )
 
 // timeoutsSpec is logincount with a processing-time timeout of a minute after each key's
@@ -43,7 +44,7 @@ func sampleRSS(peak *float64) (stop func()) {
 		tick := time.NewTicker(50 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			*peak = math.Max(*peak, rssMB())
+			*peak = math.Max(*peak, procmem.MB(procmem.RSS()))
 			select {
 			case <-done:
 				return

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/groupstate/groupstate/runtime/engine"
+	"github.com/groupstate/groupstate/runtime/internal/procmem"
 )
 
 // BenchmarkBigValues runs batches of big rows over a few keys (issue 30, item 6: 100 rows of
@@ -52,7 +53,7 @@ output: {subject: big.out}
 	}
 	run() // the module's instances start and grow their memories
 	runtime.GC()
-	canRSS := resetPeakRSS()
+	canRSS := procmem.ResetPeak()
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	b.ResetTimer()
@@ -66,32 +67,9 @@ output: {subject: big.out}
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n, "alloc-B/batch")
 	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/n/float64(inBytes), "alloc/input")
 	if canRSS {
-		b.ReportMetric(float64(peakRSS())/(1<<20), "peak-RSS-MB")
+		b.ReportMetric(float64(procmem.PeakRSS())/(1<<20), "peak-RSS-MB")
 	}
 	b.ReportMetric(float64(dirSize(b, dir))/(1<<20), "state-dir-MB")
-}
-
-// resetPeakRSS resets the process's peak resident set size (Linux: VmHWM), and reports
-// whether it could.
-func resetPeakRSS() bool {
-	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
-}
-
-// peakRSS returns the process's peak resident set size in bytes since resetPeakRSS (Linux),
-// or 0.
-func peakRSS() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			var kb uint64
-			fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 // dirSize is the bytes of the files under dir.

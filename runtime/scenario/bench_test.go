@@ -10,11 +10,11 @@ import (
 	"runtime"
 	"runtime/metrics"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/groupstate/groupstate/runtime/internal/procmem"
 	"github.com/groupstate/groupstate/runtime/scenario"
 	"github.com/groupstate/groupstate/runtime/spec"
 )
@@ -93,28 +93,6 @@ func peakHeap() (stop func() uint64) {
 	}
 }
 
-// resetPeakRSS resets the process's peak resident set size (Linux: VmHWM), and reports
-// whether it could.
-func resetPeakRSS() bool {
-	return os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
-}
-
-// peakRSS returns the process's peak resident set size in bytes since resetPeakRSS (Linux),
-// or 0.
-func peakRSS() uint64 {
-	b, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
-}
-
 // BenchmarkManyKeys runs `groupstate test`'s harness (scenario.Run) on logincount over N
 // distinct keys, then one batch that fires all their timeouts (issue 30, item 5), and reports
 // the peak of the Go heap and the process's peak RSS over the run: both stay level as N
@@ -135,14 +113,14 @@ func BenchmarkManyKeys(b *testing.B) {
 			var heap, rss uint64
 			for b.Loop() {
 				runtime.GC()
-				canRSS := resetPeakRSS()
+				canRSS := procmem.ResetPeak()
 				stop := peakHeap()
 				var out countWriter
 				err := scenario.Run(context.Background(), scenario.Options{Spec: sp, Wasm: wasm, Out: &out},
 					&manyKeys{keys: keys, perBatch: sp.Trigger.MaxRows, at: 1000})
 				heap = max(heap, stop())
 				if canRSS {
-					rss = max(rss, peakRSS())
+					rss = max(rss, procmem.PeakRSS())
 				}
 				if err != nil {
 					b.Fatal(err)

@@ -1,8 +1,6 @@
 package service_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -10,12 +8,12 @@ import (
 	"runtime/debug"
 	"runtime/pprof"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/groupstate/groupstate/runtime/client"
+	"github.com/groupstate/groupstate/runtime/internal/procmem"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/service"
 )
@@ -101,7 +99,7 @@ func BenchmarkIdle(b *testing.B) {
 	debug.FreeOSMemory() // what an idle process converges to: freed memory returned to the OS
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	rss := residentMB(b)
+	rss := procmem.MB(procmem.RSS())
 	if path := os.Getenv("GS_IDLE_HEAPPROFILE"); path != "" {
 		f, err := os.Create(path)
 		testutil.Require(b, err)
@@ -158,21 +156,4 @@ func processCPU(tb testing.TB) time.Duration {
 	var ru syscall.Rusage
 	testutil.Require(tb, syscall.Getrusage(syscall.RUSAGE_SELF, &ru))
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// residentMB is the process's resident set size in MB (VmRSS), 0 where /proc is missing.
-func residentMB(tb testing.TB) float64 {
-	raw, err := os.ReadFile("/proc/self/status")
-	if err != nil {
-		return 0
-	}
-	sc := bufio.NewScanner(bytes.NewReader(raw))
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			testutil.Require(tb, err)
-			return kb / 1024
-		}
-	}
-	return 0
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/internal/procmem"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/internal/topology"
 )
@@ -117,7 +118,7 @@ func TestSoak(t *testing.T) {
 		runtime.GC()
 		s.HeapMB, s.GoMB = goMemoryMB()
 		s.OwnersMB = heapOwners()
-		s.RSSMB = residentMB(t)
+		s.RSSMB = procmem.MB(procmem.RSS())
 		s.Goroutine = runtime.NumGoroutine()
 		if info, err := inStream.Info(ctx); err == nil {
 			s.InputMB = float64(info.State.Bytes) / (1 << 20)
