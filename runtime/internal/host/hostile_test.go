@@ -1,7 +1,6 @@
 package host
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -18,6 +17,7 @@ import (
 	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
 	"github.com/groupstate/groupstate/runtime/internal/host/hostile"
+	"github.com/groupstate/groupstate/runtime/internal/procmem"
 )
 
 // TestHostileCorpusCommitted: the committed modules of the corpus are what its generator
@@ -51,31 +51,12 @@ func (c byteCounter) WithGroup(string) slog.Handler      { return c }
 // function that reads how far it rose since, in bytes; ok is false where the kernel does not
 // support it.
 func peakRSS(t *testing.T) (rise func() int64, ok bool) {
-	read := func(field string) int64 {
-		f, err := os.Open("/proc/self/status")
-		if err != nil {
-			return -1
-		}
-		defer f.Close()
-		s := bufio.NewScanner(f)
-		for s.Scan() {
-			if rest, ok := strings.CutPrefix(s.Text(), field+":"); ok {
-				var kb int64
-				fmt.Sscanf(strings.TrimSpace(rest), "%d", &kb)
-				return kb << 10
-			}
-		}
-		return -1
-	}
 	debug.FreeOSMemory() // what earlier tests left is not this one's
-	if err := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0); err != nil {
+	if !procmem.ResetPeak() {
 		return nil, false
 	}
-	base := read("VmRSS")
-	if base < 0 || read("VmHWM") < 0 {
-		return nil, false
-	}
-	return func() int64 { return read("VmHWM") - base }, true
+	base := int64(procmem.RSS())
+	return func() int64 { return int64(procmem.PeakRSS()) - base }, true
 }
 
 // TestHostileModules runs every module of the corpus (hostile.Corpus) as the runtime would:
