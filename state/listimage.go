@@ -10,7 +10,8 @@ import (
 )
 
 // List images: a short list's stored elements as one record of the hot-state cache
-// (RATIONALE.md, "Short lists read from the hot-state cache"). A list of at most
+// (RATIONALE.md, "The join's state on the host: timers and short lists from the hot-state
+// cache, LIST_DROP_FIRST"). A list of at most
 // imageMaxItems elements and imageMaxBytes bytes is read (ListRead, and the keys that
 // ListDropFirst and a short clear delete) from its image rather than with a Pebble
 // iterator through the batch's indexed batch, which costs a merge of every level for a
@@ -25,10 +26,12 @@ import (
 // A batch keeps, per list it read or wrote, its own view of the image (Batch.imgs):
 // known (the list as the batch sees it, elements in order) or dirty (the batch wrote the
 // list without knowing all of it: it is read through the indexed batch). A list without
-// an entry was not written by the batch, so its image in the cache, or an iterator
-// through the indexed batch, gives the committed list. Every write of a list's elements
-// goes through a KeyTxn's list ops (appendList, clearColl, ListDropFirst), which update a
-// known image, load it from the cache first (a list the batch did not read), or mark it
+// an entry was either not written by the batch (its image in the cache, if any, is the
+// list) or written while the cache had no image of it (and only this batch's commit can
+// store one): an image in the cache, or else an iterator through the indexed batch, gives
+// the list as the batch sees it. Every write of a list's elements goes through a KeyTxn's
+// list ops (appendList, clearColl, ListDropFirst), which update a known image, load it
+// from the cache first (a list the batch did not read; none there: no entry), or mark it
 // dirty; ExpireTTL marks the lists and maps it removes items of dirty. At Commit, known
 // images are stored in the cache (write-through) and dirty ones forgotten, inside the
 // stripe's write bracket as the overlay's records; a failed group's rebuild of the indexed

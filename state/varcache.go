@@ -10,8 +10,8 @@ import (
 // hot-state cache"). A key transaction's point reads of the records every call of a key
 // reads — a value variable's value, a list's or map's meta record (tag head of section
 // 'x'), the key's record (section 'k') and whether the key has a timer at a timestamp (its
-// per-key timer entry, section 'j': RATIONALE.md, "Timers and list fronts without reading
-// through the indexed batch") — are served, in this order, from:
+// per-key timer entry, section 'j': RATIONALE.md, "The join's state on the host") — are
+// served, in this order, from:
 //
 //  1. the batch's overlay: its own writes of those keys, kept beside the indexed batch;
 //  2. the store's hot-state cache, under the deployment's variables name (varsDep);
