@@ -21,6 +21,7 @@ const (
 	OpListPut       Op = 0x12 // replace a list: count u32, elements
 	OpListClear     Op = 0x13 // clear a list
 	OpListExists    Op = 0x14 // read whether a list has elements: answer u8
+	OpListDropFirst Op = 0x15 // remove a list's first n elements: n u32 (an addition to the draft)
 	OpMapGet        Op = 0x20 // read a map entry: map key; answer present u8, value when 1
 	OpMapContains   Op = 0x21 // read whether a map has a key: map key; answer u8
 	OpMapSet        Op = 0x22 // set a map entry: map key, value
@@ -51,6 +52,7 @@ var opInfos = [256]opInfo{
 	OpListPut:       {"LIST_PUT", VarList, false, true},
 	OpListClear:     {"LIST_CLEAR", VarList, false, true},
 	OpListExists:    {"LIST_EXISTS", VarList, true, true},
+	OpListDropFirst: {"LIST_DROP_FIRST", VarList, false, true},
 	OpMapGet:        {"MAP_GET", VarMap, true, true},
 	OpMapContains:   {"MAP_CONTAINS", VarMap, true, true},
 	OpMapSet:        {"MAP_SET", VarMap, false, true},
@@ -152,6 +154,13 @@ func (w *OpWriter) ListClear(v uint32) { w.varOp(OpListClear, v) }
 // ListExists appends LIST_EXISTS of list variable v.
 func (w *OpWriter) ListExists(v uint32) { w.varOp(OpListExists, v) }
 
+// ListDropFirst appends LIST_DROP_FIRST of list variable v: its first n elements are
+// removed (a host refuses an n above the list's number of elements).
+func (w *OpWriter) ListDropFirst(v uint32, n uint32) {
+	w.varOp(OpListDropFirst, v)
+	w.buf = appendU32(w.buf, n)
+}
+
 // MapGet appends MAP_GET of key in map variable v.
 func (w *OpWriter) MapGet(v uint32, key []byte) {
 	w.varOp(OpMapGet, v)
@@ -218,6 +227,8 @@ func (w *OpWriter) Append(o *DecodedOp) {
 		w.varOp(o.Op, o.Var)
 		w.buf = appendU32(w.buf, o.Count)
 		w.buf = append(w.buf, o.elems...)
+	case OpListDropFirst:
+		w.ListDropFirst(o.Var, o.N)
 	case OpMapGet, OpMapContains, OpMapRemove:
 		w.varOp(o.Op, o.Var)
 		w.buf = appendBytes(w.buf, o.MapKey)
@@ -260,6 +271,8 @@ type DecodedOp struct {
 	Ts int64
 	// Count is the number of elements of LIST_APPEND and LIST_PUT; see [DecodedOp.Elements].
 	Count uint32
+	// N is the number of elements LIST_DROP_FIRST removes.
+	N     uint32
 	elems []byte
 }
 
@@ -358,6 +371,8 @@ func (or *OpReader) Next(o *DecodedOp) (bool, error) {
 		if r.err == nil {
 			o.elems = r.b[start:r.off:r.off]
 		}
+	case OpListDropFirst:
+		o.N = r.u32()
 	case OpMapGet, OpMapContains, OpMapRemove:
 		o.MapKey = r.bytes()
 	case OpMapSet:

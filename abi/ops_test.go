@@ -21,13 +21,14 @@ type op struct {
 	mapCursor string
 	maxBytes  uint32
 	ts        int64
+	n         uint32
 	elems     []string
 }
 
 func (o op) String() string { return fmt.Sprintf("%s%+v", o.op, struct{ op }{o}) }
 
 func toOp(d *abi.DecodedOp) op {
-	o := op{op: d.Op, v: d.Var, value: string(d.Value), mapKey: string(d.MapKey), cursor: d.Cursor, mapCursor: string(d.MapCursor), maxBytes: d.MaxBytes, ts: d.Ts}
+	o := op{op: d.Op, v: d.Var, value: string(d.Value), mapKey: string(d.MapKey), cursor: d.Cursor, mapCursor: string(d.MapCursor), maxBytes: d.MaxBytes, ts: d.Ts, n: d.N}
 	for e := range d.Elements() {
 		o.elems = append(o.elems, string(e))
 	}
@@ -39,7 +40,7 @@ func toOp(d *abi.DecodedOp) op {
 
 func equalOp(a, b op) bool {
 	return a.op == b.op && a.v == b.v && a.value == b.value && a.mapKey == b.mapKey && a.cursor == b.cursor &&
-		a.mapCursor == b.mapCursor && a.maxBytes == b.maxBytes && a.ts == b.ts && slices.Equal(a.elems, b.elems)
+		a.mapCursor == b.mapCursor && a.maxBytes == b.maxBytes && a.ts == b.ts && a.n == b.n && slices.Equal(a.elems, b.elems)
 }
 
 // readOps decodes a whole op list.
@@ -71,6 +72,8 @@ var opCases = []struct {
 	{func(w *abi.OpWriter) { w.ListPut(5, []byte("x")) }, op{op: abi.OpListPut, v: 5, elems: []string{"x"}}},
 	{func(w *abi.OpWriter) { w.ListClear(6) }, op{op: abi.OpListClear, v: 6}},
 	{func(w *abi.OpWriter) { w.ListExists(7) }, op{op: abi.OpListExists, v: 7}},
+	{func(w *abi.OpWriter) { w.ListDropFirst(7, 3) }, op{op: abi.OpListDropFirst, v: 7, n: 3}},
+	{func(w *abi.OpWriter) { w.ListDropFirst(0, 1<<32-1) }, op{op: abi.OpListDropFirst, n: 1<<32 - 1}},
 	{func(w *abi.OpWriter) { w.MapGet(8, []byte("k")) }, op{op: abi.OpMapGet, v: 8, mapKey: "k"}},
 	{func(w *abi.OpWriter) { w.MapContains(9, nil) }, op{op: abi.OpMapContains, v: 9}},
 	{func(w *abi.OpWriter) { w.MapSet(10, []byte("k"), []byte("v")) }, op{op: abi.OpMapSet, v: 10, mapKey: "k", value: "v"}},
@@ -100,8 +103,8 @@ func TestOpNames(t *testing.T) {
 	for _, tc := range opCases {
 		names[tc.want.op] = ""
 	}
-	if len(names) != 18 {
-		t.Fatalf("the cases cover %d ops, want all 18", len(names))
+	if len(names) != 19 {
+		t.Fatalf("the cases cover %d ops, want all 19", len(names))
 	}
 	for o := range 256 {
 		op := abi.Op(o)
@@ -129,6 +132,7 @@ func TestOpNames(t *testing.T) {
 		{abi.OpListPut, "LIST_PUT", abi.VarList, false},
 		{abi.OpListClear, "LIST_CLEAR", abi.VarList, false},
 		{abi.OpListExists, "LIST_EXISTS", abi.VarList, true},
+		{abi.OpListDropFirst, "LIST_DROP_FIRST", abi.VarList, false},
 		{abi.OpMapGet, "MAP_GET", abi.VarMap, true},
 		{abi.OpMapContains, "MAP_CONTAINS", abi.VarMap, true},
 		{abi.OpMapSet, "MAP_SET", abi.VarMap, false},
@@ -197,6 +201,7 @@ func TestOpLayout(t *testing.T) {
 	w.ValueSet(3, []byte("ab"))
 	w.ListRead(1, 2, 100)
 	w.ListAppend(2, []byte("x"), []byte("yz"))
+	w.ListDropFirst(5, 258)
 	w.MapRead(4, nil, 7)
 	w.TimerRegister(1000)
 	w.TimerList()
@@ -204,6 +209,7 @@ func TestOpLayout(t *testing.T) {
 		0x02, 3, 0, 0, 0, 2, 0, 0, 0, 'a', 'b', // VALUE_SET var 3 "ab"
 		0x10, 1, 0, 0, 0, 2, 0, 0, 0, 0, 0, 0, 0, 100, 0, 0, 0, // LIST_READ var 1 cursor 2 max_bytes 100
 		0x11, 2, 0, 0, 0, 2, 0, 0, 0, 1, 0, 0, 0, 'x', 2, 0, 0, 0, 'y', 'z', // LIST_APPEND var 2, 2 elements
+		0x15, 5, 0, 0, 0, 2, 1, 0, 0, // LIST_DROP_FIRST var 5 n 258
 		0x24, 4, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, // MAP_READ var 4 cursor "" max_bytes 7
 		0x30, 0xe8, 3, 0, 0, 0, 0, 0, 0, // TIMER_REGISTER 1000
 		0x32, // TIMER_LIST

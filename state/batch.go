@@ -67,6 +67,9 @@ type Batch struct {
 	ov  varOverlay // vb's writes of the records the hot-state cache holds (varcache.go)
 	cat *catalog   // the catalog as the batch left it, once read
 	tx  *KeyTxn    // the open transaction
+	// imgs is the batch's view of the images of the short lists it read or wrote, by
+	// image key (listimage.go).
+	imgs map[string]*listImage
 	// reverts counts RevertKeys calls: a transaction committed before the last one can no
 	// longer be reverted (its place in vb moved).
 	reverts int

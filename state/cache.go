@@ -255,7 +255,13 @@ func (c *stateCache) endWrite(st *cacheStripe, committed bool, logs ...depLog) {
 				e.Value = log.value(i)
 				sh, kh := c.shard(key)
 				sh.mu.Lock()
-				sh.store(l.dep, key, kh, e, e.exists())
+				if r.drop {
+					if i := sh.lookup(l.dep, key, kh); i >= 0 {
+						sh.remove(i)
+					}
+				} else {
+					sh.store(l.dep, key, kh, e, e.exists())
+				}
 				sh.mu.Unlock()
 			}
 		}
@@ -567,6 +573,7 @@ type setRec struct {
 	off, keyLen, valLen int
 	prevTimeout         int64 // the timeout of the entry before the Set
 	e                   Entry // without Value
+	drop                bool  // the cache forgets the key (rather than caching e)
 }
 
 // timerOp is a timer-index write of writeSets.
@@ -585,6 +592,13 @@ func (l *setLog) add(key []byte, prevTimeout int64, e Entry) {
 		l.arena = append(l.arena, e.Value...)
 	}
 	l.recs = append(l.recs, r)
+}
+
+// addDrop records that the cache must forget key: a deleted record that is seldom read
+// again (a key's timer), whose cached absence would only take room.
+func (l *setLog) addDrop(key []byte) {
+	l.recs = append(l.recs, setRec{off: len(l.arena), keyLen: len(key), drop: true})
+	l.arena = append(l.arena, key...)
 }
 
 func (l *setLog) key(i int) []byte {

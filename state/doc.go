@@ -34,14 +34,17 @@
 // read began. Expired, Keys, Progress and Outbox always read Pebble.
 //
 // A KeyTxn's point reads of a value variable's value, a list's or map's
-// meta record and the key's record go through the same cache, under a name
-// of the deployment's own apart from its state entries: first the batch's
+// meta record, the key's record and the key's per-key timer entries (does
+// the key have a timer at ts? asked by TimerRegister and TimerDelete, and
+// only when the key's record counts a timer) go through the same cache,
+// under a name of the deployment's own apart from its state entries: first the batch's
 // own writes of those records (an overlay beside its indexed batch), then
 // the cache, then Pebble. Batch.Commit stores the overlay in the cache with
 // the commit; a batch that range-deleted a whole variable (a dropped
 // declaration) reads through its indexed batch and empties the cache when
-// it commits. List elements, map entries, timers and the TTL index are read
-// through the batch's indexed batch, as before.
+// it commits. List elements, map entries, a key's list of timers, the timer
+// index and the TTL index are read through the batch's indexed batch, as
+// before.
 //
 // # Replication
 //
@@ -173,7 +176,8 @@
 // MapExists scans. A collection without items has no meta record. Appending
 // to a list or setting a map entry reads the meta record (once per
 // transaction) and the entry (for a map), and writes the item and the meta
-// record: never the rest of the collection.
+// record: never the rest of the collection. Dropping a list's first n
+// elements (KeyTxn.ListDropFirst) reads their keys and deletes them.
 //
 // The TTL index has an entry per item written with an expiry; Batch.ExpireTTL
 // scans it up to the processing time, removes the items whose expiry is

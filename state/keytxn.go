@@ -388,7 +388,7 @@ const pointClearMax = 64
 // clearColl deletes every item of list or map id: a range deletion of the key's
 // part of the variable, or point deletions when it has at most pointClearMax items.
 // Nothing is written when it has none.
-func (t *KeyTxn) clearColl(id uint32) error {
+func (t *KeyTxn) clearColl(id uint32, list bool) error {
 	m, err := t.meta(id)
 	if err != nil {
 		return err
@@ -399,9 +399,23 @@ func (t *KeyTxn) clearColl(id uint32) error {
 	if err := t.addVars(-1); err != nil {
 		return err
 	}
-	if m.m.count > pointClearMax {
+	var img *listImage
+	if list {
+		if img, err = t.readImage(id, m.m.count); err != nil {
+			return err
+		}
+		defer t.resetImage(id)
+	}
+	switch {
+	case m.m.count > pointClearMax:
 		t.b.vdelKeyVar(id, t.key)
-	} else {
+	case img != nil:
+		var k []byte
+		for _, seq := range img.seqs {
+			k = listItemKey(k[:0], t.d.prefix, id, t.key, seq)
+			t.b.vdel(k)
+		}
+	default:
 		lower, upper := t.itemsBounds(id)
 		iter, err := t.r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
 		if err != nil {
@@ -442,6 +456,16 @@ func (t *KeyTxn) ListRead(v int, cursor uint64, maxBytes int) (elems [][]byte, n
 	m, err := t.meta(id)
 	if err != nil || m.m.count == 0 {
 		return nil, 0, err
+	}
+	if img, err := t.readImage(id, m.m.count); err != nil || img != nil {
+		if err != nil {
+			return nil, 0, err
+		}
+		elems, next, err = img.read(cursor, maxBytes, t.now)
+		if err != nil {
+			err = fmt.Errorf("key %q: %w", t.key, err)
+		}
+		return elems, next, err
 	}
 	lower, upper := t.itemsBounds(id)
 	n := len(lower)
@@ -498,6 +522,7 @@ func (t *KeyTxn) appendList(id uint32, ttl int64, elems [][]byte) error {
 		return err
 	}
 	exp := t.expiry(ttl)
+	count0 := m.m.count
 	if m.m.count == 0 {
 		if err := t.addVars(+1); err != nil {
 			return err
@@ -505,13 +530,18 @@ func (t *KeyTxn) appendList(id uint32, ttl int64, elems [][]byte) error {
 		m.m.maxExp = expiryBound(exp)
 	}
 	m.m.maxExp = max(m.m.maxExp, expiryBound(exp))
+	img := t.writeImage(id, count0)
 	var k []byte
 	for _, e := range elems {
 		k = listItemKey(k[:0], t.d.prefix, id, t.key, m.m.next)
 		t.setItem(k, exp, e)
+		if img != nil {
+			img.set(m.m.next, t.buf) // the item setItem wrote
+		}
 		m.m.next++
 		m.m.count++
 	}
+	imageWritten(img)
 	m.dirty = true
 	return nil
 }
@@ -523,7 +553,7 @@ func (t *KeyTxn) ListPut(v int, elems ...[]byte) error {
 		return err
 	}
 	defer t.end()
-	if err := t.clearColl(id); err != nil {
+	if err := t.clearColl(id, true); err != nil {
 		return err
 	}
 	return t.appendList(id, ttl, elems)
@@ -537,7 +567,165 @@ func (t *KeyTxn) ListClear(v int) error {
 		return err
 	}
 	defer t.end()
-	return t.clearColl(id)
+	return t.clearColl(id, true)
+}
+
+// ListDropFirst removes list variable v's first n elements, as ListRead returns them:
+// elements whose TTL expired are not counted, and those stored among or before the first
+// n are removed with them. n = 0 does nothing. A negative n, or one above the number of
+// the list's elements, is refused (ErrVarOp) and changes nothing. It reads the keys of
+// the elements it removes and writes their deletions and the meta record, never the rest
+// of the list, except to find the largest expiry left when the elements removed held it.
+func (t *KeyTxn) ListDropFirst(v int, n int) error {
+	id, _, err := t.begin(v, VarList, true)
+	if err != nil {
+		return err
+	}
+	defer t.end()
+	name := t.vars.decls[v].Name
+	if n < 0 {
+		return fmt.Errorf("%w: drop the first %d elements of state variable %s: a negative count", ErrVarOp, n, name)
+	}
+	if n == 0 {
+		return nil
+	}
+	m, err := t.meta(id)
+	if err != nil {
+		return err
+	}
+	if m.m.count == 0 {
+		return fmt.Errorf("%w: drop the first %d elements of state variable %s, which has 0", ErrVarOp, n, name)
+	}
+	img, err := t.readImage(id, m.m.count)
+	if err != nil {
+		return err
+	}
+	if img != nil {
+		return t.dropFirstImage(id, m, img, n, name)
+	}
+	t.dirtyImage(id)
+	lower, upper := t.itemsBounds(id)
+	iter, err := t.r.NewIter(&pebble.IterOptions{LowerBound: lower, UpperBound: upper})
+	if err != nil {
+		return err
+	}
+	defer iter.Close()
+	keys := make([][]byte, 0, min(uint64(n), m.m.count))
+	seen, dropMax := 0, int64(0) // the live elements seen, the largest expiry bound dropped
+	ok := iter.First()
+	for ; ok && seen < n; ok = iter.Next() {
+		exp, err := listIterItem(iter, len(lower))
+		if err != nil {
+			return err
+		}
+		if live(exp, t.now) {
+			seen++
+		}
+		dropMax = max(dropMax, expiryBound(exp))
+		keys = append(keys, bytes.Clone(iter.Key()))
+	}
+	if err := iter.Error(); err != nil {
+		return err
+	}
+	if seen < n {
+		return fmt.Errorf("%w: drop the first %d elements of state variable %s, which has %d", ErrVarOp, n, name, seen)
+	}
+	left := m.m
+	left.count -= uint64(len(keys))
+	if left.count > 0 && dropMax == m.m.maxExp {
+		// The largest expiry may have gone with the elements removed: find the largest left,
+		// from the end (where it is unless the variable's TTL changed), stopping at the old
+		// bound.
+		left.maxExp = 0
+		last := keys[len(keys)-1]
+		for ok := iter.Last(); ok && bytes.Compare(iter.Key(), last) > 0; ok = iter.Prev() {
+			exp, err := listIterItem(iter, len(lower))
+			if err != nil {
+				return err
+			}
+			if left.maxExp = max(left.maxExp, expiryBound(exp)); left.maxExp == m.m.maxExp {
+				break
+			}
+		}
+		if err := iter.Error(); err != nil {
+			return err
+		}
+	}
+	for _, k := range keys {
+		t.b.vdel(k)
+	}
+	if left.count == 0 {
+		left = collMeta{}
+		if err := t.addVars(-1); err != nil {
+			return err
+		}
+	}
+	m.m, m.dirty = left, true
+	return nil
+}
+
+// dropFirstImage is ListDropFirst of list id on the batch's image of it, which it updates.
+func (t *KeyTxn) dropFirstImage(id uint32, m *txnMeta, img *listImage, n int, name string) error {
+	exps := make([]int64, len(img.items))
+	for i, item := range img.items {
+		exp, _, err := decodeItem(item)
+		if err != nil {
+			return fmt.Errorf("key %q: %w", t.key, err)
+		}
+		exps[i] = exp
+	}
+	drop, seen, dropMax := 0, 0, int64(0)
+	for ; drop < len(exps) && seen < n; drop++ {
+		if live(exps[drop], t.now) {
+			seen++
+		}
+		dropMax = max(dropMax, expiryBound(exps[drop]))
+	}
+	if seen < n {
+		return fmt.Errorf("%w: drop the first %d elements of state variable %s, which has %d", ErrVarOp, n, name, seen)
+	}
+	left := m.m
+	left.count -= uint64(drop)
+	if left.count > 0 && dropMax == m.m.maxExp {
+		left.maxExp = 0
+		for i := len(exps) - 1; i >= drop; i-- {
+			if left.maxExp = max(left.maxExp, expiryBound(exps[i])); left.maxExp == m.m.maxExp {
+				break
+			}
+		}
+	}
+	var k []byte
+	for _, seq := range img.seqs[:drop] {
+		k = listItemKey(k[:0], t.d.prefix, id, t.key, seq)
+		t.b.vdel(k)
+	}
+	img.seqs, img.items, img.cached = slices.Delete(img.seqs, 0, drop), slices.Delete(img.items, 0, drop), false
+	img.size = 0
+	for _, item := range img.items {
+		img.size += len(item)
+	}
+	if left.count == 0 {
+		left = collMeta{}
+		if err := t.addVars(-1); err != nil {
+			return err
+		}
+	}
+	m.m, m.dirty = left, true
+	return nil
+}
+
+// listIterItem decodes the list element at iter (whose keys of the list's elements are
+// lowerLen + 8 bytes long) and returns its expiry.
+func listIterItem(iter *pebble.Iterator, lowerLen int) (int64, error) {
+	if len(iter.Key()) != lowerLen+8 {
+		return 0, fmt.Errorf("%w: list element key %q", ErrCorrupt, iter.Key())
+	}
+	raw, err := iter.ValueAndErr()
+	if err != nil {
+		return 0, err
+	}
+	exp, _, err := decodeItem(raw)
+	return exp, err
 }
 
 // ListExists reports whether list variable v has an element that has not expired:
@@ -699,7 +887,7 @@ func (t *KeyTxn) MapClear(v int) error {
 		return err
 	}
 	defer t.end()
-	return t.clearColl(id)
+	return t.clearColl(id, false)
 }
 
 // MapExists reports whether map variable v has an entry that has not expired. It

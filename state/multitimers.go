@@ -20,11 +20,8 @@ func (t *KeyTxn) TimerRegister(ts int64) error {
 	}
 	defer t.end()
 	k := keyTimerKey(nil, t.d.prefix, t.key, ts)
-	_, found, err := getCopy(t.r, k)
+	found, err := t.hasTimer(k)
 	if err != nil || found {
-		return err
-	}
-	if err := t.loadRec(); err != nil {
 		return err
 	}
 	t.rec.timers++
@@ -40,11 +37,8 @@ func (t *KeyTxn) TimerDelete(ts int64) error {
 	}
 	defer t.end()
 	k := keyTimerKey(nil, t.d.prefix, t.key, ts)
-	_, found, err := getCopy(t.r, k)
+	found, err := t.hasTimer(k)
 	if err != nil || !found {
-		return err
-	}
-	if err := t.loadRec(); err != nil {
 		return err
 	}
 	if t.rec.timers > 0 {
@@ -53,6 +47,21 @@ func (t *KeyTxn) TimerDelete(ts int64) error {
 	t.b.vdel(k)
 	t.b.vdel(timerKey(nil, t.d.prefix, ts, t.key))
 	return nil
+}
+
+// hasTimer reports whether the key has the timer of per-key timer key k, loading the key's
+// record: a key whose record counts no timer has none (no read), else the entry is read
+// as the batch's other cached records are (Batch.readVar: the batch's own writes, the
+// hot-state cache, then Pebble), not through the indexed batch.
+func (t *KeyTxn) hasTimer(k []byte) (bool, error) {
+	if err := t.loadRec(); err != nil {
+		return false, err
+	}
+	if t.rec.timers == 0 {
+		return false, nil
+	}
+	_, found, err := t.b.readVar(k)
+	return found, err
 }
 
 // Timers returns the key's timers, ascending.

@@ -240,12 +240,18 @@ func (d *Deployment) checkRepr(repr, floor []byte, log, vlog *setLog) (reprInfo,
 			// heads that the same write sets again (a cleared collection's meta
 			// record) or that are never read again (a dropped variable's id is not
 			// reused): the cache follows it entry by entry. Any other range
-			// deletion of the state empties the cache.
-			if overlapsSection(key, end, p, sectionValue) || overlapsSection(key, end, p, sectionKeyRec) {
+			// deletion of the state (of entries, key records or a key's timers) empties
+			// the cache.
+			if overlapsSection(key, end, p, sectionValue) || overlapsSection(key, end, p, sectionKeyRec) || overlapsSection(key, end, p, sectionKeyTimer) {
 				info.rangeDel = true
 			}
 			if overlapsSection(key, end, p, sectionOutbox) {
 				info.floorStale = true
+			}
+			if vlog != nil && len(key) > len(p) && key[len(p)] == sectionVarData {
+				if ik := replicatedImage(key[len(p)+1:], true); ik != nil {
+					vlog.addDrop(ik) // a cleared list
+				}
 			}
 			info.ops++
 			continue
@@ -257,8 +263,12 @@ func (d *Deployment) checkRepr(repr, floor []byte, log, vlog *setLog) (reprInfo,
 			return info, fmt.Errorf("key %q: %w", key, err)
 		}
 		if vlog != nil && cachedVarKey(p, key) {
-			set := kind == pebble.InternalKeyKindSet
-			vlog.add(key[len(p):], 0, Entry{HasValue: set, Value: value})
+			logVar(vlog, key[len(p):], kind == pebble.InternalKeyKindSet, value)
+		}
+		if vlog != nil && key[len(p)] == sectionVarData {
+			if ik := replicatedImage(key[len(p)+1:], false); ik != nil {
+				vlog.addDrop(ik) // a list's element (or a map's entry) written
+			}
 		}
 		if kind == pebble.InternalKeyKindSet && key[len(p)] == sectionOutbox && floor != nil && bytes.Compare(key, floor) < 0 {
 			info.floorStale = true

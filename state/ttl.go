@@ -102,6 +102,7 @@ func (b *Batch) ExpireTTL(nowMs int64) (removed int, err error) {
 				continue
 			}
 			b.vdel(dk)
+			b.dirtyItem(dk)
 			removed++
 			r, err := rec(key)
 			if err != nil {

@@ -9,15 +9,17 @@ import (
 // The hot-state cache in front of ABI v2 state (RATIONALE.md, "ABI v2 reads through the
 // hot-state cache"). A key transaction's point reads of the records every call of a key
 // reads — a value variable's value, a list's or map's meta record (tag head of section
-// 'x') and the key's record (section 'k') — are served, in this order, from:
+// 'x'), the key's record (section 'k') and whether the key has a timer at a timestamp (its
+// per-key timer entry, section 'j': RATIONALE.md, "The join's state on the host") — are
+// served, in this order, from:
 //
 //  1. the batch's overlay: its own writes of those keys, kept beside the indexed batch;
 //  2. the store's hot-state cache, under the deployment's variables name (varsDep);
 //  3. Pebble itself, not through the indexed batch (the overlay says the batch did not
 //     write the key), filling the cache as Deployment.Get does.
 //
-// Every other read (list elements, map entries, timers, TTL index) goes through the
-// indexed batch as before. Batch.Commit stores the overlay in the cache with the commit
+// Every other read (list elements, map entries, a key's list of timers, the timer and TTL
+// indexes) goes through the indexed batch as before. Batch.Commit stores the overlay in the cache with the commit
 // (write-through, under the stripe's write bracket); ApplyReplicated stores the same
 // records of a replicated write. What the overlay cannot follow — a range deletion over
 // more than one key's variable (a dropped variable), or a batch rebuilt after a failed
@@ -32,7 +34,7 @@ func (d *Deployment) varsDep() string { return d.vdep }
 func varsDepOf(name string) string { return name + "\x00vars" }
 
 // cachedVarKey reports whether k, a key of d's keyspace, is one of the records the cache
-// holds: a variable's head or a key record.
+// holds: a variable's head, a key record or a key's timer (section 'j').
 func cachedVarKey(prefix, k []byte) bool {
 	if len(k) <= len(prefix) {
 		return false
@@ -43,6 +45,9 @@ func cachedVarKey(prefix, k []byte) bool {
 	case sectionVarData:
 		_, _, tag, _, ok := parseVarData(k[len(prefix)+1:])
 		return ok && tag == tagHead
+	case sectionKeyTimer:
+		_, _, ok := parseKeyTimer(k[len(prefix)+1:])
+		return ok
 	}
 	return false
 }
@@ -111,6 +116,7 @@ func (b *Batch) vdelRange(lower, upper []byte) {
 func (b *Batch) rebuildOverlay() error {
 	unsafe := b.ov.unsafe
 	b.ov = varOverlay{unsafe: unsafe}
+	b.dirtyImages()
 	r := b.vb.Reader()
 	for {
 		kind, k, v, ok, err := r.Next()
@@ -179,9 +185,21 @@ func (b *Batch) overlayLog(log *setLog) *setLog {
 	}
 	p := len(b.d.prefix)
 	for k, e := range b.ov.m {
-		log.add([]byte(k[p:]), 0, Entry{HasValue: e.present, Value: e.value})
+		logVar(log, []byte(k[p:]), e.present, e.value)
 	}
+	b.imagesLog(log)
 	return log
+}
+
+// logVar adds a write of the cached record rest (a key of the keyspace after its prefix)
+// to log: its value, or its absence; a deleted timer is forgotten instead, as a key seldom
+// registers a timer it had again.
+func logVar(log *setLog, rest []byte, present bool, value []byte) {
+	if !present && rest[0] == sectionKeyTimer {
+		log.addDrop(rest)
+		return
+	}
+	log.add(rest, 0, Entry{HasValue: present, Value: value})
 }
 
 // emptyLog is a log of no writes (never written to).

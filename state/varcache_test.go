@@ -74,8 +74,8 @@ func varSnapshot(t testing.TB, b *Batch, vars *Vars, key string, now int64) stri
 }
 
 // TestVarCacheModel runs the same random sequence of ABI v2 batches — every kind of
-// write, failed calls (Discard, RevertKeys), collections cleared with a range deletion,
-// TTL expiry, a dropped and re-added variable — on a store with the hot-state cache and
+// write (ListDropFirst included, and timers, whose per-key entries the cache holds),
+// failed calls (Discard, RevertKeys), collections cleared with a range deletion, TTL expiry, a dropped and re-added variable — on a store with the hot-state cache and
 // on one without, and on a third store with the cache that applies the first's
 // replicated writes while reading between them; after every batch, and within batches,
 // every key reads the same on all of them, and the progress counters agree.
@@ -121,7 +121,7 @@ func TestVarCacheModel(t *testing.T) {
 					}
 					tx := b.Key(vars, []byte(k), now)
 					for range 1 + br.IntN(4) {
-						switch op := br.IntN(12); op {
+						switch op := br.IntN(13); op {
 						case 0, 1:
 							requireNoError(t, tx.ValueSet(vVal, fmt.Appendf(nil, "%d", br.IntN(100))))
 						case 2:
@@ -153,6 +153,14 @@ func TestVarCacheModel(t *testing.T) {
 							requireNoError(t, tx.TimerRegister(int64(br.IntN(3))))
 						case 11:
 							requireNoError(t, tx.TimerDelete(int64(br.IntN(3))))
+						case 12:
+							v := []int{vList, vTTL}[br.IntN(2)]
+							have := len(readList(t, tx, v, 1<<20))
+							if n := br.IntN(have + 2); n > have {
+								requireErrorIs(t, tx.ListDropFirst(v, n), ErrVarOp)
+							} else {
+								requireNoError(t, tx.ListDropFirst(v, n))
+							}
 						}
 					}
 					if br.IntN(6) == 0 {

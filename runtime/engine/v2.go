@@ -427,6 +427,8 @@ func (s *v2session) apply(t *state.KeyTxn, o *abi.DecodedOp, dst []byte) ([]byte
 		clear(s.elems)
 	case abi.OpListClear:
 		err = t.ListClear(v)
+	case abi.OpListDropFirst:
+		err = t.ListDropFirst(v, int(o.N))
 	case abi.OpListExists:
 		var ok bool
 		if ok, err = t.ListExists(v); err == nil {

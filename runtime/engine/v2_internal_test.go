@@ -105,3 +105,100 @@ func TestV2SessionRefuses(t *testing.T) {
 		must(txn.Discard())
 	}
 }
+
+// TestV2SessionListDropFirst: LIST_DROP_FIRST removes a list's front, in a request and in a
+// result; beside it, the refusals: a variable index past the declarations, a variable of
+// another kind, and a count past the end (the largest u32 too: the ABI's n has no sign), each
+// failing the group with a message and changing nothing.
+func TestV2SessionListDropFirst(t *testing.T) {
+	st, err := state.Open(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	sb := st.Deployment("d").NewBatch(1)
+	defer sb.Close()
+	vars, err := sb.DeclareVars([]state.VarDecl{{Name: "v", Kind: state.VarValue}, {Name: "l", Kind: state.VarList}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &batch{T: 1000, sb: sb}
+	groups := []handler.GroupV2{{Kind: abi.GroupData, Key: []byte(`"a"`)}, {Kind: abi.GroupData, Key: []byte(`"b"`)}}
+	s := &v2session{b: b, vars: vars, noTimers: true}
+	s.start(groups)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var w abi.OpWriter
+	list := func() string {
+		t.Helper()
+		w.Reset()
+		w.ListRead(1, 0, 1<<20)
+		ans, err := s.Apply(w.Bytes(), nil)
+		must(err)
+		return string(ans)
+	}
+	want := func(elems ...string) string {
+		bb := make([][]byte, len(elems))
+		for i, e := range elems {
+			bb[i] = []byte(e)
+		}
+		return string(abi.AppendListReadAnswer(nil, bb, 0))
+	}
+
+	must(s.Begin(0))
+	w.ListAppend(1, []byte("1"), []byte("2"), []byte("3"), []byte("4"))
+	w.ListDropFirst(1, 0)
+	w.ListDropFirst(1, 2)
+	_, err = s.Apply(w.Bytes(), nil)
+	must(err)
+	if got := list(); got != want("3", "4") {
+		t.Fatalf("after dropping 2: %q, want %q", got, want("3", "4"))
+	}
+	for _, tc := range []struct {
+		write func()
+		want  string
+	}{
+		{func() { w.ListDropFirst(2, 1) }, "LIST_DROP_FIRST names state variable 2; the module declared 2"},
+		{func() { w.ListDropFirst(0, 1) }, "LIST_DROP_FIRST on state variable v, which is a value"},
+		{func() { w.ListDropFirst(1, 3) }, "LIST_DROP_FIRST: state: invalid state variable operation: drop the first 3 elements of state variable l, which has 2"},
+		{func() { w.ListDropFirst(1, 1<<32-1) }, "drop the first 4294967295 elements of state variable l, which has 2"},
+	} {
+		w.Reset()
+		tc.write()
+		_, err := s.Apply(w.Bytes(), nil)
+		var g *errGuest
+		if !errors.As(err, &g) || !strings.Contains(err.Error(), tc.want) {
+			t.Fatalf("Apply: %v, want a refusal containing %q", err, tc.want)
+		}
+		if got := list(); got != want("3", "4") {
+			t.Fatalf("after a refusal: %q, want %q", got, want("3", "4"))
+		}
+	}
+
+	// In a group's result: applied after the call.
+	must(s.Begin(1))
+	w.Reset()
+	w.ListAppend(1, []byte("x"), []byte("y"))
+	_, err = s.Apply(w.Bytes(), nil)
+	must(err)
+	w.Reset()
+	w.ListDropFirst(1, 1)
+	res := []handler.ResultV2{{}, {Ops: append([]byte(nil), w.Bytes()...)}}
+	s.End(0, res)
+	if s.fatal != nil || res[0].Err != nil || res[1].Err != nil {
+		t.Fatalf("fatal %v, results %+v", s.fatal, res)
+	}
+	for _, tc := range []struct{ key, want string }{{`"a"`, want("3", "4")}, {`"b"`, want("y")}} {
+		txn := sb.Key(vars, []byte(tc.key), 1000)
+		elems, _, err := txn.ListRead(1, 0, 1<<20)
+		must(err)
+		if got := string(abi.AppendListReadAnswer(nil, elems, 0)); got != tc.want {
+			t.Fatalf("key %s: %q, want %q", tc.key, got, tc.want)
+		}
+		must(txn.Discard())
+	}
+}

@@ -3,6 +3,7 @@ package groupstate
 import (
 	"fmt"
 	"iter"
+	"math"
 
 	"github.com/groupstate/groupstate/abi"
 )
@@ -13,7 +14,7 @@ import (
 // processor, on the module's goroutine.
 //
 // Writes cost the same whatever the list's length: Append sends one element to the host,
-// never the list. [ListState.All] reads the list lazily, a page at a time.
+// never the list, and DropFirst one op. [ListState.All] reads the list lazily, a page at a time.
 type ListState[T any] struct {
 	v stateVar
 	c codec[T]
@@ -115,6 +116,22 @@ func (s *ListState[T]) AppendAll(vs []T) error {
 		return err
 	}
 	e.ops.ListAppend(s.v.idx, s.elems...)
+	return nil
+}
+
+// DropFirst removes the list's first n elements, as [ListState.All] yields them (n = 0 does
+// nothing): one op, whatever the list's length, where Put of the rest would send every
+// element left. A negative n is an error and changes nothing; the host refuses an n above
+// the number of elements, which fails the call.
+func (s *ListState[T]) DropFirst(n int) error {
+	e := s.v.e
+	e.begin("ListState.DropFirst")
+	if n < 0 || int64(n) > math.MaxUint32 {
+		return fmt.Errorf("groupstate: ListState.DropFirst of state variable %s: %d elements is not a count", s.v.name, n)
+	}
+	if n > 0 {
+		e.ops.ListDropFirst(s.v.idx, uint32(n))
+	}
 	return nil
 }
 

@@ -266,6 +266,64 @@ func TestListState(t *testing.T) {
 	requireDump(t, h2, `"k"`, `l=[1 "x"]`)
 }
 
+// TestListDropFirst: DropFirst sends one LIST_DROP_FIRST (none for 0) and the list loses its
+// front; a negative count is an error that sends nothing, and a count past the end is refused
+// by the host, which fails the call and keeps the list.
+func TestListDropFirst(t *testing.T) {
+	var l *ListState[int]
+	var step func() error
+	p := &rawProc{
+		init: func(h *ProcessorHandle) error { l = NewListState[int](h, "l"); return nil },
+		rows: func(Key, iter.Seq[json.RawMessage], *Timers, *Emitter[string]) error { return step() },
+	}
+	m, h := newProcModule(t, abi.TimeoutNone, p)
+	run := func(f func() error) []resultV2 {
+		t.Helper()
+		step = f
+		return h.process(m, newV2Buf(1, 0, 1).data(`"k"`, `{}`).b)
+	}
+	requireOK(t, run(func() error { return l.AppendAll([]int{1, 2, 3, 4}) }))
+	res := run(func() error {
+		if err := l.DropFirst(0); err != nil {
+			return err
+		}
+		if err := l.DropFirst(2); err != nil {
+			return err
+		}
+		if got := collect(l.All()); !reflect.DeepEqual(got, []int{3, 4}) {
+			return fmt.Errorf("list %v after DropFirst(2)", got)
+		}
+		return l.DropFirst(1) // in the result
+	})
+	requireOK(t, res)
+	var want abi.OpWriter
+	want.ListDropFirst(0, 1)
+	if string(res[0].ops) != string(want.Bytes()) {
+		t.Fatalf("result ops %q, want %q", res[0].ops, want.Bytes())
+	}
+	requireDump(t, h, `"k"`, "l=[4]")
+
+	// Hostile: a negative count, a count past the end.
+	requireOK(t, run(func() error {
+		if err := l.DropFirst(-1); err == nil || !strings.Contains(err.Error(), "-1 elements is not a count") {
+			return fmt.Errorf("DropFirst(-1): %v", err)
+		}
+		return nil
+	}))
+	requireDump(t, h, `"k"`, "l=[4]")
+	res = run(func() error {
+		if err := l.DropFirst(2); err != nil {
+			return err
+		}
+		collect(l.All()) // the host refuses the request
+		return nil
+	})
+	if res[0].status == abi.StatusOK {
+		t.Fatalf("DropFirst past the end: %+v, want a failed group", res[0])
+	}
+	requireDump(t, h, `"k"`, "l=[4]")
+}
+
 // TestMapState covers every MapState op.
 func TestMapState(t *testing.T) {
 	var mp *MapState[string]

@@ -221,6 +221,17 @@ func (h *testHost) apply(ks *keyState, ops []byte, readsOK bool) ([]byte, bool) 
 			}
 		case abi.OpListClear:
 			v.list = nil
+		case abi.OpListDropFirst:
+			i, seen := 0, 0
+			for ; i < len(v.list) && seen < int(o.N); i++ {
+				if h.live(v.list[i]) {
+					seen++
+				}
+			}
+			if seen < int(o.N) {
+				return nil, false // more than the list has
+			}
+			v.list = v.list[i:]
 		case abi.OpListExists:
 			ans = abi.AppendBoolAnswer(ans, slices.ContainsFunc(v.list, h.live))
 		case abi.OpMapGet:

@@ -261,25 +261,43 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 
 // HandleExpiredTimer evicts what no row can match any more, now that the watermark has passed
 // timerMs: the impressions with i + within <= timerMs (one that no click matched is emitted
-// with click_ts null) and the clicks with c <= timerMs (dropped).
+// with click_ts null) and the clicks with c <= timerMs (dropped). When what a list evicts is
+// its front (rows of an ad mostly come in time order), the list drops it (one op) instead of
+// being written again.
 func (a *adjoin) HandleExpiredTimer(ad groupstate.Key, timerMs int64, t *groupstate.Timers, out *groupstate.Emitter[pair]) error {
 	a.impBuf.reset()
 	a.clickBuf.reset()
 	a.impBuf.load(a.impressions)
 	a.clickBuf.load(a.clicks)
 	imps, clicks := a.impBuf.all, a.clickBuf.all
-	nImps, nClicks := len(imps), len(clicks)
-	keep := imps[:0]
 	for _, im := range imps {
-		if im.TS+a.within > timerMs {
-			keep = append(keep, im)
-		} else if !im.Matched {
+		if im.TS+a.within <= timerMs && !im.Matched {
 			out.Emit(pair{AdID: ad.JSON(), ImpressionTS: im.TS})
 		}
 	}
-	clicks = slices.DeleteFunc(clicks, func(c click) bool { return int64(c) <= timerMs })
-	if err := store(a.impressions, keep, nImps, len(keep) != nImps); err != nil {
+	if err := evict(a.impressions, imps, func(im impression) bool { return im.TS+a.within <= timerMs }); err != nil {
 		return err
 	}
-	return store(a.clicks, clicks, nClicks, len(clicks) != nClicks)
+	return evict(a.clicks, clicks, func(c click) bool { return int64(c) <= timerMs })
+}
+
+// evict removes the elements of list l (all, as read) for which gone is true: nothing when
+// there are none, a clear when all go, a drop of the front when they are its first
+// elements, and else the list is written again with the others.
+func evict[T any](l *groupstate.ListState[T], all []T, gone func(T) bool) error {
+	front := 0
+	for front < len(all) && gone(all[front]) {
+		front++
+	}
+	if slices.ContainsFunc(all[front:], gone) {
+		return l.Put(slices.DeleteFunc(all, gone))
+	}
+	switch front {
+	case 0:
+	case len(all):
+		l.Clear()
+	default:
+		return l.DropFirst(front)
+	}
+	return nil
 }
