@@ -59,12 +59,15 @@ type feed struct {
 	r    *Runner
 	f    *fetcher      // nil: stopped
 	poll time.Duration // how long a fetch waits for its first row (see idlePoll)
+	// topUp has a result fetched while the loop ran a batch topped up with the rows that
+	// arrived since, when the loop takes it (see prefetch): the live input's.
+	topUp bool
 }
 
 // Start starts the prefetch, unless it runs.
 func (fd *feed) start(ctx context.Context) {
 	if fd.f == nil {
-		fd.f = fd.r.startFetcher(ctx, fd.poll)
+		fd.f = fd.r.startFetcher(ctx, fd.poll, fd.topUp)
 	}
 }
 
@@ -95,14 +98,17 @@ const (
 func (fd *feed) wait(ctx context.Context, backoff *time.Duration, wake <-chan time.Time) (event, []input.Msg, chan drainResult) {
 	r := fd.r
 	var res fetchResult
+	fd.f.ready()
 	select {
 	case res = <-fd.f.out:
 	case reply := <-r.drainReq:
 		fd.stop() // no more input: the rows not run yet stay in the stream
 		return gotDrain, nil, reply
 	case <-r.watermarkMoved():
+		fd.f.unready()
 		return gotWatermark, nil, nil
 	case <-wake:
+		fd.f.unready()
 		return gotWake, nil, nil
 	case <-ctx.Done():
 		return gotStop, nil, nil
