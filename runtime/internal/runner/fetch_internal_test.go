@@ -7,6 +7,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/runtime/spec"
@@ -71,4 +72,47 @@ func rowsOfNextBatch(t *testing.T, topUp bool) int {
 		t.Fatalf("wait: event %d, want rows", ev)
 	}
 	return len(msgs)
+}
+
+// TestAckInBackground: once a batch committed, the loop goes on without waiting for the
+// server to confirm the acknowledgement of its input (here the server is down, so the answer
+// cannot come), and the source acknowledges it all the same before it closes.
+func TestAckInBackground(t *testing.T) {
+	j := testutil.StartJetStream(t)
+	ctx := context.Background()
+	_, err := j.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "IN", Subjects: []string{"in.>"}})
+	testutil.Require(t, err)
+	for range 3 {
+		_, err := j.JS.Publish(ctx, "in.x", []byte(`{"k":1}`))
+		testutil.Require(t, err)
+	}
+	src, err := input.NewSource(ctx, j.JS, "IN", "d", nil)
+	testutil.Require(t, err)
+	msgs, err := src.Fetch(ctx, 3, 1<<20, time.Second)
+	testutil.Require(t, err)
+	if len(msgs) != 3 {
+		t.Fatalf("fetched %d, want 3", len(msgs))
+	}
+	sp, err := spec.ParseSpec([]byte("name: d\nkey: {field: k}\n"))
+	testutil.Require(t, err)
+	r := &Runner{unit: unit{spec: sp, logger: testutil.DiscardLogger()}}
+	r.src = src
+	l := &liveSource{feed: feed{r: r}}
+	l.fetched, l.last = msgs, &msgs[2] // as next did with the batch of the 3 rows
+
+	j.Stop()
+	l.committed(ctx, &engine.BatchReport{})
+	l.acks.mu.Lock()
+	waiting := l.acks.asked || l.acks.sending
+	l.acks.mu.Unlock()
+	if !waiting {
+		t.Fatal("committed returned after the acknowledgement was answered, with the server down")
+	}
+	j.Start(t)
+	l.close()
+	info, err := src.AckFloor(ctx)
+	testutil.Require(t, err)
+	if info != msgs[2].Sequence {
+		t.Fatalf("ack floor %d once the source closed, want %d", info, msgs[2].Sequence)
+	}
 }
