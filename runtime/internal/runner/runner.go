@@ -987,9 +987,9 @@ func (r *Runner) prefetch(ctx context.Context, poll time.Duration, topUp bool, f
 }
 
 // topUp adds to res, a fetch result held while the loop ran a batch, the rows available now,
-// up to trigger.max_rows and max_bytes in all, without waiting for more. res is returned as
-// it was when it failed, is full, or the fetch that does not wait fails (the next fetch
-// meets its error again).
+// up to trigger.max_rows and max_bytes in all, without waiting for more (one request:
+// input.Source.FetchAvailable). res is returned as it was when it failed, is full, or the
+// fetch that does not wait fails (the next fetch meets its error again).
 func (r *Runner) topUp(ctx context.Context, res fetchResult) fetchResult {
 	maxRows, maxBytes := r.spec.Trigger.MaxRows, int(r.spec.Trigger.MaxBytes)
 	if res.err != nil || len(res.msgs) >= maxRows {
@@ -1006,7 +1006,7 @@ func (r *Runner) topUp(ctx context.Context, res fetchResult) fetchResult {
 		}
 		room = maxBytes - used
 	}
-	more, err := r.src.Fetch(ctx, maxRows-len(res.msgs), room, 0)
+	more, err := r.src.FetchAvailable(ctx, maxRows-len(res.msgs), room)
 	if err != nil || len(more) == 0 {
 		return res
 	}
