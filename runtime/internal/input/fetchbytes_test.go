@@ -213,3 +213,43 @@ func TestServerMaxBytesLeavesLargerMessage(t *testing.T) {
 	}
 	t.Fatalf("the message was not left for the next request (%v)", b.Error())
 }
+
+// TestSourceFetchAvailable: FetchAvailable returns what is there at once, within max and
+// maxBytes, nothing when nothing is (without waiting), and leaves a message larger than
+// maxBytes to the next Fetch, which returns it alone; every message comes once, in order.
+func TestSourceFetchAvailable(t *testing.T) {
+	e := newEnv(t)
+	stream := newInput(t, e)
+	s, err := NewSource(e.ctx, e.js, stream, "c", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ms, err := s.FetchAvailable(e.ctx, 10, 1000); err != nil || len(ms) != 0 {
+		t.Fatalf("nothing available: %d messages, %v", len(ms), err)
+	}
+	publishSized(t, e, []int{100, 100, 100, 100, 5000, 100})
+	waitPending(t, e, stream, 6)
+	next := 0
+	take := func(what string, ms []Msg, err error, want int) {
+		t.Helper()
+		if err != nil || len(ms) != want {
+			t.Fatalf("%s: %d messages, %v; want %d", what, len(ms), err, want)
+		}
+		for _, m := range ms {
+			if i, _, _ := bytes.Cut(m.Data, []byte("|")); string(i) != strconv.Itoa(next) {
+				t.Fatalf("%s: message %.10q..., want message %d", what, m.Data, next)
+			}
+			next++
+		}
+	}
+	ms, err := s.FetchAvailable(e.ctx, 3, 1<<20)
+	take("max 3", ms, err, 3)
+	ms, err = s.FetchAvailable(e.ctx, 10, 1000)
+	take("up to the larger message", ms, err, 1)
+	ms, err = s.FetchAvailable(e.ctx, 10, 1000)
+	take("the larger message next", ms, err, 0)
+	ms, err = s.Fetch(e.ctx, 10, 1000, 0)
+	take("Fetch after it", ms, err, 1)
+	ms, err = s.FetchAvailable(e.ctx, 10, 1000)
+	take("the rest", ms, err, 1)
+}

@@ -337,6 +337,20 @@ func (s *Source) Rewind(ctx context.Context, seq uint64) error {
 // takes it). Each request waits for all its deliveries, even those its ending status overtook
 // (see pull.go), so a replicated consumer loses none in the client.
 func (s *Source) Fetch(ctx context.Context, max, maxBytes int, wait time.Duration) ([]Msg, error) {
+	return s.fetch(ctx, max, maxBytes, wait, false)
+}
+
+// FetchAvailable returns up to max messages holding at most maxBytes bytes of Data in all
+// (maxBytes < 1: no byte bound) that are available at once, without waiting for any: it adds
+// to a fetch the messages that arrived since. Unlike Fetch it asks for them in one request
+// (Fetch asks for its first message alone), and it returns none when the next message is
+// larger than maxBytes: the next Fetch returns that one. Its guarantees are Fetch's.
+func (s *Source) FetchAvailable(ctx context.Context, max, maxBytes int) ([]Msg, error) {
+	return s.fetch(ctx, max, maxBytes, 0, true)
+}
+
+// fetch is Fetch, or with available FetchAvailable.
+func (s *Source) fetch(ctx context.Context, max, maxBytes int, wait time.Duration, available bool) ([]Msg, error) {
 	if max < 1 {
 		max = 1
 	}
@@ -360,14 +374,14 @@ func (s *Source) Fetch(ctx context.Context, max, maxBytes int, wait time.Duratio
 		s.needRewind = false
 	}
 	var out []Msg
-	used := 0      // bytes of Data in out
-	single := true // the next request is for one message without a byte bound
+	used := 0            // bytes of Data in out
+	single := !available // the next request is for one message without a byte bound
 	for first := true; ; first = false {
 		req := pullRequest{Batch: 1, NoWait: true}
 		switch {
 		case first && wait > 0:
 			req = pullRequest{Batch: 1, Expires: wait}
-		case first, single:
+		case single:
 		default:
 			req.Batch = max - len(out)
 			if maxBytes > 0 {
@@ -395,7 +409,7 @@ func (s *Source) Fetch(ctx context.Context, max, maxBytes int, wait time.Duratio
 			used += len(m.Data)
 		}
 		if seen == 0 {
-			if single || len(out) > 0 {
+			if single || len(out) > 0 || available {
 				break // nothing (more) available, or the next message does not fit
 			}
 			// Only re-deliveries so far, and the next message is larger than maxBytes:

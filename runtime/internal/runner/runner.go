@@ -244,7 +244,7 @@ func newRunner(cfg Config, deps Deps, rv *Revision, o options) *Runner {
 		r.shadow = &shadowSource{feed: feed{r: r, poll: sp.Trigger.Interval.Std()}}
 		r.in = r.shadow
 	} else {
-		r.in = &liveSource{feed: feed{r: r, poll: max(idlePoll, sp.Trigger.Interval.Std())}}
+		r.in = &liveSource{feed: feed{r: r, poll: max(idlePoll, sp.Trigger.Interval.Std()), topUp: true}}
 	}
 	if r.parts > 1 {
 		r.logger = logger.With("partition", r.part)
@@ -882,25 +882,53 @@ func (r *Runner) ack(ctx context.Context, m input.Msg) {
 	}
 }
 
-// fetcher is a running prefetch: its results, and how to stop it.
+// fetcher is a running prefetch: its results, how the loop asks for one (see ready), and
+// how to stop it.
 type fetcher struct {
 	out    <-chan fetchResult
+	ask    chan struct{} // capacity 1: the loop waits for a result
 	done   <-chan struct{}
 	cancel context.CancelFunc
+	// holding tells that a result waits for the loop to ask for it (for tests).
+	holding atomic.Bool
 }
 
 // startFetcher starts prefetching from r.src until ctx ends or stop is called, each fetch
-// waiting up to poll for its first row.
-func (r *Runner) startFetcher(ctx context.Context, poll time.Duration) *fetcher {
+// waiting up to poll for its first row; with topUp, a result held while the loop ran a batch
+// is topped up when the loop asks for it (see prefetch).
+func (r *Runner) startFetcher(ctx context.Context, poll time.Duration, topUp bool) *fetcher {
 	fctx, cancel := context.WithCancel(ctx)
-	out, done := r.prefetch(fctx, poll)
-	return &fetcher{out: out, done: done, cancel: cancel}
+	f := &fetcher{ask: make(chan struct{}, 1), cancel: cancel}
+	f.out, f.done = r.prefetch(fctx, poll, topUp, f)
+	return f
 }
 
 // stop ends the fetcher and waits for it: afterwards nothing uses r.src.
 func (f *fetcher) stop() {
 	f.cancel()
 	<-f.done
+}
+
+// ready tells the fetcher that the loop waits for its next result now; the loop then
+// receives from out. A ready not answered stays until unready withdraws it.
+func (f *fetcher) ready() {
+	select {
+	case f.ask <- struct{}{}:
+	default: // asked already
+	}
+}
+
+// unready withdraws a ready that the fetcher has not taken, when the loop stopped waiting
+// for something else (a drain, a wake-up): a result the fetcher holds then waits for the
+// next ready, and is topped up then.
+func (f *fetcher) unready() { drainAsk(f.ask) }
+
+// drainAsk empties ask.
+func drainAsk(ask chan struct{}) {
+	select {
+	case <-ask:
+	default:
+	}
 }
 
 // fetchResult is one fetch of the input: up to Trigger.MaxRows messages, or an error.
@@ -910,27 +938,80 @@ type fetchResult struct {
 }
 
 // prefetch fetches input ahead of the batch loop, one fetch at a time, until ctx ends: while
-// a batch runs, the next fetch is in flight or waiting in the channel (at most two batches of
-// rows are held, the running one and the next). Order is kept (one goroutine fetches, the
-// channel is FIFO), and nothing is acknowledged here: rows fetched but never run are
-// redelivered after a restart, and rows at or before the committed position are skipped.
-// After a fetch error it fetches again once the loop has taken the error, so it retries at
-// most once ahead of the loop's backoff.
-func (r *Runner) prefetch(ctx context.Context, poll time.Duration) (<-chan fetchResult, <-chan struct{}) {
+// a batch runs, the next fetch is in flight or its result is held for the loop (at most two
+// batches of rows are held, the running one and the next). A result is handed over at once
+// when the loop waits for it (it asked: ready); one fetched while the loop ran a batch is
+// held until the loop asks, and then, with topUp, a fetch that does not wait adds what
+// arrived meanwhile (up to trigger.max_rows and max_bytes), so that a batch takes the rows
+// available when it starts (spec.TriggerSpec), not only those there when the batch before
+// it started: under a steady flow of rows the fetch ends with the first rows that arrive
+// during a batch, and without the top-up the rest waited a whole batch more. Order is kept
+// (one goroutine fetches, a top-up continues the fetch it tops up, the channel is FIFO), and
+// nothing is acknowledged here: rows fetched but never run are redelivered after a restart,
+// and rows at or before the committed position are skipped. After a fetch error it fetches
+// again once the loop has taken the error, so it retries at most once ahead of the loop's
+// backoff; an error of a top-up is left to the next fetch, which meets it again.
+func (r *Runner) prefetch(ctx context.Context, poll time.Duration, topUp bool, f *fetcher) (<-chan fetchResult, <-chan struct{}) {
+	ask := f.ask
 	out := make(chan fetchResult)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
 			msgs, err := r.src.Fetch(ctx, r.spec.Trigger.MaxRows, int(r.spec.Trigger.MaxBytes), poll)
+			res := fetchResult{msgs: msgs, err: err}
 			select {
-			case out <- fetchResult{msgs: msgs, err: err}:
+			case out <- res: // the loop was waiting: nothing arrived since the fetch ended
+				drainAsk(ask) // its ready, answered
+				continue
+			default:
+			}
+			f.holding.Store(true)
+			select {
+			case <-ask:
+			case <-ctx.Done():
+				return
+			}
+			f.holding.Store(false)
+			if topUp {
+				res = r.topUp(ctx, res)
+			}
+			select {
+			case out <- res:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
 	return out, done
+}
+
+// topUp adds to res, a fetch result held while the loop ran a batch, the rows available now,
+// up to trigger.max_rows and max_bytes in all, without waiting for more (one request:
+// input.Source.FetchAvailable). res is returned as it was when it failed, is full, or the
+// fetch that does not wait fails (the next fetch meets its error again).
+func (r *Runner) topUp(ctx context.Context, res fetchResult) fetchResult {
+	maxRows, maxBytes := r.spec.Trigger.MaxRows, int(r.spec.Trigger.MaxBytes)
+	if res.err != nil || len(res.msgs) >= maxRows {
+		return res
+	}
+	room := 0 // no byte bound
+	if maxBytes > 0 {
+		used := 0
+		for i := range res.msgs {
+			used += len(res.msgs[i].Data)
+		}
+		if used >= maxBytes {
+			return res
+		}
+		room = maxBytes - used
+	}
+	more, err := r.src.FetchAvailable(ctx, maxRows-len(res.msgs), room)
+	if err != nil || len(more) == 0 {
+		return res
+	}
+	res.msgs = append(res.msgs, more...)
+	return res
 }
 
 // heal re-creates what a deleted consumer or stream took (see open), with backoff, until it

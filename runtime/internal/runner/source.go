@@ -23,7 +23,8 @@ type batchSource interface {
 	// runner.fault). A batch that failed is returned again by the next call.
 	next(ctx, batchCtx context.Context, backoff *time.Duration) (batch, outcome)
 	// committed tells that the last batch next returned committed with report rep: the
-	// source acknowledges its input (on ctx) and moves past it.
+	// source acknowledges its input (the live input in the background, see acker; a shadow's
+	// on ctx) and moves past it.
 	committed(ctx context.Context, rep *engine.BatchReport)
 	// pending is how many messages the source's consumer holds after its ack floor and the
 	// source has not committed: not delivered yet, or fetched and not run (the status's input
@@ -59,12 +60,26 @@ type feed struct {
 	r    *Runner
 	f    *fetcher      // nil: stopped
 	poll time.Duration // how long a fetch waits for its first row (see idlePoll)
+	// topUp has a result fetched while the loop ran a batch topped up with the rows that
+	// arrived since, when the loop takes it (see prefetch): the live input's.
+	topUp bool
+	// acks acknowledges the live input in the background (nil until its first batch
+	// committed, and for a shadow, which acknowledges on the loop).
+	acks *acker
+}
+
+// flushAcks waits for the acknowledgements asked for, if any: before the consumer is
+// replaced, and as the source closes.
+func (fd *feed) flushAcks() {
+	if fd.acks != nil {
+		fd.acks.flush()
+	}
 }
 
 // Start starts the prefetch, unless it runs.
 func (fd *feed) start(ctx context.Context) {
 	if fd.f == nil {
-		fd.f = fd.r.startFetcher(ctx, fd.poll)
+		fd.f = fd.r.startFetcher(ctx, fd.poll, fd.topUp)
 	}
 }
 
@@ -95,14 +110,17 @@ const (
 func (fd *feed) wait(ctx context.Context, backoff *time.Duration, wake <-chan time.Time) (event, []input.Msg, chan drainResult) {
 	r := fd.r
 	var res fetchResult
+	fd.f.ready()
 	select {
 	case res = <-fd.f.out:
 	case reply := <-r.drainReq:
 		fd.stop() // no more input: the rows not run yet stay in the stream
 		return gotDrain, nil, reply
 	case <-r.watermarkMoved():
+		fd.f.unready()
 		return gotWatermark, nil, nil
 	case <-wake:
+		fd.f.unready()
 		return gotWake, nil, nil
 	case <-ctx.Done():
 		return gotStop, nil, nil
@@ -117,6 +135,7 @@ func (fd *feed) wait(ctx context.Context, backoff *time.Duration, wake <-chan ti
 		// The consumer or the input stream was deleted: no fetch can succeed again. Stop
 		// the fetcher, re-create them, and fetch from the new consumer.
 		fd.stop()
+		fd.flushAcks() // none reaches the consumer that replaces this one
 		r.heal(ctx, fmt.Errorf("fetching input: %w", res.err), backoff)
 		fd.start(ctx)
 		return gotRetry, nil, nil
@@ -307,9 +326,12 @@ func (l *liveSource) wakeIn(d time.Duration) <-chan time.Time {
 	return l.timer.C
 }
 
-func (l *liveSource) committed(ctx context.Context, rep *engine.BatchReport) {
+func (l *liveSource) committed(_ context.Context, rep *engine.BatchReport) {
 	if l.last != nil {
-		l.r.ack(ctx, *l.last)
+		if l.acks == nil {
+			l.acks = l.r.startAcker()
+		}
+		l.acks.ack(*l.last) // in the background: the loop goes on to the next batch
 	}
 	l.fetched, l.last = l.rest, nil // what did not fit trigger.max_bytes runs next, before another fetch
 	l.unrun.Store(int64(len(l.fetched)))
@@ -336,6 +358,10 @@ func (l *liveSource) pending(ctx context.Context) (uint64, error) {
 
 func (l *liveSource) close() {
 	l.stop()
+	if l.acks != nil {
+		l.acks.stop() // every committed batch acknowledged before the runner counts as stopped
+		l.acks = nil
+	}
 	if l.timer != nil {
 		l.timer.Stop()
 	}
