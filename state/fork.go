@@ -101,11 +101,12 @@ func (b *Batch) Join(forks ...*Batch) error {
 				return b.err
 			}
 		}
-		if f.ov.m != nil && b.ov.m == nil {
-			b.ov.m = make(map[string]overlayEntry, len(f.ov.m))
-		}
-		for k, e := range f.ov.m {
-			b.ov.m[k] = e
+		if len(b.ov.m) == 0 {
+			b.ov.m, f.ov.m = f.ov.m, nil // the fork's own writes are all there is
+		} else {
+			for k, e := range f.ov.m {
+				b.ov.m[k] = e
+			}
 		}
 		b.ov.unsafe = b.ov.unsafe || f.ov.unsafe
 		b.keysDelta += f.keysDelta
