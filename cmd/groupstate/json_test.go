@@ -110,3 +110,33 @@ func TestTestJSONFailure(t *testing.T) {
 		t.Fatalf("test --json of a failing scenario: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestTestJSONCannotRun: test --json prints one object (pass false, why) and exits non-zero
+// also when the scenario cannot run: a line that is not a step, rows for an input the spec
+// does not have, a scenario file that does not exist.
+func TestTestJSONCannotRun(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cases := []struct {
+		name, scenario, want string
+	}{
+		{"not a step", write("bad.jsonl", "{\"at\": 5000, \"rows\": [\n"), "line 1"},
+		{"an input the spec lacks", write("inputs.jsonl", `{"at": 5000, "inputs": [{"name": "nope", "rows": [{"user_id": "x"}]}]}`+"\n"), "has one input"},
+		{"no file", filepath.Join(dir, "missing.jsonl"), "missing.jsonl"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, code := runCLI(t, "test", "--spec", inRepo("samples/logincount/logincount.yaml"), "--scenario", tc.scenario, "--json")
+			var res testResult
+			if code == 0 || json.Unmarshal([]byte(out), &res) != nil || res.Pass || res.Scenario != filepath.Base(tc.scenario) || !strings.Contains(res.Error, tc.want) {
+				t.Fatalf("exit %d, stdout %q (want one object, pass false, an error naming %q), stderr %s", code, out, tc.want, errOut)
+			}
+		})
+	}
+}

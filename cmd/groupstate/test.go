@@ -40,49 +40,20 @@ each key's data call starts from its state, and keys without rows there are call
 (docs/semantics.md, "transformWithState handlers", rule 8).
 
 --json prints, instead of the rows, one JSON object: the scenario, whether it passed, the
-batches run, the expectations held, the rows emitted and, when it failed, why.`,
+batches run, the expectations held, the rows emitted and, when it failed, why; also when it
+cannot run at all (a bad spec, module or scenario line), so a script always gets one object.`,
 		Example: `  groupstate test --spec samples/logincount/logincount.yaml \
     --scenario samples/logincount/logincount.jsonl`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			sp, wasm, err := loadSpecAndModule(specPath, modulePath)
-			if err != nil {
-				return err
-			}
-			var initial *engine.InitialState
-			if initialPath != "" {
-				if initial, err = readInitialState(initialPath); err != nil {
-					return err
-				}
-			}
-			f, err := os.Open(scenarioPath)
-			if err != nil {
-				return err
-			}
-			defer f.Close()
-			rt, err := engine.New(engine.Options{CacheDir: cacheDir, Logger: quietLogger(cmd.ErrOrStderr())})
-			if err != nil {
-				return err
-			}
-			defer rt.Close(cmd.Context())
 			rows := &lineCounter{w: cmd.OutOrStdout()}
 			if asJSON {
 				rows.w = io.Discard
 			}
-			opts := scenario.Options{Spec: sp, Wasm: wasm, Out: rows, Runtime: rt, Logger: quietLogger(cmd.ErrOrStderr()), InitialState: initial}
-			if verbose {
-				opts.Log = cmd.ErrOrStderr()
-				opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-			}
-			// A file is read twice (checked, then run a step at a time), so that the
-			// scenario's length and number of keys take no memory.
-			sum, err := scenario.RunSummary(cmd.Context(), opts, f)
-			if errors.Is(err, scenario.ErrInvalidStep) {
-				return err
-			}
-			batches, expects := sum.Batches, sum.Expectations
+			sum, err := runTestScenario(cmd, testInputs{specPath, scenarioPath, modulePath, initialPath, cacheDir, verbose}, rows)
 			if asJSON {
-				res := testResult{Scenario: filepath.Base(scenarioPath), Pass: err == nil, Batches: batches, Expectations: expects, Rows: rows.lines}
+				// One object whatever went wrong, so that a script always has one to read.
+				res := testResult{Scenario: filepath.Base(scenarioPath), Pass: err == nil, Batches: sum.Batches, Expectations: sum.Expectations, Rows: rows.lines}
 				if err != nil {
 					res.Batches, res.Expectations = 0, 0 // not known to have run
 					res.Error = userMessage(err)
@@ -97,7 +68,7 @@ batches run, the expectations held, the rows emitted and, when it failed, why.`,
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "PASS %s: %d batches, %d expectations held\n", filepath.Base(scenarioPath), batches, expects)
+			fmt.Fprintf(cmd.ErrOrStderr(), "PASS %s: %d batches, %d expectations held\n", filepath.Base(scenarioPath), sum.Batches, sum.Expectations)
 			return nil
 		},
 	}
@@ -111,6 +82,44 @@ batches run, the expectations held, the rows emitted and, when it failed, why.`,
 	_ = cmd.MarkFlagRequired("spec")
 	_ = cmd.MarkFlagRequired("scenario")
 	return cmd
+}
+
+// testInputs are test's flags.
+type testInputs struct {
+	specPath, scenarioPath, modulePath, initialPath, cacheDir string
+	verbose                                                   bool
+}
+
+// runTestScenario runs the scenario of in, writing its rows to rows.
+func runTestScenario(cmd *cobra.Command, in testInputs, rows io.Writer) (scenario.Summary, error) {
+	sp, wasm, err := loadSpecAndModule(in.specPath, in.modulePath)
+	if err != nil {
+		return scenario.Summary{}, err
+	}
+	var initial *engine.InitialState
+	if in.initialPath != "" {
+		if initial, err = readInitialState(in.initialPath); err != nil {
+			return scenario.Summary{}, err
+		}
+	}
+	f, err := os.Open(in.scenarioPath)
+	if err != nil {
+		return scenario.Summary{}, err
+	}
+	defer f.Close()
+	rt, err := engine.New(engine.Options{CacheDir: in.cacheDir, Logger: quietLogger(cmd.ErrOrStderr())})
+	if err != nil {
+		return scenario.Summary{}, err
+	}
+	defer rt.Close(cmd.Context())
+	opts := scenario.Options{Spec: sp, Wasm: wasm, Out: rows, Runtime: rt, Logger: quietLogger(cmd.ErrOrStderr()), InitialState: initial}
+	if in.verbose {
+		opts.Log = cmd.ErrOrStderr()
+		opts.Logger = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	}
+	// A file is read twice (checked, then run a step at a time), so that the
+	// scenario's length and number of keys take no memory.
+	return scenario.RunSummary(cmd.Context(), opts, f)
 }
 
 // testResult is what test --json prints.

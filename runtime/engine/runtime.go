@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"sync"
 
 	"github.com/tetratelabs/wazero"
@@ -33,8 +34,9 @@ import (
 type Options struct {
 	// CacheDir is the directory of the on-disk compilation cache, shared by every deployment
 	// and every restart, so a module is compiled once per digest; New creates it when
-	// missing. Empty (the default): an in-memory cache (compiled code is lost when the
-	// process exits).
+	// missing. It keeps the modules as instrumented to be interruptible too (in its
+	// subdirectory "instrumented", see host.Config.InstrumentedDir). Empty (the default): an
+	// in-memory cache (compiled code is lost when the process exits).
 	CacheDir string
 	// Logger receives the runtime's and the modules' logs (an engine's Config.Logger
 	// overrides it). Default: slog.Default().
@@ -48,6 +50,7 @@ type Options struct {
 // process; it is safe for concurrent use.
 type Runtime struct {
 	cache  wazero.CompilationCache
+	instr  string // the directory of the instrumented modules (host.Config.InstrumentedDir)
 	logger *slog.Logger
 	ceil   Ceilings      // with defaults
 	loads  gate          // the module loads in progress, which Close waits for
@@ -73,6 +76,7 @@ func New(opts Options) (*Runtime, error) {
 		return nil, fmt.Errorf("engine: compilation cache: %w", err)
 	}
 	r.cache = c
+	r.instr = filepath.Join(opts.CacheDir, "instrumented")
 	return r, nil
 }
 
@@ -141,5 +145,6 @@ func (r *Runtime) newHost(ctx context.Context, cfg host.Config) (*host.Host, err
 		return nil, ErrRuntimeClosed
 	}
 	defer r.loads.exit()
+	cfg.InstrumentedDir = r.instr
 	return host.New(ctx, cfg)
 }

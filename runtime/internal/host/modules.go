@@ -104,7 +104,7 @@ func memoryPages(memoryBytes uint64) uint32 {
 // build instruments, compiles and validates wasm under cfg's limits in a runtime of its own, and
 // instantiates there what its instances import (WASI, the groupstate host functions).
 func (m *module) build(ctx context.Context, cfg Config, wasm []byte) error {
-	ins, err := instrument(wasm, cfg.Load)
+	ins, err := instrumentKept(cfg.InstrumentedDir, m.key.digest, wasm, cfg.Load)
 	if err != nil {
 		return err
 	}
