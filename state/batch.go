@@ -73,6 +73,11 @@ type Batch struct {
 	// reverts counts RevertKeys calls: a transaction committed before the last one can no
 	// longer be reverted (its place in vb moved).
 	reverts int
+
+	// Of a fork (fork.go): the batch it was forked from, and where its own writes begin in
+	// vb (after those of parent it started with).
+	parent *Batch
+	seed   txnMark
 }
 
 // NewBatch starts the batch batchID. batchID must be greater than the
@@ -511,6 +516,9 @@ func (b *Batch) Close() {
 	}
 	b.cat, b.tx = nil, nil
 	b.ov = varOverlay{}
+	if b.parent != nil {
+		b.err = ErrBatchDone // a fork's vb is not made again
+	}
 	b.scratch = nil
 	if b.log != nil {
 		if cap(b.log.arena) <= maxPooledLog {

@@ -100,7 +100,7 @@ func (b *Batch) usable() error {
 	if b.err != nil {
 		return b.err
 	}
-	if b.pb == nil {
+	if b.pb == nil && b.parent == nil {
 		return ErrBatchDone
 	}
 	if b.vb == nil {

@@ -146,7 +146,7 @@ func (t *KeyTxn) readImage(id uint32, count uint64) (*listImage, error) {
 		return nil, nil
 	}
 	ik := imageKey(nil, t.d.prefix, id, t.key)
-	if img, ok := b.imgs[string(ik)]; ok {
+	if img, ok := b.image(ik); ok {
 		if img.dirty {
 			return nil, nil
 		}
@@ -195,6 +195,38 @@ func (t *KeyTxn) scanImage(id uint32) (*listImage, error) {
 	return img, iter.Error()
 }
 
+// image returns the batch's view of ik, if it has one. A fork (Batch.Fork) without one of
+// its own takes a copy of its parent's, which holds what the batch wrote before the fork:
+// the fork's writes then change its copy only, so a revert inside the fork (dirtyImages)
+// and the parent's view stay apart until Join. The parent's map is only read here, and a
+// key's list is in one fork only (a key is in one chunk per phase).
+func (b *Batch) image(ik []byte) (*listImage, bool) {
+	if img, ok := b.imgs[string(ik)]; ok {
+		return img, true
+	}
+	if b.parent == nil {
+		return nil, false
+	}
+	pimg, ok := b.parent.imgs[string(ik)]
+	if !ok {
+		return nil, false
+	}
+	img := &listImage{dirty: pimg.dirty, cached: pimg.cached, size: pimg.size,
+		seqs: slices.Clone(pimg.seqs), items: slices.Clone(pimg.items)}
+	b.putImage(ik, img)
+	return img, true
+}
+
+// joinImages takes the views of a joined fork f into b's: f's own, for lists of its keys only.
+func (b *Batch) joinImages(f *Batch) {
+	for ik, img := range f.imgs {
+		if b.imgs == nil {
+			b.imgs = make(map[string]*listImage, len(f.imgs))
+		}
+		b.imgs[ik] = img
+	}
+}
+
 // putImage records img as the batch's view of ik.
 func (b *Batch) putImage(ik []byte, img *listImage) {
 	if b.imgs == nil {
@@ -213,7 +245,7 @@ func (t *KeyTxn) writeImage(id uint32, count uint64) *listImage {
 		return nil
 	}
 	ik := imageKey(nil, t.d.prefix, id, t.key)
-	img, ok := b.imgs[string(ik)]
+	img, ok := b.image(ik)
 	switch {
 	case count == 0: // no element stored: known, whatever the batch wrote before
 		img = &listImage{}

@@ -112,12 +112,18 @@ func (b *Batch) vdelRange(lower, upper []byte) {
 }
 
 // rebuildOverlay makes the overlay anew from the batch's variable writes, after they were
-// rebuilt without a failed transaction's (truncateVars, RevertKeys).
+// rebuilt without a failed transaction's (truncateVars, RevertKeys). A fork's overlay holds
+// its own writes only: those it started with are its parent's, read there.
 func (b *Batch) rebuildOverlay() error {
 	unsafe := b.ov.unsafe
 	b.ov = varOverlay{unsafe: unsafe}
 	b.dirtyImages()
 	r := b.vb.Reader()
+	for skip := b.seed.count; skip > 0; skip-- {
+		if _, _, _, ok, err := r.Next(); err != nil || !ok {
+			return err
+		}
+	}
 	for {
 		kind, k, v, ok, err := r.Next()
 		if err != nil {
@@ -154,6 +160,14 @@ func (b *Batch) readVar(k []byte) ([]byte, bool, error) {
 			return nil, false, nil
 		}
 		return bytes.Clone(e.value), true, nil
+	}
+	if p := b.parent; p != nil { // a fork: its parent's writes before the fork
+		if e, ok := p.ov.m[string(k)]; ok {
+			if !e.present {
+				return nil, false, nil
+			}
+			return bytes.Clone(e.value), true, nil
+		}
 	}
 	rest := k[len(d.prefix):]
 	dep := d.varsDep()

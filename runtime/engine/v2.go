@@ -266,14 +266,18 @@ func (b *batch) failV2(i int, g *handler.GroupV2, err error) error {
 	return nil
 }
 
-// v2session implements handler.StateSession over the batch's state.Batch: one KeyTxn per
+// v2session implements handler.ForkingSession over the batch's state.Batch: one KeyTxn per
 // group call, opened at group_begin and committed when the next group begins or the guest call
 // ends; at the end of each guest call the successful groups' remaining ops are applied (each in
 // a transaction of its own, after the call: they are writes only) and the failed groups'
 // transactions are reverted at once (state.Batch.RevertKeys). The groups of one phase have
-// distinct keys, which RevertKeys relies on.
+// distinct keys, which RevertKeys relies on, and which lets the chunks of a phase run at once,
+// each with a session over a fork of the state batch (Fork, Join; state.Batch.Fork).
 type v2session struct {
-	b        *batch
+	b *batch
+	// sb is the state batch the session's transactions write: the batch's (nil: b.sb), or a
+	// fork of it.
+	sb       *state.Batch
 	vars     *state.Vars
 	noTimers bool // timeout: none refuses timer ops
 	groups   []handler.GroupV2
@@ -294,6 +298,52 @@ func (s *v2session) start(groups []handler.GroupV2) {
 	s.txns = resize(s.txns, len(groups))
 	clear(s.txns)
 	s.cur = nil
+}
+
+// batch returns the state batch the session's transactions write.
+func (s *v2session) batch() *state.Batch {
+	if s.sb != nil {
+		return s.sb
+	}
+	return s.b.sb
+}
+
+// Fork implements handler.ForkingSession: n sessions, each over a fork of the state batch
+// (state.Batch.Fork), serving the groups of the phase the host gives it.
+func (s *v2session) Fork(n int) ([]handler.StateSession, error) {
+	if s.fatal != nil {
+		return nil, s.fatal
+	}
+	s.closeCur()
+	sbs, err := s.batch().Fork(n)
+	if err != nil {
+		return nil, s.store(err)
+	}
+	forks := make([]handler.StateSession, n)
+	for i, sb := range sbs {
+		f := &v2session{b: s.b, sb: sb, vars: s.vars, noTimers: s.noTimers}
+		f.start(s.groups)
+		forks[i] = f
+	}
+	return forks, nil
+}
+
+// Join implements handler.ForkingSession: the forks' writes join the state batch's in their
+// order (state.Batch.Join), and a fork's store failure is the session's.
+func (s *v2session) Join(forks []handler.StateSession) error {
+	sbs := make([]*state.Batch, len(forks))
+	for i, f := range forks {
+		fs := f.(*v2session)
+		fs.closeCur()
+		sbs[i] = fs.sb
+		if fs.fatal != nil {
+			s.store(fs.fatal)
+		}
+	}
+	if err := s.batch().Join(sbs...); err != nil {
+		return s.store(err)
+	}
+	return s.fatal
 }
 
 // errGuest marks errors that are the guest's doing (the group fails), not the store's.
@@ -326,7 +376,7 @@ func (s *v2session) closeCur() {
 // the group's first transaction of a guest call, and after a failed call.
 func (s *v2session) open(i int, consume bool) (*state.KeyTxn, error) {
 	g := &s.groups[i]
-	t := s.b.sb.Key(s.vars, g.Key, s.b.T)
+	t := s.batch().Key(s.vars, g.Key, s.b.T)
 	if consume && g.Kind == abi.GroupTimers {
 		for _, ts := range g.Timers {
 			if err := t.TimerDelete(ts); err != nil {
@@ -521,7 +571,7 @@ func (s *v2session) End(lo int, results []handler.ResultV2) {
 		}
 	}
 	if len(s.revert) > 0 && s.fatal == nil {
-		if err := s.b.sb.RevertKeys(s.revert...); err != nil {
+		if err := s.batch().RevertKeys(s.revert...); err != nil {
 			s.store(err)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -435,5 +436,64 @@ func TestV2SharedModuleConcurrent(t *testing.T) {
 				t.Fatalf("partition %d: list %q", p, v.Elements)
 			}
 		}
+	}
+}
+
+// TestV2ForkedChunks: a phase big enough to spread runs its chunks on two instances at once,
+// each in a fork of the state batch, and commits exactly what one instance running them one
+// after the other commits: the same outputs in the same order, the same dead letters, the
+// same state (read back by the next batches), whether a key fails, traps or succeeds in
+// either chunk, and a TIMERS phase after a DATA phase reads the DATA phase's writes.
+func TestV2ForkedChunks(t *testing.T) {
+	const n = 600
+	fails := map[int]string{10: `{"fail": "boom"}`, 20: `{"exit": 3}`, 450: `{"fail": "boom"}`, 460: `{"exit": 3}`}
+	run := func(instances int) (outs, dead []string, keys int64) {
+		sink := &collector{}
+		eng := v2Engine(t, v2Spec(t, "pt", fmt.Sprintf("  instances: %d\n  retry_timeout: 60s", instances)), openStore(t, ""), sink, nil)
+		var in []string
+		for i := range n {
+			ops := fmt.Sprintf(`{"set": %d}, {"append": %d}, {"reg": %d}, {"on_timer": [{"list": "lt"}, {"get": "gt"}]}`, i, i, 5000+i%7)
+			if f, ok := fails[i]; ok {
+				ops += ", " + f
+			}
+			in = append(in, fmt.Sprintf(`{"k": "k%d", "ops": [%s]}`, i, ops))
+		}
+		runRows(t, eng, 1000, in...)
+		in = in[:0]
+		for i := range n {
+			in = append(in, fmt.Sprintf(`{"k": "k%d", "ops": [{"get": "g"}, {"append": "x%d"}]}`, i, i))
+		}
+		runRows(t, eng, 2000, in...)
+		runRows(t, eng, 10_000, in...) // DATA, then the timers of the same keys
+		for _, e := range sink.take(state.OutboxOutput) {
+			outs = append(outs, string(e.Key)+" "+string(e.Payload))
+		}
+		for _, e := range sink.take(state.OutboxDeadLetter) {
+			dead = append(dead, string(e.Key)+" "+e.Error)
+		}
+		return outs, dead, eng.Progress().Keys
+	}
+	outs1, dead1, keys1 := run(1)
+	outs2, dead2, keys2 := run(2)
+	if len(dead1) != 4 || keys1 != n || len(outs1) != 2*n+3*(n-4) {
+		t.Fatalf("one instance: %d dead letters %v, %d keys, %d outputs", len(dead1), dead1, keys1, len(outs1))
+	}
+	if strings.Join(dead1, "\n") != strings.Join(dead2, "\n") || keys1 != keys2 {
+		t.Fatalf("dead letters\n%v\n%v\nkeys %d, %d", dead1, dead2, keys1, keys2)
+	}
+	if len(outs1) != len(outs2) {
+		t.Fatalf("%d outputs on one instance, %d on two", len(outs1), len(outs2))
+	}
+	for i := range outs1 {
+		if outs1[i] != outs2[i] {
+			t.Fatalf("output %d: %s on one instance, %s on two", i, outs1[i], outs2[i])
+		}
+	}
+	want := `"k460" {"key":"k460","tag":"g"}` // the trapped key's writes were reverted
+	if !slices.Contains(outs2, want) || !slices.Contains(outs2, `"k461" {"key":"k461","tag":"g","v":461}`) {
+		t.Fatalf("outputs lack %s or k461's value", want)
+	}
+	if !slices.Contains(outs2, `"k461" {"key":"k461","l":[461,"x461","x461"],"tag":"lt"}`) {
+		t.Fatalf("the timer call of k461 did not read the DATA phase's append: %v", outs2[len(outs2)-5:])
 	}
 }

@@ -49,7 +49,8 @@ type ResultV2 struct {
 
 // StateSession is the state side of a v2 call, provided by the engine: the host hands it
 // what the guest does, in order, on the goroutine of the guest call. It is driven by one
-// guest call at a time (v2 calls never run in parallel), so it needs no locking.
+// guest call at a time, so it needs no locking; a ForkingSession lets the host run several
+// guest calls at once, each with a fork of its own.
 type StateSession interface {
 	// Begin makes group i (an index into the CallV2's Groups) the current group: it ends the
 	// previous group's transaction and opens group i's. An error fails group i (its state
@@ -65,6 +66,18 @@ type StateSession interface {
 	End(lo int, results []ResultV2)
 }
 
+// ForkingSession is a StateSession whose calls' chunks may run at once: Fork returns n
+// sessions, one per run of consecutive groups (in group order), each driven by a goroutine of
+// its own beside the others as a StateSession is (Begin, Apply and End with the call's group
+// indexes, of its run only); the session itself is not used until Join, which ends them and
+// keeps their state as if their groups had run one after the other on the session itself. An
+// error of Fork or Join fails the call as a whole (the handler returns it).
+type ForkingSession interface {
+	StateSession
+	Fork(n int) ([]StateSession, error)
+	Join(forks []StateSession) error
+}
+
 // V2 is implemented by handlers that can run ABI v2 modules.
 type V2 interface {
 	// ABIVersion is the module's ABI version (abi.Version or abi.Version2).
@@ -72,7 +85,8 @@ type V2 interface {
 	// VarDecls are a v2 module's state variable declarations, in declaration order (an op's
 	// variable index is its position here).
 	VarDecls() []abi.VarDecl
-	// ProcessV2 runs call, one guest call at a time, with sess for its state, and fills
+	// ProcessV2 runs call, one guest call at a time per session (the chunks of a call on
+	// several instances at once when sess is a ForkingSession), with sess for its state, and fills
 	// results (len(results) == len(call.Groups)). Like Process, it returns an error only when
 	// the handler as a whole is unusable or ctx ended.
 	ProcessV2(ctx context.Context, call *CallV2, sess StateSession, results []ResultV2) error

@@ -367,17 +367,23 @@ type span struct{ lo, hi int }
 // alone).
 func (h *Host) chunks(call *handler.Call) []span {
 	lim := h.cfg.Limits
-	n := len(call.Groups)
+	return cut(len(call.Groups), spreadPer(len(call.Groups), lim), lim.MaxBytesPerCall, func(i int) int {
+		g := &call.Groups[i]
+		return abi.GroupSize(g.Key, g.State, g.Rows)
+	})
+}
+
+// spreadPer is the most groups a chunk of a call of n groups gets: MaxGroupsPerCall, or for
+// a call worth spreading over the instances (256 groups or more, and more than one instance)
+// the size of a multiple of the instance count of equal runs.
+func spreadPer(n int, lim Limits) int {
 	per := lim.MaxGroupsPerCall
 	if k := lim.Instances; k > 1 && n >= 256 {
 		runs := (n + per - 1) / per
 		runs = (runs + k - 1) / k * k
 		per = (n + runs - 1) / runs
 	}
-	return cut(n, per, lim.MaxBytesPerCall, func(i int) int {
-		g := &call.Groups[i]
-		return abi.GroupSize(g.Key, g.State, g.Rows)
-	})
+	return per
 }
 
 // cut cuts n groups, group i of size(i) bytes, into runs of at most per groups and maxBytes

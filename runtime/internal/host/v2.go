@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
@@ -17,12 +18,16 @@ func (h *Host) ABIVersion() uint32 { return h.version }
 func (h *Host) VarDecls() []abi.VarDecl { return h.decls }
 
 // ProcessV2 implements handler.V2: it cuts the call into chunks (one phase: every group has
-// the same kind) and runs them one after the other, each on one instance, with sess serving
-// their state requests. Unlike Process, a v2 call never runs chunks in parallel: the session
-// is the engine's state batch, which one goroutine drives (state.Batch and its KeyTxn are not
-// safe for concurrent use, and only one KeyTxn may be open at a time). Whole-call failures are
-// retried as Process does (every group of the failed call is reverted by the session, then
-// each is run again alone).
+// the same kind) and runs them, each on one instance, with sess serving their state requests.
+// When sess is a handler.ForkingSession and the call is big enough to spread (as Process
+// spreads a v1 call: 256 groups or more, cut into a multiple of the instance count of equal
+// runs), the chunks run on the instances at once: one worker per instance, each running a run
+// of consecutive chunks one after the other with a fork of the session, joined in group order
+// at the end (RATIONALE.md, "ABI v2: a phase's chunks run at once, each in a fork of the state
+// batch"). Otherwise they run one after the other on sess (whose state batch one goroutine
+// drives), as do the groups of an isolated attempt, one at a time. Whole-call failures are
+// retried as Process does (every group of the failed call is reverted by its session, then
+// each is run again alone), within the chunk's session.
 func (h *Host) ProcessV2(ctx context.Context, call *handler.CallV2, sess handler.StateSession, results []handler.ResultV2) error {
 	if len(call.Groups) == 0 {
 		return nil
@@ -30,22 +35,29 @@ func (h *Host) ProcessV2(ctx context.Context, call *handler.CallV2, sess handler
 	budget := &retryBudget{d: h.cfg.Limits.RetryTimeout}
 	defer budget.stop()
 	out := &outputBudget{limit: h.cfg.Limits.OutputBytesPerBatch}
-	st := &stateBudget{perCall: h.cfg.Limits.StateBytesPerCall, perBatch: h.cfg.Limits.StateBytesPerBatch}
-	chunks := h.chunksV2(call)
+	batch := &batchStateBudget{limit: h.cfg.Limits.StateBytesPerBatch}
+	st := func() *stateBudget { return &stateBudget{perCall: h.cfg.Limits.StateBytesPerCall, batch: batch} }
 	before := handler.IsolationOf(ctx)
+	if fs, ok := sess.(handler.ForkingSession); ok && before == nil {
+		if chunks := h.spreadV2(call); len(chunks) > 1 {
+			return h.forkedV2(ctx, budget, call, chunks, fs, results, out, st)
+		}
+	}
+	chunks := h.chunksV2(call)
 	if before != nil {
 		chunks = chunks[:0]
 		for i := range call.Groups {
 			chunks = append(chunks, span{i, i + 1})
 		}
 	}
+	sb := st()
 	for _, c := range chunks {
 		if before != nil {
 			if err := before(call.Groups[c.lo].Key); err != nil {
 				return err
 			}
 		}
-		if err := h.runChunkV2(ctx, budget, call, c, sess, results, out, st); err != nil {
+		if err := h.runChunkV2(ctx, budget, call, c, sess, results, out, sb); err != nil {
 			return err
 		}
 	}
@@ -55,11 +67,50 @@ func (h *Host) ProcessV2(ctx context.Context, call *handler.CallV2, sess handler
 	return nil
 }
 
+// forkedV2 runs chunks (more than one) on the instances at once: min(Instances, chunks)
+// workers, worker w running its run of consecutive chunks one after the other with fork w
+// of fs, and joins the forks in their order once every worker is done.
+func (h *Host) forkedV2(ctx context.Context, budget *retryBudget, call *handler.CallV2, chunks []span, fs handler.ForkingSession, results []handler.ResultV2, out *outputBudget, st func() *stateBudget) error {
+	n := min(h.cfg.Limits.Instances, len(chunks))
+	forks, err := fs.Fork(n)
+	if err != nil {
+		return fmt.Errorf("runtime: forking the state session: %w", err)
+	}
+	errs := make([]error, n+1)
+	var wg sync.WaitGroup
+	for w := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sb := st()
+			for _, c := range chunks[len(chunks)*w/n : len(chunks)*(w+1)/n] {
+				if errs[w] = h.runChunkV2(ctx, budget, call, c, forks[w], results, out, sb); errs[w] != nil {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if err := fs.Join(forks); err != nil {
+		errs[n] = fmt.Errorf("runtime: joining the state session's forks: %w", err)
+	}
+	return errors.Join(errs...)
+}
+
 // chunksV2 cuts a v2 call into runs of at most MaxGroupsPerCall groups and MaxBytesPerCall
 // bytes (a bigger group alone), as chunks does, without spreading them over the instances.
 func (h *Host) chunksV2(call *handler.CallV2) []span {
 	lim := h.cfg.Limits
 	return cut(len(call.Groups), lim.MaxGroupsPerCall, lim.MaxBytesPerCall, func(i int) int {
+		return handler.GroupSizeV2(&call.Groups[i], h.inputs)
+	})
+}
+
+// spreadV2 cuts a v2 call as chunks cuts a v1 call: spread over the instances when it is big
+// enough (one chunk when it is not worth it).
+func (h *Host) spreadV2(call *handler.CallV2) []span {
+	lim := h.cfg.Limits
+	return cut(len(call.Groups), spreadPer(len(call.Groups), lim), lim.MaxBytesPerCall, func(i int) int {
 		return handler.GroupSizeV2(&call.Groups[i], h.inputs)
 	})
 }
@@ -94,6 +145,7 @@ func (h *Host) runChunkV2(ctx context.Context, budget *retryBudget, call *handle
 		for k := range took {
 			if res[lo+k].Err != nil {
 				out.refund(took[k])
+				st.drop(k)
 			} else {
 				st.commit(k)
 			}
@@ -110,20 +162,27 @@ func (h *Host) runChunkV2(ctx context.Context, budget *retryBudget, call *handle
 // stateBudget counts the ABI v2 state requests of one ProcessV2 (Limits.StateBytesPerCall
 // and StateBytesPerBatch): the bytes of each state request (reads included) and of each
 // result's ops. The per-call limit bounds each group's own requests in a call; the per-batch
-// limit the requests of the groups that succeeded so far plus those of the call in progress
-// not refused. A refused or failed group's writes are reverted, so they never count against
-// another group. Used by one goroutine at a time (ProcessV2 runs its calls one after the
-// other).
+// limit the requests of the groups that succeeded so far plus those of the calls in progress
+// not refused (of every worker, when the chunks run at once: which group passes it first then
+// depends on the order the calls run, as for Limits.OutputBytesPerBatch). A refused or failed
+// group's writes are reverted, so they never count against another group. A stateBudget is
+// used by one goroutine (a worker of ProcessV2, running its calls one after the other); the
+// batch's count (batchStateBudget) is shared by the workers.
 type stateBudget struct {
-	perCall, perBatch int64
-	used              int64   // the requests of the batch's groups that succeeded
-	call              int64   // the requests of the call in progress, refused groups' left out
-	group             []int64 // per group of the call in progress, its requests
+	perCall int64
+	batch   *batchStateBudget
+	group   []int64 // per group of the call in progress, its requests
+}
+
+// batchStateBudget is the per-batch count of the workers of one ProcessV2.
+type batchStateBudget struct {
+	mu    sync.Mutex
+	limit int64
+	used  int64 // the requests of the groups that succeeded, and of the calls in progress
 }
 
 // begin starts a call of n groups.
 func (b *stateBudget) begin(n int) {
-	b.call = 0
 	b.group = append(b.group[:0], make([]int64, n)...)
 }
 
@@ -134,32 +193,36 @@ func (b *stateBudget) take(g int, n int64) error {
 	if g >= 0 && g < len(b.group) {
 		own = b.group[g]
 	}
-	switch {
-	case own+n > b.perCall:
+	if own+n > b.perCall {
 		return fmt.Errorf("%w: the key's state writes would pass the limit of %d bytes a call (serve --max-state-writes-call)", ErrStateLimit, b.perCall)
-	case b.used+b.call+n > b.perBatch:
-		return fmt.Errorf("%w: the batch's state writes would pass the limit of %d bytes a batch (serve --max-state-writes-batch)", ErrStateLimit, b.perBatch)
 	}
-	b.call += n
+	bb := b.batch
+	bb.mu.Lock()
+	defer bb.mu.Unlock()
+	if bb.used+n > bb.limit {
+		return fmt.Errorf("%w: the batch's state writes would pass the limit of %d bytes a batch (serve --max-state-writes-batch)", ErrStateLimit, bb.limit)
+	}
+	bb.used += n
 	if g >= 0 && g < len(b.group) {
 		b.group[g] += n
 	}
 	return nil
 }
 
-// drop leaves group g's requests out of the call's: it was refused, and its writes are
-// reverted.
+// drop leaves group g's requests out of the batch's: it was refused or failed, and its
+// writes are reverted.
 func (b *stateBudget) drop(g int) {
-	if g >= 0 && g < len(b.group) {
-		b.call -= b.group[g]
+	if g >= 0 && g < len(b.group) && b.group[g] != 0 {
+		b.batch.mu.Lock()
+		b.batch.used -= b.group[g]
+		b.batch.mu.Unlock()
 		b.group[g] = 0
 	}
 }
 
-// commit counts group k's writes for the batch: its call succeeded for it.
+// commit keeps group k's requests in the batch's count: its call succeeded for it.
 func (b *stateBudget) commit(k int) {
 	if k < len(b.group) {
-		b.used += b.group[k]
 		b.group[k] = 0
 	}
 }

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
@@ -128,5 +130,122 @@ func TestProcessV2(t *testing.T) {
 	}
 	if res[0].Err == nil || !strings.Contains(res[0].Err.Error(), "module exited with code 3") || res[1].Err != nil {
 		t.Fatalf("results %+v", res)
+	}
+}
+
+// forkingSession is a handler.ForkingSession whose forks are recSessions that wait, at their
+// first group, until every fork has begun one: forks that ran one after the other would wait
+// for each other in vain (each gives up after a deadline and says so).
+type forkingSession struct {
+	recSession
+	forks   []*barrierSession
+	joined  int
+	arrived atomic.Int32
+	all     chan struct{}
+}
+
+type barrierSession struct {
+	recSession
+	parent *forkingSession
+	waited bool
+	alone  bool // the deadline passed before every fork had begun
+}
+
+func (s *forkingSession) Fork(n int) ([]handler.StateSession, error) {
+	s.all = make(chan struct{})
+	out := make([]handler.StateSession, n)
+	for i := range out {
+		f := &barrierSession{recSession: recSession{cur: -1}, parent: s}
+		s.forks = append(s.forks, f)
+		out[i] = f
+	}
+	return out, nil
+}
+
+func (s *forkingSession) Join(forks []handler.StateSession) error {
+	s.joined++
+	for i, f := range forks {
+		if f != s.forks[i] {
+			return fmt.Errorf("fork %d joined out of order", i)
+		}
+	}
+	return nil
+}
+
+func (f *barrierSession) Begin(i int) error {
+	if !f.waited {
+		f.waited = true
+		if int(f.parent.arrived.Add(1)) == len(f.parent.forks) {
+			close(f.parent.all)
+		}
+		select {
+		case <-f.parent.all:
+		case <-time.After(20 * time.Second):
+			f.alone = true
+		}
+	}
+	return f.recSession.Begin(i)
+}
+
+// TestProcessV2Forks: with a session that can fork, a call big enough to spread runs its
+// chunks on the instances at once (one fork per instance, each running its run of consecutive
+// chunks in order, every guest call ended with its fork's End), and the forks are joined once,
+// in order; without one (recSession), the same call's chunks run one after the other on the
+// session itself.
+func TestProcessV2Forks(t *testing.T) {
+	wasm, err := os.ReadFile("../../engine/testdata/v2probe/v2probe.wasm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := testConfig(wasm)
+	cfg.Init.Mode = abi.TimeoutProcessingTime
+	cfg.Limits.Instances = 2
+	cfg.Limits.MaxGroupsPerCall = 50
+	h, err := New(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(context.Background())
+	const n = 300 // 6 chunks of 50, 3 per instance
+	call := &handler.CallV2{ProcessingTimeMs: 1000}
+	for i := range n {
+		call.Groups = append(call.Groups, handler.GroupV2{Kind: abi.GroupData, Key: fmt.Appendf(nil, `"k%d"`, i), Rows: [][]byte{[]byte(`{"ops": [{"get": "g"}, {"set": 1}]}`)}})
+	}
+	res := make([]handler.ResultV2, n)
+	s := &forkingSession{recSession: recSession{cur: -1}}
+	if err := h.ProcessV2(context.Background(), call, s, res); err != nil {
+		t.Fatal(err)
+	}
+	if len(s.forks) != 2 || s.joined != 1 || len(s.recSession.events) != 0 {
+		t.Fatalf("%d forks, joined %d times, %d events on the session itself", len(s.forks), s.joined, len(s.recSession.events))
+	}
+	for w, f := range s.forks {
+		if f.alone {
+			t.Errorf("fork %d ran its first group while the other fork had not begun: the chunks ran one after the other", w)
+		}
+		var want []string
+		for c := range 3 {
+			lo := (w*3 + c) * 50
+			for i := lo; i < lo+50; i++ {
+				want = append(want, fmt.Sprintf("begin %d", i), fmt.Sprintf("VALUE_GET %d", i))
+			}
+			want = append(want, fmt.Sprintf("end %d %s", lo, strings.TrimSuffix(strings.Repeat("ok:10,", 50), ",")))
+		}
+		if got := strings.Join(f.events, "|"); got != strings.Join(want, "|") {
+			t.Fatalf("fork %d's events\n%s\nwant\n%s", w, got, strings.Join(want, "|"))
+		}
+	}
+	for i, r := range res {
+		if r.Err != nil || len(r.Ops) != 10 {
+			t.Fatalf("group %d: %+v", i, r)
+		}
+	}
+
+	one := &recSession{cur: -1} // no forks: one after the other on the session
+	if err := h.ProcessV2(context.Background(), call, one, res); err != nil {
+		t.Fatal(err)
+	}
+	if ends := strings.Count(strings.Join(one.events, "|"), "end "); ends != 6 {
+		t.Fatalf("%d guest calls on a session that cannot fork, want 6", ends)
 	}
 }
