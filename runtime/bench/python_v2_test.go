@@ -2,7 +2,13 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
+
+	"github.com/groupstate/groupstate/abi"
+	"github.com/groupstate/groupstate/runtime/internal/handler"
+	"github.com/groupstate/groupstate/runtime/internal/host"
 )
 
 // BenchmarkPythonABIv2: the same counting per key as a Python ABI v1 function and as a Python
@@ -62,4 +68,52 @@ func BenchmarkPythonLogincount(b *testing.B) {
 	b.ReportMetric(rps[0], "go-rows/s")
 	b.ReportMetric(rps[1], "python-rows/s")
 	b.ReportMetric(rps[1]/rps[0], "ratio")
+}
+
+// BenchmarkPythonInvoke: the logincount sample in Python through the host, 4096 groups per
+// call of one row and a state each (invoke_ns_per_group_by_language's Python figure at 4096),
+// in ns and in CPU µs (the process's user and system time) per group: the guest's work per
+// group, without the engine's.
+func BenchmarkPythonInvoke(b *testing.B) {
+	ctx := context.Background()
+	wasm, err := benchModule("../../samples", "logincount", "python")
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := host.New(ctx, host.Config{
+		Wasm:   wasm,
+		Init:   abi.Init{ABIVersion: abi.Version, Mode: abi.TimeoutProcessingTime, Name: []byte("bench"), Config: []byte(`{"idle_timeout":"10s"}`)},
+		Logger: quiet,
+		Limits: host.Limits{Instances: 1, CallTimeout: 10 * time.Second, MemoryBytes: 256 << 20},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close(ctx)
+	const n = 4096
+	call := &handler.Call{ProcessingTimeMs: 1000}
+	for i := range n {
+		call.Groups = append(call.Groups, handler.Group{
+			Flags: abi.GroupStateExists,
+			Key:   fmt.Appendf(nil, `"user-%06d"`, i),
+			State: []byte(`{"login_count":41}`),
+			Rows:  [][]byte{fmt.Appendf(nil, `{"user_id":"user-%06d","ts":1700000000000}`, i)},
+		})
+	}
+	res := make([]handler.Result, n)
+	if err := h.Process(ctx, call, res); err != nil { // warm up
+		b.Fatal(err)
+	}
+	cpu0 := cpuTime()
+	for b.Loop() {
+		if err := h.Process(ctx, call, res); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu := cpuTime() - cpu0
+	if res[0].Err != nil {
+		b.Fatal(res[0].Err)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/group")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*n), "cpu-µs/group")
 }
