@@ -31,6 +31,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #define GS_EXPORT(name) __attribute__((export_name(name)))
 #define GS_IMPORT(name) __attribute__((import_module("groupstate"), import_name(name)))
@@ -302,7 +303,7 @@ enum { ACTION_KEEP = 0, ACTION_UPDATE = 1, ACTION_REMOVE = 2 };
 typedef struct {
 	PyObject_HEAD
 	PyObject *value; /* the state value, NULL when there is none */
-	PyObject *raw;   /* its compact JSON (str) after update, else NULL */
+	PyObject *raw;   /* its compact JSON (UTF-8 bytes) after update, else NULL */
 	int exists, timed_out, action;
 	long long T, W, timeout;
 } gs_state;
@@ -325,6 +326,151 @@ static PyObject *encode_str(PyObject *value) {
 	PyObject *s = PyUnicode_Join(empty_str, chunks);
 	Py_DECREF(chunks);
 	return s;
+}
+
+/* The compact JSON of the plain values handlers mostly make, written as UTF-8 straight into b
+ * (no chunk list, no joined str): exact dicts with str keys, exact lists and tuples, exact
+ * str, int and finite float, bool and None, at most 32 levels deep. Returns 1 when written,
+ * 0 when the value is anything else (b as it was; the caller then uses json's encoder, which
+ * gives the same bytes for these and raises its own errors for the rest), -1 with an
+ * exception set (out of memory). The bytes are json's (groupstate._encode): separators "," and
+ * ":", ensure_ascii off, json's escapes, int.__repr__ and float.__repr__. */
+static int json_fast_value(gs_buf *b, PyObject *v, int depth);
+
+static int json_fast_str(gs_buf *b, PyObject *v) {
+	Py_ssize_t n;
+	const char *u = PyUnicode_AsUTF8AndSize(v, &n);
+	if (!u) {
+		PyErr_Clear(); /* a lone surrogate: json's encoder path decides */
+		return 0;
+	}
+	static const char hex[] = "0123456789abcdef";
+	buf_reserve(b, (size_t)n + 2);
+	buf_put(b, "\"", 1);
+	Py_ssize_t from = 0;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)u[i];
+		if (c >= 0x20 && c != '"' && c != '\\') continue;
+		buf_put(b, u + from, (size_t)(i - from));
+		from = i + 1;
+		char e[6] = {'\\', 0, 0, 0, 0, 0};
+		size_t el = 2;
+		switch (c) {
+		case '"': e[1] = '"'; break;
+		case '\\': e[1] = '\\'; break;
+		case '\b': e[1] = 'b'; break;
+		case '\f': e[1] = 'f'; break;
+		case '\n': e[1] = 'n'; break;
+		case '\r': e[1] = 'r'; break;
+		case '\t': e[1] = 't'; break;
+		default:
+			e[1] = 'u', e[2] = '0', e[3] = '0', e[4] = hex[c >> 4], e[5] = hex[c & 0xf];
+			el = 6;
+		}
+		buf_put(b, e, el);
+	}
+	buf_put(b, u + from, (size_t)(n - from));
+	buf_put(b, "\"", 1);
+	return 1;
+}
+
+static int json_fast_repr(gs_buf *b, PyObject *v, reprfunc repr) {
+	PyObject *r = repr(v);
+	if (!r) return -1;
+	Py_ssize_t n;
+	const char *u = PyUnicode_AsUTF8AndSize(r, &n);
+	if (!u) {
+		Py_DECREF(r);
+		return -1;
+	}
+	buf_put(b, u, (size_t)n);
+	Py_DECREF(r);
+	return 1;
+}
+
+static int json_fast_value(gs_buf *b, PyObject *v, int depth) {
+	if (depth > 32) return 0;
+	if (PyUnicode_CheckExact(v)) return json_fast_str(b, v);
+	if (v == Py_None) {
+		buf_put(b, "null", 4);
+		return 1;
+	}
+	if (v == Py_True) {
+		buf_put(b, "true", 4);
+		return 1;
+	}
+	if (v == Py_False) {
+		buf_put(b, "false", 5);
+		return 1;
+	}
+	if (PyLong_CheckExact(v)) {
+		int overflow;
+		long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+		if (overflow) return json_fast_repr(b, v, PyLong_Type.tp_repr);
+		char d[24];
+		int n = snprintf(d, sizeof d, "%lld", x);
+		buf_put(b, d, (size_t)n);
+		return 1;
+	}
+	if (PyFloat_CheckExact(v)) {
+		if (!isfinite(PyFloat_AS_DOUBLE(v))) return 0;
+		return json_fast_repr(b, v, PyFloat_Type.tp_repr);
+	}
+	if (PyDict_CheckExact(v)) {
+		buf_put(b, "{", 1);
+		Py_ssize_t pos = 0;
+		PyObject *k, *x;
+		int first = 1;
+		while (PyDict_Next(v, &pos, &k, &x)) {
+			if (!PyUnicode_CheckExact(k)) return 0;
+			if (!first) buf_put(b, ",", 1);
+			first = 0;
+			int r = json_fast_str(b, k);
+			if (r <= 0) return r;
+			buf_put(b, ":", 1);
+			Py_INCREF(x); /* a value's repr may run code that changes the dict */
+			r = json_fast_value(b, x, depth + 1);
+			Py_DECREF(x);
+			if (r <= 0) return r;
+		}
+		buf_put(b, "}", 1);
+		return 1;
+	}
+	if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) {
+		buf_put(b, "[", 1);
+		for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); i++) {
+			if (i) buf_put(b, ",", 1);
+			PyObject *x = PySequence_Fast_GET_ITEM(v, i);
+			Py_INCREF(x);
+			int r = json_fast_value(b, x, depth + 1);
+			Py_DECREF(x);
+			if (r <= 0) return r;
+		}
+		buf_put(b, "]", 1);
+		return 1;
+	}
+	return 0;
+}
+
+/* value's compact JSON appended to b (no length prefix): the fast path, else json's encoder.
+ * 0, or -1 with an exception set. */
+static int json_put(gs_buf *b, PyObject *value) {
+	size_t at = b->len;
+	int r = json_fast_value(b, value, 0);
+	if (r > 0) return 0;
+	b->len = at;
+	if (r < 0) return -1;
+	PyObject *s = encode_str(value);
+	if (!s) return -1;
+	Py_ssize_t n;
+	const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+	if (!u) {
+		Py_DECREF(s);
+		return -1;
+	}
+	buf_put(b, u, (size_t)n);
+	Py_DECREF(s);
+	return 0;
 }
 
 static void state_reset(gs_state *s, int exists, PyObject *value, int timed_out, long long T, long long W) {
@@ -406,8 +552,14 @@ static PyObject *state_update(gs_state *s, PyObject *v) {
 		PyErr_SetString(ERR(err_type), "groupstate: null is not a valid state value");
 		return NULL;
 	}
-	PyObject *raw = encode_str(v);
-	if (!raw) {
+	gs_buf scratch = {0}; /* not static: json's encoder may run code that updates a state */
+	PyObject *raw = NULL;
+	int r = json_put(&scratch, v);
+	if (r == 0) raw = scratch.oom ? PyErr_NoMemory() : PyBytes_FromStringAndSize((const char *)scratch.p, (Py_ssize_t)scratch.len);
+	free(scratch.p);
+	if (r == 0) {
+		if (!raw) return NULL;
+	} else {
 		if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
 		/* raise GroupStateTypeError(f"groupstate: encoding state: {e}") from None */
 		PyObject *t, *e, *tb;
@@ -879,16 +1031,10 @@ static PyObject *decode_json(const uint8_t *p, uint32_t n, const char *what) {
 
 /* Appends value's UTF-8 JSON (groupstate._encode) as a byte string; -1 with an exception set. */
 static int put_json(gs_buf *b, PyObject *value) {
-	PyObject *s = encode_str(value);
-	if (!s) return -1;
-	Py_ssize_t n;
-	const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-	if (!u) {
-		Py_DECREF(s);
-		return -1;
-	}
-	buf_bytes(b, u, (size_t)n);
-	Py_DECREF(s);
+	size_t at = b->len;
+	buf_u32(b, 0);
+	if (json_put(b, value) < 0) return -1;
+	put_u32_at(b, at, (uint32_t)(b->len - at - 4));
 	return 0;
 }
 
@@ -990,8 +1136,8 @@ static int run_group(rd *r, int64_t T, int64_t W) {
 	const char *sb = "";
 	Py_ssize_t sn = 0;
 	if (action == ACTION_UPDATE) {
-		sb = PyUnicode_AsUTF8AndSize(state->raw, &sn);
-		if (!sb) goto done;
+		sb = PyBytes_AS_STRING(state->raw);
+		sn = PyBytes_GET_SIZE(state->raw);
 	}
 	put_u32_at(&out, start, emits);
 	buf_u32(&out, 0);
