@@ -73,7 +73,7 @@ func BenchmarkPythonLogincount(b *testing.B) {
 // BenchmarkPythonInvoke: the logincount sample in Python through the host, 4096 groups per
 // call of one row and a state each (invoke_ns_per_group_by_language's Python figure at 4096),
 // in ns and in CPU µs (the process's user and system time) per group: the guest's work per
-// group, without the engine's.
+// group, without the engine's; and the instance's memory after it (instance_memory_mb_by_language).
 func BenchmarkPythonInvoke(b *testing.B) {
 	ctx := context.Background()
 	wasm, err := benchModule("../../samples", "logincount", "python")
@@ -116,4 +116,5 @@ func BenchmarkPythonInvoke(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/group")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*n), "cpu-µs/group")
+	b.ReportMetric(float64(h.InstanceMemoryBytes())/(1<<20), "instance-MB")
 }
