@@ -2,7 +2,13 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"testing"
+	"time"
+
+	"github.com/groupstate/groupstate/abi"
+	"github.com/groupstate/groupstate/runtime/internal/handler"
+	"github.com/groupstate/groupstate/runtime/internal/host"
 )
 
 // BenchmarkPythonABIv2: the same counting per key as a Python ABI v1 function and as a Python
@@ -44,9 +50,9 @@ func BenchmarkInstanceStart(b *testing.B) {
 
 // BenchmarkPythonLogincount: the logincount sample in Python and in Go through the engine on
 // the counting workload, 100k keys and 1M rows (logincount_rows_per_sec,
-// python_go_logincount_ratio; target >= 0.3).
+// python_go_logincount_ratio; target >= 0.3), with the CPU time per row of each.
 func BenchmarkPythonLogincount(b *testing.B) {
-	var rps [2]float64
+	var rps, cpu [2]float64
 	for b.Loop() {
 		for i, lang := range []string{"go", "python"} {
 			wasm, err := benchModule("../../samples", "logincount", lang)
@@ -54,7 +60,7 @@ func BenchmarkPythonLogincount(b *testing.B) {
 				b.Fatal(err)
 			}
 			settle()
-			if rps[i], err = engineCount(context.Background(), b.TempDir(), wasm, 100_000, 1_000_000, quiet); err != nil {
+			if rps[i], cpu[i], err = engineCountCPU(context.Background(), b.TempDir(), wasm, 100_000, 1_000_000, quiet); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -62,4 +68,55 @@ func BenchmarkPythonLogincount(b *testing.B) {
 	b.ReportMetric(rps[0], "go-rows/s")
 	b.ReportMetric(rps[1], "python-rows/s")
 	b.ReportMetric(rps[1]/rps[0], "ratio")
+	b.ReportMetric(cpu[0], "go-cpu-µs/row")
+	b.ReportMetric(cpu[1], "python-cpu-µs/row")
+}
+
+// BenchmarkPythonInvoke: the logincount sample in Python through the host, 4096 groups per
+// call of one row and a state each (invoke_ns_per_group_by_language's Python figure at 4096),
+// in ns and in CPU µs (the process's user and system time) per group: the guest's work per
+// group, without the engine's; and the instance's memory after it (instance_memory_mb_by_language).
+func BenchmarkPythonInvoke(b *testing.B) {
+	ctx := context.Background()
+	wasm, err := benchModule("../../samples", "logincount", "python")
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := host.New(ctx, host.Config{
+		Wasm:   wasm,
+		Init:   abi.Init{ABIVersion: abi.Version, Mode: abi.TimeoutProcessingTime, Name: []byte("bench"), Config: []byte(`{"idle_timeout":"10s"}`)},
+		Logger: quiet,
+		Limits: host.Limits{Instances: 1, CallTimeout: 10 * time.Second, MemoryBytes: 256 << 20},
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close(ctx)
+	const n = 4096
+	call := &handler.Call{ProcessingTimeMs: 1000}
+	for i := range n {
+		call.Groups = append(call.Groups, handler.Group{
+			Flags: abi.GroupStateExists,
+			Key:   fmt.Appendf(nil, `"user-%06d"`, i),
+			State: []byte(`{"login_count":41}`),
+			Rows:  [][]byte{fmt.Appendf(nil, `{"user_id":"user-%06d","ts":1700000000000}`, i)},
+		})
+	}
+	res := make([]handler.Result, n)
+	if err := h.Process(ctx, call, res); err != nil { // warm up
+		b.Fatal(err)
+	}
+	cpu0 := cpuTime()
+	for b.Loop() {
+		if err := h.Process(ctx, call, res); err != nil {
+			b.Fatal(err)
+		}
+	}
+	cpu := cpuTime() - cpu0
+	if res[0].Err != nil {
+		b.Fatal(res[0].Err)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/group")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*n), "cpu-µs/group")
+	b.ReportMetric(float64(h.InstanceMemoryBytes())/(1<<20), "instance-MB")
 }

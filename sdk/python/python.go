@@ -11,7 +11,9 @@ import (
 
 // Runtime is the CPython 3.11 runtime module: a WASI reactor exporting groupstate's ABI (v1,
 // or v2 when internal/pybuild says so in its sources slot), with the standard library of
-// runtime/frozen.txt frozen in and no handler sources.
+// runtime/frozen.txt frozen in and no handler sources. It also carries the bytecode of the
+// groupstate package (compiled from groupstate/*.py when it was built), which it runs when the
+// embedded package is that text.
 //
 //go:embed runtime/python.wasm
 var Runtime []byte

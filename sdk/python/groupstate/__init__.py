@@ -18,16 +18,20 @@ An exception escaping the handler fails the group: its outputs and state changes
 discarded and the traceback is the dead letter's error.
 
 This package runs inside the Python runtime module (sdk/python/runtime); the C glue there calls
-``_init`` once per instance and ``_new_state`` / the entry once per group.
+``_init`` once per instance and the entry once per group, with a ``GroupState`` it makes itself
+(the type is C code in the glue, ``_groupstate.GroupState``: no Python code runs per group but
+the handler's).
 """
 
 import gc as _gc
-import json as _json
+import sys as _sys
 
+import _json
 import _groupstate
 
-# re and traceback are imported when first needed (a duration string, a failure), which keeps
-# them (and tokenize, linecache, ...) out of every instance's start-up.
+# json's C parts only (_json): the json package would import re, enum, functools and more at
+# every instance's start. traceback is imported when first needed (a failure), which keeps it
+# (and tokenize, linecache, ...) out of the start too.
 
 __all__ = [
     "config",
@@ -118,16 +122,11 @@ _DURATION_UNITS = {
     "m": 60_000_000_000,
     "h": 3_600_000_000_000,
 }
-_DURATION_PART = None
+_DIGITS = "0123456789"
 
 
 def _parse_duration_ns(s):
     """Go's time.ParseDuration: "10s", "1m30s", "250ms", "-1.5h", "0"."""
-    global _DURATION_PART
-    if _DURATION_PART is None:
-        import re
-
-        _DURATION_PART = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|\u00b5s|\u03bcs|ms|s|m|h)")
     orig = s
     if not isinstance(s, str):
         raise GroupStateTypeError("groupstate: a duration is an int of milliseconds or a string such as \"10s\"")
@@ -141,18 +140,30 @@ def _parse_duration_ns(s):
         raise GroupStateValueError(f"groupstate: invalid duration {orig!r}")
     total = 0
     pos = 0
-    while pos < len(s):
-        m = _DURATION_PART.match(s, pos)
-        if not m or m.group(1) in ("", "."):
+    n = len(s)
+    while pos < n:
+        # a number ([0-9]*(\.[0-9]*)?, not empty nor a lone dot), then a unit
+        start = pos
+        while pos < n and s[pos] in _DIGITS:
+            pos += 1
+        whole, frac = s[start:pos], ""
+        if pos < n and s[pos] == ".":
+            pos += 1
+            start = pos
+            while pos < n and s[pos] in _DIGITS:
+                pos += 1
+            frac = s[start:pos]
+        unit = s[pos:pos + 2]
+        if unit not in _DURATION_UNITS or len(unit) != 2:
+            unit = s[pos:pos + 1]
+        if not (whole or frac) or unit not in _DURATION_UNITS:
             raise GroupStateValueError(f"groupstate: invalid duration {orig!r}")
-        num, unit = m.group(1), m.group(2)
-        whole, _, frac = num.partition(".")
+        pos += len(unit)
         scale = _DURATION_UNITS[unit]
         v = int(whole or "0") * scale
         if frac:
             v += int(frac) * scale // (10 ** len(frac))
         total += v
-        pos = m.end()
     if total > (1 << 63) - 1 + (1 if neg else 0):
         raise GroupStateValueError(f"groupstate: invalid duration {orig!r}: overflow")
     return -total if neg else total
@@ -184,139 +195,68 @@ def config_duration_ms(name):
         raise GroupStateValueError(f"groupstate: config {name}: {msg}") from None
 
 
-_encoder = _json.JSONEncoder(ensure_ascii=False, allow_nan=False, separators=(",", ":"))
-
-try:
-    from json.encoder import c_make_encoder as _c_make_encoder, encode_basestring as _encode_basestring
-except ImportError:  # pragma: no cover (the runtime has json's C accelerator)
-    _c_make_encoder = None
-
-if _c_make_encoder is not None:
-    # json's C encoder made once (JSONEncoder.encode makes one per call): compact, UTF-8, no
-    # NaN; no circular-reference markers (a cycle ends in RecursionError instead).
-    _encode_chunks = _c_make_encoder(None, _encoder.default, _encode_basestring, None, ":", ",", False, False, False)
-
-    def _encode(value):
-        return "".join(_encode_chunks(value, 0))
-else:
-    _encode_chunks = None
-    _encode = _encoder.encode
+def _default(o):
+    # json.JSONEncoder.default's error
+    raise TypeError(f"Object of type {o.__class__.__name__} is not JSON serializable")
 
 
-class GroupState:
-    """The state of one key for one call: PySpark's GroupState (applyInPandasWithState).
+# json's C encoder made once (JSONEncoder.encode makes one per call): compact, UTF-8, no NaN;
+# no circular-reference markers (a cycle ends in RecursionError instead). It returns the
+# JSON's chunks; _encode joins them.
+_encode_chunks = _json.make_encoder(None, _default, _json.encode_basestring, None, ":", ",", False, False, False)
 
-    Values are plain Python values stored as JSON (dicts, lists, str, int, float, bool).
-    """
 
-    __slots__ = ("_exists", "_value", "_raw", "_timed_out", "_T", "_W", "_action", "_timeout")
+def _encode(value):
+    return "".join(_encode_chunks(value, 0))
 
-    def __init__(self, exists, value, timed_out, processing_time_ms, watermark_ms):
-        self._exists = bool(exists)
-        self._value = value if exists else None
-        self._raw = None
-        self._timed_out = bool(timed_out)
-        self._T = processing_time_ms
-        self._W = watermark_ms
-        self._action = _KEEP
-        self._timeout = 0
 
-    @property
-    def exists(self):
-        """Whether the key has a state value."""
-        return self._exists
+_NEG_INF, _POS_INF, _NAN = float("-inf"), float("inf"), float("nan")
 
-    @property
-    def get(self):
-        """The state value; raises GroupStateValueError when there is none."""
-        if not self._exists:
-            raise GroupStateValueError("groupstate: state is either not defined or has already been removed")
-        return self._value
 
-    @property
-    def getOption(self):
-        """The state value, or None when there is none."""
-        return self._value if self._exists else None
+class _DecoderContext:
+    # what json.JSONDecoder() gives its C scanner: strict, float, int, NaN and the infinities
+    strict = True
+    object_hook = None
+    object_pairs_hook = None
+    parse_float = float
+    parse_int = int
+    parse_constant = {"-Infinity": _NEG_INF, "Infinity": _POS_INF, "NaN": _NAN}.__getitem__
+    memo = None
 
-    @property
-    def hasTimedOut(self):
-        """Whether this is a timeout call (no rows)."""
-        return self._timed_out
 
-    def update(self, newValue):
-        """Sets the state value; None is refused (GroupStateTypeError), as is a value JSON
-        cannot encode."""
-        if newValue is None:
-            raise GroupStateTypeError("groupstate: null is not a valid state value")
-        try:
-            raw = _encode(newValue)
-        except (TypeError, ValueError) as e:
-            raise GroupStateTypeError(f"groupstate: encoding state: {e}") from None
-        self._value = newValue
-        self._raw = raw
-        self._exists = True
-        self._action = _UPDATE
+#: json's C scanner as json.loads uses it: _scan_once(str, index) -> (value, end); the glue
+#: decodes rows, keys and states with it.
+_scan_once = _json.make_scanner(_DecoderContext())
 
-    def remove(self):
-        """Removes the state value (a timeout set in this call stays)."""
-        self._value = None
-        self._raw = None
-        self._exists = False
-        self._action = _REMOVE
+_WHITESPACE = " \t\n\r"
 
-    def setTimeoutDuration(self, durationMs):
-        """Times the key out durationMs (an int of milliseconds, or a duration string such as
-        "10s") of processing time from now, unless it gets rows first. Needs the deployment's
-        timeout mode processing_time."""
-        if _timeout_mode != _PROCESSING_TIME:
-            raise GroupStateRuntimeError("groupstate: cannot set timeout duration without processing_time timeout")
-        if isinstance(durationMs, bool) or not isinstance(durationMs, (int, str)):
-            raise GroupStateTypeError("groupstate: a timeout duration is an int of milliseconds or a string such as \"10s\"")
-        if isinstance(durationMs, str):
-            ns = _parse_duration_ns(durationMs)
-            d = ns // 1_000_000 if ns >= 0 else -((-ns) // 1_000_000)
-        else:
-            d = durationMs
-        if d <= 0:
-            raise GroupStateValueError("groupstate: timeout duration must be positive")
-        ts = self._T + d
-        if ts > (1 << 63) - 1:
-            raise GroupStateValueError("groupstate: timeout duration overflows the processing time")
-        self._timeout = ts
 
-    def setTimeoutTimestamp(self, timestampMs):
-        """Times the key out when the watermark passes timestampMs (epoch milliseconds). Needs
-        the deployment's timeout mode event_time."""
-        if _timeout_mode != _EVENT_TIME:
-            raise GroupStateRuntimeError("groupstate: cannot set timeout timestamp without event_time timeout")
-        if isinstance(timestampMs, bool) or not isinstance(timestampMs, int):
-            raise GroupStateTypeError("groupstate: a timeout timestamp is an int of epoch milliseconds")
-        if timestampMs <= 0:
-            raise GroupStateValueError("groupstate: timeout timestamp must be positive")
-        if timestampMs < self._W:
-            raise GroupStateValueError(
-                f"groupstate: timeout timestamp ({timestampMs}) cannot be earlier than the current watermark ({self._W})")
-        if timestampMs > (1 << 63) - 1:
-            raise GroupStateValueError("groupstate: timeout timestamp must fit in 64 bits")
-        self._timeout = timestampMs
+def _loads(b):
+    """json.loads(b) for a valid document, through the C scanner; anything else goes to
+    json.loads itself, for its exact error."""
+    s = b.decode("utf-8") if isinstance(b, (bytes, bytearray)) else b
+    i = len(s) - len(s.lstrip(_WHITESPACE))
+    try:
+        v, end = _scan_once(s, i)
+    except (StopIteration, ValueError):
+        pass
+    else:
+        if not s[end:].strip(_WHITESPACE):
+            return v
+    import json
 
-    def getCurrentWatermarkMs(self):
-        """The batch's event-time watermark; raises without event_time in the spec."""
-        if not _has_watermark:
-            raise GroupStateRuntimeError("groupstate: no watermark is defined (configure event_time with a watermark_delay)")
-        return self._W
+    return json.loads(b)
 
-    def getCurrentProcessingTimeMs(self):
-        """The batch's processing time (the same for every group of the batch)."""
-        return self._T
 
-    def __str__(self):
-        return f"GroupState({self.getOption!r})"
-
-    __repr__ = __str__
-
+#: The state of one key for one call: PySpark's GroupState (applyInPandasWithState), a C type
+#: of the glue (sdk/python/runtime/glue.c). Values are plain Python values stored as JSON.
+GroupState = _groupstate.GroupState
 
 _new_state = GroupState
+
+
+# GroupState's errors, the encoder of state values and the duration parser, for the glue.
+_groupstate._bind(GroupStateValueError, GroupStateTypeError, GroupStateRuntimeError, _encode_chunks, _parse_duration_ns)
 
 
 def _format_exception(exc):
@@ -333,7 +273,7 @@ def _init(name, config_bytes, timeout_mode, flags, want_class=False):
     class (want_class, v2)."""
     global config, deployment, _timeout_mode, _has_watermark
     try:
-        c = _json.loads(config_bytes)
+        c = _loads(config_bytes)
     except ValueError as e:
         raise GroupStateValueError(f"groupstate: config is not a JSON object: {e}") from None
     if not isinstance(c, dict):
@@ -344,14 +284,14 @@ def _init(name, config_bytes, timeout_mode, flags, want_class=False):
     deployment = name.decode("utf-8")
     _timeout_mode = timeout_mode
     _has_watermark = bool(flags & 1)
+    _groupstate._configure(_timeout_mode, _has_watermark)
     files = _groupstate.files()
     spec = files.get("__groupstate_entry__", b"").decode("utf-8")
     module_name, _, func = spec.partition(":")
     if not module_name or not func:
         raise GroupStateRuntimeError("groupstate: the module has no handler entry (build it with groupstate build --lang python)")
-    import importlib
-
-    mod = importlib.import_module(module_name)
+    __import__(module_name)
+    mod = _sys.modules[module_name]
     fn = getattr(mod, func, None)
     if want_class:
         if fn is None:

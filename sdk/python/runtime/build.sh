@@ -89,7 +89,11 @@ fi
 # The libraries CPython's own link of python.wasm uses (the extension modules' and WASI's).
 printf 'gs-print-libs:\n\t@echo $(LIBS) $(MODLIBS) $(SYSLIBS)\n' >"$work/print-libs.mk"
 libs=$(make -s -f Makefile -f "$work/print-libs.mk" gs-print-libs)
-$CC -O2 -g0 -Wall -Werror -ffile-prefix-map="$here/=" -I. -IInclude -IInclude/internal -c "$here/glue.c" -o glue.o
+# The groupstate package and the sources importer (bootstrap.py) compiled to bytecode
+# (freeze_sdk.py), which glue.c includes: an instance then runs them without compiling text.
+mkdir -p "$work/gen"
+PYTHONHASHSEED=0 /usr/bin/python3.11 -S -s "$here/freeze_sdk.py" "$here/../groupstate" "$here/bootstrap.py" "$work/gen/gs_frozen_sdk.h"
+$CC -O2 -g0 -Wall -Werror -ffile-prefix-map="$here/=" -I"$work/gen" -I. -IInclude -IInclude/internal -c "$here/glue.c" -o glue.o
 $CC_BIN --target=wasm32-wasi --sysroot="$work/sysroot" -mexec-model=reactor \
   -Wl,--stack-first -z stack-size=1048576 \
   -Wl,--strip-all -Wl,--export=gs_abi_version \

@@ -6,9 +6,13 @@
  *   handler's sources (embedded in the module by internal/pybuild, see "Sources" below),
  *   imports the groupstate package, gives it the init buffer and imports the handler's entry.
  * - gs_process decodes the process buffer here in C, calls the entry handle(key, rows, state)
- *   once per group through the C API and encodes the results. A Python exception (SystemExit
- *   included: nothing here calls PyErr_Print, which would exit) fails its group with the
- *   traceback as the error.
+ *   once per group through the C API and encodes the results. The state is a GroupState, a C
+ *   type defined here (no Python code runs per group but the handler's). A Python exception
+ *   (SystemExit included: nothing here calls PyErr_Print, which would exit) fails its group
+ *   with the traceback as the error.
+ * - The groupstate package's modules run from bytecode compiled when this module was built
+ *   (gs_frozen_sdk.h, see frozen_code), when the embedded sources are the text it was
+ *   compiled from.
  *
  * - ABI v2 (abi/README.md section 9, Spark 4's StatefulProcessor): internal/pybuild writes the
  *   version into the sources slot (the build decides it from the handler's entry: a class is a
@@ -22,10 +26,12 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include "Python.h"
+#include "marshal.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <math.h>
 
 #define GS_EXPORT(name) __attribute__((export_name(name)))
 #define GS_IMPORT(name) __attribute__((import_module("groupstate"), import_name(name)))
@@ -179,13 +185,17 @@ GS_EXPORT("gs_alloc") int32_t gs_alloc(int32_t size) {
 /* The interpreter's objects, kept for the instance's life. */
 static int ready;
 static PyObject *entry;       /* the handler's function */
-static PyObject *scan_once;   /* json's C scanner: scan_once(str, index) -> (value, end) */
-static PyObject *new_state;   /* groupstate._new_state(exists, value, timed_out, T, W) */
-static PyObject *encode;      /* groupstate._encode(value) -> str (compact JSON) */
-static PyObject *encode_chunks; /* groupstate._encode_chunks(value, 0) -> chunks of that JSON, or None */
+static PyObject *scan_once;   /* json's C scanner: groupstate._scan_once(str, index) -> (value, end) */
 static PyObject *empty_str;
 static PyObject *format_exc;  /* groupstate._format_exception(exc) -> str */
-static PyObject *str_action, *str_raw, *str_timeout;
+
+/* What the groupstate package binds at its import (_groupstate._bind) and sets at init
+ * (_groupstate._configure), for GroupState below and the outputs' encoding. */
+static PyObject *err_value, *err_type, *err_runtime; /* groupstate.GroupState{Value,Type,Runtime}Error */
+static PyObject *encode_chunks; /* groupstate._encode_chunks(value, 0) -> the chunks of its compact JSON */
+static PyObject *parse_duration_ns; /* groupstate._parse_duration_ns(str) -> int */
+static int timeout_mode;      /* 0 none, 1 processing time, 2 event time */
+static int has_watermark;
 
 /* The message of the current Python exception: its traceback as groupstate._format_exception
  * formats it (or a fallback), at most 8 KiB (the end kept: the exception is on the last line).
@@ -281,6 +291,493 @@ static PyObject *m_files(PyObject *self, PyObject *unused) {
 	return d;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * GroupState: PySpark's GroupState (applyInPandasWithState) as a C type, so that a group runs
+ * no Python code but the handler's (it was a Python class: its __init__, properties and
+ * methods were five to eight Python calls per group). Spark's errors are groupstate's Python
+ * exception classes, with the messages the Python class had. run_group reads the outcome
+ * (action, timeout, the state's JSON) from the struct.
+ * ------------------------------------------------------------------------------------------ */
+enum { ACTION_KEEP = 0, ACTION_UPDATE = 1, ACTION_REMOVE = 2 };
+
+typedef struct {
+	PyObject_HEAD
+	PyObject *value; /* the state value, NULL when there is none */
+	PyObject *raw;   /* its compact JSON (UTF-8 bytes) after update, else NULL */
+	int exists, timed_out, action;
+	long long T, W, timeout;
+} gs_state;
+
+static PyTypeObject gs_state_type;
+
+/* One of groupstate's error classes, or RuntimeError before the package bound them. */
+#define ERR(cls) ((cls) ? (cls) : PyExc_RuntimeError)
+
+/* Compact JSON of value (groupstate._encode), a new str or NULL with an exception set. */
+static PyObject *encode_str(PyObject *value) {
+	if (!encode_chunks) {
+		PyErr_SetString(PyExc_RuntimeError, "groupstate: the package is not loaded");
+		return NULL;
+	}
+	PyObject *zero = PyLong_FromLong(0);
+	PyObject *chunks = zero ? PyObject_CallFunctionObjArgs(encode_chunks, value, zero, NULL) : NULL;
+	Py_XDECREF(zero);
+	if (!chunks) return NULL;
+	PyObject *s = PyUnicode_Join(empty_str, chunks);
+	Py_DECREF(chunks);
+	return s;
+}
+
+/* The compact JSON of the plain values handlers mostly make, written as UTF-8 straight into b
+ * (no chunk list, no joined str): exact dicts with str keys, exact lists and tuples, exact
+ * str, int and finite float, bool and None, at most 32 levels deep. Returns 1 when written,
+ * 0 when the value is anything else (b as it was; the caller then uses json's encoder, which
+ * gives the same bytes for these and raises its own errors for the rest), -1 with an
+ * exception set (out of memory). The bytes are json's (groupstate._encode): separators "," and
+ * ":", ensure_ascii off, json's escapes, int.__repr__ and float.__repr__. */
+static int json_fast_value(gs_buf *b, PyObject *v, int depth);
+
+static int json_fast_str(gs_buf *b, PyObject *v) {
+	Py_ssize_t n;
+	const char *u = PyUnicode_AsUTF8AndSize(v, &n);
+	if (!u) {
+		PyErr_Clear(); /* a lone surrogate: json's encoder path decides */
+		return 0;
+	}
+	static const char hex[] = "0123456789abcdef";
+	buf_reserve(b, (size_t)n + 2);
+	buf_put(b, "\"", 1);
+	Py_ssize_t from = 0;
+	for (Py_ssize_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)u[i];
+		if (c >= 0x20 && c != '"' && c != '\\') continue;
+		buf_put(b, u + from, (size_t)(i - from));
+		from = i + 1;
+		char e[6] = {'\\', 0, 0, 0, 0, 0};
+		size_t el = 2;
+		switch (c) {
+		case '"': e[1] = '"'; break;
+		case '\\': e[1] = '\\'; break;
+		case '\b': e[1] = 'b'; break;
+		case '\f': e[1] = 'f'; break;
+		case '\n': e[1] = 'n'; break;
+		case '\r': e[1] = 'r'; break;
+		case '\t': e[1] = 't'; break;
+		default:
+			e[1] = 'u', e[2] = '0', e[3] = '0', e[4] = hex[c >> 4], e[5] = hex[c & 0xf];
+			el = 6;
+		}
+		buf_put(b, e, el);
+	}
+	buf_put(b, u + from, (size_t)(n - from));
+	buf_put(b, "\"", 1);
+	return 1;
+}
+
+static int json_fast_repr(gs_buf *b, PyObject *v, reprfunc repr) {
+	PyObject *r = repr(v);
+	if (!r) return -1;
+	Py_ssize_t n;
+	const char *u = PyUnicode_AsUTF8AndSize(r, &n);
+	if (!u) {
+		Py_DECREF(r);
+		return -1;
+	}
+	buf_put(b, u, (size_t)n);
+	Py_DECREF(r);
+	return 1;
+}
+
+static int json_fast_value(gs_buf *b, PyObject *v, int depth) {
+	if (depth > 32) return 0;
+	if (PyUnicode_CheckExact(v)) return json_fast_str(b, v);
+	if (v == Py_None) {
+		buf_put(b, "null", 4);
+		return 1;
+	}
+	if (v == Py_True) {
+		buf_put(b, "true", 4);
+		return 1;
+	}
+	if (v == Py_False) {
+		buf_put(b, "false", 5);
+		return 1;
+	}
+	if (PyLong_CheckExact(v)) {
+		int overflow;
+		long long x = PyLong_AsLongLongAndOverflow(v, &overflow);
+		if (overflow) return json_fast_repr(b, v, PyLong_Type.tp_repr);
+		char d[24];
+		int n = snprintf(d, sizeof d, "%lld", x);
+		buf_put(b, d, (size_t)n);
+		return 1;
+	}
+	if (PyFloat_CheckExact(v)) {
+		if (!isfinite(PyFloat_AS_DOUBLE(v))) return 0;
+		return json_fast_repr(b, v, PyFloat_Type.tp_repr);
+	}
+	if (PyDict_CheckExact(v)) {
+		buf_put(b, "{", 1);
+		Py_ssize_t pos = 0;
+		PyObject *k, *x;
+		int first = 1;
+		while (PyDict_Next(v, &pos, &k, &x)) {
+			if (!PyUnicode_CheckExact(k)) return 0;
+			if (!first) buf_put(b, ",", 1);
+			first = 0;
+			int r = json_fast_str(b, k);
+			if (r <= 0) return r;
+			buf_put(b, ":", 1);
+			Py_INCREF(x); /* a value's repr may run code that changes the dict */
+			r = json_fast_value(b, x, depth + 1);
+			Py_DECREF(x);
+			if (r <= 0) return r;
+		}
+		buf_put(b, "}", 1);
+		return 1;
+	}
+	if (PyList_CheckExact(v) || PyTuple_CheckExact(v)) {
+		buf_put(b, "[", 1);
+		for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(v); i++) {
+			if (i) buf_put(b, ",", 1);
+			PyObject *x = PySequence_Fast_GET_ITEM(v, i);
+			Py_INCREF(x);
+			int r = json_fast_value(b, x, depth + 1);
+			Py_DECREF(x);
+			if (r <= 0) return r;
+		}
+		buf_put(b, "]", 1);
+		return 1;
+	}
+	return 0;
+}
+
+/* value's compact JSON appended to b (no length prefix): the fast path, else json's encoder.
+ * 0, or -1 with an exception set. */
+static int json_put(gs_buf *b, PyObject *value) {
+	size_t at = b->len;
+	int r = json_fast_value(b, value, 0);
+	if (r > 0) return 0;
+	b->len = at;
+	if (r < 0) return -1;
+	PyObject *s = encode_str(value);
+	if (!s) return -1;
+	Py_ssize_t n;
+	const char *u = PyUnicode_AsUTF8AndSize(s, &n);
+	if (!u) {
+		Py_DECREF(s);
+		return -1;
+	}
+	buf_put(b, u, (size_t)n);
+	Py_DECREF(s);
+	return 0;
+}
+
+static void state_reset(gs_state *s, int exists, PyObject *value, int timed_out, long long T, long long W) {
+	Py_CLEAR(s->value);
+	Py_CLEAR(s->raw);
+	s->exists = exists;
+	if (exists) {
+		Py_INCREF(value);
+		s->value = value;
+	}
+	s->timed_out = timed_out;
+	s->T = T;
+	s->W = W;
+	s->action = ACTION_KEEP;
+	s->timeout = 0;
+}
+
+static gs_state *state_alloc(void) {
+	gs_state *s = PyObject_GC_New(gs_state, &gs_state_type);
+	if (!s) return NULL;
+	s->value = s->raw = NULL;
+	s->exists = s->timed_out = s->action = 0;
+	s->T = s->W = s->timeout = 0;
+	PyObject_GC_Track(s);
+	return s;
+}
+
+/* GroupState(exists, value, timed_out, processing_time_ms, watermark_ms) */
+static PyObject *state_new(PyTypeObject *type, PyObject *args, PyObject *kwds) {
+	int exists, timed_out;
+	PyObject *value;
+	long long T, W;
+	static char *kwlist[] = {"exists", "value", "timed_out", "processing_time_ms", "watermark_ms", NULL};
+	if (!PyArg_ParseTupleAndKeywords(args, kwds, "pOpLL:GroupState", kwlist, &exists, &value, &timed_out, &T, &W)) return NULL;
+	gs_state *s = state_alloc();
+	if (s) state_reset(s, exists, value, timed_out, T, W);
+	return (PyObject *)s;
+}
+
+static int state_traverse(gs_state *s, visitproc visit, void *arg) {
+	Py_VISIT(s->value);
+	Py_VISIT(s->raw);
+	return 0;
+}
+
+static int state_clear(gs_state *s) {
+	Py_CLEAR(s->value);
+	Py_CLEAR(s->raw);
+	return 0;
+}
+
+static void state_dealloc(gs_state *s) {
+	PyObject_GC_UnTrack(s);
+	state_clear(s);
+	PyObject_GC_Del(s);
+}
+
+static PyObject *state_get_exists(gs_state *s, void *unused) { return PyBool_FromLong(s->exists); }
+
+static PyObject *state_get_get(gs_state *s, void *unused) {
+	if (!s->exists) {
+		PyErr_SetString(ERR(err_value), "groupstate: state is either not defined or has already been removed");
+		return NULL;
+	}
+	Py_INCREF(s->value);
+	return s->value;
+}
+
+static PyObject *state_get_option(gs_state *s, void *unused) {
+	PyObject *v = s->exists ? s->value : Py_None;
+	Py_INCREF(v);
+	return v;
+}
+
+static PyObject *state_get_timed_out(gs_state *s, void *unused) { return PyBool_FromLong(s->timed_out); }
+
+static PyObject *state_update(gs_state *s, PyObject *v) {
+	if (v == Py_None) {
+		PyErr_SetString(ERR(err_type), "groupstate: null is not a valid state value");
+		return NULL;
+	}
+	gs_buf scratch = {0}; /* not static: json's encoder may run code that updates a state */
+	PyObject *raw = NULL;
+	int r = json_put(&scratch, v);
+	if (r == 0) raw = scratch.oom ? PyErr_NoMemory() : PyBytes_FromStringAndSize((const char *)scratch.p, (Py_ssize_t)scratch.len);
+	free(scratch.p);
+	if (r == 0) {
+		if (!raw) return NULL;
+	} else {
+		if (!PyErr_ExceptionMatches(PyExc_TypeError) && !PyErr_ExceptionMatches(PyExc_ValueError)) return NULL;
+		/* raise GroupStateTypeError(f"groupstate: encoding state: {e}") from None */
+		PyObject *t, *e, *tb;
+		PyErr_Fetch(&t, &e, &tb);
+		PyErr_NormalizeException(&t, &e, &tb);
+		PyObject *msg = e ? PyUnicode_FromFormat("groupstate: encoding state: %S", e) : NULL;
+		Py_XDECREF(t);
+		Py_XDECREF(e);
+		Py_XDECREF(tb);
+		PyObject *err = msg ? PyObject_CallOneArg(ERR(err_type), msg) : NULL;
+		Py_XDECREF(msg);
+		if (!err) return NULL;
+		PyException_SetCause(err, NULL); /* from None: also suppresses the context */
+		PyErr_SetObject((PyObject *)Py_TYPE(err), err);
+		Py_DECREF(err);
+		return NULL;
+	}
+	Py_INCREF(v);
+	Py_XSETREF(s->value, v);
+	Py_XSETREF(s->raw, raw);
+	s->exists = 1;
+	s->action = ACTION_UPDATE;
+	Py_RETURN_NONE;
+}
+
+static PyObject *state_remove(gs_state *s, PyObject *unused) {
+	Py_CLEAR(s->value);
+	Py_CLEAR(s->raw);
+	s->exists = 0;
+	s->action = ACTION_REMOVE;
+	Py_RETURN_NONE;
+}
+
+static PyObject *state_set_timeout_duration(gs_state *s, PyObject *d) {
+	if (timeout_mode != 1) {
+		PyErr_SetString(ERR(err_runtime), "groupstate: cannot set timeout duration without processing_time timeout");
+		return NULL;
+	}
+	if (PyBool_Check(d) || !(PyLong_Check(d) || PyUnicode_Check(d))) {
+		PyErr_SetString(ERR(err_type), "groupstate: a timeout duration is an int of milliseconds or a string such as \"10s\"");
+		return NULL;
+	}
+	long long ms;
+	int overflow = 0;
+	if (PyUnicode_Check(d)) {
+		PyObject *ns_o = PyObject_CallOneArg(parse_duration_ns, d);
+		if (!ns_o) return NULL;
+		long long ns = PyLong_AsLongLong(ns_o); /* the parser's result fits in 64 bits */
+		Py_DECREF(ns_o);
+		if (ns == -1 && PyErr_Occurred()) return NULL;
+		ms = ns / 1000000; /* truncated toward zero, as the Python class did */
+	} else {
+		ms = PyLong_AsLongLongAndOverflow(d, &overflow);
+		if (ms == -1 && PyErr_Occurred()) return NULL;
+	}
+	if (overflow < 0 || (!overflow && ms <= 0)) {
+		PyErr_SetString(ERR(err_value), "groupstate: timeout duration must be positive");
+		return NULL;
+	}
+	long long ts;
+	if (overflow > 0 || __builtin_add_overflow(s->T, ms, &ts)) {
+		PyErr_SetString(ERR(err_value), "groupstate: timeout duration overflows the processing time");
+		return NULL;
+	}
+	s->timeout = ts;
+	Py_RETURN_NONE;
+}
+
+static PyObject *state_set_timeout_timestamp(gs_state *s, PyObject *t) {
+	if (timeout_mode != 2) {
+		PyErr_SetString(ERR(err_runtime), "groupstate: cannot set timeout timestamp without event_time timeout");
+		return NULL;
+	}
+	if (PyBool_Check(t) || !PyLong_Check(t)) {
+		PyErr_SetString(ERR(err_type), "groupstate: a timeout timestamp is an int of epoch milliseconds");
+		return NULL;
+	}
+	int overflow = 0;
+	long long ts = PyLong_AsLongLongAndOverflow(t, &overflow);
+	if (ts == -1 && PyErr_Occurred()) return NULL;
+	if (overflow < 0 || (!overflow && ts <= 0)) {
+		PyErr_SetString(ERR(err_value), "groupstate: timeout timestamp must be positive");
+		return NULL;
+	}
+	if (!overflow && ts < s->W) {
+		PyErr_Format(ERR(err_value), "groupstate: timeout timestamp (%lld) cannot be earlier than the current watermark (%lld)", ts, s->W);
+		return NULL;
+	}
+	if (overflow) {
+		PyErr_SetString(ERR(err_value), "groupstate: timeout timestamp must fit in 64 bits");
+		return NULL;
+	}
+	s->timeout = ts;
+	Py_RETURN_NONE;
+}
+
+static PyObject *state_watermark(gs_state *s, PyObject *unused) {
+	if (!has_watermark) {
+		PyErr_SetString(ERR(err_runtime), "groupstate: no watermark is defined (configure event_time with a watermark_delay)");
+		return NULL;
+	}
+	return PyLong_FromLongLong(s->W);
+}
+
+static PyObject *state_processing_time(gs_state *s, PyObject *unused) { return PyLong_FromLongLong(s->T); }
+
+static PyObject *state_str(gs_state *s) { return PyUnicode_FromFormat("GroupState(%R)", s->exists ? s->value : Py_None); }
+
+static PyGetSetDef state_getset[] = {
+	{"exists", (getter)state_get_exists, NULL, "Whether the key has a state value.", NULL},
+	{"get", (getter)state_get_get, NULL, "The state value; raises GroupStateValueError when there is none.", NULL},
+	{"getOption", (getter)state_get_option, NULL, "The state value, or None when there is none.", NULL},
+	{"hasTimedOut", (getter)state_get_timed_out, NULL, "Whether this is a timeout call (no rows).", NULL},
+	{NULL},
+};
+
+static PyMethodDef state_methods[] = {
+	{"update", (PyCFunction)state_update, METH_O,
+	 "update(newValue): sets the state value; None is refused (GroupStateTypeError), as is a value JSON cannot encode."},
+	{"remove", (PyCFunction)state_remove, METH_NOARGS, "remove(): removes the state value (a timeout set in this call stays)."},
+	{"setTimeoutDuration", (PyCFunction)state_set_timeout_duration, METH_O,
+	 "setTimeoutDuration(durationMs): times the key out durationMs (an int of milliseconds, or a duration string such as "
+	 "\"10s\") of processing time from now, unless it gets rows first. Needs the deployment's timeout mode processing_time."},
+	{"setTimeoutTimestamp", (PyCFunction)state_set_timeout_timestamp, METH_O,
+	 "setTimeoutTimestamp(timestampMs): times the key out when the watermark passes timestampMs (epoch milliseconds). "
+	 "Needs the deployment's timeout mode event_time."},
+	{"getCurrentWatermarkMs", (PyCFunction)state_watermark, METH_NOARGS,
+	 "getCurrentWatermarkMs(): the batch's event-time watermark; raises without event_time in the spec."},
+	{"getCurrentProcessingTimeMs", (PyCFunction)state_processing_time, METH_NOARGS,
+	 "getCurrentProcessingTimeMs(): the batch's processing time (the same for every group of the batch)."},
+	{NULL},
+};
+
+static PyTypeObject gs_state_type = {
+	PyVarObject_HEAD_INIT(NULL, 0)
+	.tp_name = "groupstate.GroupState",
+	.tp_basicsize = sizeof(gs_state),
+	.tp_dealloc = (destructor)state_dealloc,
+	.tp_repr = (reprfunc)state_str,
+	.tp_str = (reprfunc)state_str,
+	.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+	.tp_doc = "The state of one key for one call: PySpark's GroupState (applyInPandasWithState).\n\n"
+	          "Values are plain Python values stored as JSON (dicts, lists, str, int, float, bool).",
+	.tp_traverse = (traverseproc)state_traverse,
+	.tp_clear = (inquiry)state_clear,
+	.tp_methods = state_methods,
+	.tp_getset = state_getset,
+	.tp_new = state_new,
+};
+
+/* _bind(value_error, type_error, runtime_error, encode_chunks, parse_duration_ns), at the
+ * groupstate package's import. */
+static PyObject *m_bind(PyObject *self, PyObject *args) {
+	PyObject *a[5];
+	if (!PyArg_UnpackTuple(args, "_bind", 5, 5, &a[0], &a[1], &a[2], &a[3], &a[4])) return NULL;
+	PyObject **dst[5] = {&err_value, &err_type, &err_runtime, &encode_chunks, &parse_duration_ns};
+	for (int i = 0; i < 5; i++) {
+		Py_INCREF(a[i]);
+		Py_XSETREF(*dst[i], a[i]);
+	}
+	Py_RETURN_NONE;
+}
+
+/* _configure(timeout_mode, has_watermark), at init. */
+static PyObject *m_configure(PyObject *self, PyObject *args) {
+	int mode, wm;
+	if (!PyArg_ParseTuple(args, "ip", &mode, &wm)) return NULL;
+	timeout_mode = mode;
+	has_watermark = wm;
+	Py_RETURN_NONE;
+}
+
+/* The SDK's modules compiled when the runtime was built (gs_frozen_sdk.h, written by build.sh
+ * with sdk/python/runtime/freeze_sdk.py): the bytecode of each groupstate/NAME.py with the
+ * FNV-1a hash of the source it was compiled from. */
+#include "gs_frozen_sdk.h"
+
+static uint64_t fnv1a(const uint8_t *p, size_t n) {
+	uint64_t h = 0xcbf29ce484222325ull;
+	for (size_t i = 0; i < n; i++) {
+		h ^= p[i];
+		h *= 0x100000001b3ull;
+	}
+	return h;
+}
+
+/* frozen_code(origin, source) -> the code object frozen for origin when source is the text it
+ * was compiled from, else None (the importer compiles the text then). */
+static PyObject *m_frozen_code(PyObject *self, PyObject *args) {
+	const char *origin;
+	const char *src;
+	Py_ssize_t n;
+	if (!PyArg_ParseTuple(args, "sy#", &origin, &src, &n)) return NULL;
+	for (const struct gs_frozen *f = gs_frozen_sdk; f->name; f++) {
+		if (strcmp(f->name, origin) != 0) continue;
+		if (f->source_len != (size_t)n || f->source_hash != fnv1a((const uint8_t *)src, (size_t)n)) break;
+		return PyMarshal_ReadObjectFromString((const char *)f->code, (Py_ssize_t)f->code_len);
+	}
+	Py_RETURN_NONE;
+}
+
+/* compile(source, origin) -> code: the builtin compile(source, origin, "exec", dont_inherit=True)
+ * of bytes, without the builtin's check for an AST argument, whose first use creates all of
+ * the ast module's types (about 8 ms of an instance's start). */
+static PyObject *m_compile(PyObject *self, PyObject *args) {
+	const char *src;
+	Py_ssize_t n;
+	PyObject *origin;
+	if (!PyArg_ParseTuple(args, "y#U", &src, &n, &origin)) return NULL;
+	if (strlen(src) != (size_t)n) {
+		PyErr_SetString(PyExc_ValueError, "source code string cannot contain null bytes");
+		return NULL;
+	}
+	PyCompilerFlags flags = _PyCompilerFlags_INIT;
+	flags.cf_flags = PyCF_SOURCE_IS_UTF8;
+	return Py_CompileStringObject(src, origin, Py_file_input, &flags, -1);
+}
+
 static PyObject *m_log(PyObject *self, PyObject *args) {
 	int level;
 	const char *s;
@@ -342,42 +839,44 @@ static PyMethodDef gs_methods[] = {
 	{"state", m_state, METH_VARARGS, "state(request, reads_at) -> bytes or None: the host's state function (ABI v2)."},
 	{"files", m_files, METH_NOARGS, "files() -> dict: the embedded sources, path -> bytes."},
 	{"log", m_log, METH_VARARGS, "log(level, message): writes to the host's log."},
+	{"_bind", m_bind, METH_VARARGS, "_bind(value_error, type_error, runtime_error, encode_chunks, parse_duration_ns): the groupstate package's parts GroupState uses."},
+	{"_configure", m_configure, METH_VARARGS, "_configure(timeout_mode, has_watermark): the deployment's, for GroupState."},
+	{"compile", m_compile, METH_VARARGS, "compile(source, origin) -> code: compile(source, origin, 'exec', dont_inherit=True)."},
+	{"frozen_code", m_frozen_code, METH_VARARGS, "frozen_code(origin, source) -> the SDK module's code compiled at build time, or None."},
 	{NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef gs_module = {PyModuleDef_HEAD_INIT, "_groupstate", NULL, -1, gs_methods};
 
-static PyObject *gs_module_init(void) { return PyModule_Create(&gs_module); }
+static PyObject *gs_module_init(void) {
+	if (PyType_Ready(&gs_state_type) < 0) return NULL;
+	PyObject *m = PyModule_Create(&gs_module);
+	if (!m) return NULL;
+	Py_INCREF(&gs_state_type);
+	if (PyModule_AddObject(m, "GroupState", (PyObject *)&gs_state_type) < 0) {
+		Py_DECREF(&gs_state_type);
+		Py_DECREF(m);
+		return NULL;
+	}
+	return m;
+}
 
-/* Installed before anything else is imported: a meta path finder over the embedded sources,
- * so that `import groupstate` and the handler's own modules work with no file system. */
-static const char bootstrap[] =
-	"import sys, _groupstate\n"
-	"from _frozen_importlib import ModuleSpec\n"
-	"class _Sources:\n"
-	"    def __init__(self, files):\n"
-	"        self.files = files\n"
-	"    def find_spec(self, name, path=None, target=None):\n"
-	"        base = name.replace('.', '/')\n"
-	"        if base + '/__init__.py' in self.files:\n"
-	"            spec = ModuleSpec(name, self, origin=base + '/__init__.py', is_package=True)\n"
-	"        elif base + '.py' in self.files:\n"
-	"            spec = ModuleSpec(name, self, origin=base + '.py')\n"
-	"        else:\n"
-	"            return None\n"
-	"        spec.has_location = True\n"
-	"        return spec\n"
-	"    def create_module(self, spec):\n"
-	"        return None\n"
-	"    def exec_module(self, module):\n"
-	"        origin = module.__spec__.origin\n"
-	"        code = compile(self.files[origin], origin, 'exec', dont_inherit=True)\n"
-	"        exec(code, module.__dict__)\n"
-	"    def get_source(self, name):\n"
-	"        base = name.replace('.', '/')\n"
-	"        src = self.files.get(base + '.py') or self.files.get(base + '/__init__.py')\n"
-	"        return None if src is None else src.decode('utf-8', 'replace')\n"
-	"sys.meta_path.append(_Sources(_groupstate.files()))\n";
+/* The sources importer (bootstrap.py), compiled when the module was built (gs_frozen_sdk.h):
+ * installed before anything else is imported, so that `import groupstate` and the handler's
+ * own modules work with no file system. Run in __main__ as PyRun_SimpleString would; 0 or -1. */
+static int run_bootstrap(void) {
+	PyObject *code = PyMarshal_ReadObjectFromString((const char *)gs_frozen_bootstrap, (Py_ssize_t)sizeof gs_frozen_bootstrap);
+	PyObject *main = code ? PyImport_AddModule("__main__") : NULL; /* borrowed */
+	PyObject *d = main ? PyModule_GetDict(main) : NULL;
+	PyObject *r = d ? PyEval_EvalCode(code, d, d) : NULL;
+	Py_XDECREF(code);
+	if (!r) {
+		PyErr_Clear();
+		return -1;
+	}
+	Py_DECREF(r);
+	return 0;
+}
 
 static int start_interpreter(void) {
 	PyStatus st;
@@ -471,23 +970,16 @@ GS_EXPORT("gs_init") int64_t gs_init(int32_t ptr, int32_t len) {
 	}
 	if (ready) return fail_init("groupstate: gs_init called twice");
 	if (start_interpreter() < 0) return fail_init("groupstate: the Python interpreter failed to start");
-	if (PyRun_SimpleString(bootstrap) != 0) return fail_init("groupstate: installing the sources importer failed");
+	if (run_bootstrap() < 0) return fail_init("groupstate: installing the sources importer failed");
+	empty_str = PyUnicode_FromString("");
+	if (!empty_str) return fail_init("groupstate: out of memory");
 	if (module_abi() == 2) return init_v2(ptr, len);
 
-	str_action = PyUnicode_InternFromString("_action");
-	str_raw = PyUnicode_InternFromString("_raw");
-	str_timeout = PyUnicode_InternFromString("_timeout");
 	format_exc = attr_of("groupstate", "_format_exception");
 	if (!format_exc) return fail_init_exception();
-	PyObject *decoder = attr_of("json", "_default_decoder");
-	scan_once = decoder ? PyObject_GetAttrString(decoder, "scan_once") : NULL;
-	Py_XDECREF(decoder);
-	new_state = attr_of("groupstate", "_new_state");
-	encode = attr_of("groupstate", "_encode");
-	encode_chunks = attr_of("groupstate", "_encode_chunks");
-	empty_str = PyUnicode_FromString("");
-	if (!scan_once || !new_state || !encode || !encode_chunks || !empty_str) return fail_init_exception();
-	if (encode_chunks == Py_None) Py_CLEAR(encode_chunks);
+	scan_once = attr_of("groupstate", "_scan_once");
+	if (!scan_once) return fail_init_exception();
+	if (!encode_chunks || !err_value) return fail_init("groupstate: the groupstate package did not bind its parts (_groupstate._bind)");
 	/* groupstate._init(name, config, timeout_mode, flags) -> the entry function */
 	PyObject *init = attr_of("groupstate", "_init");
 	if (!init) return fail_init_exception();
@@ -539,27 +1031,24 @@ static PyObject *decode_json(const uint8_t *p, uint32_t n, const char *what) {
 
 /* Appends value's UTF-8 JSON (groupstate._encode) as a byte string; -1 with an exception set. */
 static int put_json(gs_buf *b, PyObject *value) {
-	PyObject *s;
-	if (encode_chunks) {
-		PyObject *zero = PyLong_FromLong(0);
-		PyObject *chunks = zero ? PyObject_CallFunctionObjArgs(encode_chunks, value, zero, NULL) : NULL;
-		Py_XDECREF(zero);
-		if (!chunks) return -1;
-		s = PyUnicode_Join(empty_str, chunks);
-		Py_DECREF(chunks);
-	} else {
-		s = PyObject_CallOneArg(encode, value);
-	}
-	if (!s) return -1;
-	Py_ssize_t n;
-	const char *u = PyUnicode_AsUTF8AndSize(s, &n);
-	if (!u) {
-		Py_DECREF(s);
-		return -1;
-	}
-	buf_bytes(b, u, (size_t)n);
-	Py_DECREF(s);
+	size_t at = b->len;
+	buf_u32(b, 0);
+	if (json_put(b, value) < 0) return -1;
+	put_u32_at(b, at, (uint32_t)(b->len - at - 4));
 	return 0;
+}
+
+/* The GroupState object of the next group: the previous group's, unless its handler kept a
+ * reference to it (then a new one). A new reference, or NULL with an exception set. */
+static gs_state *spare_state;
+static gs_state *group_state(void) {
+	if (!spare_state || Py_REFCNT(spare_state) != 1) {
+		Py_CLEAR(spare_state);
+		spare_state = state_alloc();
+		if (!spare_state) return NULL;
+	}
+	Py_INCREF(spare_state);
+	return spare_state;
 }
 
 /* Runs one group whose input starts at r; appends its result to out. Returns -1 when the
@@ -573,9 +1062,10 @@ static int run_group(rd *r, int64_t T, int64_t W) {
 	size_t start = out.len;
 	buf_u32(&out, 0); /* emit_count, patched below */
 	uint32_t emits = 0;
-	PyObject *k = NULL, *key_tuple = NULL, *chunk = NULL, *rows = NULL, *state = NULL;
-	PyObject *result = NULL, *it = NULL, *item = NULL, *action_o = NULL, *raw = NULL, *timeout_o = NULL;
+	PyObject *k = NULL, *key_tuple = NULL, *chunk = NULL, *rows = NULL;
+	PyObject *result = NULL, *it = NULL, *item = NULL;
 	PyObject *value = NULL;
+	gs_state *state = NULL;
 	int failed = 1;
 
 	chunk = PyList_New(row_count);
@@ -620,11 +1110,11 @@ static int run_group(rd *r, int64_t T, int64_t W) {
 		value = Py_None;
 		Py_INCREF(value);
 	}
-	state = PyObject_CallFunction(new_state, "OOOLL", exists ? Py_True : Py_False, value,
-	                              (flags & 1) ? Py_True : Py_False, (long long)T, (long long)W);
+	state = group_state();
 	if (!state) goto done;
+	state_reset(state, exists, value, (flags & 1) != 0, (long long)T, (long long)W);
 
-	result = PyObject_CallFunctionObjArgs(entry, key_tuple, rows, state, NULL);
+	result = PyObject_CallFunctionObjArgs(entry, key_tuple, rows, (PyObject *)state, NULL);
 	if (!result) goto done;
 	if (result != Py_None) {
 		if (PyDict_Check(result) || PyUnicode_Check(result) || PyBytes_Check(result)) {
@@ -641,19 +1131,13 @@ static int run_group(rd *r, int64_t T, int64_t W) {
 		}
 		if (PyErr_Occurred()) goto done;
 	}
-	action_o = PyObject_GetAttr(state, str_action);
-	timeout_o = action_o ? PyObject_GetAttr(state, str_timeout) : NULL;
-	if (!timeout_o) goto done;
-	long action = PyLong_AsLong(action_o);
-	long long timeout = PyLong_AsLongLong(timeout_o);
-	if (PyErr_Occurred()) goto done;
+	int action = state->action;
+	long long timeout = state->timeout;
 	const char *sb = "";
 	Py_ssize_t sn = 0;
-	if (action == 1) {
-		raw = PyObject_GetAttr(state, str_raw);
-		if (!raw) goto done;
-		sb = PyUnicode_AsUTF8AndSize(raw, &sn);
-		if (!sb) goto done;
+	if (action == ACTION_UPDATE) {
+		sb = PyBytes_AS_STRING(state->raw);
+		sn = PyBytes_GET_SIZE(state->raw);
 	}
 	put_u32_at(&out, start, emits);
 	buf_u32(&out, 0);
@@ -678,14 +1162,15 @@ done:
 	Py_XDECREF(item);
 	Py_XDECREF(it);
 	Py_XDECREF(result);
-	Py_XDECREF(state);
+	if (state) {
+		/* the next group reuses it unless the handler kept it */
+		if (Py_REFCNT(state) == 2) state_reset(state, 0, NULL, 0, 0, 0);
+		Py_DECREF(state);
+	}
 	Py_XDECREF(rows);
 	Py_XDECREF(chunk);
 	Py_XDECREF(key_tuple);
 	Py_XDECREF(k);
-	Py_XDECREF(action_o);
-	Py_XDECREF(timeout_o);
-	Py_XDECREF(raw);
 	Py_XDECREF(value);
 	return 0;
 }
