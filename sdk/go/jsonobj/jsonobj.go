@@ -17,6 +17,7 @@ package jsonobj
 
 import (
 	"errors"
+	"math/bits"
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -132,11 +133,26 @@ func Each(obj []byte, f func(name, value []byte) error) error {
 
 // plainStringEnd returns the index of the first quote, backslash or control character at or
 // after i in b (len(b) if none): where a string's plain run ends.
+//
+// No byte loop: a word with a special byte gives its position at once (specialMask), and the
+// last fewer than eight bytes are read as the buffer's last word shifted down, whose zero
+// bytes shifted in count as special and so stop the scan at len(b).
 func plainStringEnd(b []byte, i int) int {
-	for len(b)-i >= 8 && !special(word(b, i)) {
+	for len(b)-i >= 8 {
+		if m := specialMask(word(b, i)); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
 		i += 8
 	}
-	for i < len(b) && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
+	n := len(b)
+	if i >= n {
+		return n
+	}
+	if n >= 8 {
+		// n-8 < i < n: the top (i-(n-8))*8 bits of the shifted word are zero bytes.
+		return i + bits.TrailingZeros64(specialMask(word(b, n-8)>>(uint(i-(n-8))*8)))>>3
+	}
+	for i < n && b[i] != '"' && b[i] != '\\' && b[i] >= 0x20 {
 		i++
 	}
 	return i

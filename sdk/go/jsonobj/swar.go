@@ -19,8 +19,13 @@ func word[T string | []byte](s T, i int) uint64 {
 // special reports whether a byte of w is a quote, a backslash or below 0x20. The tests are
 // exact: (x - ones) &^ x & highs is not 0 exactly when a byte of x is 0, and
 // (x - n*ones) &^ x & highs exactly when a byte of x is below n (n <= 0x80).
-func special(w uint64) bool {
+func special(w uint64) bool { return specialMask(w) != 0 }
+
+// specialMask returns the high bits of the bytes of w that [special] finds, and possibly of
+// some bytes after the first of them (a borrow runs upwards): its lowest set bit, and so
+// bits.TrailingZeros64(m)/8, is exactly the first such byte, as w is read little-endian.
+func specialMask(w uint64) uint64 {
 	q := w ^ ('"' * ones)
 	b := w ^ ('\\' * ones)
-	return ((q-ones)&^q|(b-ones)&^b|(w-0x20*ones)&^w)&highs != 0
+	return ((q-ones)&^q | (b-ones)&^b | (w-0x20*ones)&^w) & highs
 }

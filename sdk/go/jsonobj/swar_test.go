@@ -1,6 +1,7 @@
 package jsonobj
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -27,6 +28,49 @@ func TestWordScans(t *testing.T) {
 					t.Fatalf("plainName(%q) = %v, want %v", b, got, wantPlain)
 				}
 			}
+		}
+	}
+}
+
+// TestWordScansFrom: plainStringEnd agrees with the byte-by-byte definition from every start,
+// with two bytes set among values around the special ones (so a borrow out of one byte meets
+// the other), including the last bytes of a buffer, which it reads as a shifted word.
+func TestWordScansFrom(t *testing.T) {
+	isSpecial := func(c byte) bool { return c == '"' || c == '\\' || c < 0x20 }
+	values := []byte{0x00, 0x01, 0x1f, 0x20, 0x21, '"', '#', '\\', ']', 0x7f, 0x80, 0x9f, 0xff, 'a'}
+	for n := 1; n <= 20; n++ {
+		for p1 := range n {
+			for p2 := p1; p2 < n; p2++ {
+				for _, c1 := range values {
+					for _, c2 := range values {
+						b := []byte(strings.Repeat("a", n))
+						b[p1], b[p2] = c1, c2
+						for i := 0; i <= n; i++ {
+							want := i
+							for want < n && !isSpecial(b[want]) {
+								want++
+							}
+							if got := plainStringEnd(b, i); got != want {
+								t.Fatalf("plainStringEnd(%q, %d) = %d, want %d", b, i, got, want)
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestAppendInt: appendInt writes what strconv does, around its small-number fast path and at
+// the extremes.
+func TestAppendInt(t *testing.T) {
+	vals := []int64{-9223372036854775808, 9223372036854775807, -1000, 1000, 12345}
+	for v := int64(-150); v <= 150; v++ {
+		vals = append(vals, v)
+	}
+	for _, v := range vals {
+		if got, want := string(appendInt([]byte("x"), v)), "x"+strconv.FormatInt(v, 10); got != want {
+			t.Fatalf("appendInt(%d) = %q, want %q", v, got, want)
 		}
 	}
 }

@@ -29,30 +29,41 @@ type Writer struct {
 func NewWriter(dst []byte) Writer { return Writer{b: append(dst, '{')} }
 
 func (w *Writer) name(name string) {
+	b := w.b
 	if w.members > 0 {
-		w.b = append(w.b, ',')
+		b = append(b, ',')
 	}
 	w.members++
 	if plainName(name) {
-		w.b = append(w.b, '"')
-		w.b = append(w.b, name...)
-		w.b = append(w.b, '"', ':')
+		b = append(b, '"')
+		b = append(b, name...)
+		w.b = append(b, '"', ':')
 		return
 	}
-	w.b = appendQuoted(w.b, name)
-	w.b = append(w.b, ':')
+	b = appendQuoted(b, name)
+	w.b = append(b, ':')
 }
 
 // plainName reports whether name needs no escaping: printable ASCII without quote or
 // backslash (every name a Go program writes as a literal, in practice).
 func plainName(name string) bool {
-	i := 0
-	for ; len(name)-i >= 8; i += 8 {
-		if w := word(name, i); special(w) || w&highs != 0 {
-			return false
+	n := len(name)
+	if n >= 8 {
+		// Whole words, the last one ending at the end of the name (overlapping the one before
+		// it unless n is a multiple of 8): no byte loop.
+		for i := 0; ; i += 8 {
+			if i > n-8 {
+				i = n - 8
+			}
+			if w := word(name, i); specialMask(w)|w&highs != 0 {
+				return false
+			}
+			if i == n-8 {
+				return true
+			}
 		}
 	}
-	for ; i < len(name); i++ {
+	for i := 0; i < n; i++ {
 		if c := name[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
 			return false
 		}
@@ -76,6 +87,12 @@ func (w *Writer) Int(name string, v int64) {
 // appendInt is strconv.AppendInt(dst, v, 10) in one function (calls are costly under
 // WebAssembly).
 func appendInt(dst []byte, v int64) []byte {
+	if uint64(v) < 100 { // small counts, the common case: no loop, no copy
+		if v < 10 {
+			return append(dst, byte('0'+v))
+		}
+		return append(dst, byte('0'+v/10), byte('0'+v%10))
+	}
 	var buf [20]byte
 	i := len(buf)
 	u := uint64(v)
