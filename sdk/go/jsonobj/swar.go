@@ -16,6 +16,12 @@ func word[T string | []byte](s T, i int) uint64 {
 		uint64(s[i+4])<<32 | uint64(s[i+5])<<40 | uint64(s[i+6])<<48 | uint64(s[i+7])<<56
 }
 
+// word4 reads the four bytes of s at i, little-endian (the caller checks the bounds).
+func word4(s string, i int) uint32 {
+	_ = s[i+3]
+	return uint32(s[i]) | uint32(s[i+1])<<8 | uint32(s[i+2])<<16 | uint32(s[i+3])<<24
+}
+
 // special reports whether a byte of w is a quote, a backslash or below 0x20. The tests are
 // exact: (x - ones) &^ x & highs is not 0 exactly when a byte of x is 0, and
 // (x - n*ones) &^ x & highs exactly when a byte of x is below n (n <= 0x80).
