@@ -22,14 +22,11 @@ func word4(s string, i int) uint32 {
 	return uint32(s[i]) | uint32(s[i+1])<<8 | uint32(s[i+2])<<16 | uint32(s[i+3])<<24
 }
 
-// special reports whether a byte of w is a quote, a backslash or below 0x20. The tests are
-// exact: (x - ones) &^ x & highs is not 0 exactly when a byte of x is 0, and
-// (x - n*ones) &^ x & highs exactly when a byte of x is below n (n <= 0x80).
-func special(w uint64) bool { return specialMask(w) != 0 }
-
-// specialMask returns the high bits of the bytes of w that [special] finds, and possibly of
-// some bytes after the first of them (a borrow runs upwards): its lowest set bit, and so
-// bits.TrailingZeros64(m)/8, is exactly the first such byte, as w is read little-endian.
+// specialMask returns the high bits of the bytes of w that are a quote, a backslash or below
+// 0x20, and possibly of some bytes after the first of them (a borrow runs upwards): it is not
+// 0 exactly when w has such a byte, and its lowest set bit, so bits.TrailingZeros64(m)/8, is
+// exactly the first of them, w being read little-endian. The tests: (x - ones) &^ x & highs
+// marks a byte of x that is 0, and (x - n*ones) &^ x & highs a byte below n (n <= 0x80).
 func specialMask(w uint64) uint64 {
 	q := w ^ ('"' * ones)
 	b := w ^ ('\\' * ones)
