@@ -234,3 +234,38 @@ func FuzzIntMatchesEncodingJSON(f *testing.F) {
 		}
 	})
 }
+
+// TestEachLengths: names and string values of every length up to 20, plain or with an escape
+// at any position, end where encoding/json says, wherever they fall against the words Each
+// scans and the buffer's last eight bytes.
+func TestEachLengths(t *testing.T) {
+	for n := 0; n <= 20; n++ {
+		for p := -1; p < n; p++ {
+			str := strings.Repeat("a", n)
+			if p >= 0 {
+				str = str[:p] + `\"` + str[p:]
+			}
+			for _, doc := range []string{`{"` + str + `":"` + str + `"}`, `{"` + str + `":"` + str + `","k":1}`, `{"k":"` + str + `"}`} {
+				var want map[string]json.RawMessage
+				if err := json.Unmarshal([]byte(doc), &want); err != nil {
+					t.Fatal(err)
+				}
+				got := map[string]string{}
+				if err := Each([]byte(doc), func(name, value []byte) error {
+					got[string(name)] = string(value)
+					return nil
+				}); err != nil {
+					t.Fatalf("Each(%s): %v", doc, err)
+				}
+				if len(got) != len(want) {
+					t.Fatalf("Each(%s): %v, want %s", doc, got, want)
+				}
+				for k, v := range want {
+					if got[k] != string(v) {
+						t.Fatalf("Each(%s): %q = %s, want %s", doc, k, got[k], v)
+					}
+				}
+			}
+		}
+	}
+}

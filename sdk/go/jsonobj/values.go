@@ -53,15 +53,13 @@ func Int(v []byte) (int64, error) {
 	}
 	start := i
 	var n uint64
-	overflow := false
-	for ; i < len(v) && v[i] >= '0' && v[i] <= '9'; i++ {
-		d := uint64(v[i] - '0')
-		if n > (math.MaxUint64-d)/10 {
-			overflow = true
-		}
-		n = n*10 + d
+	for ; i < len(v) && v[i]-'0' < 10; i++ {
+		n = n*10 + uint64(v[i]-'0')
 	}
 	digits := i - start
+	// Up to 19 digits fit in a uint64 (its largest value has 20): only a longer number can
+	// have wrapped n, and any such number (without a leading zero) is out of int64's range.
+	overflow := digits > 19
 	if i == len(v) && digits > 0 && (digits == 1 || v[start] != '0') {
 		switch {
 		case overflow:

@@ -1,6 +1,7 @@
 package jsonobj
 
 import (
+	"encoding/binary"
 	"errors"
 	"math"
 	"strconv"
@@ -28,36 +29,64 @@ type Writer struct {
 // NewWriter starts an object appended to dst (which may be nil).
 func NewWriter(dst []byte) Writer { return Writer{b: append(dst, '{')} }
 
+// A plain name (printable ASCII without quote or backslash: every name a Go program writes as
+// a literal, in practice) is copied as it is; the check is written out here rather than
+// called, as under WebAssembly a call costs more than a short name's check.
 func (w *Writer) name(name string) {
+	b := w.b
 	if w.members > 0 {
-		w.b = append(w.b, ',')
+		b = append(b, ',')
 	}
 	w.members++
-	if plainName(name) {
-		w.b = append(w.b, '"')
-		w.b = append(w.b, name...)
-		w.b = append(w.b, '"', ':')
+	plain := true
+	n := len(name)
+	if n >= 8 {
+		// Whole words, the last one ending at the end of the name (overlapping the one before
+		// it unless n is a multiple of 8): no byte loop.
+		for i := 0; ; i += 8 {
+			if i > n-8 {
+				i = n - 8
+			}
+			if x := word(name, i); specialMask(x)|x&highs != 0 {
+				plain = false
+				break
+			}
+			if i == n-8 {
+				break
+			}
+		}
+	} else {
+		for i := 0; i < n; i++ {
+			if c := name[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
+				plain = false
+				break
+			}
+		}
+	}
+	if plain {
+		// A name of 4 to 16 bytes (most) is copied as two overlapping words, stores in place
+		// rather than a call of memmove, when the slice has room.
+		if l := len(b); n >= 4 && n <= 16 && cap(b)-l >= n+3 {
+			b = b[:l+n+3]
+			b[l] = '"'
+			if n >= 8 {
+				binary.LittleEndian.PutUint64(b[l+1:], word(name, 0))
+				binary.LittleEndian.PutUint64(b[l+1+n-8:], word(name, n-8))
+			} else {
+				binary.LittleEndian.PutUint32(b[l+1:], word4(name, 0))
+				binary.LittleEndian.PutUint32(b[l+1+n-4:], word4(name, n-4))
+			}
+			b[l+1+n], b[l+2+n] = '"', ':'
+			w.b = b
+			return
+		}
+		b = append(b, '"')
+		b = append(b, name...)
+		w.b = append(b, '"', ':')
 		return
 	}
-	w.b = appendQuoted(w.b, name)
-	w.b = append(w.b, ':')
-}
-
-// plainName reports whether name needs no escaping: printable ASCII without quote or
-// backslash (every name a Go program writes as a literal, in practice).
-func plainName(name string) bool {
-	i := 0
-	for ; len(name)-i >= 8; i += 8 {
-		if w := word(name, i); special(w) || w&highs != 0 {
-			return false
-		}
-	}
-	for ; i < len(name); i++ {
-		if c := name[i]; c < 0x20 || c >= utf8.RuneSelf || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
+	b = appendQuoted(b, name)
+	w.b = append(b, ':')
 }
 
 // Raw writes a member whose value is already JSON (for example a nested object from another
@@ -70,12 +99,26 @@ func (w *Writer) Raw(name string, json []byte) {
 // Int writes an integer member.
 func (w *Writer) Int(name string, v int64) {
 	w.name(name)
+	if uint64(v) < 100 { // appendInt's fast path, here: one call less for small counts
+		if v < 10 {
+			w.b = append(w.b, byte('0'+v))
+		} else {
+			w.b = append(w.b, byte('0'+v/10), byte('0'+v%10))
+		}
+		return
+	}
 	w.b = appendInt(w.b, v)
 }
 
 // appendInt is strconv.AppendInt(dst, v, 10) in one function (calls are costly under
 // WebAssembly).
 func appendInt(dst []byte, v int64) []byte {
+	if uint64(v) < 100 { // small counts, the common case: no loop, no copy
+		if v < 10 {
+			return append(dst, byte('0'+v))
+		}
+		return append(dst, byte('0'+v/10), byte('0'+v%10))
+	}
 	var buf [20]byte
 	i := len(buf)
 	u := uint64(v)
