@@ -65,14 +65,13 @@ func (r *row) ts() (int64, error) {
 }
 
 // buffered is an element of the key's list: a buffered impression ({"ts": i, "matched":
-// bool}, matched set when a click buffered before it matched it, or when a timer evicted a
-// later click that matched it) or a buffered click (its time, a JSON
+// bool}, matched telling whether a click matched it) or a buffered click (its time, a JSON
 // number). Both sides share one list, in arrival order, so that a call reads the key's rows
 // with one state read however many sides it needs.
 type buffered struct {
 	Click   bool  // a click, else an impression
 	TS      int64 // the row's time
-	Matched bool  // an impression that a click matched (see above: not every match sets it)
+	Matched bool  // an impression that a click matched
 }
 
 // pair is an emitted row: an impression and a click on it, or (ClickTS nil, written as null)
@@ -167,12 +166,13 @@ func (a *adjoin) expires(e buffered, t int64) bool {
 
 // HandleInputRows joins each row, in order, with the other side's buffered rows, then
 // buffers it until the watermark passes the last time it could match: an impression at i
-// until i + within, a click at c until c. The list is read once, at the call's first row,
-// and the call only appends its rows to it: a click does not mark the buffered impressions it
-// matches (it stays in the list beside them; the timer that evicts it marks them).
+// until i + within, a click at c until c. The list is read once, at the call's first row;
+// the call appends its rows to it, and writes it whole only when a click marked a buffered
+// impression matched.
 func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *groupstate.Timers, out *groupstate.Emitter[pair]) error {
 	all, kept, loaded := a.buf[:0], 0, false
 	defer func() { a.buf = all[:0] }()
+	marked := false // a buffered impression was matched by a click of this call
 	n := 0
 	for r := range rows {
 		ts, err := r.ts()
@@ -198,9 +198,11 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 				return err
 			}
 		case clicksInput:
-			for _, e := range all {
-				if !e.Click && e.TS <= ts && ts <= e.TS+a.within {
+			for k := range all {
+				if e := &all[k]; !e.Click && e.TS <= ts && ts <= e.TS+a.within {
 					out.Emit(pair{AdID: ad.JSON(), ImpressionTS: e.TS, ClickTS: &ts})
+					marked = marked || (k < kept && !e.Matched)
+					e.Matched = true
 				}
 			}
 			all = append(all, buffered{Click: true, TS: ts})
@@ -211,7 +213,10 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 			return fmt.Errorf("adjoin: row %d comes from unknown input %q", n-1, r.Input())
 		}
 	}
-	if len(all) > kept {
+	switch {
+	case marked:
+		return a.rows.Put(all)
+	case len(all) > kept:
 		return a.rows.AppendAll(all[kept:])
 	}
 	return nil
@@ -219,27 +224,14 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 
 // HandleExpiredTimer evicts what no row can match any more, now that the watermark has passed
 // timerMs: the impressions with i + within <= timerMs (one that no click matched is emitted
-// with click_ts null) and the clicks with c <= timerMs (dropped). An impression was matched
-// when its matched flag is set (by a click buffered before it, or by the eviction of a later
-// click) or a click still in the list matches it; the impressions that stay are marked before
-// the clicks that matched them go. When what it evicts is the list's front (rows of an ad
-// mostly come in time order), the list drops it (one op) instead of being written again:
-// then no impression that stays needed marking, as a click in the front came before the
-// impressions behind it, which were marked when they arrived.
+// with click_ts null) and the clicks with c <= timerMs (dropped). When what it evicts is the
+// list's front (rows of an ad mostly come in time order), the list drops it (one op) instead
+// of being written again.
 func (a *adjoin) HandleExpiredTimer(ad groupstate.Key, timerMs int64, t *groupstate.Timers, out *groupstate.Emitter[pair]) error {
 	all := slices.AppendSeq(a.buf[:0], a.rows.All())
 	defer func() { a.buf = all[:0] }()
-	for k := range all {
-		e := &all[k]
-		if e.Click {
-			continue
-		}
-		if !e.Matched {
-			e.Matched = slices.ContainsFunc(all, func(c buffered) bool {
-				return c.Click && e.TS <= c.TS && c.TS <= e.TS+a.within
-			})
-		}
-		if !e.Matched && a.expires(*e, timerMs) {
+	for _, e := range all {
+		if !e.Click && !e.Matched && a.expires(e, timerMs) {
 			out.Emit(pair{AdID: ad.JSON(), ImpressionTS: e.TS})
 		}
 	}
