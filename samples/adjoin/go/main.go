@@ -64,15 +64,15 @@ func (r *row) ts() (int64, error) {
 	return 0, fmt.Errorf("ts %s is not a number", r.TS)
 }
 
-// buffered is an element of the key's list: a buffered impression ({"ts": i, "matched":
-// bool}, matched telling whether a click matched it) or a buffered click (its time, a JSON
-// number). Both sides share one list, in arrival order, so that a call reads the key's rows
-// with one state read however many sides it needs.
-type buffered struct {
-	Click   bool  // a click, else an impression
-	TS      int64 // the row's time
-	Matched bool  // an impression that a click matched
+// impression is an element of the impressions list: an impression's time, and whether a
+// click matched it.
+type impression struct {
+	TS      int64 `json:"ts"`
+	Matched bool  `json:"matched"`
 }
+
+// click is an element of the clicks list: a click's time.
+type click int64
 
 // pair is an emitted row: an impression and a click on it, or (ClickTS nil, written as null)
 // an impression that no click matched.
@@ -83,37 +83,40 @@ type pair struct {
 }
 
 // The methods below encode and decode the list elements and the emitted rows without
-// reflection (see groupstate.Typed): without them the handler works the same, at several
-// times the cost per element.
+// reflection (see groupstate.Typed), writing what encoding/json would: without them the
+// handler works the same, at several times the cost per element.
 
-// UnmarshalJSON reads an impression, {"ts": i, "matched": bool}, or a click, a number.
-func (e *buffered) UnmarshalJSON(b []byte) (err error) {
-	*e = buffered{}
-	if len(b) > 0 && b[0] != '{' {
-		e.Click = true
-		e.TS, err = jsonobj.Int(b)
-		return err
-	}
+// UnmarshalJSON reads {"ts": i, "matched": bool}.
+func (im *impression) UnmarshalJSON(b []byte) error {
 	return jsonobj.Each(b, func(name, value []byte) (err error) {
 		switch string(name) {
 		case "ts":
-			e.TS, err = jsonobj.Int(value)
+			im.TS, err = jsonobj.Int(value)
 		case "matched":
-			e.Matched, err = jsonobj.Bool(value)
+			im.Matched, err = jsonobj.Bool(value)
 		}
 		return err
 	})
 }
 
-// AppendJSON writes an impression as {"ts": i, "matched": bool}, a click as its time.
-func (e buffered) AppendJSON(dst []byte) ([]byte, error) {
-	if e.Click {
-		return strconv.AppendInt(dst, e.TS, 10), nil
-	}
+// AppendJSON writes {"ts": i, "matched": bool}.
+func (im impression) AppendJSON(dst []byte) ([]byte, error) {
 	w := jsonobj.NewWriter(dst)
-	w.Int("ts", e.TS)
-	w.Bool("matched", e.Matched)
+	w.Int("ts", im.TS)
+	w.Bool("matched", im.Matched)
 	return w.End()
+}
+
+// UnmarshalJSON reads a number.
+func (c *click) UnmarshalJSON(b []byte) (err error) {
+	v, err := jsonobj.Int(b)
+	*c = click(v)
+	return err
+}
+
+// AppendJSON writes the number.
+func (c click) AppendJSON(dst []byte) ([]byte, error) {
+	return strconv.AppendInt(dst, int64(c), 10), nil
 }
 
 // AppendJSON writes {"ad_id": key, "impression_ts": i, "click_ts": c or null}.
@@ -129,15 +132,71 @@ func (p pair) AppendJSON(dst []byte) ([]byte, error) {
 	return w.End()
 }
 
-// adjoin is the processor: each side's rows wait in the key's list until the watermark has
-// passed the last time a row of the other side could match them.
-type adjoin struct {
-	rows   *groupstate.ListState[buffered]
-	within int64 // ms
+// expiry is the key's small summary of its two lists, kept in a value beside them so that a
+// call reads a list only when it must: the earliest time an impression leaves the
+// impressions list (its i + within) and the earliest click time, each present only while its
+// list holds an element. A data call reads the other side's list only when it is not empty,
+// and a timer call reads a list only when something in it expires at the timer's time.
+type expiry struct {
+	imp, click       int64
+	hasImp, hasClick bool
+}
 
-	// The calls' buffer, reused from call to call so that a call allocates little (the Go
+// UnmarshalJSON reads {"imp": t, "click": t}, either member absent when its list is empty.
+func (x *expiry) UnmarshalJSON(b []byte) error {
+	*x = expiry{}
+	return jsonobj.Each(b, func(name, value []byte) (err error) {
+		switch string(name) {
+		case "imp":
+			x.imp, err = jsonobj.Int(value)
+			x.hasImp = true
+		case "click":
+			x.click, err = jsonobj.Int(value)
+			x.hasClick = true
+		}
+		return err
+	})
+}
+
+// AppendJSON writes {"imp": t, "click": t}, without the member of an empty list.
+func (x expiry) AppendJSON(dst []byte) ([]byte, error) {
+	w := jsonobj.NewWriter(dst)
+	if x.hasImp {
+		w.Int("imp", x.imp)
+	}
+	if x.hasClick {
+		w.Int("click", x.click)
+	}
+	return w.End()
+}
+
+// addImp notes an impression leaving at t.
+func (x *expiry) addImp(t int64) {
+	if !x.hasImp || t < x.imp {
+		x.imp, x.hasImp = t, true
+	}
+}
+
+// addClick notes a click at c.
+func (x *expiry) addClick(c int64) {
+	if !x.hasClick || c < x.click {
+		x.click, x.hasClick = c, true
+	}
+}
+
+// adjoin is the processor: each side's rows wait in a list until the watermark has passed the
+// last time a row of the other side could match them; a value (expiry) tells the calls which
+// lists hold something and when their first element leaves.
+type adjoin struct {
+	impressions *groupstate.ListState[impression]
+	clicks      *groupstate.ListState[click]
+	expiry      *groupstate.ValueState[expiry]
+	within      int64 // ms
+
+	// The calls' buffers, reused from call to call so that a call allocates little (the Go
 	// runtime's garbage collector is costly under WebAssembly).
-	buf []buffered
+	impBuf   buffer[impression]
+	clickBuf buffer[click]
 }
 
 func (a *adjoin) Init(h *groupstate.ProcessorHandle) error {
@@ -151,27 +210,72 @@ func (a *adjoin) Init(h *groupstate.ProcessorHandle) error {
 	if in := h.Inputs(); len(in) != 2 || !slices.Contains(in, impressionsInput) || !slices.Contains(in, clicksInput) {
 		return fmt.Errorf("adjoin: the spec's inputs must be %s and %s, got %q", impressionsInput, clicksInput, in)
 	}
-	a.rows = groupstate.NewListState[buffered](h, "rows")
+	a.impressions = groupstate.NewListState[impression](h, "impressions")
+	a.clicks = groupstate.NewListState[click](h, "clicks")
+	a.expiry = groupstate.NewValueState[expiry](h, "expiry")
 	return nil
 }
 
-// expires reports whether the watermark having passed t evicts e: an impression at i once
-// i + within <= t, a click at c once c <= t.
-func (a *adjoin) expires(e buffered, t int64) bool {
-	if e.Click {
-		return e.TS <= t
+// buffer is one side's list during a call: the elements read from the state (when the call
+// needed them) followed by the ones the call added. A data call reads a list only once a row
+// of the other side needs it, so a call whose rows are all of one side reads one list.
+type buffer[T any] struct {
+	all    []T  // the elements read, then those added
+	loaded bool // the list was read: all starts with its elements
+	kept   int  // how many of all's elements were read
+	added  []T  // scratch for load
+}
+
+// reset empties b for a call, keeping its arrays.
+func (b *buffer[T]) reset() {
+	b.all, b.loaded, b.kept = b.all[:0], false, 0
+}
+
+// load reads the list into b if the call has not yet, ahead of what the call added; a list
+// known to be empty (stored false) is not read.
+func (b *buffer[T]) load(l *groupstate.ListState[T], stored bool) {
+	if b.loaded {
+		return
 	}
-	return e.TS+a.within <= t
+	if !stored {
+		b.kept, b.loaded = 0, true
+		return
+	}
+	b.added = append(b.added[:0], b.all...)
+	b.all = slices.AppendSeq(b.all[:0], l.All())
+	b.kept, b.loaded = len(b.all), true
+	b.all = append(b.all, b.added...)
+}
+
+// store writes a list back when the call changed it: the rows from its first `kept` elements
+// on are appended when the ones before are unchanged (changed false: the common case of a
+// data call, one op per row), else the list is written whole; an empty list is cleared, so
+// a key whose rows have all been evicted holds no state. A list the call did not read has
+// kept 0 and changed false: what the call added is appended.
+func store[T any](l *groupstate.ListState[T], all []T, kept int, changed bool) error {
+	switch {
+	case len(all) == 0:
+		if kept > 0 || changed {
+			l.Clear()
+		}
+		return nil
+	case changed:
+		return l.Put(all)
+	case len(all) > kept:
+		return l.AppendAll(all[kept:])
+	}
+	return nil
 }
 
 // HandleInputRows joins each row, in order, with the other side's buffered rows, then
 // buffers it until the watermark passes the last time it could match: an impression at i
-// until i + within, a click at c until c. The list is read once, at the call's first row;
-// the call appends its rows to it, and writes it whole only when a click marked a buffered
-// impression matched.
+// until i + within, a click at c until c.
 func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *groupstate.Timers, out *groupstate.Emitter[pair]) error {
-	all, kept, loaded := a.buf[:0], 0, false
-	defer func() { a.buf = all[:0] }()
+	imps, clicks := &a.impBuf, &a.clickBuf
+	imps.reset()
+	clicks.reset()
+	x, _ := a.expiry.GetOption()
+	was := x
 	marked := false // a buffered impression was matched by a click of this call
 	n := 0
 	for r := range rows {
@@ -180,32 +284,32 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 			return fmt.Errorf("adjoin: row %d (%s): %w", n, r.Input(), err)
 		}
 		n++
-		if !loaded {
-			all = slices.AppendSeq(all, a.rows.All())
-			kept, loaded = len(all), true
-		}
 		switch r.Input() {
 		case impressionsInput:
+			clicks.load(a.clicks, was.hasClick)
 			matched := false
-			for _, e := range all {
-				if c := e.TS; e.Click && ts <= c && c <= ts+a.within {
+			for _, c := range clicks.all {
+				if c := int64(c); ts <= c && c <= ts+a.within {
 					out.Emit(pair{AdID: ad.JSON(), ImpressionTS: ts, ClickTS: &c})
 					matched = true
 				}
 			}
-			all = append(all, buffered{TS: ts, Matched: matched})
+			imps.all = append(imps.all, impression{TS: ts, Matched: matched})
+			x.addImp(ts + a.within)
 			if err := t.Register(ts + a.within); err != nil {
 				return err
 			}
 		case clicksInput:
-			for k := range all {
-				if e := &all[k]; !e.Click && e.TS <= ts && ts <= e.TS+a.within {
-					out.Emit(pair{AdID: ad.JSON(), ImpressionTS: e.TS, ClickTS: &ts})
-					marked = marked || (k < kept && !e.Matched)
-					e.Matched = true
+			imps.load(a.impressions, was.hasImp)
+			for k := range imps.all {
+				if i := imps.all[k].TS; i <= ts && ts <= i+a.within {
+					out.Emit(pair{AdID: ad.JSON(), ImpressionTS: i, ClickTS: &ts})
+					marked = marked || (k < imps.kept && !imps.all[k].Matched)
+					imps.all[k].Matched = true
 				}
 			}
-			all = append(all, buffered{Click: true, TS: ts})
+			clicks.all = append(clicks.all, click(ts))
+			x.addClick(ts)
 			if err := t.Register(ts); err != nil {
 				return err
 			}
@@ -213,29 +317,65 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 			return fmt.Errorf("adjoin: row %d comes from unknown input %q", n-1, r.Input())
 		}
 	}
-	switch {
-	case marked:
-		return a.rows.Put(all)
-	case len(all) > kept:
-		return a.rows.AppendAll(all[kept:])
+	if x != was {
+		if err := a.expiry.Update(x); err != nil {
+			return err
+		}
 	}
-	return nil
+	if err := store(a.impressions, imps.all, imps.kept, marked); err != nil {
+		return err
+	}
+	return store(a.clicks, clicks.all, clicks.kept, false)
 }
 
 // HandleExpiredTimer evicts what no row can match any more, now that the watermark has passed
 // timerMs: the impressions with i + within <= timerMs (one that no click matched is emitted
-// with click_ts null) and the clicks with c <= timerMs (dropped). When what it evicts is the
-// list's front (rows of an ad mostly come in time order), the list drops it (one op) instead
-// of being written again.
+// with click_ts null) and the clicks with c <= timerMs (dropped). It reads only the lists
+// with something to evict (the expiry value says which). When what a list evicts is its
+// front (rows of an ad mostly come in time order), the list drops it (one op) instead of
+// being written again.
 func (a *adjoin) HandleExpiredTimer(ad groupstate.Key, timerMs int64, t *groupstate.Timers, out *groupstate.Emitter[pair]) error {
-	all := slices.AppendSeq(a.buf[:0], a.rows.All())
-	defer func() { a.buf = all[:0] }()
-	for _, e := range all {
-		if !e.Click && !e.Matched && a.expires(e, timerMs) {
-			out.Emit(pair{AdID: ad.JSON(), ImpressionTS: e.TS})
+	x, _ := a.expiry.GetOption()
+	was := x
+	if x.hasImp && x.imp <= timerMs {
+		a.impBuf.reset()
+		a.impBuf.load(a.impressions, true)
+		imps := a.impBuf.all
+		x.imp, x.hasImp = 0, false
+		for _, im := range imps {
+			if left := im.TS + a.within; left <= timerMs {
+				if !im.Matched {
+					out.Emit(pair{AdID: ad.JSON(), ImpressionTS: im.TS})
+				}
+			} else {
+				x.addImp(left)
+			}
+		}
+		if err := evict(a.impressions, imps, func(im impression) bool { return im.TS+a.within <= timerMs }); err != nil {
+			return err
 		}
 	}
-	return evict(a.rows, all, func(e buffered) bool { return a.expires(e, timerMs) })
+	if x.hasClick && x.click <= timerMs {
+		a.clickBuf.reset()
+		a.clickBuf.load(a.clicks, true)
+		x.click, x.hasClick = 0, false
+		for _, c := range a.clickBuf.all {
+			if int64(c) > timerMs {
+				x.addClick(int64(c))
+			}
+		}
+		if err := evict(a.clicks, a.clickBuf.all, func(c click) bool { return int64(c) <= timerMs }); err != nil {
+			return err
+		}
+	}
+	switch {
+	case x == was:
+	case !x.hasImp && !x.hasClick:
+		a.expiry.Clear()
+	default:
+		return a.expiry.Update(x)
+	}
+	return nil
 }
 
 // evict removes the elements of list l (all, as read) for which gone is true: nothing when
