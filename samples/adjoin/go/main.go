@@ -132,65 +132,11 @@ func (p pair) AppendJSON(dst []byte) ([]byte, error) {
 	return w.End()
 }
 
-// expiry is the key's small summary of its two lists, kept in a value beside them so that a
-// call reads a list only when it must: the earliest time an impression leaves the
-// impressions list (its i + within) and the earliest click time, each present only while its
-// list holds an element. A data call reads the other side's list only when it is not empty,
-// and a timer call reads a list only when something in it expires at the timer's time.
-type expiry struct {
-	imp, click       int64
-	hasImp, hasClick bool
-}
-
-// UnmarshalJSON reads {"imp": t, "click": t}, either member absent when its list is empty.
-func (x *expiry) UnmarshalJSON(b []byte) error {
-	*x = expiry{}
-	return jsonobj.Each(b, func(name, value []byte) (err error) {
-		switch string(name) {
-		case "imp":
-			x.imp, err = jsonobj.Int(value)
-			x.hasImp = true
-		case "click":
-			x.click, err = jsonobj.Int(value)
-			x.hasClick = true
-		}
-		return err
-	})
-}
-
-// AppendJSON writes {"imp": t, "click": t}, without the member of an empty list.
-func (x expiry) AppendJSON(dst []byte) ([]byte, error) {
-	w := jsonobj.NewWriter(dst)
-	if x.hasImp {
-		w.Int("imp", x.imp)
-	}
-	if x.hasClick {
-		w.Int("click", x.click)
-	}
-	return w.End()
-}
-
-// addImp notes an impression leaving at t.
-func (x *expiry) addImp(t int64) {
-	if !x.hasImp || t < x.imp {
-		x.imp, x.hasImp = t, true
-	}
-}
-
-// addClick notes a click at c.
-func (x *expiry) addClick(c int64) {
-	if !x.hasClick || c < x.click {
-		x.click, x.hasClick = c, true
-	}
-}
-
 // adjoin is the processor: each side's rows wait in a list until the watermark has passed the
-// last time a row of the other side could match them; a value (expiry) tells the calls which
-// lists hold something and when their first element leaves.
+// last time a row of the other side could match them.
 type adjoin struct {
 	impressions *groupstate.ListState[impression]
 	clicks      *groupstate.ListState[click]
-	expiry      *groupstate.ValueState[expiry]
 	within      int64 // ms
 
 	// The calls' buffers, reused from call to call so that a call allocates little (the Go
@@ -212,7 +158,6 @@ func (a *adjoin) Init(h *groupstate.ProcessorHandle) error {
 	}
 	a.impressions = groupstate.NewListState[impression](h, "impressions")
 	a.clicks = groupstate.NewListState[click](h, "clicks")
-	a.expiry = groupstate.NewValueState[expiry](h, "expiry")
 	return nil
 }
 
@@ -231,14 +176,9 @@ func (b *buffer[T]) reset() {
 	b.all, b.loaded, b.kept = b.all[:0], false, 0
 }
 
-// load reads the list into b if the call has not yet, ahead of what the call added; a list
-// known to be empty (stored false) is not read.
-func (b *buffer[T]) load(l *groupstate.ListState[T], stored bool) {
+// load reads the list into b if the call has not yet, ahead of what the call added.
+func (b *buffer[T]) load(l *groupstate.ListState[T]) {
 	if b.loaded {
-		return
-	}
-	if !stored {
-		b.kept, b.loaded = 0, true
 		return
 	}
 	b.added = append(b.added[:0], b.all...)
@@ -274,8 +214,6 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 	imps, clicks := &a.impBuf, &a.clickBuf
 	imps.reset()
 	clicks.reset()
-	x, _ := a.expiry.GetOption()
-	was := x
 	marked := false // a buffered impression was matched by a click of this call
 	n := 0
 	for r := range rows {
@@ -286,7 +224,7 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 		n++
 		switch r.Input() {
 		case impressionsInput:
-			clicks.load(a.clicks, was.hasClick)
+			clicks.load(a.clicks)
 			matched := false
 			for _, c := range clicks.all {
 				if c := int64(c); ts <= c && c <= ts+a.within {
@@ -295,12 +233,11 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 				}
 			}
 			imps.all = append(imps.all, impression{TS: ts, Matched: matched})
-			x.addImp(ts + a.within)
 			if err := t.Register(ts + a.within); err != nil {
 				return err
 			}
 		case clicksInput:
-			imps.load(a.impressions, was.hasImp)
+			imps.load(a.impressions)
 			for k := range imps.all {
 				if i := imps.all[k].TS; i <= ts && ts <= i+a.within {
 					out.Emit(pair{AdID: ad.JSON(), ImpressionTS: i, ClickTS: &ts})
@@ -309,17 +246,11 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 				}
 			}
 			clicks.all = append(clicks.all, click(ts))
-			x.addClick(ts)
 			if err := t.Register(ts); err != nil {
 				return err
 			}
 		default:
 			return fmt.Errorf("adjoin: row %d comes from unknown input %q", n-1, r.Input())
-		}
-	}
-	if x != was {
-		if err := a.expiry.Update(x); err != nil {
-			return err
 		}
 	}
 	if err := store(a.impressions, imps.all, imps.kept, marked); err != nil {
@@ -330,52 +261,24 @@ func (a *adjoin) HandleInputRows(ad groupstate.Key, rows iter.Seq[row], t *group
 
 // HandleExpiredTimer evicts what no row can match any more, now that the watermark has passed
 // timerMs: the impressions with i + within <= timerMs (one that no click matched is emitted
-// with click_ts null) and the clicks with c <= timerMs (dropped). It reads only the lists
-// with something to evict (the expiry value says which). When what a list evicts is its
-// front (rows of an ad mostly come in time order), the list drops it (one op) instead of
+// with click_ts null) and the clicks with c <= timerMs (dropped). When what a list evicts is
+// its front (rows of an ad mostly come in time order), the list drops it (one op) instead of
 // being written again.
 func (a *adjoin) HandleExpiredTimer(ad groupstate.Key, timerMs int64, t *groupstate.Timers, out *groupstate.Emitter[pair]) error {
-	x, _ := a.expiry.GetOption()
-	was := x
-	if x.hasImp && x.imp <= timerMs {
-		a.impBuf.reset()
-		a.impBuf.load(a.impressions, true)
-		imps := a.impBuf.all
-		x.imp, x.hasImp = 0, false
-		for _, im := range imps {
-			if left := im.TS + a.within; left <= timerMs {
-				if !im.Matched {
-					out.Emit(pair{AdID: ad.JSON(), ImpressionTS: im.TS})
-				}
-			} else {
-				x.addImp(left)
-			}
-		}
-		if err := evict(a.impressions, imps, func(im impression) bool { return im.TS+a.within <= timerMs }); err != nil {
-			return err
+	a.impBuf.reset()
+	a.clickBuf.reset()
+	a.impBuf.load(a.impressions)
+	a.clickBuf.load(a.clicks)
+	imps, clicks := a.impBuf.all, a.clickBuf.all
+	for _, im := range imps {
+		if im.TS+a.within <= timerMs && !im.Matched {
+			out.Emit(pair{AdID: ad.JSON(), ImpressionTS: im.TS})
 		}
 	}
-	if x.hasClick && x.click <= timerMs {
-		a.clickBuf.reset()
-		a.clickBuf.load(a.clicks, true)
-		x.click, x.hasClick = 0, false
-		for _, c := range a.clickBuf.all {
-			if int64(c) > timerMs {
-				x.addClick(int64(c))
-			}
-		}
-		if err := evict(a.clicks, a.clickBuf.all, func(c click) bool { return int64(c) <= timerMs }); err != nil {
-			return err
-		}
+	if err := evict(a.impressions, imps, func(im impression) bool { return im.TS+a.within <= timerMs }); err != nil {
+		return err
 	}
-	switch {
-	case x == was:
-	case !x.hasImp && !x.hasClick:
-		a.expiry.Clear()
-	default:
-		return a.expiry.Update(x)
-	}
-	return nil
+	return evict(a.clicks, clicks, func(c click) bool { return int64(c) <= timerMs })
 }
 
 // evict removes the elements of list l (all, as read) for which gone is true: nothing when
