@@ -101,9 +101,12 @@ func TestServeDeployFlow(t *testing.T) {
 	if out, errOut, code := cli("pub", "logins.web", "--file", lines, "--rate", "200"); code != 0 || !strings.Contains(errOut, "published 3 messages to logins.web") {
 		t.Fatalf("pub: exit %d\n%s%s", code, out, errOut)
 	}
+	// Every row is in state (the rows are published 5 ms apart, so they may take more
+	// than one batch: bob's comes last).
 	waitCLI(t, func() bool {
 		out, _, code := cli("state", "logincount", "ada")
-		return code == 0 && strings.TrimSpace(out) == `{"login_count":2}`
+		bob, _, bcode := cli("state", "logincount", "bob")
+		return code == 0 && strings.TrimSpace(out) == `{"login_count":2}` && bcode == 0 && strings.TrimSpace(bob) == `{"login_count":1}`
 	})
 	if out, errOut, code := cli("state", "logincount", "nobody"); code != 1 || out != "" || errOut != "logincount has no state for key \"nobody\"\n" {
 		t.Fatalf("state of a key without state: exit %d, stdout %q, stderr %q; want 1 and a line saying so on stderr", code, out, errOut)
