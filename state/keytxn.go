@@ -45,8 +45,18 @@ type KeyTxn struct {
 
 	rec, rec0 keyRec
 	recLoaded bool
+	// heads is what the transaction knows of its value variables' heads: whether each one it
+	// read or wrote is stored (expired or not), so that a write need not read it again (nor
+	// a continuation of the transaction: Continue).
+	heads []headKnown
 
 	buf []byte
+}
+
+// headKnown is whether the head of value variable id is stored, as a transaction knows it.
+type headKnown struct {
+	id     uint32
+	stored bool
 }
 
 // txnMark is where the batch's variable writes stood when the transaction began.
@@ -174,6 +184,68 @@ func (b *Batch) truncateVars(m txnMark) error {
 	return b.rebuildOverlay()
 }
 
+// Continue begins a transaction of t's key, at t's time and on t's variables, in t's batch,
+// that knows what t knew: the key's record, the meta records of its lists and maps and
+// whether each value variable it read or wrote is stored. It spares a group whose writes come
+// after its guest call (ABI v2: the ops of the call's result) the reads that its transaction
+// during the call already made. t must have committed, and no transaction committed after it
+// may have written t's key (a batch calls each key at most once per phase); when the batch
+// reverted transactions since t committed (RevertKeys, which may have reverted t), or t did
+// not commit, the transaction knows nothing, as one begun by Key. The rules of Key apply.
+func (t *KeyTxn) Continue() *KeyTxn {
+	if t.b == nil {
+		return &KeyTxn{d: t.d, vars: t.vars, key: t.key, now: t.now, err: ErrReadOnly, done: true}
+	}
+	n := t.b.Key(t.vars, t.key, t.now)
+	if n.done || !t.committed || t.reverts != t.b.reverts {
+		return n
+	}
+	n.rec, n.rec0, n.recLoaded = t.rec, t.rec, t.recLoaded
+	n.heads = append(n.heads, t.heads...)
+	if len(t.metas) > 0 {
+		n.metas = make(map[uint32]*txnMeta, len(t.metas))
+		for id, m := range t.metas {
+			n.metas[id] = &txnMeta{m: m.m}
+		}
+	}
+	return n
+}
+
+// head returns what the transaction knows of value variable id's head.
+func (t *KeyTxn) head(id uint32) (known, stored bool) {
+	for _, h := range t.heads {
+		if h.id == id {
+			return true, h.stored
+		}
+	}
+	return false, false
+}
+
+// setHead records whether value variable id's head is stored.
+func (t *KeyTxn) setHead(id uint32, stored bool) {
+	for i := range t.heads {
+		if t.heads[i].id == id {
+			t.heads[i].stored = stored
+			return
+		}
+	}
+	t.heads = append(t.heads, headKnown{id: id, stored: stored})
+}
+
+// holdsNoVars reports whether the key's record says that none of its variables holds
+// anything (stored items, expired or not), so that a read of one of its heads or items can
+// be answered without reading, as hasTimer does for timers. It loads the record; a read-only
+// transaction (no batch) never knows.
+func (t *KeyTxn) holdsNoVars() (bool, error) {
+	if t.b == nil {
+		return false, nil
+	}
+	if err := t.loadRec(); err != nil {
+		return false, err
+	}
+	return t.rec.vars == 0, nil
+}
+
 // getCopy gets key through r and copies its value.
 func getCopy(r pebble.Reader, key []byte) ([]byte, bool, error) {
 	raw, closer, err := r.Get(key)
@@ -283,6 +355,9 @@ func (t *KeyTxn) read(k []byte) ([]byte, bool, error) {
 
 // getItem reads a data item: found tells whether it is stored (expired or not).
 func (t *KeyTxn) getItem(k []byte) (expiry int64, payload []byte, found bool, err error) {
+	if none, err := t.holdsNoVars(); err != nil || none {
+		return 0, nil, false, err
+	}
 	raw, found, err := t.read(k)
 	if err != nil || !found {
 		return 0, nil, false, err
@@ -299,9 +374,16 @@ func (t *KeyTxn) meta(id uint32) (*txnMeta, error) {
 	if m, ok := t.metas[id]; ok {
 		return m, nil
 	}
-	raw, found, err := t.read(varHeadKey(nil, t.d.prefix, id, t.key))
+	none, err := t.holdsNoVars()
 	if err != nil {
 		return nil, err
+	}
+	var raw []byte
+	found := false
+	if !none {
+		if raw, found, err = t.read(varHeadKey(nil, t.d.prefix, id, t.key)); err != nil {
+			return nil, err
+		}
 	}
 	m := &txnMeta{}
 	if found {
@@ -324,9 +406,16 @@ func (t *KeyTxn) ValueGet(v int) (value []byte, present bool, err error) {
 		return nil, false, err
 	}
 	defer t.end()
+	if known, stored := t.head(id); known && !stored {
+		return nil, false, nil
+	}
 	exp, payload, found, err := t.getItem(varHeadKey(nil, t.d.prefix, id, t.key))
-	if err != nil || !found || !live(exp, t.now) {
+	if err != nil {
 		return nil, false, err
+	}
+	t.setHead(id, found)
+	if !found || !live(exp, t.now) {
+		return nil, false, nil
 	}
 	return payload, true, nil
 }
@@ -345,9 +434,11 @@ func (t *KeyTxn) ValueSet(v int, value []byte) error {
 	}
 	defer t.end()
 	k := varHeadKey(nil, t.d.prefix, id, t.key)
-	_, _, found, err := t.getItem(k)
-	if err != nil {
-		return err
+	known, found := t.head(id)
+	if !known {
+		if _, _, found, err = t.getItem(k); err != nil {
+			return err
+		}
 	}
 	if !found {
 		if err := t.addVars(+1); err != nil {
@@ -355,6 +446,7 @@ func (t *KeyTxn) ValueSet(v int, value []byte) error {
 		}
 	}
 	t.setItem(k, t.expiry(ttl), value)
+	t.setHead(id, true)
 	return nil
 }
 
@@ -366,14 +458,21 @@ func (t *KeyTxn) ValueClear(v int) error {
 	}
 	defer t.end()
 	k := varHeadKey(nil, t.d.prefix, id, t.key)
-	_, _, found, err := t.getItem(k)
-	if err != nil || !found {
-		return err
+	known, found := t.head(id)
+	if !known {
+		if _, _, found, err = t.getItem(k); err != nil {
+			return err
+		}
+	}
+	if !found {
+		t.setHead(id, false)
+		return nil
 	}
 	if err := t.addVars(-1); err != nil {
 		return err
 	}
 	t.b.vdel(k)
+	t.setHead(id, false)
 	return nil
 }
 

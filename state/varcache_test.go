@@ -33,14 +33,15 @@ func TestVarCacheServesReads(t *testing.T) {
 	requireEqual(t, "committed", string(v), "the value read")
 	requireNoError(t, tx.Discard())
 
-	// A key never written is cached as absent once read.
+	// A key never written is cached as absent once read: its record, which says that the
+	// key holds nothing, so that its value is not read at all (TestNoKeyRecordNoReads).
 	tx = b.Key(vars, []byte("new"), 0)
 	_, ok, err = tx.ValueGet(vVal)
 	requireNoError(t, err)
 	requireEqual(t, false, ok)
 	requireNoError(t, tx.Discard())
-	_, found, hit, _ := d.s.cache.get(d.varsDep(), varHeadKey(nil, d.prefix, vars.ids[vVal], []byte("new"))[len(d.prefix):], nil)
-	requireEqual(t, true, hit, "the absent value is cached")
+	_, found, hit, _ := d.s.cache.get(d.varsDep(), keyRecKey(nil, d.prefix, []byte("new"))[len(d.prefix):], nil)
+	requireEqual(t, true, hit, "the absent key record is cached")
 	requireEqual(t, false, found)
 }
 

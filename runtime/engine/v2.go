@@ -388,6 +388,18 @@ func (s *v2session) open(i int, consume bool) (*state.KeyTxn, error) {
 	return t, nil
 }
 
+// resume opens the transaction of group i's result ops: a continuation of the group's last
+// transaction of the guest call (state.KeyTxn.Continue), which knows what the group read and
+// wrote during the call, so that the writes need not read it again; or, when the group had
+// none, a new one that consumes a TIMERS group's timers first, as open does.
+func (s *v2session) resume(i int) (*state.KeyTxn, error) {
+	txns := s.txns[i]
+	if len(txns) == 0 {
+		return s.open(i, true)
+	}
+	return txns[len(txns)-1].Continue(), nil
+}
+
 // Begin implements handler.StateSession.
 func (s *v2session) Begin(i int) error {
 	if s.fatal != nil {
@@ -553,7 +565,7 @@ func (s *v2session) End(lo int, results []handler.ResultV2) {
 			r.Err = checkEmits(r.Emits)
 		}
 		if r.Err == nil && s.fatal == nil && (len(r.Ops) > 0 || (g.Kind == abi.GroupTimers && len(s.txns[i]) == 0)) {
-			t, err := s.open(i, len(s.txns[i]) == 0)
+			t, err := s.resume(i)
 			if err == nil {
 				err = s.applyWrites(t, r.Ops)
 				if err != nil {
