@@ -130,6 +130,7 @@ func newRunner[R, O any](e *v2Module, p StatefulProcessor[R, O]) *runner[R, O] {
 			}
 		}
 	}
+	rowSeqs.Store(funcPointer(r.rows), e)
 	return r
 }
 
