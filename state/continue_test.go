@@ -105,3 +105,25 @@ func TestNoKeyRecordNoReads(t *testing.T) {
 	requireEqual(t, "behind", string(v))
 	requireNoError(t, tx.Discard())
 }
+
+// A value the batch's overlay or the hot-state cache holds is read from there alone: the
+// key's record is loaded only when the store itself would be read.
+func TestCachedHeadNeedsNoKeyRecord(t *testing.T) {
+	_, d, vars, _ := openVars(t)
+	b := d.NewBatch(2)
+	tx := b.Key(vars, []byte("k"), 0)
+	requireNoError(t, tx.ValueSet(vVal, []byte("v")))
+	requireNoError(t, tx.Commit())
+	_, err := b.Commit()
+	requireNoError(t, err)
+
+	b = d.NewBatch(3)
+	defer b.Close()
+	tx = b.Key(vars, []byte("k"), 0)
+	v, ok, err := tx.ValueGet(vVal)
+	requireNoError(t, err)
+	requireEqual(t, true, ok)
+	requireEqual(t, "v", string(v))
+	requireEqual(t, false, tx.recLoaded, "the key's record loaded for a cached value")
+	requireNoError(t, tx.Discard())
+}

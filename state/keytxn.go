@@ -232,18 +232,27 @@ func (t *KeyTxn) setHead(id uint32, stored bool) {
 	t.heads = append(t.heads, headKnown{id: id, stored: stored})
 }
 
-// holdsNoVars reports whether the key's record says that none of its variables holds
-// anything (stored items, expired or not), so that a read of one of its heads or items can
-// be answered without reading, as hasTimer does for timers. It loads the record; a read-only
-// transaction (no batch) never knows.
-func (t *KeyTxn) holdsNoVars() (bool, error) {
+// readOwn reads k, a head or an item of one of the key's variables, as read does, but
+// without reading the store when the key's record says that none of the key's variables
+// holds anything (stored items, expired or not; as hasTimer does for timers): what the
+// batch's overlay or the hot-state cache knows of k is read first; otherwise the key's
+// record is loaded, and only a key whose record counts a variable has k read from the store.
+// A key seen for the first time then costs one read of the store, its record's, for all of
+// its variables. A read-only transaction (no batch) reads k.
+func (t *KeyTxn) readOwn(k []byte) ([]byte, bool, error) {
 	if t.b == nil {
-		return false, nil
+		return t.read(k)
+	}
+	if v, found, known := t.b.readVarCached(k); known {
+		return v, found, nil
 	}
 	if err := t.loadRec(); err != nil {
-		return false, err
+		return nil, false, err
 	}
-	return t.rec.vars == 0, nil
+	if t.rec.vars == 0 {
+		return nil, false, nil
+	}
+	return t.b.readVar(k)
 }
 
 // getCopy gets key through r and copies its value.
@@ -355,10 +364,7 @@ func (t *KeyTxn) read(k []byte) ([]byte, bool, error) {
 
 // getItem reads a data item: found tells whether it is stored (expired or not).
 func (t *KeyTxn) getItem(k []byte) (expiry int64, payload []byte, found bool, err error) {
-	if none, err := t.holdsNoVars(); err != nil || none {
-		return 0, nil, false, err
-	}
-	raw, found, err := t.read(k)
+	raw, found, err := t.readOwn(k)
 	if err != nil || !found {
 		return 0, nil, false, err
 	}
@@ -374,16 +380,9 @@ func (t *KeyTxn) meta(id uint32) (*txnMeta, error) {
 	if m, ok := t.metas[id]; ok {
 		return m, nil
 	}
-	none, err := t.holdsNoVars()
+	raw, found, err := t.readOwn(varHeadKey(nil, t.d.prefix, id, t.key))
 	if err != nil {
 		return nil, err
-	}
-	var raw []byte
-	found := false
-	if !none {
-		if raw, found, err = t.read(varHeadKey(nil, t.d.prefix, id, t.key)); err != nil {
-			return nil, err
-		}
 	}
 	m := &txnMeta{}
 	if found {

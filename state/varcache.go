@@ -155,34 +155,64 @@ func (b *Batch) readVar(k []byte) ([]byte, bool, error) {
 	if c == nil || b.ov.unsafe || !cachedVarKey(d.prefix, k) {
 		return getCopy(b.vb, k)
 	}
+	v, found, known, tok := b.readCached(k)
+	if known {
+		return v, found, nil
+	}
+	return b.readStore(k, tok)
+}
+
+// readVarCached is readVar without Pebble: known is false when only a read of Pebble (or
+// of the indexed batch, for a record the cache does not hold) would tell.
+func (b *Batch) readVarCached(k []byte) (v []byte, found, known bool) {
+	d := b.d
+	if d.s.cache == nil || b.ov.unsafe || !cachedVarKey(d.prefix, k) {
+		return nil, false, false
+	}
+	v, found, known, _ = b.readCached(k)
+	return v, found, known
+}
+
+// readCached reads the cached record k from the batch's overlay, its parent's, then the
+// hot-state cache; when none knows it, tok is the cache read's token for readStore.
+func (b *Batch) readCached(k []byte) (v []byte, found, known bool, tok readToken) {
+	d := b.d
 	if e, ok := b.ov.m[string(k)]; ok {
 		if !e.present {
-			return nil, false, nil
+			return nil, false, true, tok
 		}
-		return bytes.Clone(e.value), true, nil
+		return bytes.Clone(e.value), true, true, tok
 	}
 	if p := b.parent; p != nil { // a fork: its parent's writes before the fork
 		if e, ok := p.ov.m[string(k)]; ok {
 			if !e.present {
-				return nil, false, nil
+				return nil, false, true, tok
 			}
-			return bytes.Clone(e.value), true, nil
+			return bytes.Clone(e.value), true, true, tok
 		}
 	}
-	rest := k[len(d.prefix):]
-	dep := d.varsDep()
-	tok := d.stripe.startRead()
+	tok = d.stripe.startRead()
 	if tok.ok {
-		if e, found, hit, _ := c.get(dep, rest, nil); hit {
+		if e, found, hit, _ := d.s.cache.get(d.varsDep(), k[len(d.prefix):], nil); hit {
 			if !found {
-				return nil, false, nil
+				return nil, false, true, tok
 			}
 			if e.Value == nil {
 				e.Value = []byte{}
 			}
-			return e.Value, true, nil
+			return e.Value, true, true, tok
 		}
 	}
+	return nil, false, false, tok
+}
+
+// readStore reads the cached record k from Pebble, filling the cache (tok: the token of the
+// cache read that missed, readCached).
+func (b *Batch) readStore(k []byte, tok readToken) ([]byte, bool, error) {
+	d := b.d
+	c := d.s.cache
+	rest := k[len(d.prefix):]
+	dep := d.varsDep()
 	v, found, err := getCopy(d.s.db, k)
 	if err != nil {
 		return nil, false, err
