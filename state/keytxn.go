@@ -48,7 +48,8 @@ type KeyTxn struct {
 	// heads is what the transaction knows of its value variables' heads: whether each one it
 	// read or wrote is stored (expired or not), so that a write need not read it again (nor
 	// a continuation of the transaction: Continue).
-	heads []headKnown
+	heads    []headKnown
+	headsArr [2]headKnown // heads' first room: a transaction touches few variables
 
 	buf []byte
 }
@@ -83,6 +84,7 @@ type MapEntry struct {
 // copied.
 func (b *Batch) Key(vars *Vars, key []byte, nowMs int64) *KeyTxn {
 	t := &KeyTxn{b: b, d: b.d, vars: vars, key: bytes.Clone(key), now: nowMs}
+	t.heads = t.headsArr[:0]
 	if t.key == nil {
 		t.key = []byte{}
 	}

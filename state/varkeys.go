@@ -30,6 +30,10 @@ func varIDPrefix(dst, prefix []byte, id uint32) []byte {
 // varKeyPrefix appends P 'x' u32(id) uvarint(len(key)) key to dst: every data key of
 // the variable for key starts with it.
 func varKeyPrefix(dst, prefix []byte, id uint32, key []byte) []byte {
+	if dst == nil {
+		// Room for the prefix, a head's tag or a list element's tag and seq: one allocation.
+		dst = make([]byte, 0, len(prefix)+1+4+binary.MaxVarintLen64+len(key)+1+8)
+	}
 	dst = varIDPrefix(dst, prefix, id)
 	dst = binary.AppendUvarint(dst, uint64(len(key)))
 	return append(dst, key...)
@@ -83,6 +87,9 @@ func ttlKey(dst, prefix []byte, expiry int64, dataRest []byte) []byte {
 
 // keyRecKey appends P 'k' key.
 func keyRecKey(dst, prefix, key []byte) []byte {
+	if dst == nil {
+		dst = make([]byte, 0, len(prefix)+1+len(key))
+	}
 	return append(sectionKey(dst, prefix, sectionKeyRec), key...)
 }
 
