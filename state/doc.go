@@ -190,7 +190,11 @@
 // counts the key's variables holding items (expired ones not yet removed
 // included) and its timers; a key without either has none. Its changes keep
 // Progress.Keys (keys with a record) and Progress.TimerKeys (keys with a
-// timer) exact, and Deployment.VarKeys lists the keys.
+// timer) exact, and Deployment.VarKeys lists the keys. A KeyTxn trusts it: a
+// read that the overlay and the cache cannot answer loads the key's record
+// first, and a key whose record counts no variable (or timer) is not read
+// further. KeyTxn.Continue begins a transaction that knows what a committed
+// one of the same key read (ABI v2: a group's result ops after its call).
 //
 // A Batch's variable writes go to a Pebble indexed batch, through which the
 // transactions read (their own writes, those of the batch's earlier

@@ -16,7 +16,10 @@ import (
 //  1. the batch's overlay: its own writes of those keys, kept beside the indexed batch;
 //  2. the store's hot-state cache, under the deployment's variables name (varsDep);
 //  3. Pebble itself, not through the indexed batch (the overlay says the batch did not
-//     write the key), filling the cache as Deployment.Get does.
+//     write the key), filling the cache as Deployment.Get does; but a key transaction's
+//     read of one of its variables' records loads the key's record first (through the same
+//     tiers), and a key whose record counts no variable is not read further
+//     (KeyTxn.readOwn).
 //
 // Every other read (list elements, map entries, a key's list of timers, the timer and TTL
 // indexes) goes through the indexed batch as before. Batch.Commit stores the overlay in the cache with the commit
