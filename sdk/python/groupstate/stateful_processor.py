@@ -27,7 +27,6 @@ are JSON). The glue of the runtime module (sdk/python/runtime/glue.c) calls ``_i
 """
 
 import gc as _gc
-import json as _json
 import struct as _struct
 
 import _groupstate
@@ -101,7 +100,9 @@ def _encode_value(value, what="state value"):
 
 
 def _decode(b):
-    return _json.loads(b)
+    # json's C scanner, as the v1 path decodes (importing json would import re, enum and
+    # more at every instance's start)
+    return _gs._loads(b)
 
 
 def _map_key(key):
