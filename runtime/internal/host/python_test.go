@@ -237,3 +237,37 @@ class P(StatefulProcessor):
 		})
 	}
 }
+
+// TestPythonLoads: the SDK's JSON decoding (rows, keys and state values of a StatefulProcessor)
+// reads what json.loads reads, whitespace around the document included, and refuses what it
+// refuses with json's own error; the handler's start fails if not.
+func TestPythonLoads(t *testing.T) {
+	const src = `
+from groupstate import _loads
+for text, want in ((b'{"a":1}', {"a": 1}), (b' {"a": [1, 2.5]}\n', {"a": [1, 2.5]}), (b'7', 7),
+                   (b'"x" ', "x"), (b'\t\r\nnull', None), (b'NaN', float("nan")), ("[]", [])):
+    got = _loads(text)
+    if repr(got) != repr(want):
+        raise AssertionError(f"_loads({text!r}) = {got!r}, want {want!r}")
+for text in (b"", b" ", b"{", b'{"a":1} x', b"1 2"):
+    try:
+        _loads(text)
+    except ValueError as e:
+        if type(e).__name__ != "JSONDecodeError":
+            raise AssertionError(f"_loads({text!r}) raised {e!r}, want json's JSONDecodeError")
+    else:
+        raise AssertionError(f"_loads({text!r}) did not fail")
+
+def handle(key, rows, state):
+    yield {}
+`
+	wasm, err := pybuild.Build(map[string][]byte{"h.py": []byte(src)}, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), testConfig(wasm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close(context.Background())
+}
