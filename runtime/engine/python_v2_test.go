@@ -98,8 +98,29 @@ class P(StatefulProcessor):
             super().handleInitialState(key, initialState, timerValues)
 `
 
+// TestPythonProcessor runs a processor that uses every kind of state, timers, an initial
+// state and failing groups, twice: with the glue running calls of DATA groups in C (what
+// modules do) and with every call in the groupstate package's _process_v2 (the definition
+// the C path follows); both give the expected rows and the same dead letters.
 func TestPythonProcessor(t *testing.T) {
-	wasm, err := pybuild.Build(map[string][]byte{"proc.py": []byte(pyProcessor)}, "proc")
+	var logs []string
+	for _, inC := range []bool{true, false} {
+		src := pyProcessor
+		if !inC {
+			src += "\nimport groupstate.stateful_processor\ngroupstate.stateful_processor._c_data_calls = False\n"
+		}
+		logs = append(logs, runPythonProcessor(t, src))
+	}
+	if logs[0] != logs[1] {
+		t.Errorf("dead letters differ between the C and the Python paths:\nC:\n%s\nPython:\n%s", logs[0], logs[1])
+	}
+}
+
+// runPythonProcessor runs TestPythonProcessor's scenario with the processor of source src and
+// returns its dead letters' log.
+func runPythonProcessor(t *testing.T, src string) string {
+	t.Helper()
+	wasm, err := pybuild.Build(map[string][]byte{"proc.py": []byte(src)}, "proc")
 	require(t, err)
 	sp := specFromYAML(t, `
 name: pyproc
@@ -140,6 +161,7 @@ on_error: dead_letter
 	if strings.Contains(log.String(), "_process_v2") {
 		t.Errorf("the traceback shows the SDK's frames:\n%s", log.String())
 	}
+	return log.String()
 }
 
 // TestPythonProcessorNoTimeout: under timeout none a processor's timers are refused
@@ -247,4 +269,69 @@ output:
 `), Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Log: &log,
 	}, steps)
 	require(t, err, log.String())
+}
+
+// TestPythonProcessorFailedGroups: a processor's groups that fail in the SDK's hands (a
+// returned dict, output rows json cannot encode, a SystemExit) fail alone, with the same dead
+// letters whether the glue runs the call in C or the package's _process_v2 does.
+func TestPythonProcessorFailedGroups(t *testing.T) {
+	const proc = `
+from groupstate import StatefulProcessor
+
+class P(StatefulProcessor):
+    def handleInputRows(self, key, rows, timerValues):
+        k = key[0]
+        if k == "dict":
+            return {"k": k}
+        if k == "nan":
+            return [{"k": k}, {"x": float("nan")}]
+        if k == "set":
+            return iter([{"s": {1}}])
+        if k == "exit":
+            raise SystemExit(3)
+        return [{"k": k, "n": len(rows)}]
+`
+	sp := specFromYAML(t, `
+name: pyfail
+module: proc.wasm
+input:
+  subjects: ["in.>"]
+key:
+  field: k
+output:
+  subject: out
+on_error: dead_letter
+`)
+	var logs []string
+	for _, inC := range []bool{true, false} {
+		src := proc
+		if !inC {
+			src += "\nimport groupstate.stateful_processor\ngroupstate.stateful_processor._c_data_calls = False\n"
+		}
+		wasm, err := pybuild.Build(map[string][]byte{"proc.py": []byte(src)}, "proc")
+		require(t, err)
+		steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "dict"}, {"k": "nan"}, {"k": "set"}, {"k": "exit"}, {"k": "ok"}, {"k": "ok"}]}
+{"expect": [{"k": "ok", "n": 2}]}
+`))
+		require(t, err)
+		var out, log bytes.Buffer
+		err = scenario.RunSteps(context.Background(), scenario.Options{
+			Spec: sp, Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Out: &out, Log: &log,
+		}, steps)
+		require(t, err, out.String(), log.String())
+		for _, want := range []string{
+			"GroupStateTypeError: groupstate: the processor returned a dict; yield output rows, or return a list of them",
+			"GroupStateTypeError: groupstate: encoding an output row: Out of range float values are not JSON compliant",
+			"GroupStateTypeError: groupstate: encoding an output row: Object of type set is not JSON serializable",
+			"SystemExit: 3",
+		} {
+			if !strings.Contains(log.String(), want) {
+				t.Errorf("c=%v: dead letters lack %q:\n%s", inC, want, log.String())
+			}
+		}
+		logs = append(logs, log.String())
+	}
+	if logs[0] != logs[1] {
+		t.Errorf("dead letters differ between the C and the Python paths:\nC:\n%s\nPython:\n%s", logs[0], logs[1])
+	}
 }

@@ -635,6 +635,10 @@ def _apply_initial(initial):
 
 _processor = None
 
+#: Whether the glue runs calls of DATA groups itself (in C, as _process_v2 would: glue.c,
+#: v2_process_data) rather than through _process_v2. Tests set it to False to compare.
+_c_data_calls = True
+
 
 def _init_v2(buf):
     """gs_init of a v2 module (the version checked by the glue): parses the init buffer
@@ -711,9 +715,11 @@ def _emit(result, parts):
 
 def _without_sdk_frames(e):
     """e with its traceback starting at the first frame outside this module (the calls of
-    _process_v2 and _emit are not the handler's)."""
+    _process_v2 and _emit are not the handler's), or none when every frame is this module's (an
+    error of the SDK's own, such as an output row json cannot encode: its message says it all,
+    and the glue's C path, which has no such frames, writes the same text)."""
     tb = e.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == _THIS_FILE and tb.tb_next is not None:
+    while tb is not None and tb.tb_frame.f_code.co_filename == _THIS_FILE:
         tb = tb.tb_next
     return e.with_traceback(tb)
 
