@@ -323,7 +323,7 @@ type Engine struct {
 	pipeline bool
 	syncing  *syncing
 	closed   bool
-	batch        batch // the batch being run, and the working memory every batch reuses
+	batch    batch // the batch being run, and the working memory every batch reuses
 	// chunkKeys and chunkBytes bound a commit's timeout calls (TimeoutChunkKeys and
 	// TimeoutChunkBytes).
 	chunkKeys, chunkBytes int
