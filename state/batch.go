@@ -369,48 +369,27 @@ func (b *Batch) setSplit(key, head, tail []byte) {
 // ExpireTTL) are part of the same Pebble batch, and Progress.Keys and
 // TimerKeys include their changes to the key records.
 func (b *Batch) Commit() (Progress, error) {
-	p, _, err := b.commit(false)
-	return p, err
-}
-
-// CommitNoSyncWait is Commit without the wait for the fsync: it returns once the batch is
-// applied, when Deployment reads (and the next Batch's) see it, and the returned Sync
-// tells when it is durable. What Commit's sync guarantees holds only once Sync.Wait
-// returned nil: nothing may leave the process on the strength of the batch (its outbox
-// published, its input acknowledged) before. If the sync fails, Sync.Wait returns an error
-// wrapping ErrFailed and the Store is failed, as after a failed Commit: Pebble makes every
-// later synced write fail too, so no later batch of the store becomes durable either, and
-// reopening replays the log that reached disk (which may or may not hold the batch). The
-// caller must call Wait exactly once. With a Replicator the batch is committed as by Commit
-// (the log is the commit point, the local write is not synced) and the Sync is nil, whose
-// Wait returns nil at once.
-func (b *Batch) CommitNoSyncWait() (Progress, *Sync, error) {
-	return b.commit(true)
-}
-
-// commit is Commit, or CommitNoSyncWait when noSyncWait.
-func (b *Batch) commit(noSyncWait bool) (Progress, *Sync, error) {
 	if b.err != nil {
-		return Progress{}, nil, b.err
+		return Progress{}, b.err
 	}
 	if b.pb == nil {
-		return Progress{}, nil, ErrBatchDone
+		return Progress{}, ErrBatchDone
 	}
 	if b.tx != nil {
-		return Progress{}, nil, ErrTxnOpen
+		return Progress{}, ErrTxnOpen
 	}
 	defer b.Close()
 	d := b.d
 	if err := d.lockWrite(); err != nil {
-		return Progress{}, nil, err
+		return Progress{}, err
 	}
 	defer d.unlockWrite()
 	prev, err := d.progress()
 	if err != nil {
-		return Progress{}, nil, err
+		return Progress{}, err
 	}
 	if b.id <= prev.BatchID {
-		return Progress{}, nil, fmt.Errorf("%w: batch %d, last committed %d (deployment %s)", ErrBatchOrder, b.id, prev.BatchID, d.name)
+		return Progress{}, fmt.Errorf("%w: batch %d, last committed %d (deployment %s)", ErrBatchOrder, b.id, prev.BatchID, d.name)
 	}
 	next := Progress{
 		BatchID:     b.id,
@@ -439,7 +418,7 @@ func (b *Batch) commit(noSyncWait bool) (Progress, *Sync, error) {
 	next.Counters = prev.Counters.add(b.counters)
 	if prev.Open.Active && !next.Open.Active {
 		if err := b.clearSkips(); err != nil {
-			return Progress{}, nil, err
+			return Progress{}, err
 		}
 	}
 	if next.Keys < 0 || next.TimerKeys < 0 {
@@ -469,7 +448,7 @@ func (b *Batch) commit(noSyncWait bool) (Progress, *Sync, error) {
 	}
 	if b.vb != nil {
 		if err := b.pb.Apply(b.vb, nil); err != nil {
-			return Progress{}, nil, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
+			return Progress{}, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
 		}
 	}
 	b.scratch = sectionKey(b.scratch[:0], d.prefix, sectionProgress)
@@ -479,7 +458,7 @@ func (b *Batch) commit(noSyncWait bool) (Progress, *Sync, error) {
 	// Replicated first: when that fails, nothing reached Pebble or the cache.
 	opts, err := d.replicate(d.replicator(), WriteBatch, b.id, b.pb, pebble.Sync)
 	if err != nil {
-		return Progress{}, nil, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
+		return Progress{}, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
 	}
 	c := d.s.cache
 	var vlog *setLog
@@ -493,27 +472,16 @@ func (b *Batch) commit(noSyncWait bool) (Progress, *Sync, error) {
 		}
 		d.stripe.beginWrite()
 	}
-	var sync *Sync
-	if noSyncWait && opts.Sync {
-		pb := b.pb
-		err = d.s.write(func() error { return d.s.db.ApplyNoSyncWait(pb, opts) })
-		if err == nil {
-			// The Pebble batch is the sync's to wait on, and to close after.
-			b.pb, sync = nil, &Sync{s: d.s, pb: pb, what: fmt.Sprintf("batch %d (deployment %s)", b.id, d.name)}
-			d.s.refs.Add(1) // released by Wait: Close waits for the sync's end
-		}
-	} else {
-		err = d.s.write(func() error { return b.pb.Commit(opts) })
-	}
+	err = d.s.write(func() error { return b.pb.Commit(opts) })
 	if c != nil {
 		// Only a commit that succeeded reaches the cache; a failed one
 		// empties it, whatever Pebble's memory now holds.
 		c.endWrite(d.stripe, err == nil, depLog{d.name, b.log}, depLog{d.varsDep(), vlog})
 	}
 	if err != nil {
-		return Progress{}, nil, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
+		return Progress{}, fmt.Errorf("state: commit batch %d (deployment %s): %w", b.id, d.name, err)
 	}
-	return next, sync, nil
+	return next, nil
 }
 
 // clearSkips deletes the keys of SkipTimeout, as the batch closes the open

@@ -260,24 +260,18 @@ func (s *Store) write(f func() error) (err error) {
 			if !ok {
 				panic(r)
 			}
-			err = s.fail(fmt.Errorf("%w: %s", ErrFailed, fe.msg))
+			err = fmt.Errorf("%w: %s", ErrFailed, fe.msg)
+			if s.cache != nil {
+				s.cache.clear() // Pebble's memory may now hold what did not reach disk
+			}
+			s.mu.Lock()
+			if s.failed == nil {
+				s.failed = err
+			}
+			s.mu.Unlock()
 		}
 	}()
 	return f()
-}
-
-// fail marks the store failed by err (wrapping ErrFailed), after a failed WAL write or sync,
-// and returns err.
-func (s *Store) fail(err error) error {
-	if s.cache != nil {
-		s.cache.clear() // Pebble's memory may now hold what did not reach disk
-	}
-	s.mu.Lock()
-	if s.failed == nil {
-		s.failed = err
-	}
-	s.mu.Unlock()
-	return err
 }
 
 // Close waits for operations in flight, then closes the store. A second

@@ -67,11 +67,6 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 		return nil, fmt.Errorf("%w: %d rows given", ErrDrainRows, len(in.Rows))
 	}
 	start := time.Now()
-	if e.pending {
-		if _, err := e.settle(); err != nil {
-			return nil, err // the store failed: not a delivery to retry
-		}
-	}
 	if err := e.deliverPending(ctx); err != nil {
 		// Outputs of earlier batches are still undelivered: run no new batch until they are
 		// out, which keeps outputs in order and holds input back (it stays in the stream).
@@ -93,17 +88,6 @@ func (e *Engine) RunBatch(ctx context.Context, in BatchInput) (*BatchReport, err
 		return nil, err
 	}
 	rep.Resumed = resumed
-	if in.Drain && e.syncing != nil {
-		// A drain's caller takes its report as the end: its outputs durable and sent.
-		derr, err := e.settle()
-		if err != nil {
-			return nil, err
-		}
-		if derr != nil {
-			rep.Undelivered = derr.Error()
-		}
-		rep.Durable = nil
-	}
 	return rep, nil
 }
 
@@ -161,18 +145,6 @@ func (b *batch) committed(ctx context.Context, p state.Progress) (delivered bool
 	e.acksUnsynced = false // the commit synced the log, acknowledgements before it included
 	b.rep.BatchID = p.BatchID
 	b.rep.Commits++
-	if y := b.sync; y != nil {
-		// Pipelined (Config.PipelineCommits): the outbox goes out once the batch is durable,
-		// from the syncer, unless an earlier delivery failed (then the next RunBatch delivers
-		// the whole outbox, after this sync). The next commit awaits it (settle).
-		b.sync = nil
-		prev := e.inflight
-		e.inflight = nil
-		e.syncing = e.startSyncing(ctx, y, !e.pending, prev, b.outbox)
-		b.rep.Durable = e.syncing.dur
-		return !e.pending
-	}
-	b.rep.Durable = nil
 	if err := e.deliverCommitted(ctx, b.outbox); err != nil {
 		// Committed: the entries stay in the outbox and go out before the next batch runs.
 		e.pending = true
@@ -189,13 +161,7 @@ func (b *batch) committed(ctx context.Context, p state.Progress) (delivered bool
 // have nothing to sync).
 func (b *batch) skipCommit(ctx context.Context, start time.Time) (*BatchReport, error) {
 	e := b.e
-	derr, serr := e.settle()
-	if serr != nil {
-		return nil, serr
-	}
-	if derr != nil {
-		b.rep.Undelivered = derr.Error()
-	} else if err := e.finishInflight(ctx); err != nil {
+	if err := e.finishInflight(ctx); err != nil {
 		e.pending = true
 		b.rep.Undelivered = err.Error()
 		e.logger.Warn("outbox delivery failed; will retry before the next batch", "err", err)
@@ -351,8 +317,6 @@ type batch struct {
 	// and the same slice then goes to the sink, which may keep it until the next batch (a
 	// PipelinedSink's delivery); hence a new slice per batch.
 	outbox []state.OutboxEntry
-	// sync is the chunk's commit's sync while committed has not taken it (Config.PipelineCommits).
-	sync *state.Sync
 
 	// Reused by every batch:
 	seed     maphash.Seed
@@ -534,25 +498,7 @@ func (b *batch) commit(position uint64, more bool) (state.Progress, error) {
 	b.sb.AddCounters(now.since(b.counted, !more))
 	b.e.quar.record(b.sb)
 	b.e.att.record(b.sb)
-	var p state.Progress
-	var err error
-	if b.e.pipeline {
-		// One commit in flight: the previous one's sync and delivery end first (their
-		// results are this batch's to report), which also keeps the outbox's writes and
-		// the sink's calls to one goroutine at a time.
-		derr, serr := b.e.settle()
-		if serr != nil {
-			return state.Progress{}, serr
-		}
-		if derr != nil {
-			b.rep.Undelivered = derr.Error()
-		}
-	}
-	if b.e.pipeline && !more {
-		p, b.sync, err = b.sb.CommitNoSyncWait()
-	} else {
-		p, err = b.sb.Commit()
-	}
+	p, err := b.sb.Commit()
 	if err != nil {
 		return state.Progress{}, fmt.Errorf("engine: committing batch %d: %w", b.id, err)
 	}

@@ -29,7 +29,7 @@ func (e *Engine) Due() (atMs int64, ok bool, err error) {
 	if e.closed {
 		return 0, false, ErrEngineClosed
 	}
-	if e.pending || e.inflight != nil || e.syncing != nil || e.acksUnsynced || e.progress.Open.Active || e.initial != nil ||
+	if e.pending || e.inflight != nil || e.acksUnsynced || e.progress.Open.Active || e.initial != nil ||
 		(e.v2 != nil && e.v2.vars == nil) {
 		return DueNow, true, nil
 	}

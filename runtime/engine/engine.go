@@ -123,20 +123,6 @@ type Config struct {
 	// engine gets only its keys ([InitialState.Partition]). Default: nil, none.
 	InitialState *InitialState
 
-	// PipelineCommits lets the next batch run while a batch's commit is being synced: a
-	// commit returns once the batch is applied (state.Batch.CommitNoSyncWait), RunBatch
-	// returns then, and BatchReport.Durable tells when the batch is on disk. The engine
-	// delivers the batch's outbox only after that, on a goroutine of its own, and the next
-	// batch's commit first awaits it (one batch in flight), so the next batch's reads and
-	// handler calls overlap the fsync. The caller must let nothing else leave on the
-	// strength of a batch (acknowledging its input) before its Durable.Wait returned nil. A
-	// failed sync fails the store (state.ErrFailed), as a failed commit does; the error
-	// comes from the next RunBatch (before its commit), the next no-data batch, or Close,
-	// and from Durable.Wait; nothing of the batch was delivered then. A batch committed in
-	// chunks, or a drain, still waits for its syncs. Default false: RunBatch returns after
-	// the synced commit.
-	PipelineCommits bool
-
 	native []handler.BufferModule // in place of Wasm, for groupstate's own tests (nativehook)
 	// chunkKeys and chunkBytes replace TimeoutChunkKeys and TimeoutChunkBytes (tests).
 	chunkKeys, chunkBytes int
@@ -265,11 +251,6 @@ type BatchReport struct {
 	// wait in the outbox, and the next RunBatch delivers them before it runs anything, failing
 	// with [ErrDeliveryPending] while it cannot.
 	Undelivered string
-	// Durable, with Config.PipelineCommits, is the sync of the batch's last commit when it
-	// may still be in flight: nothing may leave on the strength of the batch (its input
-	// acknowledged) before Durable.Wait returned nil. Nil when the batch was durable when
-	// RunBatch returned (or skipped, or replicated: the changelog is its commit point).
-	Durable *Durable
 	// Resumed reports the batch that this RunBatch finished first, when the last commit left
 	// one open (a crash, an error or a failed delivery between its chunks): its remaining
 	// timeout calls ran at its own processing time and watermark. Nil otherwise.
@@ -318,12 +299,8 @@ type Engine struct {
 	// commit syncs it (the log is sequential); when none follows, syncAcks must.
 	acksUnsynced bool
 	inflight     *inflight
-	// pipeline is Config.PipelineCommits; syncing is the last commit's sync and delivery
-	// while they may be in flight (nil: none), which settle ends.
-	pipeline bool
-	syncing  *syncing
-	closed   bool
-	batch    batch // the batch being run, and the working memory every batch reuses
+	closed       bool
+	batch        batch // the batch being run, and the working memory every batch reuses
 	// chunkKeys and chunkBytes bound a commit's timeout calls (TimeoutChunkKeys and
 	// TimeoutChunkBytes).
 	chunkKeys, chunkBytes int
@@ -371,7 +348,6 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.batch = batch{e: e, seed: maphash.MakeSeed()}
 	e.manifests = cfg.Manifests
-	e.pipeline = cfg.PipelineCommits
 	e.hasTime = sp.HasEventTime()
 	if e.hasTime && !sp.HasInputs() {
 		e.bound = cfg.SharedWatermark // without event time there is no watermark to share
@@ -506,10 +482,6 @@ func (e *Engine) Close(ctx context.Context) error {
 		return nil
 	}
 	e.closed = true
-	_, serr := e.settle()
-	if serr != nil {
-		return errors.Join(serr, e.att.close(), e.h.Close(ctx)) // the store failed: nothing more to write
-	}
 	if err := e.finishInflight(ctx); err != nil {
 		e.logger.Warn("outbox delivery did not finish before close; the next start delivers it", "err", err)
 	}
@@ -541,15 +513,10 @@ func (e *Engine) ack(upTo state.OutboxID) error {
 	return nil
 }
 
-// deliverPending hands the outbox to the sink and acknowledges what it took. A batch whose
-// sync is in flight (committed after the failed delivery) is awaited first, so that nothing
-// is delivered before it is durable.
+// deliverPending hands the outbox to the sink and acknowledges what it took.
 func (e *Engine) deliverPending(ctx context.Context) error {
 	if !e.pending {
 		return nil
-	}
-	if _, err := e.settle(); err != nil {
-		return err
 	}
 	e.abandonInflight(ctx)
 	var entries []state.OutboxEntry
@@ -602,37 +569,6 @@ func (e *Engine) deliverCommitted(ctx context.Context, entries []state.OutboxEnt
 	}
 	e.inflight = &inflight{d: ps.Start(ctx, e.spec.Name, entries), n: len(entries), last: entries[len(entries)-1].ID}
 	return nil
-}
-
-// deliverStep finishes the delivery prev (awaits its acknowledgements and deletes its
-// entries from the outbox, acked) and starts the delivery of entries (next; with a plain
-// Sink, delivers and deletes them). It reads only what never changes of the engine, so a
-// syncer runs it on its own goroutine.
-func (e *Engine) deliverStep(ctx context.Context, prev *inflight, entries []state.OutboxEntry) (next *inflight, acked bool, err error) {
-	if prev != nil {
-		if err := prev.d.Wait(ctx); err != nil {
-			return nil, false, fmt.Errorf("engine: delivering %d outbox entries: %w", prev.n, err)
-		}
-		if err := e.ks.AckOutbox(prev.last); err != nil {
-			return nil, false, err
-		}
-		acked = true
-	}
-	if len(entries) == 0 {
-		return nil, acked, nil
-	}
-	last := entries[len(entries)-1].ID
-	ps, ok := e.sink.(PipelinedSink)
-	if !ok {
-		if err := e.sink.Deliver(ctx, e.spec.Name, entries); err != nil {
-			return nil, acked, fmt.Errorf("engine: delivering %d outbox entries: %w", len(entries), err)
-		}
-		if err := e.ks.AckOutbox(last); err != nil {
-			return nil, acked, err
-		}
-		return nil, true, nil
-	}
-	return &inflight{d: ps.Start(ctx, e.spec.Name, entries), n: len(entries), last: last}, acked, nil
 }
 
 // finishInflight awaits the acknowledgements of the delivery in flight, if any, and deletes

@@ -4,7 +4,6 @@ import (
 	"context"
 	"sync"
 
-	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/input"
 )
 
@@ -18,10 +17,7 @@ import (
 // are skipped. flush waits until what was asked for is sent; the source flushes before its
 // consumer is replaced (heal) and when it closes, so a runner that stopped has acknowledged
 // every batch it committed, and no acknowledgement reaches a consumer that replaced the one
-// its message came from. A batch whose sync may still be in flight (engine.BatchReport.Durable,
-// the engine pipelines its commits) is acknowledged only once that sync succeeded: an
-// acknowledgement never runs ahead of what a crash keeps; after a failed sync it is dropped
-// (the store failed, and the rows are redelivered to the runner that reopens it).
+// its message came from.
 type acker struct {
 	r *Runner
 
@@ -29,8 +25,7 @@ type acker struct {
 	idle    sync.Cond // signalled when nothing is asked for or being sent
 	src     *input.Source
 	m       input.Msg
-	durable *engine.Durable // m's batch's sync (nil: durable)
-	asked   bool            // m waits to be sent, to src
+	asked   bool // m waits to be sent, to src
 	sending bool
 	wake    chan struct{} // capacity 1
 	quit    chan struct{}
@@ -46,10 +41,10 @@ func (r *Runner) startAcker() *acker {
 }
 
 // ack asks for m, read from the runner's current consumer, and every message before it to be
-// acknowledged once durable (the sync of m's batch, nil if it is) succeeded.
-func (a *acker) ack(m input.Msg, durable *engine.Durable) {
+// acknowledged.
+func (a *acker) ack(m input.Msg) {
 	a.mu.Lock()
-	a.src, a.m, a.durable, a.asked = a.r.src, m, durable, true
+	a.src, a.m, a.asked = a.r.src, m, true
 	a.mu.Unlock()
 	select {
 	case a.wake <- struct{}{}:
@@ -86,12 +81,10 @@ func (a *acker) run() {
 			a.mu.Unlock()
 			continue
 		}
-		src, m, durable := a.src, a.m, a.durable
-		a.asked, a.sending, a.durable = false, true, nil
+		src, m := a.src, a.m
+		a.asked, a.sending = false, true
 		a.mu.Unlock()
-		if err := durable.Wait(); err == nil {
-			a.send(src, m)
-		}
+		a.send(src, m)
 		a.mu.Lock()
 		a.sending = false
 		a.idle.Broadcast()

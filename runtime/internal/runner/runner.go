@@ -359,7 +359,7 @@ func (r *Runner) open(ctx context.Context, reset bool) (notes string, err error)
 		Manifest: topology.ManifestSubject(sp.Name, r.part)}).
 		WithInstance(cmp.Or(r.instance, r.store.ID())).WithGeneration(p.Generation, p.GenerationFrom)
 	cfg := engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger(),
-		SharedWatermark: r.engineBound(), Manifests: true, Revision: deployRevision(r.rec), PipelineCommits: true}
+		SharedWatermark: r.engineBound(), Manifests: true, Revision: deployRevision(r.rec)}
 	if r.bySubject() {
 		cfg.WrongPartition = r.wrongPartition
 	}

@@ -119,13 +119,7 @@ func (in *shadowSource) next(ctx, batchCtx context.Context, backoff *time.Durati
 	return batch{}, stopLoop
 }
 
-func (in *shadowSource) committed(ctx context.Context, rep *engine.BatchReport) {
-	if err := rep.Durable.Wait(); err != nil {
-		// The store failed: the next batch fails with it and the runner stops. Not
-		// acknowledged: the manifests are read again after the store is reopened.
-		in.fetched, in.last = in.rest, nil
-		return
-	}
+func (in *shadowSource) committed(ctx context.Context, _ *engine.BatchReport) {
 	in.r.ack(ctx, *in.last)
 	in.fetched, in.last = in.rest, nil // a shadow runs the primary's batches only: no no-data batch
 }

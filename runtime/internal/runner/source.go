@@ -331,7 +331,7 @@ func (l *liveSource) committed(_ context.Context, rep *engine.BatchReport) {
 		if l.acks == nil {
 			l.acks = l.r.startAcker()
 		}
-		l.acks.ack(*l.last, rep.Durable) // in the background, once durable: the loop goes on to the next batch
+		l.acks.ack(*l.last) // in the background: the loop goes on to the next batch
 	}
 	l.fetched, l.last = l.rest, nil // what did not fit trigger.max_bytes runs next, before another fetch
 	l.unrun.Store(int64(len(l.fetched)))
