@@ -498,9 +498,6 @@ func (b *batch) commit(position uint64, more bool) (state.Progress, error) {
 	b.sb.AddCounters(now.since(b.counted, !more))
 	b.e.quar.record(b.sb)
 	b.e.att.record(b.sb)
-	if f := b.e.beforeCommit; f != nil {
-		f()
-	}
 	p, err := b.sb.Commit()
 	if err != nil {
 		return state.Progress{}, fmt.Errorf("engine: committing batch %d: %w", b.id, err)

@@ -123,12 +123,6 @@ type Config struct {
 	// engine gets only its keys ([InitialState.Partition]). Default: nil, none.
 	InitialState *InitialState
 
-	// BeforeCommit, when set, is called right before each commit's synced write, once the
-	// batch's handler calls are done, on the goroutine that runs the batch (it must not call
-	// the engine). A runner fetches its next batch's rows then, during the fsync. Default
-	// nil.
-	BeforeCommit func()
-
 	native []handler.BufferModule // in place of Wasm, for groupstate's own tests (nativehook)
 	// chunkKeys and chunkBytes replace TimeoutChunkKeys and TimeoutChunkBytes (tests).
 	chunkKeys, chunkBytes int
@@ -305,7 +299,6 @@ type Engine struct {
 	// commit syncs it (the log is sequential); when none follows, syncAcks must.
 	acksUnsynced bool
 	inflight     *inflight
-	beforeCommit func() // Config.BeforeCommit (nil: none)
 	closed       bool
 	batch        batch // the batch being run, and the working memory every batch reuses
 	// chunkKeys and chunkBytes bound a commit's timeout calls (TimeoutChunkKeys and
@@ -355,7 +348,6 @@ func (r *Runtime) NewEngine(ctx context.Context, cfg Config) (*Engine, error) {
 	}
 	e.batch = batch{e: e, seed: maphash.MakeSeed()}
 	e.manifests = cfg.Manifests
-	e.beforeCommit = cfg.BeforeCommit
 	e.hasTime = sp.HasEventTime()
 	if e.hasTime && !sp.HasInputs() {
 		e.bound = cfg.SharedWatermark // without event time there is no watermark to share

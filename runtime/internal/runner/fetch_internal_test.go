@@ -74,49 +74,6 @@ func rowsOfNextBatch(t *testing.T, topUp bool) int {
 	return len(msgs)
 }
 
-// TestNextBatchFetchedDuringCommit: as a batch's commit starts (the engine's BeforeCommit),
-// the live source has the prefetch top up the fetch it holds at once, so the next batch's rows
-// are there when the commit returns and the loop does not wait for a round trip to the server
-// then: here the server is down by the time the loop asks, and the loop still takes every row
-// that arrived before the commit started. Asked only then, the top-up would fail, and the
-// batch take the first row alone.
-func TestNextBatchFetchedDuringCommit(t *testing.T) {
-	j := testutil.StartJetStream(t)
-	ctx := context.Background()
-	_, err := j.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "IN", Subjects: []string{"in.>"}})
-	testutil.Require(t, err)
-	src, err := input.NewSource(ctx, j.JS, "IN", "d", nil)
-	testutil.Require(t, err)
-	sp, err := spec.ParseSpec([]byte("name: d\nkey: {field: k}\n"))
-	testutil.Require(t, err)
-	r := &Runner{unit: unit{spec: sp, logger: testutil.DiscardLogger()}, control: control{drainReq: make(chan chan drainResult)}}
-	r.src = src
-	l := &liveSource{feed: feed{r: r, poll: 5 * time.Second, topUp: true}}
-	r.in = l
-	l.start(ctx)
-	t.Cleanup(l.close)
-	publish := func(n int) {
-		for range n {
-			_, err := j.JS.Publish(ctx, "in.x", []byte(`{"k":1}`))
-			testutil.Require(t, err)
-		}
-	}
-	publish(1)
-	testutil.EventuallyWithin(t, 10*time.Second, "the prefetch holds the first row", l.f.holding.Load)
-	publish(5)
-	r.committing() // the running batch's commit starts
-	testutil.EventuallyWithin(t, 10*time.Second, "the prefetch offers its topped-up fetch", l.f.offered.Load)
-	j.Stop()
-	backoff := time.Second
-	ev, msgs, _ := l.wait(ctx, &backoff, nil)
-	if ev != gotRows || len(msgs) != 6 {
-		t.Fatalf("wait after the commit: event %d, %d rows; want rows, 6: the first and the 5 that arrived before the commit", ev, len(msgs))
-	}
-	// The loop's own ready, made as it started waiting, is answered too: none is left for
-	// the next fetch, which would then be topped up before the loop asks.
-	testutil.EventuallyWithin(t, 10*time.Second, "no ready left", func() bool { return len(l.f.ask) == 0 })
-}
-
 // TestAckInBackground: once a batch committed, the loop goes on without waiting for the
 // server to confirm the acknowledgement of its input (here the server is down, so the answer
 // cannot come), and the source acknowledges what the next batch committed all the same

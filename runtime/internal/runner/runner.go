@@ -359,7 +359,7 @@ func (r *Runner) open(ctx context.Context, reset bool) (notes string, err error)
 		Manifest: topology.ManifestSubject(sp.Name, r.part)}).
 		WithInstance(cmp.Or(r.instance, r.store.ID())).WithGeneration(p.Generation, p.GenerationFrom)
 	cfg := engine.Config{Spec: sp, Wasm: r.wasm, Store: r.store, Keyspace: r.key, Sink: publisherSink{pub}, Logger: r.engineLogger(),
-		SharedWatermark: r.engineBound(), Manifests: true, Revision: deployRevision(r.rec), BeforeCommit: r.committing}
+		SharedWatermark: r.engineBound(), Manifests: true, Revision: deployRevision(r.rec)}
 	if r.bySubject() {
 		cfg.WrongPartition = r.wrongPartition
 	}
@@ -770,15 +770,6 @@ func (r *Runner) loop(ctx, batchCtx context.Context) {
 	}
 }
 
-// committing is the engine's Config.BeforeCommit: the batch's calls are done and its
-// synced commit starts, so a live source asks for the next batch's rows now (see
-// liveSource.committing).
-func (r *Runner) committing() {
-	if l, ok := r.in.(*liveSource); ok {
-		l.committing()
-	}
-}
-
 // run runs batch b (see batchSource.next).
 func (r *Runner) run(ctx context.Context, b batch) (*engine.BatchReport, error) {
 	if b.err != nil {
@@ -898,9 +889,8 @@ type fetcher struct {
 	ask    chan struct{} // capacity 1: the loop waits for a result
 	done   <-chan struct{}
 	cancel context.CancelFunc
-	// holding tells that a result waits for the loop to ask for it, and offered that one,
-	// asked for, waits for the loop to take it (for tests).
-	holding, offered atomic.Bool
+	// holding tells that a result waits for the loop to ask for it (for tests).
+	holding atomic.Bool
 }
 
 // startFetcher starts prefetching from r.src until ctx ends or stop is called, each fetch
@@ -919,9 +909,8 @@ func (f *fetcher) stop() {
 	<-f.done
 }
 
-// ready tells the fetcher that the loop waits for its next result now, or will as soon as
-// the batch it runs committed (liveSource.committing); the loop then receives from out. A
-// ready not answered stays until unready withdraws it.
+// ready tells the fetcher that the loop waits for its next result now; the loop then
+// receives from out. A ready not answered stays until unready withdraws it.
 func (f *fetcher) ready() {
 	select {
 	case f.ask <- struct{}{}:
@@ -987,16 +976,11 @@ func (r *Runner) prefetch(ctx context.Context, poll time.Duration, topUp bool, f
 			if topUp {
 				res = r.topUp(ctx, res)
 			}
-			f.offered.Store(true)
 			select {
 			case out <- res:
-				// Asked early (see liveSource.committing), the loop asked again as it
-				// started waiting: that ready is answered too.
-				drainAsk(ask)
 			case <-ctx.Done():
 				return
 			}
-			f.offered.Store(false)
 		}
 	}()
 	return out, done

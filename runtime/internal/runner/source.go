@@ -326,20 +326,6 @@ func (l *liveSource) wakeIn(d time.Duration) <-chan time.Time {
 	return l.timer.C
 }
 
-// committing asks the prefetch for the next batch's rows as the running batch's commit
-// starts (the engine's Config.BeforeCommit), when the loop will wait for them next (no rows
-// left over from a batch cut at trigger.max_bytes): the top-up of the fetch it holds (a round
-// trip to the server) then runs during the commit's fsync instead of after it, and the next
-// batch starts as soon as the commit returned. Rows that arrive during the rest of the
-// commit come in the batch after; under a steady flow that costs them less than the round
-// trip the loop no longer waits for (docs/performance.md, "Round three: the synced commit
-// pipelined, and the next fetch behind it").
-func (l *liveSource) committing() {
-	if l.f != nil && len(l.rest) == 0 {
-		l.f.ready()
-	}
-}
-
 func (l *liveSource) committed(_ context.Context, rep *engine.BatchReport) {
 	if l.last != nil {
 		if l.acks == nil {
