@@ -224,18 +224,23 @@ class P(StatefulProcessor):
         self.n = handle.getValueState("n")
 `,
 	} {
-		t.Run(name, func(t *testing.T) {
-			wasm, err := pybuild.Build(map[string][]byte{"h.py": []byte(src)}, "h")
-			if err != nil {
-				t.Fatal(err)
-			}
-			h, err := New(context.Background(), testConfig(wasm))
-			if err != nil {
-				t.Fatal(err)
-			}
-			h.Close(context.Background())
-		})
+		t.Run(name, func(t *testing.T) { startPython(t, src) })
 	}
+}
+
+// startPython starts a host of the Python handler src (h.py) and closes it, failing t if the
+// handler's start fails.
+func startPython(t *testing.T, src string) {
+	t.Helper()
+	wasm, err := pybuild.Build(map[string][]byte{"h.py": []byte(src)}, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), testConfig(wasm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close(context.Background())
 }
 
 // TestPythonLoads: the SDK's JSON decoding (rows, keys and state values of a StatefulProcessor)
@@ -261,13 +266,5 @@ for text in (b"", b" ", b"{", b'{"a":1} x', b"1 2"):
 def handle(key, rows, state):
     yield {}
 `
-	wasm, err := pybuild.Build(map[string][]byte{"h.py": []byte(src)}, "h")
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := New(context.Background(), testConfig(wasm))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Close(context.Background())
+	startPython(t, src)
 }
