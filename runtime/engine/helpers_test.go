@@ -9,6 +9,7 @@ import (
 
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
+	"github.com/groupstate/groupstate/runtime/scenario"
 	"github.com/groupstate/groupstate/runtime/spec"
 	"github.com/groupstate/groupstate/state"
 )
@@ -117,4 +118,26 @@ func rows(data ...string) []engine.Row {
 		r[i] = engine.Row{Data: []byte(d), Subject: "in.test", Sequence: uint64(i + 1)}
 	}
 	return r
+}
+
+// stepsOf parses a scenario's text (scenario file lines), failing t if it is not one.
+func stepsOf(t testing.TB, text string) []scenario.Step {
+	t.Helper()
+	steps, err := scenario.Parse(strings.NewReader(text))
+	require(t, err)
+	return steps
+}
+
+// runSteps runs steps with o's spec, module and options on the shared runtime, in a fresh
+// state directory unless o names one, and returns what the run emitted and logged (its dead
+// letters) with its error.
+func runSteps(t testing.TB, o scenario.Options, steps []scenario.Step) (out, log string, err error) {
+	t.Helper()
+	var ob, lb bytes.Buffer
+	o.Runtime, o.Out, o.Log = sharedRuntime(t), &ob, &lb
+	if o.StateDir == "" {
+		o.StateDir = t.TempDir()
+	}
+	err = scenario.RunSteps(context.Background(), o, steps)
+	return ob.String(), lb.String(), err
 }

@@ -83,17 +83,12 @@ on_error: dead_letter
 config:
   word: bang
 `)
-	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}, {"k": "boom"}, {"k": "exit"}, {"k": "a"}, {"k": "get"}, {"k": "none"}, {"k": "duration"}, {"k": "str"}, {"k": "list"}]}
+	_, log, err := runSteps(t, scenario.Options{Spec: sp, Wasm: wasm}, stepsOf(t, `{"at": 1000, "rows": [{"k": "a"}, {"k": "boom"}, {"k": "exit"}, {"k": "a"}, {"k": "get"}, {"k": "none"}, {"k": "duration"}, {"k": "str"}, {"k": "list"}]}
 {"expect": [{"k": "list"}, {"k": "list", "i": 2}, {"k": "a", "n": 2, "chunks": 1, "double": 4, "counter": "a", "date": "1970-01-01T00:00:01+00:00", "dec": "3.305", "re": "a#b#", "json": true, "math": 314, "row": {"k": "a", "n": 2}, "reduce": 6}]}
 {"at": 2000, "rows": [{"k": "a"}]}
 {"expect": [{"k": "a", "n": 3, "chunks": 1, "double": 2, "counter": "a", "date": "1970-01-01T00:00:02+00:00", "dec": "3.305", "re": "a#b#", "json": true, "math": 314, "row": {"k": "a", "n": 1}, "reduce": 6}]}
 `))
-	require(t, err)
-	var out, log bytes.Buffer
-	err = scenario.RunSteps(context.Background(), scenario.Options{
-		Spec: sp, Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Out: &out, Log: &log,
-	}, steps)
-	require(t, err, log.String())
+	require(t, err, log)
 	for _, want := range []string{
 		`key="boom"`, `Traceback (most recent call last):`, `File \"handler.py\", line 21, in _rows`,
 		`raise ValueError(\"boom \" + groupstate.config[\"word\"])`, `ValueError: boom bang`,
@@ -103,8 +98,8 @@ config:
 		`groupstate.GroupStateTypeError: groupstate: null is not a valid state value`,
 		`groupstate.GroupStateRuntimeError: groupstate: cannot set timeout timestamp without event_time timeout`,
 	} {
-		if !strings.Contains(log.String(), want) {
-			t.Errorf("dead letters lack %s:\n%s", want, log.String())
+		if !strings.Contains(log, want) {
+			t.Errorf("dead letters lack %s:\n%s", want, log)
 		}
 	}
 }
@@ -193,17 +188,12 @@ timeout: event_time
 output:
   subject: out
 `)
-	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a", "ts": 20000}]}
+	out, log, err := runSteps(t, scenario.Options{Spec: sp, Wasm: wasm}, stepsOf(t, `{"at": 1000, "rows": [{"k": "a", "ts": 20000}]}
 {"expect": [{"k": "a", "w": 0, "rows": [20000], "get": "GroupStateValueError: groupstate: state is either not defined or has already been removed", "none": "GroupStateTypeError: groupstate: null is not a valid state value", "nan": "GroupStateTypeError: groupstate: encoding state: Out of range float values are not JSON compliant", "duration": "GroupStateRuntimeError: groupstate: cannot set timeout duration without processing_time timeout", "zero": "GroupStateValueError: groupstate: timeout timestamp must be positive", "bool": "GroupStateTypeError: groupstate: a timeout timestamp is an int of epoch milliseconds", "removed": false, "revived": {"n": 2}, "set": "ok"}]}
 {"at": 2000, "rows": [{"k": "b", "ts": 40000}]}
 {"expect": [{"k": "b", "w": 10000, "rows": [40000], "early": "GroupStateValueError: groupstate: timeout timestamp (9999) cannot be earlier than the current watermark (10000)"}, {"k": "a", "timed_out": true, "state": {"n": 2}}]}
 `))
-	require(t, err)
-	var out, log bytes.Buffer
-	err = scenario.RunSteps(context.Background(), scenario.Options{
-		Spec: sp, Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Out: &out, Log: &log,
-	}, steps)
-	require(t, err, out.String(), log.String())
+	require(t, err, out, log)
 }
 
 // TestPythonLoopInterrupted: a Python handler that never returns is stopped at the call time
@@ -232,19 +222,14 @@ limits:
   call_timeout: 2s
   retry_timeout: 4s
 `)
-	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}, {"k": "loop"}, {"k": "b"}]}
+	_, log, err := runSteps(t, scenario.Options{Spec: sp, Wasm: wasm}, stepsOf(t, `{"at": 1000, "rows": [{"k": "a"}, {"k": "loop"}, {"k": "b"}]}
 {"expect": [{"k": "a"}, {"k": "b"}]}
 {"at": 2000, "rows": [{"k": "c"}]}
 {"expect": [{"k": "c"}]}
 `))
-	require(t, err)
-	var log bytes.Buffer
-	err = scenario.RunSteps(context.Background(), scenario.Options{
-		Spec: sp, Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Log: &log,
-	}, steps)
-	require(t, err, log.String())
-	if !strings.Contains(log.String(), `key="loop"`) || !strings.Contains(log.String(), "time limit") {
-		t.Errorf("want the loop key dead-lettered for the time limit:\n%s", log.String())
+	require(t, err, log)
+	if !strings.Contains(log, `key="loop"`) || !strings.Contains(log, "time limit") {
+		t.Errorf("want the loop key dead-lettered for the time limit:\n%s", log)
 	}
 }
 

@@ -1,8 +1,6 @@
 package engine_test
 
 import (
-	"bytes"
-	"context"
 	"strings"
 	"testing"
 
@@ -98,8 +96,29 @@ class P(StatefulProcessor):
             super().handleInitialState(key, initialState, timerValues)
 `
 
+// TestPythonProcessor runs a processor that uses every kind of state, timers, an initial
+// state and failing groups, twice: with the glue running calls of DATA groups in C (what
+// modules do) and with every call in the groupstate package's _process_v2 (the definition
+// the C path follows); both give the expected rows and the same dead letters.
 func TestPythonProcessor(t *testing.T) {
-	wasm, err := pybuild.Build(map[string][]byte{"proc.py": []byte(pyProcessor)}, "proc")
+	var logs []string
+	for _, inC := range []bool{true, false} {
+		src := pyProcessor
+		if !inC {
+			src += "\nimport groupstate.stateful_processor\ngroupstate.stateful_processor._c_data_calls = False\n"
+		}
+		logs = append(logs, runPythonProcessor(t, src))
+	}
+	if logs[0] != logs[1] {
+		t.Errorf("dead letters differ between the C and the Python paths:\nC:\n%s\nPython:\n%s", logs[0], logs[1])
+	}
+}
+
+// runPythonProcessor runs TestPythonProcessor's scenario with the processor of source src and
+// returns its dead letters' log.
+func runPythonProcessor(t *testing.T, src string) string {
+	t.Helper()
+	wasm, err := pybuild.Build(map[string][]byte{"proc.py": []byte(src)}, "proc")
 	require(t, err)
 	sp := specFromYAML(t, `
 name: pyproc
@@ -117,29 +136,25 @@ on_error: dead_letter
 {"key": "own", "state": {"v": 5}}
 `))
 	require(t, err)
-	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}, {"k": "a"}, {"k": "boom"}, {"k": "big"}, {"k": "init"}, {"k": "own"}]}
+	steps := stepsOf(t, `{"at": 1000, "rows": [{"k": "a"}, {"k": "a"}, {"k": "boom"}, {"k": "big"}, {"k": "init"}, {"k": "own"}]}
 {"expect": [{"k": "own", "initial": {"v": 5}}, {"k": "a", "n": 2, "v0": null, "exists0": false, "v1": {"n": 2}, "l": [1000, 1001, {"t": 1002}], "m": [["x", 1], ["\u00e9", 2]], "keys": ["x", "\u00e9"], "values": [1, 2], "has": [true, false, null], "timers": [4000, 5000, 6000], "errs": {"dup": "GroupStateValueError: groupstate: getValueState('v'): declared twice", "name": "GroupStateValueError: groupstate: getListState('Bad'): a name is 1-64 characters of a-z, 0-9 and _, starting with a letter a-z", "ttl": "GroupStateValueError: groupstate: ttlDurationMs must be positive", "none": "GroupStateTypeError: groupstate: null is not a valid state value", "key": "GroupStateTypeError: groupstate: a map key is a str, not int", "declare": "GroupStateRuntimeError: groupstate: getValueState('late') outside the processor's init", "ts": "GroupStateTypeError: groupstate: a timer is an int of epoch milliseconds"}}, {"k": "big", "big": [100000, 1]}, {"k": "init", "v": {"n": 7}, "l": [1, 2], "m": {"a": 1, "b": 2}}, {"k": "own", "v": {"own": 5}}]}
 {"at": 10000, "rows": []}
 {"expect": [{"k": "a", "timer": 4000, "T": 10000, "l": [], "left": []}, {"k": "a", "timer": 6000, "T": 10000, "l": [], "left": []}]}
-`))
-	require(t, err)
-	var out, log bytes.Buffer
-	err = scenario.RunSteps(context.Background(), scenario.Options{
-		Spec: sp, Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Out: &out, Log: &log,
-		InitialState: initial,
-	}, withRestarts(steps))
-	require(t, err, out.String(), log.String())
+`)
+	out, log, err := runSteps(t, scenario.Options{Spec: sp, Wasm: wasm, InitialState: initial}, withRestarts(steps))
+	require(t, err, out, log)
 	for _, want := range []string{
 		`key="boom"`, `Traceback (most recent call last):`, `File \"proc.py\", line 33, in handleInputRows`,
 		`ValueError: boom`,
 	} {
-		if !strings.Contains(log.String(), want) {
-			t.Errorf("dead letters lack %s:\n%s", want, log.String())
+		if !strings.Contains(log, want) {
+			t.Errorf("dead letters lack %s:\n%s", want, log)
 		}
 	}
-	if strings.Contains(log.String(), "_process_v2") {
-		t.Errorf("the traceback shows the SDK's frames:\n%s", log.String())
+	if strings.Contains(log, "_process_v2") {
+		t.Errorf("the traceback shows the SDK's frames:\n%s", log)
 	}
+	return log
 }
 
 // TestPythonProcessorNoTimeout: under timeout none a processor's timers are refused
@@ -176,19 +191,13 @@ key:
 output:
   subject: out
 `
-	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}]}
+	steps := stepsOf(t, `{"at": 1000, "rows": [{"k": "a"}]}
 {"expect": [{"k": "a", "register": "groupstate: timers need timeout processing_time or event_time in the deployment spec", "timers": [], "w": 0}]}
-`))
-	require(t, err)
-	var log bytes.Buffer
-	err = scenario.RunSteps(context.Background(), scenario.Options{
-		Spec: specFromYAML(t, specText), Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Log: &log,
-	}, steps)
-	require(t, err, log.String())
+`)
+	_, log, err := runSteps(t, scenario.Options{Spec: specFromYAML(t, specText), Wasm: wasm}, steps)
+	require(t, err, log)
 
-	err = scenario.RunSteps(context.Background(), scenario.Options{
-		Spec: specFromYAML(t, specText+"config:\n  fail: true\n"), Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(),
-	}, steps)
+	_, _, err = runSteps(t, scenario.Options{Spec: specFromYAML(t, specText+"config:\n  fail: true\n"), Wasm: wasm}, steps)
 	if err == nil || !strings.Contains(err.Error(), "module init failed") ||
 		!strings.Contains(err.Error(), `File "p.py", line 7, in init`) ||
 		!strings.Contains(err.Error(), "RuntimeError: init failed: []") {
@@ -225,16 +234,14 @@ class P(StatefulProcessor):
 `
 	wasm, err := pybuild.Build(map[string][]byte{"p.py": []byte(src)}, "p")
 	require(t, err)
-	steps, err := scenario.Parse(strings.NewReader(`{"at": 1000, "rows": [{"k": "a"}, {"k": "b"}]}
+	steps := stepsOf(t, `{"at": 1000, "rows": [{"k": "a"}, {"k": "b"}]}
 {"expect": [{"k": "a", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)", "frozen": true}, {"k": "b", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)", "frozen": true}]}
 {"at": 2000, "rows": [{"k": "a"}]}
 {"expect": [{"k": "a", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)", "frozen": true}]}
 {"at": 3000, "rows": [{"k": "b"}, {"k": "a"}]}
 {"expect": [{"k": "b", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)", "frozen": true}, {"k": "a", "closes": 0, "qi": "groupstate: getQueryInfo is not supported: the runtime gives a module no query, run or batch id (groupstate.deployment is the deployment's name)", "frozen": true}]}
-`))
-	require(t, err)
-	var log bytes.Buffer
-	err = scenario.RunSteps(context.Background(), scenario.Options{
+`)
+	_, log, err := runSteps(t, scenario.Options{
 		Spec: specFromYAML(t, `
 name: pyclose
 module: p.wasm
@@ -244,7 +251,67 @@ key:
   field: k
 output:
   subject: out
-`), Wasm: wasm, Runtime: sharedRuntime(t), StateDir: t.TempDir(), Log: &log,
+`), Wasm: wasm,
 	}, steps)
-	require(t, err, log.String())
+	require(t, err, log)
+}
+
+// TestPythonProcessorFailedGroups: a processor's groups that fail in the SDK's hands (a
+// returned dict, output rows json cannot encode, a SystemExit) fail alone, with the same dead
+// letters whether the glue runs the call in C or the package's _process_v2 does.
+func TestPythonProcessorFailedGroups(t *testing.T) {
+	const proc = `
+from groupstate import StatefulProcessor
+
+class P(StatefulProcessor):
+    def handleInputRows(self, key, rows, timerValues):
+        k = key[0]
+        if k == "dict":
+            return {"k": k}
+        if k == "nan":
+            return [{"k": k}, {"x": float("nan")}]
+        if k == "set":
+            return iter([{"s": {1}}])
+        if k == "exit":
+            raise SystemExit(3)
+        return [{"k": k, "n": len(rows)}]
+`
+	sp := specFromYAML(t, `
+name: pyfail
+module: proc.wasm
+input:
+  subjects: ["in.>"]
+key:
+  field: k
+output:
+  subject: out
+on_error: dead_letter
+`)
+	var logs []string
+	for _, inC := range []bool{true, false} {
+		src := proc
+		if !inC {
+			src += "\nimport groupstate.stateful_processor\ngroupstate.stateful_processor._c_data_calls = False\n"
+		}
+		wasm, err := pybuild.Build(map[string][]byte{"proc.py": []byte(src)}, "proc")
+		require(t, err)
+		out, log, err := runSteps(t, scenario.Options{Spec: sp, Wasm: wasm}, stepsOf(t, `{"at": 1000, "rows": [{"k": "dict"}, {"k": "nan"}, {"k": "set"}, {"k": "exit"}, {"k": "ok"}, {"k": "ok"}]}
+{"expect": [{"k": "ok", "n": 2}]}
+`))
+		require(t, err, out, log)
+		for _, want := range []string{
+			"GroupStateTypeError: groupstate: the processor returned a dict; yield output rows, or return a list of them",
+			"GroupStateTypeError: groupstate: encoding an output row: Out of range float values are not JSON compliant",
+			"GroupStateTypeError: groupstate: encoding an output row: Object of type set is not JSON serializable",
+			"SystemExit: 3",
+		} {
+			if !strings.Contains(log, want) {
+				t.Errorf("c=%v: dead letters lack %q:\n%s", inC, want, log)
+			}
+		}
+		logs = append(logs, log)
+	}
+	if logs[0] != logs[1] {
+		t.Errorf("dead letters differ between the C and the Python paths:\nC:\n%s\nPython:\n%s", logs[0], logs[1])
+	}
 }

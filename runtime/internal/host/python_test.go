@@ -201,3 +201,70 @@ func TestPythonFrozenStart(t *testing.T) {
 		t.Errorf("the handler saw %s, want a frozen count above 0", got)
 	}
 }
+
+// TestPythonStartImportsLittle: an instance of a Python handler starts without importing json,
+// re or enum (tens of milliseconds of every instance's start: the SDK decodes with json's C
+// scanner), whether it is an ABI v1 function or an ABI v2 processor; each handler fails its
+// start if they are there.
+func TestPythonStartImportsLittle(t *testing.T) {
+	const check = `
+import sys
+_loaded = sorted(m for m in ("json", "re", "enum") if m in sys.modules)
+if _loaded:
+    raise RuntimeError("imported at start: " + ", ".join(_loaded))
+`
+	for name, src := range map[string]string{
+		"v1": check + "\ndef handle(key, rows, state):\n    yield {'n': 1}\n",
+		"v2": `
+from groupstate import StatefulProcessor
+` + check + `
+class P(StatefulProcessor):
+    def init(self, handle):
+` + strings.ReplaceAll(check, "\n", "\n        ") + `
+        self.n = handle.getValueState("n")
+`,
+	} {
+		t.Run(name, func(t *testing.T) { startPython(t, src) })
+	}
+}
+
+// startPython starts a host of the Python handler src (h.py) and closes it, failing t if the
+// handler's start fails.
+func startPython(t *testing.T, src string) {
+	t.Helper()
+	wasm, err := pybuild.Build(map[string][]byte{"h.py": []byte(src)}, "h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := New(context.Background(), testConfig(wasm))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Close(context.Background())
+}
+
+// TestPythonLoads: the SDK's JSON decoding (rows, keys and state values of a StatefulProcessor)
+// reads what json.loads reads, whitespace around the document included, and refuses what it
+// refuses with json's own error; the handler's start fails if not.
+func TestPythonLoads(t *testing.T) {
+	const src = `
+from groupstate import _loads
+for text, want in ((b'{"a":1}', {"a": 1}), (b' {"a": [1, 2.5]}\n', {"a": [1, 2.5]}), (b'7', 7),
+                   (b'"x" ', "x"), (b'\t\r\nnull', None), (b'NaN', float("nan")), ("[]", [])):
+    got = _loads(text)
+    if repr(got) != repr(want):
+        raise AssertionError(f"_loads({text!r}) = {got!r}, want {want!r}")
+for text in (b"", b" ", b"{", b'{"a":1} x', b"1 2"):
+    try:
+        _loads(text)
+    except ValueError as e:
+        if type(e).__name__ != "JSONDecodeError":
+            raise AssertionError(f"_loads({text!r}) raised {e!r}, want json's JSONDecodeError")
+    else:
+        raise AssertionError(f"_loads({text!r}) did not fail")
+
+def handle(key, rows, state):
+    yield {}
+`
+	startPython(t, src)
+}

@@ -2,8 +2,8 @@
 config.idle_timeout of processing time without logins (the running example of Spark's
 applyInPandasWithState). Behaves exactly like samples/logincount/go.
 
-Build: go run ./cmd/groupstate build --lang python samples/logincount/python/logincount.py
-(phase 1 of issue 31: the conformance test builds it with internal/pybuild).
+Build: groupstate build --lang python logincount.py (the conformance test builds it the same
+way, with internal/pybuild).
 """
 import groupstate
 

@@ -235,6 +235,12 @@ def _loads(b):
     """json.loads(b) for a valid document, through the C scanner; anything else goes to
     json.loads itself, for its exact error."""
     s = b.decode("utf-8") if isinstance(b, (bytes, bytearray)) else b
+    try:  # the usual document: no whitespace around it
+        v, end = _scan_once(s, 0)
+        if end == len(s):
+            return v
+    except (StopIteration, ValueError):
+        pass
     i = len(s) - len(s.lstrip(_WHITESPACE))
     try:
         v, end = _scan_once(s, i)

@@ -27,13 +27,13 @@ are JSON). The glue of the runtime module (sdk/python/runtime/glue.c) calls ``_i
 """
 
 import gc as _gc
-import json as _json
 import struct as _struct
 
 import _groupstate
 
 import groupstate as _gs
 from groupstate import GroupStateRuntimeError, GroupStateTypeError, GroupStateValueError
+from groupstate import _encode_chunks
 
 __all__ = [
     "StatefulProcessor",
@@ -49,6 +49,7 @@ __all__ = [
 _U32 = _struct.Struct("<I")
 _I64 = _struct.Struct("<q")
 _U64 = _struct.Struct("<Q")
+_pack_u32, _unpack_u32 = _U32.pack, _U32.unpack_from
 _OPVAR = _struct.Struct("<BI")
 _OPVARLEN = _struct.Struct("<BII")
 _OPI64 = _struct.Struct("<Bq")
@@ -95,13 +96,14 @@ def _encode_value(value, what="state value"):
     if value is None:
         raise GroupStateTypeError("groupstate: null is not a valid state value")
     try:
-        return _gs._encode(value).encode("utf-8")
+        return "".join(_encode_chunks(value, 0)).encode("utf-8")
     except (TypeError, ValueError) as e:
         raise GroupStateTypeError(f"groupstate: encoding {what}: {e}") from None
 
 
-def _decode(b):
-    return _json.loads(b)
+# json's C scanner, as the v1 path decodes (importing json would import re, enum and more at
+# every instance's start)
+_decode = _gs._loads
 
 
 def _map_key(key):
@@ -192,7 +194,10 @@ class _Var:
         self._kind = kind
 
     def _g(self):
-        return _group(f"{_KIND_NAMES[self._kind]} state {self._name}")
+        g = _cur
+        if g is None or g.fatal is not None:  # the error's text is made only when needed
+            return _group(f"{_KIND_NAMES[self._kind]} state {self._name}")
+        return g
 
     def __repr__(self):
         return f"{type(self).__name__}({self._name!r})"
@@ -630,6 +635,10 @@ def _apply_initial(initial):
 
 _processor = None
 
+#: Whether the glue runs calls of DATA groups itself (in C, as _process_v2 would: glue.c,
+#: v2_process_data) rather than through _process_v2. Tests set it to False to compare.
+_c_data_calls = True
+
 
 def _init_v2(buf):
     """gs_init of a v2 module (the version checked by the glue): parses the init buffer
@@ -696,20 +705,21 @@ def _emit(result, parts):
     n = 0
     for row in result:
         try:
-            b = _gs._encode(row).encode("utf-8")
+            b = "".join(_encode_chunks(row, 0)).encode("utf-8")
         except (TypeError, ValueError) as e:
             raise GroupStateTypeError(f"groupstate: encoding an output row: {e}") from None
-        parts.append(_U32.pack(len(b)))
-        parts.append(b)
+        parts += (_pack_u32(len(b)), b)
         n += 1
     return n
 
 
 def _without_sdk_frames(e):
     """e with its traceback starting at the first frame outside this module (the calls of
-    _process_v2 and _emit are not the handler's)."""
+    _process_v2 and _emit are not the handler's), or none when every frame is this module's (an
+    error of the SDK's own, such as an output row json cannot encode: its message says it all,
+    and the glue's C path, which has no such frames, writes the same text)."""
     tb = e.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename == _THIS_FILE and tb.tb_next is not None:
+    while tb is not None and tb.tb_frame.f_code.co_filename == _THIS_FILE:
         tb = tb.tb_next
     return e.with_traceback(tb)
 
@@ -741,6 +751,7 @@ def _process_v2(buf):
     first_kind = None
     ninputs = len(inputs)
     proc = _processor
+    size = len(buf)
     for i in range(count):
         try:
             (kind,) = _U32.unpack_from(buf, p)
@@ -760,12 +771,16 @@ def _process_v2(buf):
                 for k in range(n):
                     idx = 0
                     if ninputs:
-                        (idx,) = _U32.unpack_from(buf, p)
+                        (idx,) = _unpack_u32(buf, p)
                         p += 4
                         if idx >= ninputs:
                             return _malformed(i, f"row {k}: input index {idx} out of range (the deployment has {ninputs} inputs)")
-                    raw, p = _bytes_at(buf, p)
-                    rows.append((idx, raw))
+                    (m,) = _unpack_u32(buf, p)  # _bytes_at, inline: once per row
+                    p += 4
+                    if m > size - p:
+                        raise _Malformed("short")
+                    rows.append((idx, buf[p:p + m]))
+                    p += m
             elif kind == _TIMERS:
                 (n,) = _U32.unpack_from(buf, p)
                 p += 4
@@ -806,11 +821,9 @@ def _process_v2(buf):
         finally:
             _cur = None
         if err is None:
-            out.append(_U32.pack(emits))
-            out.extend(parts)
-            out.append(b"\0\0\0\0\0\0\0\0")  # status 0, error ""
-            out.append(_U32.pack(len(g.ops)))
-            out.append(bytes(g.ops))
+            out.append(_pack_u32(emits))
+            out += parts
+            out += (b"\0\0\0\0\0\0\0\0", _pack_u32(len(g.ops)), bytes(g.ops))  # status 0, error "", the writes
         else:
             m = err[-8192:].encode("utf-8", "replace")  # the end: the exception is last
             out.append(_U32.pack(0) + _U32.pack(1) + _U32.pack(len(m)) + m + _U32.pack(0))

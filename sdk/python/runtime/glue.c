@@ -935,6 +935,7 @@ static int call_v2(PyObject *fn, int32_t ptr, int32_t len) {
 }
 
 static PyObject *init_v2_fn, *process_v2_fn;
+static int v2_fast_init(void);
 
 /* gs_init of a v2 module, the interpreter started: groupstate.stateful_processor._init_v2(init
  * buffer) parses the buffer, imports the handler, runs the processor's init and returns the
@@ -951,6 +952,7 @@ static int64_t init_v2(int32_t ptr, int32_t len) {
 	buf_u32(&out, 0);
 	if (call_v2(init_v2_fn, ptr, len) < 0) return fail_init_exception();
 	if (out.oom) return fail_init("groupstate: out of memory");
+	if (v2_fast_init() < 0) return fail_init_exception();
 	ready = 1;
 	return pack(out.p, out.len);
 }
@@ -1175,6 +1177,250 @@ done:
 	return 0;
 }
 
+/* ------------------------------------------------------------------------------------------
+ * ABI v2's DATA calls in C. groupstate.stateful_processor._process_v2 defines what a call does;
+ * a call whose groups are all DATA groups, in a well-formed buffer, runs here instead, group by
+ * group as _process_v2 runs it (the same _Group, Rows and TimerValues objects, the same module
+ * global _cur, the same handler call, output encoding and errors), without its Python loop
+ * over the buffer. Every other call (timers, initial state, a malformed buffer) goes to
+ * _process_v2 itself, and so does every call while groupstate.stateful_processor._c_data_calls
+ * is not True (the tests run both ways and compare).
+ * ------------------------------------------------------------------------------------------ */
+static PyObject *sp_dict;   /* groupstate.stateful_processor's namespace (a reference to the module is kept) */
+static PyObject *v2_group_cls, *v2_rows_cls, *v2_tv_cls, *v2_trim_tb, *v2_loads;
+static PyObject *s_cur, *s_ops, *s_fatal, *s_handle_rows, *s_processor, *s_inputs, *s_c_data_calls;
+
+/* 0, or -1 with an exception set. */
+static int v2_fast_init(void) {
+	PyObject *m = PyImport_ImportModule("groupstate.stateful_processor");
+	if (!m) return -1;
+	sp_dict = PyModule_GetDict(m); /* the module (never released) keeps it */
+	v2_group_cls = PyObject_GetAttrString(m, "_Group");
+	v2_rows_cls = v2_group_cls ? PyObject_GetAttrString(m, "Rows") : NULL;
+	v2_tv_cls = v2_rows_cls ? PyObject_GetAttrString(m, "TimerValues") : NULL;
+	v2_trim_tb = v2_tv_cls ? PyObject_GetAttrString(m, "_without_sdk_frames") : NULL;
+	v2_loads = v2_trim_tb ? attr_of("groupstate", "_loads") : NULL;
+	if (!v2_loads) return -1;
+	s_cur = PyUnicode_InternFromString("_cur");
+	s_ops = PyUnicode_InternFromString("ops");
+	s_fatal = PyUnicode_InternFromString("fatal");
+	s_handle_rows = PyUnicode_InternFromString("handleInputRows");
+	s_processor = PyUnicode_InternFromString("_processor");
+	s_inputs = PyUnicode_InternFromString("inputs");
+	s_c_data_calls = PyUnicode_InternFromString("_c_data_calls");
+	return s_cur && s_ops && s_fatal && s_handle_rows && s_processor && s_inputs && s_c_data_calls ? 0 : -1;
+}
+
+/* Whether the process buffer p is well formed as _process_v2 reads it and holds DATA groups
+ * only (kind 0, at least one row, input indexes below ninputs when there are inputs). */
+static int v2_all_data(const uint8_t *p, uint32_t len, uint32_t ninputs) {
+	rd r = {p, p + len, 0};
+	uint32_t count = rd_u32(&r), n;
+	rd_i64(&r);
+	rd_i64(&r);
+	if (r.bad || count == 0) return 0;
+	for (uint32_t i = 0; i < count; i++) {
+		uint32_t kind = rd_u32(&r);
+		rd_bytes(&r, &n);
+		uint32_t rows = rd_u32(&r);
+		if (r.bad || kind != 0 || rows == 0) return 0;
+		for (uint32_t k = 0; k < rows; k++) {
+			if (ninputs && rd_u32(&r) >= ninputs) return 0;
+			rd_bytes(&r, &n);
+			if (r.bad) return 0;
+		}
+	}
+	return r.p == r.end;
+}
+
+/* _emit(result, parts), the rows appended to out: 0, or -1 with an exception set. */
+static int v2_emit(PyObject *result, uint32_t *emits) {
+	if (result == Py_None) return 0;
+	if (PyDict_Check(result) || PyUnicode_Check(result) || PyBytes_Check(result)) {
+		PyErr_Format(ERR(err_type), "groupstate: the processor returned a %s; yield output rows, or return a list of them",
+		             _PyType_Name(Py_TYPE(result)));
+		return -1;
+	}
+	PyObject *it = PyObject_GetIter(result), *row;
+	if (!it) return -1;
+	while ((row = PyIter_Next(it)) != NULL) {
+		size_t at = out.len;
+		buf_u32(&out, 0);
+		int rc = json_put(&out, row);
+		Py_DECREF(row);
+		if (rc < 0) {
+			Py_DECREF(it);
+			if (PyErr_ExceptionMatches(PyExc_TypeError) || PyErr_ExceptionMatches(PyExc_ValueError)) {
+				PyObject *t, *v, *tb;
+				PyErr_Fetch(&t, &v, &tb);
+				PyErr_NormalizeException(&t, &v, &tb);
+				PyObject *msg = v ? PyObject_Str(v) : NULL;
+				Py_XDECREF(t);
+				Py_XDECREF(v);
+				Py_XDECREF(tb);
+				if (msg) {
+					PyErr_Format(ERR(err_type), "groupstate: encoding an output row: %U", msg);
+					Py_DECREF(msg);
+				}
+			}
+			return -1;
+		}
+		put_u32_at(&out, at, (uint32_t)(out.len - at - 4));
+		(*emits)++;
+	}
+	Py_DECREF(it);
+	return PyErr_Occurred() ? -1 : 0;
+}
+
+/* One DATA group's handler call, its rows (rows, a list of (input index, bytes)) and key (JSON)
+ * as _process_v2 makes them; its outputs appended to out. 0, or -1 with an exception set. */
+static int v2_run_data(PyObject *proc, const uint8_t *key, uint32_t key_len, PyObject *rowlist, PyObject *tv, uint32_t *emits) {
+	PyObject *kb = PyBytes_FromStringAndSize((const char *)key, (Py_ssize_t)key_len);
+	PyObject *k = kb ? PyObject_CallOneArg(v2_loads, kb) : NULL;
+	Py_XDECREF(kb);
+	PyObject *key_tuple = k ? PyTuple_Pack(1, k) : NULL;
+	Py_XDECREF(k);
+	PyObject *rows = key_tuple ? PyObject_CallOneArg(v2_rows_cls, rowlist) : NULL;
+	PyObject *result = rows ? PyObject_CallMethodObjArgs(proc, s_handle_rows, key_tuple, rows, tv, NULL) : NULL;
+	Py_XDECREF(rows);
+	Py_XDECREF(key_tuple);
+	if (!result) return -1;
+	int rc = v2_emit(result, emits);
+	Py_DECREF(result);
+	return rc;
+}
+
+/* The error text of a failed group, as _process_v2 makes it: the group's fatal error, else
+ * the pending exception's traceback without the SDK's leading frames. Clears the exception.
+ * A new reference, or NULL with an exception set (which fails the call, as in _process_v2). */
+static PyObject *v2_group_error(PyObject *g) {
+	PyObject *t, *v, *tb;
+	PyErr_Fetch(&t, &v, &tb);
+	PyErr_NormalizeException(&t, &v, &tb);
+	if (tb && v) PyException_SetTraceback(v, tb);
+	PyObject *err = PyObject_GetAttr(g, s_fatal);
+	if (err == Py_None) {
+		Py_CLEAR(err);
+		PyObject *e = v ? PyObject_CallOneArg(v2_trim_tb, v) : NULL;
+		err = e ? PyObject_CallOneArg(format_exc, e) : NULL;
+		Py_XDECREF(e);
+	}
+	Py_XDECREF(t);
+	Py_XDECREF(v);
+	Py_XDECREF(tb);
+	return err;
+}
+
+/* Appends a failed group's result: no emits, status 1, the end of err (at most 8192
+ * characters, UTF-8 with errors replaced), no ops. 0, or -1 with an exception set. */
+static int v2_put_failed(PyObject *err) {
+	if (!PyUnicode_Check(err)) {
+		PyErr_SetString(PyExc_TypeError, "groupstate: a group's error is not a str");
+		return -1;
+	}
+	Py_ssize_t n = PyUnicode_GET_LENGTH(err);
+	PyObject *tail = PyUnicode_Substring(err, n > 8192 ? n - 8192 : 0, n);
+	PyObject *m = tail ? PyUnicode_AsEncodedString(tail, "utf-8", "replace") : NULL;
+	Py_XDECREF(tail);
+	if (!m) return -1;
+	buf_u32(&out, 0);
+	buf_u32(&out, 1);
+	buf_bytes(&out, PyBytes_AS_STRING(m), (size_t)PyBytes_GET_SIZE(m));
+	buf_u32(&out, 0);
+	Py_DECREF(m);
+	return 0;
+}
+
+/* Runs a v2 call in C when its buffer holds DATA groups only (v2_all_data) and the processor
+ * is there: 1 with the result in out, 0 to leave the call to _process_v2, or -1 with an
+ * exception set (an exception that would have escaped _process_v2: the call fails). */
+static int v2_process_data(const uint8_t *p, uint32_t len) {
+	if (!sp_dict) return 0;
+	PyObject *proc = PyDict_GetItemWithError(sp_dict, s_processor); /* borrowed */
+	PyObject *inputs = proc ? PyDict_GetItemWithError(sp_dict, s_inputs) : NULL;
+	PyObject *on = inputs ? PyDict_GetItemWithError(sp_dict, s_c_data_calls) : NULL;
+	if (!proc || proc == Py_None || !inputs || !PyList_Check(inputs) || on != Py_True) return PyErr_Occurred() ? -1 : 0;
+	uint32_t ninputs = (uint32_t)PyList_GET_SIZE(inputs);
+	if (!v2_all_data(p, len, ninputs)) return 0;
+	Py_INCREF(proc);
+	rd r = {p, p + len, 0};
+	uint32_t count = rd_u32(&r);
+	int64_t T = rd_i64(&r), W = rd_i64(&r);
+	PyObject *tv = PyObject_CallFunction(v2_tv_cls, "LL", (long long)T, (long long)W);
+	PyObject *kind = PyLong_FromLong(0);
+	int rc = tv && kind ? 1 : -1;
+	out.len = 0;
+	out.oom = 0;
+	buf_u32(&out, 0);
+	buf_u32(&out, count);
+	for (uint32_t i = 0; i < count && rc == 1; i++) {
+		uint32_t key_len, n, m;
+		rd_u32(&r);
+		const uint8_t *key = rd_bytes(&r, &key_len);
+		n = rd_u32(&r);
+		PyObject *rowlist = PyList_New(n);
+		for (uint32_t k = 0; rowlist && k < n; k++) {
+			uint32_t idx = ninputs ? rd_u32(&r) : 0;
+			const uint8_t *raw = rd_bytes(&r, &m);
+			PyObject *row = Py_BuildValue("(Iy#)", idx, (const char *)raw, (Py_ssize_t)m);
+			if (!row) Py_CLEAR(rowlist);
+			else PyList_SET_ITEM(rowlist, k, row);
+		}
+		PyObject *g = rowlist ? PyObject_CallOneArg(v2_group_cls, kind) : NULL;
+		if (!g) {
+			Py_XDECREF(rowlist);
+			rc = -1;
+			break;
+		}
+		group_cell = i;
+		gs_host_group_begin((int32_t)i);
+		size_t start = out.len;
+		uint32_t emits = 0;
+		PyObject *err = NULL;
+		if (PyDict_SetItem(sp_dict, s_cur, g) < 0) {
+			rc = -1;
+		} else {
+			buf_u32(&out, 0); /* emit_count, patched below */
+			int ok = v2_run_data(proc, key, key_len, rowlist, tv, &emits);
+			if (PyDict_SetItem(sp_dict, s_cur, Py_None) < 0) {
+				PyErr_Clear(); /* cannot fail: the key is there */
+			}
+			if (ok < 0) {
+				err = v2_group_error(g);
+				if (!err) rc = -1;
+			} else {
+				err = PyObject_GetAttr(g, s_fatal);
+				if (!err) rc = -1;
+				else if (err == Py_None) Py_CLEAR(err);
+			}
+		}
+		if (rc == 1 && !err) {
+			PyObject *ops = PyObject_GetAttr(g, s_ops);
+			PyObject *b = ops ? PyBytes_FromObject(ops) : NULL;
+			Py_XDECREF(ops);
+			if (!b) {
+				rc = -1;
+			} else {
+				put_u32_at(&out, start, emits);
+				buf_u32(&out, 0); /* status 0 */
+				buf_u32(&out, 0); /* error "" */
+				buf_bytes(&out, PyBytes_AS_STRING(b), (size_t)PyBytes_GET_SIZE(b));
+				Py_DECREF(b);
+			}
+		} else if (rc == 1) {
+			out.len = start;
+			if (v2_put_failed(err) < 0) rc = -1;
+		}
+		Py_XDECREF(err);
+		Py_DECREF(g);
+		Py_DECREF(rowlist);
+	}
+	Py_XDECREF(kind);
+	Py_XDECREF(tv);
+	Py_DECREF(proc);
+	return rc;
+}
+
 GS_EXPORT("gs_process") int64_t gs_process(int32_t ptr, int32_t len) {
 	if (!ready) return fail_call("groupstate: gs_process before a successful gs_init");
 	if (module_abi() == 2) {
@@ -1182,7 +1428,12 @@ GS_EXPORT("gs_process") int64_t gs_process(int32_t ptr, int32_t len) {
 		 * whole-call error it wrote itself); an exception escaping it fails the call. */
 		out.len = 0;
 		out.oom = 0;
-		if (call_v2(process_v2_fn, ptr, len) < 0) {
+		int fast = v2_process_data((const uint8_t *)(uintptr_t)ptr, (uint32_t)len);
+		if (fast == 0) {
+			out.len = 0;
+			out.oom = 0;
+		}
+		if (fast < 0 || (fast == 0 && call_v2(process_v2_fn, ptr, len) < 0)) {
 			PyObject *s = exception_text();
 			const char *u = s ? PyUnicode_AsUTF8(s) : NULL;
 			if (!u) PyErr_Clear();
