@@ -15,19 +15,19 @@ import (
 	groupstate "github.com/groupstate/groupstate/sdk/go"
 )
 
-// invoke measures ns per key group of logincount calls carrying n groups, for about d, and
-// returns it with the linear memory of the instance that ran them (host.InstanceMemoryBytes).
-func invoke(ctx context.Context, wasm []byte, n int, d time.Duration, logger *slog.Logger) (float64, uint64, error) {
-	h, err := host.New(ctx, host.Config{
+// logincountHost starts a host of a logincount module (any language) the way the invoke
+// measurements run it: one instance, processing-time timeouts, config idle_timeout 10s.
+func logincountHost(ctx context.Context, wasm []byte, logger *slog.Logger) (*host.Host, error) {
+	return host.New(ctx, host.Config{
 		Wasm:   wasm,
 		Init:   abi.Init{ABIVersion: abi.Version, Mode: abi.TimeoutProcessingTime, Name: []byte("bench"), Config: []byte(`{"idle_timeout":"10s"}`)},
 		Logger: logger,
 		Limits: host.Limits{Instances: 1, CallTimeout: 10 * time.Second, MemoryBytes: 256 << 20},
 	})
-	if err != nil {
-		return 0, 0, err
-	}
-	defer h.Close(ctx)
+}
+
+// logincountCall is a call of n groups of one row each, every key with a state to update.
+func logincountCall(n int) *handler.Call {
 	call := &handler.Call{ProcessingTimeMs: 1000}
 	for i := range n {
 		call.Groups = append(call.Groups, handler.Group{
@@ -37,6 +37,18 @@ func invoke(ctx context.Context, wasm []byte, n int, d time.Duration, logger *sl
 			Rows:  [][]byte{fmt.Appendf(nil, `{"user_id":"user-%06d","ts":1700000000000}`, i)},
 		})
 	}
+	return call
+}
+
+// invoke measures ns per key group of logincount calls carrying n groups, for about d, and
+// returns it with the linear memory of the instance that ran them (host.InstanceMemoryBytes).
+func invoke(ctx context.Context, wasm []byte, n int, d time.Duration, logger *slog.Logger) (float64, uint64, error) {
+	h, err := logincountHost(ctx, wasm, logger)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer h.Close(ctx)
+	call := logincountCall(n)
 	res := make([]handler.Result, n)
 	if err := h.Process(ctx, call, res); err != nil { // warm up
 		return 0, 0, err

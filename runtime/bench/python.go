@@ -8,10 +8,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/internal/pybuild"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
-	"github.com/groupstate/groupstate/runtime/internal/host"
 )
 
 // pyCountV1 and pyCountV2 are testdata/v2count's work in Python: count each user's rows and
@@ -63,12 +61,7 @@ func pythonABI(ctx context.Context, dir string, keys, rows int, logger *slog.Log
 // a call of one group (microseconds, next to the rest). It returns the median of runs starts,
 // in milliseconds.
 func instanceStart(ctx context.Context, wasm []byte, runs int, logger *slog.Logger) (float64, error) {
-	h, err := host.New(ctx, host.Config{
-		Wasm:   wasm,
-		Init:   abi.Init{ABIVersion: abi.Version, Mode: abi.TimeoutProcessingTime, Name: []byte("bench"), Config: []byte(`{"idle_timeout":"10s"}`)},
-		Logger: logger,
-		Limits: host.Limits{Instances: 1, CallTimeout: 10 * time.Second, MemoryBytes: 256 << 20},
-	})
+	h, err := logincountHost(ctx, wasm, logger)
 	if err != nil {
 		return 0, err
 	}

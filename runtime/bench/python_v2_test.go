@@ -2,13 +2,9 @@ package bench
 
 import (
 	"context"
-	"fmt"
 	"testing"
-	"time"
 
-	"github.com/groupstate/groupstate/abi"
 	"github.com/groupstate/groupstate/runtime/internal/handler"
-	"github.com/groupstate/groupstate/runtime/internal/host"
 )
 
 // BenchmarkPythonABIv2: the same counting per key as a Python ABI v1 function and as a Python
@@ -82,26 +78,13 @@ func BenchmarkPythonInvoke(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := host.New(ctx, host.Config{
-		Wasm:   wasm,
-		Init:   abi.Init{ABIVersion: abi.Version, Mode: abi.TimeoutProcessingTime, Name: []byte("bench"), Config: []byte(`{"idle_timeout":"10s"}`)},
-		Logger: quiet,
-		Limits: host.Limits{Instances: 1, CallTimeout: 10 * time.Second, MemoryBytes: 256 << 20},
-	})
+	h, err := logincountHost(ctx, wasm, quiet)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer h.Close(ctx)
 	const n = 4096
-	call := &handler.Call{ProcessingTimeMs: 1000}
-	for i := range n {
-		call.Groups = append(call.Groups, handler.Group{
-			Flags: abi.GroupStateExists,
-			Key:   fmt.Appendf(nil, `"user-%06d"`, i),
-			State: []byte(`{"login_count":41}`),
-			Rows:  [][]byte{fmt.Appendf(nil, `{"user_id":"user-%06d","ts":1700000000000}`, i)},
-		})
-	}
+	call := logincountCall(n)
 	res := make([]handler.Result, n)
 	if err := h.Process(ctx, call, res); err != nil { // warm up
 		b.Fatal(err)
