@@ -20,16 +20,11 @@ var forked = &KeyTxn{done: true}
 // ExpireTTL, ExpiredTimers, RevertKeys, Fork) and its Commit return ErrTxnOpen. A fork
 // cannot Commit (ErrBatchDone); Join or Close ends it.
 func (b *Batch) Fork(n int) ([]*Batch, error) {
-	if b.tx != nil {
-		return nil, ErrTxnOpen
-	}
-	if err := b.d.acquire(); err != nil {
+	release, err := b.enter()
+	if err != nil {
 		return nil, err
 	}
-	defer b.d.s.release()
-	if err := b.usable(); err != nil {
-		return nil, err
-	}
+	defer release()
 	forks := make([]*Batch, n)
 	for i := range forks {
 		f := &Batch{d: b.d, id: b.id, parent: b, vb: b.d.s.db.NewIndexedBatch()}

@@ -106,6 +106,23 @@ func (b *Batch) Key(vars *Vars, key []byte, nowMs int64) *KeyTxn {
 	return t
 }
 
+// enter begins one of the batch's own operations on its variables (not a key transaction's:
+// Fork, DeclareVars, ExpiredTimers, ExpireTTL): none may run while a KeyTxn is open
+// (ErrTxnOpen). It holds the store open until release is called, and fails as usable does.
+func (b *Batch) enter() (release func(), err error) {
+	if b.tx != nil {
+		return nil, ErrTxnOpen
+	}
+	if err := b.d.acquire(); err != nil {
+		return nil, err
+	}
+	if err := b.usable(); err != nil {
+		b.d.s.release()
+		return nil, err
+	}
+	return b.d.s.release, nil
+}
+
 // usable returns the batch's error, if any, and makes sure it has its indexed batch
 // of variable writes.
 func (b *Batch) usable() error {

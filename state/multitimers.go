@@ -95,17 +95,12 @@ func (t *KeyTxn) Timers() ([]int64, error) {
 // transactions; TimerAfter gives the position to resume from). An error from fn
 // stops the scan and is returned.
 func (b *Batch) ExpiredTimers(from TimerPos, before int64, fn func(key []byte, ts int64) error) error {
-	if b.tx != nil {
-		return ErrTxnOpen
+	release, err := b.enter()
+	if err != nil {
+		return err
 	}
+	defer release()
 	d := b.d
-	if err := d.acquire(); err != nil {
-		return err
-	}
-	defer d.s.release()
-	if err := b.usable(); err != nil {
-		return err
-	}
 	lower := append(timerKey(nil, d.prefix, from.TimeoutMs, nil), from.Key...)
 	upper := timerKey(nil, d.prefix, before, nil)
 	if bytes.Compare(lower, upper) >= 0 {

@@ -26,17 +26,12 @@ const ttlChunk = 1024
 // number of index entries that expired. Call it at the end of a micro-batch, once
 // its group calls are done: it may not be called while a KeyTxn is open.
 func (b *Batch) ExpireTTL(nowMs int64) (removed int, err error) {
-	if b.tx != nil {
-		return 0, ErrTxnOpen
+	release, err := b.enter()
+	if err != nil {
+		return 0, err
 	}
+	defer release()
 	d := b.d
-	if err := d.acquire(); err != nil {
-		return 0, err
-	}
-	defer d.s.release()
-	if err := b.usable(); err != nil {
-		return 0, err
-	}
 	p := d.prefix
 	lower := sectionKey(nil, p, sectionTTL)
 	n := len(lower) + 8

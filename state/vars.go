@@ -244,16 +244,11 @@ func (d *Deployment) CheckVars(decls []VarDecl) error {
 // It fails as CheckVars does, writing nothing, and may not be called while a
 // KeyTxn of the batch is open. decls is copied.
 func (b *Batch) DeclareVars(decls []VarDecl) (*Vars, error) {
-	if b.tx != nil {
-		return nil, ErrTxnOpen
-	}
-	if err := b.d.acquire(); err != nil {
+	release, err := b.enter()
+	if err != nil {
 		return nil, err
 	}
-	defer b.d.s.release()
-	if err := b.usable(); err != nil {
-		return nil, err
-	}
+	defer release()
 	c, err := b.catalog()
 	if err != nil {
 		return nil, err
