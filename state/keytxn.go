@@ -771,6 +771,12 @@ func (t *KeyTxn) ListDropFirst(v int, n int) error {
 	for _, k := range keys {
 		t.b.vdel(k)
 	}
+	return t.leaveList(m, left)
+}
+
+// leaveList sets list meta m to left, what a drop of its first elements leaves: a list left
+// empty has a fresh meta record and no longer counts in the key's record.
+func (t *KeyTxn) leaveList(m *txnMeta, left collMeta) error {
 	if left.count == 0 {
 		left = collMeta{}
 		if err := t.addVars(-1); err != nil {
@@ -821,14 +827,7 @@ func (t *KeyTxn) dropFirstImage(id uint32, m *txnMeta, img *listImage, n int, na
 	for _, item := range img.items {
 		img.size += len(item)
 	}
-	if left.count == 0 {
-		left = collMeta{}
-		if err := t.addVars(-1); err != nil {
-			return err
-		}
-	}
-	m.m, m.dirty = left, true
-	return nil
+	return t.leaveList(m, left)
 }
 
 // listIterItem decodes the list element at iter (whose keys of the list's elements are
