@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
@@ -37,10 +35,8 @@ func TestBatchTakesRowsArrivedMeanwhile(t *testing.T) {
 // rowsOfNextBatch has a live source's prefetch (topUp: with its top-up) fetch a first row
 // while the loop is busy, publishes 5 more, and returns how many rows the loop then takes.
 func rowsOfNextBatch(t *testing.T, topUp bool) int {
-	j := testutil.StartJetStream(t)
+	j := startInput(t)
 	ctx := context.Background()
-	_, err := j.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "IN", Subjects: []string{"in.>"}})
-	testutil.Require(t, err)
 	src, err := input.NewSource(ctx, j.JS, "IN", "d", nil)
 	testutil.Require(t, err)
 	sp, err := spec.ParseSpec([]byte("name: d\nkey: {field: k}\n"))
@@ -79,10 +75,8 @@ func rowsOfNextBatch(t *testing.T, topUp bool) int {
 // cannot come), and the source acknowledges what the next batch committed all the same
 // before it closes.
 func TestAckInBackground(t *testing.T) {
-	j := testutil.StartJetStream(t)
+	j := startInput(t)
 	ctx := context.Background()
-	_, err := j.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "IN", Subjects: []string{"in.>"}})
-	testutil.Require(t, err)
 	for range 3 {
 		_, err := j.JS.Publish(ctx, "in.x", []byte(`{"k":1}`))
 		testutil.Require(t, err)

@@ -5,8 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/groupstate/groupstate/runtime/engine"
 	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
@@ -16,10 +14,8 @@ import (
 // fetched (so the consumer no longer counts them as pending) that no committed batch ran yet,
 // as well as those not fetched; once the batch committed, they no longer count.
 func TestInputLagCountsFetchedRows(t *testing.T) {
-	j := testutil.StartJetStream(t)
+	j := startInput(t)
 	ctx := context.Background()
-	_, err := j.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "IN", Subjects: []string{"in.>"}})
-	testutil.Require(t, err)
 	for range 5 {
 		_, err := j.JS.Publish(ctx, "in.x", []byte(`{}`))
 		testutil.Require(t, err)

@@ -5,8 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/nats-io/nats.go/jetstream"
-
 	"github.com/groupstate/groupstate/runtime/internal/input"
 	"github.com/groupstate/groupstate/runtime/internal/testutil"
 	"github.com/groupstate/groupstate/state"
@@ -16,10 +14,8 @@ import (
 // outbox entries, committed but not yet delivered, that it drops, by kind, and says so; the
 // outbox is empty afterwards. A reset with nothing undelivered drops nothing.
 func TestResetCountsDroppedOutputs(t *testing.T) {
-	j := testutil.StartJetStream(t)
+	j := startInput(t)
 	ctx := context.Background()
-	_, err := j.JS.CreateStream(ctx, jetstream.StreamConfig{Name: "IN", Subjects: []string{"in.>"}})
-	testutil.Require(t, err)
 	src, err := input.NewSource(ctx, j.JS, "IN", "d", nil)
 	testutil.Require(t, err)
 	st, err := state.Open(t.TempDir(), nil)
